@@ -1,0 +1,85 @@
+"""The CPU backend: device memory is numpy-owned host memory, streams are host queues.
+
+Addresses are real (``ndarray.ctypes.data``), so pointers work with ctypes, DLPack and
+``ptr_to_numpy``. Every allocation is aligned to ``ALLOCATION_ALIGNMENT``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from openacl.backends.base import Backend
+from openacl.backends.host_queue import HostQueue, make_executor
+
+ALLOCATION_ALIGNMENT = 4096  # bytes; base alignment of every raw allocation (a page)
+
+
+def _aligned_bytes(nbytes: int) -> tuple[int, np.ndarray]:
+    try:
+        raw = np.empty(nbytes + ALLOCATION_ALIGNMENT, dtype=np.uint8)
+    except (MemoryError, ValueError) as exc:
+        raise MemoryError(f"cannot reserve {nbytes} bytes of host memory") from exc
+    base = raw.ctypes.data
+    skip = (-base) % ALLOCATION_ALIGNMENT
+    buffer = raw[skip : skip + nbytes]
+    return base + skip, buffer
+
+
+def _meminfo_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+class CpuBackend(Backend):
+    """numpy memory and worker-thread queues; every device shares the host's RAM."""
+
+    name = "cpu"
+
+    def __init__(self, device_count: int, stream_mode: str) -> None:
+        super().__init__(device_count)
+        self.stream_mode = stream_mode
+        self._executor = make_executor(stream_mode)
+
+    def _alloc(self, device: int, nbytes: int) -> tuple[int, np.ndarray]:
+        return _aligned_bytes(nbytes)
+
+    def _free(self, device: int, handle: np.ndarray) -> None:
+        pass  # numpy releases the memory when the last view of it goes away
+
+    def _alloc_host(self, nbytes: int) -> tuple[int, np.ndarray]:
+        return _aligned_bytes(nbytes)
+
+    def _free_host(self, handle: np.ndarray) -> None:
+        pass
+
+    def view(self, handle: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
+        return handle[offset : offset + nbytes]
+
+    def _copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        np.copyto(dst, src)
+
+    def _fill(self, dst: np.ndarray, byte: int) -> None:
+        dst.fill(byte)
+
+    def total_memory(self, device: int) -> int:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+    def available_memory(self, device: int) -> int:
+        available = _meminfo_bytes("MemAvailable")
+        if available is None:
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        return available
+
+    def create_queue(self, device: int, name: str) -> HostQueue:
+        return HostQueue(self._executor, name)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(timeout=5.0)

@@ -1,0 +1,224 @@
+"""Host execution queues: how the CPU backend runs stream work.
+
+Design note (invariants)
+------------------------
+* A ``Timeline`` is a monotonically increasing counter. ``signal(v)`` raises it to ``v``
+  (never lowers it); ``wait(v)`` blocks until it is ``>= v``. These are the only two
+  synchronisation primitives: events, stream-waits-event and synchronize are built from
+  them in ``openacl.runtime`` (STYLE.md rule 7).
+* A ``HostQueue`` hands out increasing values at submission (``submit`` returns the value
+  of the task) and signals its timeline with that value once the task has run, or has been
+  skipped. Values are therefore signalled in submission order, and "task ``v`` is done"
+  is exactly ``timeline.value >= v``.
+* Failure: the first task that raises records ``(value, exception)`` in ``failure``. Every
+  later task of that queue is skipped but still signalled, so nobody waiting on the queue
+  hangs. The failure is sticky; only the owner (the runtime's ``Stream``) reports it.
+* Executors decide *where* a task runs: ``threaded`` gives each queue its own worker thread
+  (FIFO per queue, queues run concurrently); ``inline`` runs the task on the submitting
+  thread before ``submit`` returns; ``deterministic`` runs every queue's tasks on one worker
+  in host submission order, which is always a legal schedule because a task can only wait
+  on values submitted before it.
+* Locks: a queue's ``_lock`` guards its value counter and its pending deque; a timeline's
+  condition guards its value. No code holds one while taking the other in reverse order,
+  and no task runs while any of them is held.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Callable
+
+Task = Callable[[], None]
+
+STREAM_MODES = ("threaded", "inline", "deterministic")
+
+
+class Timeline:
+    """A monotonically increasing counter with blocking waits."""
+
+    __slots__ = ("_value", "_cond")
+
+    def __init__(self) -> None:
+        self._value = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+    def signal(self, value: int) -> None:
+        with self._cond:
+            if value > self._value:
+                self._value = value
+                self._cond.notify_all()
+
+    def wait(self, value: int, timeout: float | None = None) -> bool:
+        """Block until the counter reaches ``value``; False if ``timeout`` seconds pass."""
+        if self._value >= value:
+            return True
+        with self._cond:
+            return self._cond.wait_for(lambda: self._value >= value, timeout)
+
+
+class HostQueue:
+    """An in-order queue of host tasks with a timeline (the CPU "stream hardware")."""
+
+    def __init__(self, executor: "Executor", name: str) -> None:
+        self.name = name
+        self.timeline = Timeline()
+        self.failure: tuple[int, BaseException] | None = None
+        self._executor = executor
+        self._lock = threading.Lock()
+        self._submitted = 0
+        self._closed = False
+        executor.attach(self)
+
+    @property
+    def submitted(self) -> int:
+        """Value of the newest submitted task (0 when nothing was ever submitted)."""
+        return self._submitted
+
+    def submit(self, task: Task) -> int:
+        """Enqueue ``task``; returns its value on this queue's timeline."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"queue {self.name} is closed")
+            self._submitted += 1
+            value = self._submitted
+            # Submitting under the queue lock keeps the executor's order equal to value order.
+            self._executor.submit(self, value, task)
+        return value
+
+    def run(self, value: int, task: Task) -> None:
+        """Run (or skip, after a failure) one task and signal its value. Executor-only."""
+        if self.failure is None:
+            try:
+                task()
+            except BaseException as exc:  # noqa: BLE001 - a task failure poisons the queue
+                self.failure = (value, exc)
+        self.timeline.signal(value)
+
+    def done(self, value: int | None = None) -> bool:
+        """Whether task ``value`` (default: everything submitted so far) has run."""
+        return self.timeline.value >= (self._submitted if value is None else value)
+
+    def close(self) -> None:
+        """Refuse new tasks; queued ones still run. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._executor.detach(self)
+
+
+class Executor:
+    """Where queued tasks run. Subclasses: threaded, inline, deterministic."""
+
+    def attach(self, queue: HostQueue) -> None:
+        pass
+
+    def detach(self, queue: HostQueue) -> None:
+        pass
+
+    def submit(self, queue: HostQueue, value: int, task: Task) -> None:
+        raise NotImplementedError
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        pass
+
+
+class InlineExecutor(Executor):
+    """Runs each task on the submitting thread before ``submit`` returns (debugging)."""
+
+    def submit(self, queue: HostQueue, value: int, task: Task) -> None:
+        queue.run(value, task)
+
+
+class _Worker:
+    """One thread draining a FIFO of (queue, value, task) items."""
+
+    def __init__(self, name: str) -> None:
+        self._items: collections.deque = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._stopping = False
+        self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self.thread.start()
+
+    def push(self, queue: HostQueue, value: int, task: Task) -> None:
+        with self._cond:
+            self._items.append((queue, value, task))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Finish what is queued, then exit."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items and not self._stopping:
+                    self._cond.wait()
+                if not self._items:
+                    return
+                queue, value, task = self._items.popleft()
+            queue.run(value, task)
+
+
+class ThreadedExecutor(Executor):
+    """Each queue gets its own worker thread: queues run concurrently, each in FIFO order."""
+
+    def __init__(self) -> None:
+        self._workers: dict[int, _Worker] = {}
+        self._lock = threading.Lock()
+
+    def attach(self, queue: HostQueue) -> None:
+        with self._lock:
+            self._workers[id(queue)] = _Worker(f"openacl-{queue.name}")
+
+    def detach(self, queue: HostQueue) -> None:
+        with self._lock:
+            worker = self._workers.pop(id(queue), None)
+        if worker is not None:
+            worker.stop()
+
+    def submit(self, queue: HostQueue, value: int, task: Task) -> None:
+        self._workers[id(queue)].push(queue, value, task)
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        with self._lock:
+            workers = list(self._workers.values())
+            self._workers.clear()
+        for worker in workers:
+            worker.stop()
+        for worker in workers:
+            if worker.thread is not threading.current_thread():
+                worker.thread.join(timeout)
+
+
+class DeterministicExecutor(Executor):
+    """One worker runs every queue's tasks in host submission order."""
+
+    def __init__(self) -> None:
+        self._worker = _Worker("openacl-deterministic")
+
+    def submit(self, queue: HostQueue, value: int, task: Task) -> None:
+        self._worker.push(queue, value, task)
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        self._worker.stop()
+        if self._worker.thread is not threading.current_thread():
+            self._worker.thread.join(timeout)
+
+
+def make_executor(mode: str) -> Executor:
+    """The executor for a stream mode (see ``STREAM_MODES``)."""
+    if mode == "threaded":
+        return ThreadedExecutor()
+    if mode == "inline":
+        return InlineExecutor()
+    if mode == "deterministic":
+        return DeterministicExecutor()
+    raise ValueError(f"unknown stream mode {mode!r}; expected one of {STREAM_MODES}")

@@ -1,0 +1,134 @@
+"""Runtime configuration: ``init``'s JSON file or dict, overridden by ``OPENACL_*`` variables.
+
+Keys (all optional)::
+
+    {"backend": "cpu", "device_count": 1, "stream_mode": "threaded",
+     "memory_limit": "4GiB", "log_level": "warning"}
+
+A CANN ``acl.json`` may hold other sections (``dump``, ``profiler``, ``err_msg_mode``...);
+they are accepted and ignored, as a user moving a config over would expect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from openacl.backends import BACKEND_NAMES
+from openacl.backends.host_queue import STREAM_MODES
+from openacl.errors import (
+    ACL_ERROR_FILE_ATTR_INVALID,
+    ACL_ERROR_INVALID_FILE,
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_PARSE_FILE,
+    AclError,
+)
+
+ENV_PREFIX = "OPENACL_"
+LOG_LEVELS = ("debug", "info", "warning", "error", "null")
+MAX_DEVICE_COUNT = 64  # CPU devices one process may simulate
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20,
+          "mb": 1000 ** 2, "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30,
+          "t": 1 << 40, "tb": 1000 ** 4, "tib": 1 << 40}
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Validated runtime settings."""
+
+    backend: str = "cpu"
+    device_count: int = 1
+    stream_mode: str = "threaded"
+    memory_limit: int | None = None  # bytes per device; None: the hardware's memory
+    log_level: str = "warning"
+
+
+def parse_bytes(value: Any) -> int:
+    """``4096``, ``"512MiB"``, ``"2 GB"`` -> bytes; raises ``ValueError``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a byte count")
+    if isinstance(value, int):
+        amount = value
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+        if match is None or match.group(2).lower() not in _UNITS:
+            raise ValueError(f"{value!r} is not a byte count like 4096 or '512MiB'")
+        amount = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if amount <= 0:
+        raise ValueError(f"{value!r} must be positive")
+    return amount
+
+
+def _coerce(key: str, value: Any) -> Any:
+    """Check one setting; raises ``ValueError`` with the reason."""
+    if key == "backend":
+        if value not in BACKEND_NAMES:
+            raise ValueError(f"expected one of {BACKEND_NAMES}")
+        return value
+    if key == "device_count":
+        count = int(value)
+        if isinstance(value, bool) or str(count) != str(value).strip() or not (
+                1 <= count <= MAX_DEVICE_COUNT):
+            raise ValueError(f"expected an integer in [1, {MAX_DEVICE_COUNT}]")
+        return count
+    if key == "stream_mode":
+        if value not in STREAM_MODES:
+            raise ValueError(f"expected one of {STREAM_MODES}")
+        return value
+    if key == "memory_limit":
+        return None if value in (None, "", "none") else parse_bytes(value)
+    if key == "log_level":
+        level = str(value).lower()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"expected one of {LOG_LEVELS}")
+        return level
+    raise KeyError(key)
+
+
+def _apply(config: RuntimeConfig, settings: Mapping[str, Any], source: str, code: int
+           ) -> RuntimeConfig:
+    known = {f.name for f in fields(RuntimeConfig)}
+    changes = {}
+    for key, value in settings.items():
+        if key not in known:
+            continue
+        try:
+            changes[key] = _coerce(key, value)
+        except (ValueError, TypeError) as exc:
+            raise AclError(code, f"{source}: '{key}' = {value!r} is invalid: {exc}") from None
+    return replace(config, **changes)
+
+
+def load_config(config: str | os.PathLike | Mapping[str, Any] | None = None,
+                environ: Mapping[str, str] | None = None) -> RuntimeConfig:
+    """Build the runtime config from ``config`` (path, dict or None) and the environment."""
+    result = RuntimeConfig()
+    if isinstance(config, Mapping):
+        result = _apply(result, config, "init config", ACL_ERROR_INVALID_PARAM)
+    elif config not in (None, ""):
+        path = Path(config)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AclError(ACL_ERROR_INVALID_FILE,
+                           f"argument 'configPath' = '{path}' cannot be read: {exc}") from None
+        if text.strip():
+            try:
+                settings = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise AclError(ACL_ERROR_PARSE_FILE,
+                               f"argument 'configPath' = '{path}' is not valid JSON: {exc}"
+                               ) from None
+            if not isinstance(settings, dict):
+                raise AclError(ACL_ERROR_PARSE_FILE,
+                               f"argument 'configPath' = '{path}' must hold a JSON object")
+            result = _apply(result, settings, f"config file '{path}'",
+                            ACL_ERROR_FILE_ATTR_INVALID)
+    environ = os.environ if environ is None else environ
+    overrides = {f.name: environ[ENV_PREFIX + f.name.upper()] for f in fields(RuntimeConfig)
+                 if ENV_PREFIX + f.name.upper() in environ}
+    return _apply(result, overrides, "environment", ACL_ERROR_INVALID_PARAM)

@@ -1,0 +1,194 @@
+"""Runtime lifetime: ``init``, ``finalize`` and the process-wide state between them.
+
+Design note (invariants)
+------------------------
+* There is at most one live ``Runtime``. Everything that needs it calls ``current()``,
+  which raises ``ACL_ERROR_UNINITIALIZE`` (100001) before ``init`` and after ``finalize``.
+* Repeat calls follow CANN 8.x: ``init`` is reference counted; a second ``init`` while
+  initialised raises ``ACL_ERROR_REPEAT_INITIALIZE`` (100002) but the count still grows,
+  so ``finalize_reference`` must be called once per ``init``. ``finalize`` tears down at
+  once whatever the count; ``finalize`` or ``finalize_reference`` without a live runtime
+  raises ``ACL_ERROR_REPEAT_FINALIZE`` (100037). ``init`` after ``finalize`` starts afresh.
+* ``generation`` increases with every ``init``; thread-local state (current context and
+  stream stacks) records the generation it belongs to and is ignored once stale.
+* ``_lock`` serialises init/finalize and the creation of per-device state; it is never
+  held while waiting for stream work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import warnings
+from typing import Any, Mapping
+
+from openacl.backends import Backend, create_backend
+from openacl.errors import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_REPEAT_FINALIZE,
+    ACL_ERROR_REPEAT_INITIALIZE,
+    ACL_ERROR_UNINITIALIZE,
+    AclError,
+)
+from openacl.runtime.allocator import CachingAllocator
+from openacl.runtime.config import RuntimeConfig, load_config
+from openacl.runtime.handles import HandleTable
+from openacl.runtime.pointer_table import PointerTable
+
+logger = logging.getLogger("openacl")
+
+FINALIZE_DRAIN_TIMEOUT = 30.0  # seconds finalize waits for each stream to drain
+
+
+class LeakWarning(UserWarning):
+    """Issued by ``finalize`` for allocations the program never freed."""
+
+
+class Runtime:
+    """Process-wide state of one init..finalize span."""
+
+    def __init__(self, config: RuntimeConfig, generation: int) -> None:
+        self.config = config
+        self.generation = generation
+        self.backend: Backend = create_backend(config.backend, config.device_count,
+                                               config.stream_mode)
+        self.pointers = PointerTable()
+        self.handles = HandleTable()
+        self.devices: dict[int, Any] = {}  # device id -> openacl.runtime.device.Device
+        self.host_allocator = CachingAllocator(self.backend._alloc_host,
+                                               self.backend._free_host, name="pinned host")
+        self.init_count = 1
+        self.lock = threading.RLock()
+
+    def shutdown(self) -> None:
+        """Drain all streams, report leaks, release every resource."""
+        for device in list(self.devices.values()):
+            device.shutdown(FINALIZE_DRAIN_TIMEOUT)
+        leaked = [r for r in self.pointers.regions() if r.owner is None]
+        if leaked:
+            total = sum(r.size for r in leaked)
+            warnings.warn(
+                f"openacl.finalize: {len(leaked)} allocation(s) never freed ({total} bytes); "
+                f"first at {leaked[0].start:#x} ({leaked[0].kind.value}, {leaked[0].size} "
+                f"bytes). They are released now.", LeakWarning, stacklevel=3)
+        self.backend.shutdown()
+        for device in self.devices.values():
+            device.allocator.release_all()
+        self.host_allocator.release_all()
+        self.pointers.clear()
+        self.handles.clear()
+        self.devices.clear()
+
+
+_lock = threading.Lock()
+_runtime: Runtime | None = None
+_generations = itertools.count(1)
+
+
+def current() -> Runtime:
+    """The live runtime, or ``ACL_ERROR_UNINITIALIZE``."""
+    runtime = _runtime
+    if runtime is None:
+        raise AclError(ACL_ERROR_UNINITIALIZE,
+                       "the runtime is not initialized: call openacl.init() first")
+    return runtime
+
+
+def is_initialized() -> bool:
+    return _runtime is not None
+
+
+def _configure_logging(level: str) -> None:
+    if level == "null":
+        logger.setLevel(logging.CRITICAL + 1)
+    else:
+        logger.setLevel(getattr(logging, level.upper()))
+
+
+def init(config: str | os.PathLike | Mapping[str, Any] | None = None) -> None:
+    """Initialise the runtime (aclInit).
+
+    Args:
+        config: path of a JSON config file (as aclInit takes), a dict of the same keys, or
+            None. ``OPENACL_*`` environment variables override it (see ``RuntimeConfig``).
+
+    Raises:
+        AclError: ``ACL_ERROR_REPEAT_INITIALIZE`` when already initialised (the reference
+            count still grows), file/parse/value errors for a bad config.
+    """
+    global _runtime
+    with _lock:
+        if _runtime is not None:
+            _runtime.init_count += 1
+            raise AclError(ACL_ERROR_REPEAT_INITIALIZE,
+                           f"the runtime is already initialized (reference count now "
+                           f"{_runtime.init_count}); finalize_reference() undoes one init")
+        settings = load_config(config)
+        try:
+            runtime = Runtime(settings, next(_generations))
+        except LookupError as exc:
+            from openacl.errors import ACL_ERROR_RT_NO_DEVICE
+            raise AclError(ACL_ERROR_RT_NO_DEVICE, f"backend '{settings.backend}': {exc}"
+                           ) from exc
+        _configure_logging(settings.log_level)
+        _runtime = runtime
+        logger.info("openacl initialised: %s", settings)
+
+
+def finalize() -> None:
+    """Tear the runtime down (aclFinalize): drain streams, warn about leaks, free all."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            raise AclError(ACL_ERROR_REPEAT_FINALIZE,
+                           "the runtime is not initialized (finalize called twice, or "
+                           "before init)")
+        runtime, _runtime = _runtime, None
+        runtime.shutdown()
+
+
+def finalize_reference() -> int:
+    """Undo one ``init`` (aclFinalizeReference); tears down when the count reaches 0.
+
+    Returns:
+        The reference count after the call.
+    """
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            raise AclError(ACL_ERROR_REPEAT_FINALIZE, "the runtime is not initialized")
+        _runtime.init_count -= 1
+        count = _runtime.init_count
+        if count == 0:
+            runtime, _runtime = _runtime, None
+            runtime.shutdown()
+        return count
+
+
+def check_enum(value: Any, allowed: Mapping[int, str], argument: str) -> int:
+    """Validate an int-enum argument against ``{value: name}``; returns it as int."""
+    try:
+        as_int = value.__index__()
+    except (AttributeError, TypeError):
+        as_int = None
+    if as_int is None or as_int not in allowed:
+        names = ", ".join(f"{name}={number}" for number, name in allowed.items())
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument '{argument}' = {value!r} is invalid: expected one of {names}")
+    return as_int
+
+
+def check_size(value: Any, argument: str, allow_zero: bool = False) -> int:
+    """Validate a byte count argument; returns it as int."""
+    try:
+        as_int = value.__index__()
+    except (AttributeError, TypeError):
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument '{argument}' = {value!r} is not an integer") from None
+    if as_int < 0 or (as_int == 0 and not allow_zero):
+        need = ">= 0" if allow_zero else "> 0"
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument '{argument}' = {as_int} is invalid: it must be {need}")
+    return as_int

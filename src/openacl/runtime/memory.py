@@ -1,0 +1,357 @@
+"""Memory API: device and host allocation, copies, fills, registration and statistics.
+
+Design note (invariants)
+------------------------
+* Every pointer argument is resolved through the pointer table (``pointer_table.py``)
+  before anything happens; bad pointers and lengths fail synchronously, with the
+  argument's name, and never reach a stream.
+* Device memory comes from the device's caching allocator (``allocator.py``), host memory
+  from the runtime's pinned-host allocator. A malloc belongs to the calling thread's
+  current stream (stream-ordered reuse). Async work that touches an allocation on another
+  stream records that stream on the block automatically, so a free while that work is
+  queued keeps the block out of reuse until the work has run.
+* Queued work captures the byte views it touches (and, for registered buffers, a strong
+  reference to the owner), so memory a task will touch stays alive until the task runs,
+  even if the user frees or drops it first: no crash, no write into reused host memory.
+* ``memcpy``/``memset`` are synchronous and, as in CANN, not ordered with stream work:
+  synchronize the stream first. The ``kind`` is checked as an enum; the direction is taken
+  from the pointers (CANN treats it the same way for ``aclrtMemcpy``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+from openacl.runtime import core
+from openacl.runtime.pointer_table import MemoryKind, Region
+from openacl.runtime.stream import Stream, resolve_stream
+
+# aclrtMemMallocPolicy: base policies, plus the memory-type bits that may be OR-ed in
+MALLOC_POLICIES = {
+    0: "ACL_MEM_MALLOC_HUGE_FIRST",
+    1: "ACL_MEM_MALLOC_HUGE_ONLY",
+    2: "ACL_MEM_MALLOC_NORMAL_ONLY",
+    3: "ACL_MEM_MALLOC_HUGE_FIRST_P2P",
+    4: "ACL_MEM_MALLOC_HUGE_ONLY_P2P",
+    5: "ACL_MEM_MALLOC_NORMAL_ONLY_P2P",
+    6: "ACL_MEM_MALLOC_HUGE1G_ONLY",
+    7: "ACL_MEM_MALLOC_HUGE1G_ONLY_P2P",
+}
+MALLOC_POLICY_TYPE_BITS = 0x0100 | 0x1000  # ACL_MEM_TYPE_LOW_BAND_WIDTH, _HIGH_BAND_WIDTH
+MALLOC_POLICY_BASE_MASK = 0xFF
+ACL_MEM_MALLOC_HUGE_FIRST = 0
+
+MEMCPY_KINDS = {
+    0: "ACL_MEMCPY_HOST_TO_HOST",
+    1: "ACL_MEMCPY_HOST_TO_DEVICE",
+    2: "ACL_MEMCPY_DEVICE_TO_HOST",
+    3: "ACL_MEMCPY_DEVICE_TO_DEVICE",
+    4: "ACL_MEMCPY_DEFAULT",
+}
+
+# aclrtMemAttr: which memory get_mem_info reports on (DDR: host, HBM: device)
+MEM_ATTRS = {
+    0: "ACL_DDR_MEM", 1: "ACL_HBM_MEM", 2: "ACL_DDR_MEM_HUGE", 3: "ACL_DDR_MEM_NORMAL",
+    4: "ACL_HBM_MEM_HUGE", 5: "ACL_HBM_MEM_NORMAL", 6: "ACL_DDR_MEM_P2P_HUGE",
+    7: "ACL_DDR_MEM_P2P_NORMAL", 8: "ACL_HBM_MEM_P2P_HUGE", 9: "ACL_HBM_MEM_P2P_NORMAL",
+}
+HOST_MEM_ATTRS = frozenset({0, 2, 3, 6, 7})
+BYTE_MASK = 0xFF
+
+
+def _current_device():
+    from openacl.runtime.context import current_context
+
+    return current_context().device
+
+
+def _check_policy(policy: object) -> int:
+    try:
+        value = policy.__index__()  # type: ignore[union-attr]
+    except (AttributeError, TypeError):
+        value = -1
+    base = value & MALLOC_POLICY_BASE_MASK if value >= 0 else -1
+    extra = value & ~MALLOC_POLICY_BASE_MASK if value >= 0 else 0
+    if base not in MALLOC_POLICIES or extra & ~MALLOC_POLICY_TYPE_BITS:
+        names = ", ".join(f"{n}={v}" for v, n in MALLOC_POLICIES.items())
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'policy' = {policy!r} is invalid: expected one of {names}, "
+                       f"optionally with ACL_MEM_TYPE_LOW_BAND_WIDTH/HIGH_BAND_WIDTH bits")
+    return value
+
+
+# -- allocation ---------------------------------------------------------------------------------
+def malloc(size: int, policy: int = ACL_MEM_MALLOC_HUGE_FIRST) -> int:
+    """Allocate ``size`` bytes of device memory on the current device (aclrtMalloc).
+
+    The address is aligned to at least 512 bytes. Raises ``ACL_ERROR_RT_MEMORY_ALLOCATION``
+    with size, in-use and limit when the device is out of memory.
+    """
+    size = core.check_size(size, "size")
+    _check_policy(policy)
+    device = _current_device()
+    stream = resolve_stream(None)
+    block = device.allocator.malloc(size, stream)
+    buffer = device.runtime.backend.view(block.segment.handle, block.offset, size)
+    device.runtime.pointers.add(Region(block.address, size, MemoryKind.DEVICE, buffer,
+                                       device=device.id))
+    return block.address
+
+
+def free(dev_ptr: int) -> None:
+    """Free device memory from ``malloc`` (aclrtFree); double frees are errors."""
+    runtime = core.current()
+    region = runtime.pointers.remove(dev_ptr, "devPtr", MemoryKind.DEVICE)
+    runtime.devices[region.device].allocator.free(region.start)
+
+
+def malloc_host(size: int) -> int:
+    """Allocate ``size`` bytes of page-locked host memory (aclrtMallocHost)."""
+    size = core.check_size(size, "size")
+    runtime = core.current()
+    block = runtime.host_allocator.malloc(size, None)
+    buffer = runtime.backend.view(block.segment.handle, block.offset, size)
+    runtime.pointers.add(Region(block.address, size, MemoryKind.HOST, buffer))
+    return block.address
+
+
+def free_host(host_ptr: int) -> None:
+    """Free host memory from ``malloc_host`` (aclrtFreeHost)."""
+    runtime = core.current()
+    region = runtime.pointers.remove(host_ptr, "hostPtr", MemoryKind.HOST)
+    runtime.host_allocator.free(region.start)
+
+
+def _allocator_of(runtime: core.Runtime, region: Region):
+    if region.kind is MemoryKind.DEVICE:
+        return runtime.devices[region.device].allocator
+    if region.kind is MemoryKind.HOST:
+        return runtime.host_allocator
+    return None
+
+
+def _block_start(allocator, region: Region) -> int | None:
+    return region.start if allocator is not None and allocator.block(region.start) else None
+
+
+def use_on_stream(region: Region, stream: Stream) -> None:
+    """Record that queued work on ``stream`` touches ``region`` (see the design note)."""
+    runtime = stream.device.runtime
+    allocator = _allocator_of(runtime, region)
+    start = _block_start(allocator, region)
+    if start is not None:
+        allocator.record_stream(start, stream)
+
+
+def record_stream(ptr: int, stream: int) -> None:
+    """Declare that ``stream`` uses the allocation at ``ptr`` (torch's ``record_stream``)."""
+    runtime = core.current()
+    region, _ = runtime.pointers.resolve(ptr, 1, "ptr")
+    use_on_stream(region, resolve_stream(stream))
+
+
+# -- registered Python buffers ----------------------------------------------------------------
+def _byte_bounds(array: np.ndarray) -> tuple[int, int]:
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # numpy < 2
+        byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
+    return byte_bounds(array)
+
+
+def _forget(pointers, start: int) -> None:
+    try:
+        pointers.remove(start, "ptr", MemoryKind.REGISTERED)
+    except AclError:
+        pass  # already replaced by a wider registration, or the runtime was finalized
+
+
+def register_buffer(obj: Any) -> int:
+    """Make a Python buffer addressable by the runtime; returns its data address.
+
+    numpy arrays are tracked by their owning array: the registration lasts while the array
+    lives (nothing is kept alive by it). ``bytes``, ``bytearray`` and other buffer objects
+    are kept alive, and a ``bytearray`` cannot be resized, until ``unregister_buffer``.
+    """
+    runtime = core.current()
+    if isinstance(obj, np.ndarray):
+        owner = obj
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        low, high = _byte_bounds(owner)
+        address = obj.__array_interface__["data"][0]
+        if high <= low:
+            return address
+        buffer = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * (high - low))
+                                       .from_address(low))
+        region = runtime.pointers.add(Region(low, high - low, MemoryKind.REGISTERED, buffer,
+                                             owner=weakref.ref(owner)))
+        if region.buffer is buffer:
+            weakref.finalize(owner, _forget, runtime.pointers, low)
+        return address
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'obj' = {type(obj).__name__} object does not expose a buffer "
+                       f"(expected numpy.ndarray, bytes, bytearray or memoryview)") from None
+    if not view.c_contiguous:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       "argument 'obj' is a non-contiguous buffer; pass a contiguous one")
+    flat = np.frombuffer(view.cast("B"), np.uint8)
+    address = flat.__array_interface__["data"][0]
+    if flat.size:
+        writable = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * flat.size)
+                                         .from_address(address))
+        runtime.pointers.add(Region(address, flat.size, MemoryKind.REGISTERED, writable,
+                                    owner=(obj, view)))
+    return address
+
+
+def unregister_buffer(ptr: int) -> None:
+    """Forget a registration made by ``register_buffer`` (releases kept objects)."""
+    runtime = core.current()
+    region, _ = runtime.pointers.resolve(ptr, 1, "ptr")
+    if region.kind is not MemoryKind.REGISTERED:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'ptr' = {ptr:#x} is {region.kind.value} memory, not a "
+                       f"registered buffer")
+    runtime.pointers.remove(region.start, "ptr", MemoryKind.REGISTERED)
+
+
+def _pin(region: Region) -> Any:
+    """A strong reference that keeps a region's memory alive while queued work uses it."""
+    if isinstance(region.owner, weakref.ref):
+        owner = region.owner()
+        if owner is None:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"the registered buffer at {region.start:#x} was garbage-collected")
+        return owner
+    return region.owner
+
+
+# -- copies and fills --------------------------------------------------------------------------
+def _resolve_range(ptr: int, count: int, argument: str) -> tuple[Region, Any, Any]:
+    region, offset = core.current().pointers.resolve(ptr, count, argument)
+    return region, region.view(offset, count), _pin(region)
+
+
+def _copy_plan(dst: int, dest_max: int, src: int, count: int, kind: int):
+    core.check_enum(kind, MEMCPY_KINDS, "kind")
+    dest_max = core.check_size(dest_max, "destMax", allow_zero=True)
+    count = core.check_size(count, "count", allow_zero=True)
+    if count > dest_max:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'count' = {count} exceeds argument 'destMax' = {dest_max}")
+    if count == 0:
+        return None
+    dst_region, dst_view, dst_pin = _resolve_range(dst, count, "dst")
+    src_region, src_view, src_pin = _resolve_range(src, count, "src")
+    return dst_region, dst_view, src_region, src_view, (dst_pin, src_pin)
+
+
+def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
+    """Copy ``count`` bytes now (aclrtMemcpy); ``count > destMax`` is an error."""
+    plan = _copy_plan(dst, dest_max, src, count, kind)
+    if plan is not None:
+        core.current().backend._copy(plan[1], plan[3])
+
+
+def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
+                 stream: int) -> None:
+    """Enqueue a copy of ``count`` bytes on ``stream`` (aclrtMemcpyAsync)."""
+    target = resolve_stream(stream)
+    plan = _copy_plan(dst, dest_max, src, count, kind)
+    if plan is None:
+        return
+    dst_region, dst_view, src_region, src_view, pins = plan
+    use_on_stream(dst_region, target)
+    use_on_stream(src_region, target)
+    copy = core.current().backend._copy
+    target.submit(lambda: (copy(dst_view, src_view), pins))
+
+
+def _fill_plan(dev_ptr: int, max_count: int, value: int, count: int):
+    max_count = core.check_size(max_count, "maxCount", allow_zero=True)
+    count = core.check_size(count, "count", allow_zero=True)
+    try:
+        byte = value.__index__() & BYTE_MASK  # like CUDA: each byte is set to the low byte
+    except (AttributeError, TypeError):
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'value' = {value!r} is not an integer") from None
+    if count > max_count:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'count' = {count} exceeds argument 'maxCount' = {max_count}")
+    if count == 0:
+        return None
+    region, view, pin = _resolve_range(dev_ptr, count, "devPtr")
+    return region, view, byte, pin
+
+
+def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
+    """Set ``count`` bytes to ``value`` now (aclrtMemset)."""
+    plan = _fill_plan(dev_ptr, max_count, value, count)
+    if plan is not None:
+        core.current().backend._fill(plan[1], plan[2])
+
+
+def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int) -> None:
+    """Enqueue a fill on ``stream`` (aclrtMemsetAsync)."""
+    target = resolve_stream(stream)
+    plan = _fill_plan(dev_ptr, max_count, value, count)
+    if plan is None:
+        return
+    region, view, byte, pin = plan
+    use_on_stream(region, target)
+    fill = core.current().backend._fill
+    target.submit(lambda: (fill(view, byte), pin))
+
+
+# -- information ---------------------------------------------------------------------------------
+def get_mem_info(attr: int) -> tuple[int, int]:
+    """``(free, total)`` bytes of the current device (HBM attrs) or the host (DDR attrs).
+
+    Device figures honour the configured ``memory_limit``: total is the limit, free is what
+    the caching allocator could still reserve (cached-but-unused blocks count as in use).
+    """
+    which = core.check_enum(attr, MEM_ATTRS, "attr")
+    device = _current_device()
+    backend = device.runtime.backend
+    if which in HOST_MEM_ATTRS:
+        return backend.available_memory(device.id), backend.total_memory(device.id)
+    physical_free = backend.available_memory(device.id)
+    limit = device.allocator.limit
+    if limit is None:
+        return physical_free, backend.total_memory(device.id)
+    return max(0, min(limit - device.allocator.reserved_bytes, physical_free)), limit
+
+
+def _device_for_stats(device_id: int | None):
+    from openacl.runtime.device import device
+
+    if device_id is None:
+        return _current_device()
+    return device(device_id, "device")
+
+
+def memory_stats(device_id: int | None = None) -> dict[str, int]:
+    """Flat caching-allocator statistics (``allocated_bytes.all.current`` style)."""
+    return _device_for_stats(device_id).allocator.stats()
+
+
+def host_memory_stats() -> dict[str, int]:
+    """Statistics of the pinned host pool, same keys as ``memory_stats``."""
+    return core.current().host_allocator.stats()
+
+
+def empty_cache(device_id: int | None = None) -> int:
+    """Release cached, unused device segments; returns the bytes given back."""
+    return _device_for_stats(device_id).allocator.empty_cache()
+
+
+def reset_peak_memory_stats(device_id: int | None = None) -> None:
+    _device_for_stats(device_id).allocator.reset_peak_stats()

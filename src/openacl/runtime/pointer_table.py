@@ -1,0 +1,190 @@
+"""The pointer table: every address the runtime accepts is resolved and bounds-checked here.
+
+Design note (invariants)
+------------------------
+* A ``Region`` is a live, non-overlapping byte range the user may address: a device
+  allocation, a host allocation, or a registered Python buffer. Regions never overlap;
+  registering a buffer inside an existing registered region reuses that region.
+* ``resolve(address, nbytes)`` succeeds only if ``[address, address + nbytes)`` lies inside
+  one live region, so a wild pointer, an out-of-range length or a use after free is an
+  ``AclError`` (``ACL_ERROR_INVALID_PARAM``), never a segfault. The returned region holds a
+  reference to the memory's owner, so memory captured by queued work outlives a free.
+* Recently removed ranges are remembered (bounded) only to word error messages
+  ("was freed" rather than "unknown address"); they are never resolved.
+* One lock guards the table; lookups are O(log n) by bisection over sorted start addresses.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import enum
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+
+FREED_HISTORY = 4096  # number of removed regions remembered for error messages
+
+
+class MemoryKind(enum.Enum):
+    DEVICE = "device"
+    HOST = "host"
+    REGISTERED = "registered host buffer"
+
+
+@dataclass(eq=False)
+class Region:
+    """A live addressable byte range and the byte view that backs it."""
+
+    start: int
+    size: int
+    kind: MemoryKind
+    buffer: Any  # backend byte view of exactly ``size`` bytes
+    device: int | None = None
+    owner: Any = None  # keeps registered Python objects (and their exports) alive
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def is_device(self) -> bool:
+        return self.kind is MemoryKind.DEVICE
+
+    def view(self, offset: int, nbytes: int) -> Any:
+        return self.buffer[offset : offset + nbytes]
+
+
+class PointerTable:
+    """Address -> region map with bounds checks."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._starts: list[int] = []
+        self._regions: dict[int, Region] = {}
+        self._freed: collections.OrderedDict[int, tuple[int, MemoryKind]] = (
+            collections.OrderedDict())
+
+    def __len__(self) -> int:
+        return len(self._regions)
+
+    def add(self, region: Region) -> Region:
+        """Insert a region; a registered buffer inside an existing one returns that one."""
+        with self._lock:
+            covering = self._find(region.start, region.size)
+            if covering is not None and region.kind is MemoryKind.REGISTERED \
+                    and covering.kind is MemoryKind.REGISTERED:
+                return covering
+            for other in self._overlapping(region.start, region.end):
+                if region.kind is MemoryKind.REGISTERED and other.kind is MemoryKind.REGISTERED:
+                    self._drop(other)  # an older view of memory now registered whole
+                    continue
+                raise AclError(
+                    ACL_ERROR_INVALID_PARAM,
+                    f"cannot register [{region.start:#x}, {region.end:#x}): it overlaps the "
+                    f"{other.kind.value} at [{other.start:#x}, {other.end:#x})")
+            bisect.insort(self._starts, region.start)
+            self._regions[region.start] = region
+            self._freed.pop(region.start, None)
+            return region
+
+    def remove(self, address: int, argument: str, kind: MemoryKind | None = None) -> Region:
+        """Remove the region that starts exactly at ``address`` (a free)."""
+        with self._lock:
+            region = self._regions.get(address)
+            if region is None or (kind is not None and region.kind is not kind):
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               self._describe_bad(address, argument, kind, freeing=True))
+            self._drop(region)
+            return region
+
+    def resolve(self, address: int, nbytes: int, argument: str) -> tuple[Region, int]:
+        """The region holding ``[address, address + nbytes)`` and the offset of ``address``."""
+        if not isinstance(address, int) or isinstance(address, bool):
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument '{argument}' = {address!r} is not a pointer (an int)")
+        if nbytes < 0:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument '{argument}': byte count {nbytes} is negative")
+        with self._lock:
+            region = self._find(address, max(nbytes, 1))
+            if region is None:
+                containing = self._find(address, 1)
+                if containing is not None:
+                    raise AclError(
+                        ACL_ERROR_INVALID_PARAM,
+                        f"argument '{argument}' = {address:#x}: {nbytes} bytes from there run "
+                        f"past the end of the {containing.kind.value} "
+                        f"[{containing.start:#x}, {containing.end:#x}) of {containing.size} "
+                        f"bytes by {address + nbytes - containing.end} bytes")
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               self._describe_bad(address, argument, None, freeing=False))
+            return region, address - region.start
+
+    def lookup(self, address: int) -> Region | None:
+        """The region containing ``address``, or None (no error)."""
+        with self._lock:
+            return self._find(address, 1)
+
+    def regions(self) -> list[Region]:
+        with self._lock:
+            return list(self._regions.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._starts.clear()
+            self._regions.clear()
+            self._freed.clear()
+
+    # -- internals (lock held) ---------------------------------------------------------------
+    def _find(self, address: int, nbytes: int) -> Region | None:
+        index = bisect.bisect_right(self._starts, address) - 1
+        if index < 0:
+            return None
+        region = self._regions[self._starts[index]]
+        if address + nbytes <= region.end:
+            return region
+        return None
+
+    def _overlapping(self, start: int, end: int) -> list[Region]:
+        index = max(bisect.bisect_right(self._starts, start) - 1, 0)
+        found = []
+        for region_start in self._starts[index:]:
+            if region_start >= end:
+                break
+            region = self._regions[region_start]
+            if region.end > start:
+                found.append(region)
+        return found
+
+    def _drop(self, region: Region) -> None:
+        index = bisect.bisect_left(self._starts, region.start)
+        del self._starts[index]
+        del self._regions[region.start]
+        self._freed[region.start] = (region.size, region.kind)
+        if len(self._freed) > FREED_HISTORY:
+            self._freed.popitem(last=False)
+
+    def _describe_bad(self, address: int, argument: str, kind: MemoryKind | None,
+                      freeing: bool) -> str:
+        head = f"argument '{argument}' = {address:#x}"
+        if address == 0:
+            return f"{head} is a null pointer"
+        live = self._find(address, 1)
+        if live is not None and freeing:
+            if kind is not None and live.kind is not kind:
+                return (f"{head} is {live.kind.value} memory, not {kind.value} memory: "
+                        f"free it with the matching function")
+            return (f"{head} points inside the {live.kind.value} that starts at "
+                    f"{live.start:#x}; free takes the start address")
+        if address in self._freed:
+            size, freed_kind = self._freed[address]
+            what = "double free" if freeing else "use after free"
+            return f"{head}: {what} of {freed_kind.value} memory ({size} bytes)"
+        for start, (size, freed_kind) in reversed(self._freed.items()):
+            if start <= address < start + size:
+                return (f"{head}: use after free, it lies in freed {freed_kind.value} memory "
+                        f"[{start:#x}, {start + size:#x})")
+        return f"{head} is not an address the runtime knows (wild pointer)"
