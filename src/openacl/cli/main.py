@@ -1,0 +1,118 @@
+"""``openacl``: the command-line tool (info, demo).
+
+Examples::
+
+    openacl info                 # backend, devices, memory in use / total, version
+    openacl info --json          # the same, machine-readable
+    openacl demo                 # the runtime flow end to end, checked against numpy
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+GIB = 1 << 30  # bytes in a GiB, for display
+MIB = 1 << 20  # bytes in a MiB, for display
+HBM_ATTR = 1  # ACL_HBM_MEM: get_mem_info of device memory
+DDR_ATTR = 0  # ACL_DDR_MEM: get_mem_info of host memory
+
+
+def collect_info(config: str | None) -> dict[str, Any]:
+    """Initialise the runtime, read what ``info`` shows, finalize."""
+    import openacl
+    from openacl import rt
+
+    openacl.init(config)
+    try:
+        runtime = openacl.runtime.core.current()
+        devices = []
+        for device_id in range(rt.get_device_count()):
+            rt.set_device(device_id)
+            free, total = rt.get_mem_info(HBM_ATTR)
+            stats = openacl.memory_stats(device_id)
+            devices.append({"id": device_id, "name": rt.get_soc_name(),
+                            "memory_in_use": stats["allocated_bytes.all.current"],
+                            "memory_reserved": stats["reserved_bytes.all.current"],
+                            "memory_free": free, "memory_total": total})
+            rt.reset_device(device_id)
+        host_free, host_total = _host_memory()
+        return {"version": openacl.__version__, "backend": runtime.config.backend,
+                "stream_mode": runtime.config.stream_mode,
+                "memory_limit": runtime.config.memory_limit, "devices": devices,
+                "host_memory_free": host_free, "host_memory_total": host_total}
+    finally:
+        openacl.finalize()
+
+
+def _host_memory() -> tuple[int, int]:
+    from openacl import rt
+
+    rt.set_device(0)
+    try:
+        return rt.get_mem_info(DDR_ATTR)
+    finally:
+        rt.reset_device(0)
+
+
+def _format_info(info: dict[str, Any]) -> str:
+    limit = info["memory_limit"]
+    lines = [
+        f"OpenACL {info['version']}   backend: {info['backend']}   stream mode: "
+        f"{info['stream_mode']}   memory limit: "
+        f"{'none' if limit is None else f'{limit / GIB:.2f} GiB'}",
+        f"host memory: {info['host_memory_free'] / GIB:.1f} GiB free of "
+        f"{info['host_memory_total'] / GIB:.1f} GiB",
+    ]
+    header = f"| {'Device':<6} | {'Name':<14} | {'Memory in use / total':<28} | {'Free':>10} |"
+    rule = "+" + "-" * (len(header) - 2) + "+"
+    lines += [rule, header, rule]
+    for dev in info["devices"]:
+        usage = f"{dev['memory_in_use'] / MIB:.0f} MiB / {dev['memory_total'] / GIB:.2f} GiB"
+        lines.append(f"| {dev['id']:<6} | {dev['name']:<14} | {usage:<28} | "
+                     f"{dev['memory_free'] / GIB:>6.2f} GiB |")
+    lines.append(rule)
+    return "\n".join(lines)
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from openacl.errors import AclError
+
+    try:
+        info = collect_info(args.config)
+    except AclError as exc:
+        print(f"openacl info: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(info, indent=2) if args.json else _format_info(info))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from openacl import demo
+
+    return 0 if demo.run() else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openacl", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("Examples::")[1])
+    commands = parser.add_subparsers(dest="command", required=True)
+    info = commands.add_parser("info", help="backend, devices, memory, version (like npu-smi)")
+    info.add_argument("--config", help="init config: a JSON file (as aclInit takes)")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(handler=_cmd_info)
+    demo = commands.add_parser("demo", help="run the ACL runtime flow end to end")
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
