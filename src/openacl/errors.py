@@ -539,7 +539,7 @@ _MEANINGS: dict[int, str] = {
     ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR: "HBM multi-bit ECC error",
     ACL_ERROR_RT_SUSPECT_DEVICE_MEM_ERROR: "suspected device memory error on a peer device",
     ACL_ERROR_RT_LINK_ERROR: "link between devices broken",
-    ACL_ERROR_RT_SUSPECT_REMOTE_ERROR: "suspected remote device memory fault or out-of-bounds access",
+    ACL_ERROR_RT_SUSPECT_REMOTE_ERROR: "suspected remote memory fault or out-of-bounds access",
     ACL_ERROR_RT_DRV_INTERNAL_ERROR: "driver internal error",
     ACL_ERROR_RT_AICPU_INTERNAL_ERROR: "AI CPU internal error",
     ACL_ERROR_RT_SOCKET_CLOSE: "host-device communication (HDC) session disconnected",

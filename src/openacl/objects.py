@@ -37,7 +37,7 @@ class Context:
     def __index__(self) -> int:
         return self.handle
 
-    def __enter__(self) -> "Context":
+    def __enter__(self) -> Context:
         _context.push_context(_context.lookup_context(self.handle))
         return self
 
@@ -72,10 +72,10 @@ class Stream:
     def done(self) -> bool:
         return rt.stream_query(self.handle) == ACL_STREAM_STATUS_COMPLETE
 
-    def wait_event(self, event: "Event | int") -> None:
+    def wait_event(self, event: Event | int) -> None:
         rt.stream_wait_event(self.handle, event)
 
-    def record(self, event: "Event | None" = None) -> "Event":
+    def record(self, event: Event | None = None) -> Event:
         event = Event() if event is None else event
         rt.record_event(event, self.handle)
         return event
@@ -88,7 +88,7 @@ class Stream:
             handle, self.handle = self.handle, None
             rt.destroy_stream(handle)
 
-    def __enter__(self) -> "Stream":
+    def __enter__(self) -> Stream:
         _stream.push_stream(_stream.resolve_stream(self.handle))
         return self
 
@@ -110,7 +110,7 @@ class Event:
     def __index__(self) -> int:
         return self.handle
 
-    def record(self, stream: Any = 0) -> "Event":
+    def record(self, stream: Any = 0) -> Event:
         rt.record_event(self.handle, stream)
         return self
 
@@ -120,7 +120,7 @@ class Event:
     def done(self) -> bool:
         return rt.query_event_status(self.handle) == ACL_EVENT_RECORDED_STATUS_COMPLETE
 
-    def elapsed_time(self, end: "Event | int") -> float:
+    def elapsed_time(self, end: Event | int) -> float:
         """Milliseconds from this event to ``end`` (both completed)."""
         return rt.event_elapsed_time(self.handle, end)
 
@@ -129,7 +129,7 @@ class Event:
             handle, self.handle = self.handle, None
             rt.destroy_event(handle)
 
-    def __enter__(self) -> "Event":
+    def __enter__(self) -> Event:
         return self
 
     def __exit__(self, *exc: Any) -> None:

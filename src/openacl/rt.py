@@ -55,6 +55,7 @@ from openacl.runtime.memory import (
 from openacl.runtime.stream import (
     create_stream,
     destroy_stream,
+    destroy_stream_force,
     launch_host_func,
     query_stream,
     stream_query,

@@ -13,8 +13,9 @@ aclCreateTensor semantics: ``strides`` and ``offset`` count elements; the view i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def view_span(dims: Sequence[int], strides: Sequence[int], offset: int) -> int:
     """Elements of storage a strided view needs: 0 if empty, else last index + 1."""
     if any(d == 0 for d in dims):
         return 0
-    return offset + 1 + sum((d - 1) * s for d, s in zip(dims, strides))
+    return offset + 1 + sum((d - 1) * s for d, s in zip(dims, strides, strict=True))
 
 
 # -- the handle objects ------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class AclTensor:
 
     def is_contiguous(self) -> bool:
         return all(s == c for s, c, d in zip(self.strides, contiguous_strides(self.view_dims),
-                                            self.view_dims) if d > 1)
+                                            self.view_dims, strict=True) if d > 1)
 
 
 @dataclass(eq=False)
@@ -694,7 +695,7 @@ class Tensor:
 
     close = free
 
-    def __enter__(self) -> "Tensor":
+    def __enter__(self) -> Tensor:
         return self
 
     def __exit__(self, *exc: Any) -> None:

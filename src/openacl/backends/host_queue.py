@@ -18,16 +18,18 @@ Design note (invariants)
   thread before ``submit`` returns; ``deterministic`` runs every queue's tasks on one worker
   in host submission order, which is always a legal schedule because a task can only wait
   on values submitted before it.
-* Locks: a queue's ``_lock`` guards its value counter and its pending deque; a timeline's
-  condition guards its value. No code holds one while taking the other in reverse order,
-  and no task runs while any of them is held.
+* Locks: a queue's ``_lock`` (re-entrant) makes "take the next value, hand the task to the
+  executor" atomic, so executors see tasks in value order. Only the inline executor runs a
+  task under it: that serialises an inline stream (its meaning) and lets a task submit to
+  its own stream. A timeline's condition guards only its value and is never held while a
+  task runs or while another lock is taken.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 Task = Callable[[], None]
 
@@ -64,12 +66,12 @@ class Timeline:
 class HostQueue:
     """An in-order queue of host tasks with a timeline (the CPU "stream hardware")."""
 
-    def __init__(self, executor: "Executor", name: str) -> None:
+    def __init__(self, executor: Executor, name: str) -> None:
         self.name = name
         self.timeline = Timeline()
         self.failure: tuple[int, BaseException] | None = None
         self._executor = executor
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._submitted = 0
         self._closed = False
         executor.attach(self)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 GIB = 1 << 30  # bytes in a GiB, for display
 MIB = 1 << 20  # bytes in a MiB, for display

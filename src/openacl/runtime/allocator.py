@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterator, Protocol
+from typing import Any, Protocol
 
 from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, AclError
 
@@ -99,8 +100,8 @@ class Block:
     requested: int = 0
     allocated: bool = False
     pending: bool = False
-    prev: "Block | None" = None
-    next: "Block | None" = None
+    prev: Block | None = None
+    next: Block | None = None
     recorded_streams: set = field(default_factory=set)
 
     @property

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from openacl.errors import (
     ACL_ERROR_INVALID_PARAM,

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from openacl.backends import BACKEND_NAMES
 from openacl.backends.host_queue import STREAM_MODES

@@ -47,14 +47,15 @@ class Context:
         for stream in [self.default_stream, *list(self.streams)]:
             stream.synchronize(timeout)
 
-    def destroy(self, timeout: float | None) -> None:
-        """Drain and destroy every stream, then forget the context."""
+    def destroy(self, drain_timeout: float | None) -> None:
+        """Destroy every stream (waiting up to ``drain_timeout`` s for each to drain), then
+        forget the context."""
         with self._lock:
             if self.destroyed:
                 return
             self.destroyed = True
         for stream in [*list(self.streams), self.default_stream]:
-            stream.shutdown(timeout)
+            stream.shutdown(drain_timeout)
         self.device.contexts.discard(self)
         self.device.runtime.handles.remove(self.handle)
 

@@ -22,7 +22,8 @@ import logging
 import os
 import threading
 import warnings
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from openacl.backends import Backend, create_backend
 from openacl.errors import (
@@ -170,7 +171,7 @@ def finalize_reference() -> int:
 def check_enum(value: Any, allowed: Mapping[int, str], argument: str) -> int:
     """Validate an int-enum argument against ``{value: name}``; returns it as int."""
     try:
-        as_int = value.__index__()
+        as_int = None if isinstance(value, bool) else value.__index__()
     except (AttributeError, TypeError):
         as_int = None
     if as_int is None or as_int not in allowed:
@@ -183,6 +184,8 @@ def check_enum(value: Any, allowed: Mapping[int, str], argument: str) -> int:
 def check_size(value: Any, argument: str, allow_zero: bool = False) -> int:
     """Validate a byte count argument; returns it as int."""
     try:
+        if isinstance(value, bool):
+            raise TypeError
         as_int = value.__index__()
     except (AttributeError, TypeError):
         raise AclError(ACL_ERROR_INVALID_PARAM,

@@ -44,8 +44,10 @@ class HandleTable:
         try:
             key = handle.__index__()
         except (AttributeError, TypeError):
-            raise AclError(code, f"argument '{argument}' = {handle!r} is not a "
-                                 f"{kind.__name__} handle (an int)") from None
+            key = None
+        if not isinstance(key, int) or isinstance(handle, bool):
+            raise AclError(code, f"argument '{argument}' = {handle!r} is not a live "
+                                 f"{kind.__name__} handle (an int)")
         obj = self._objects.get(key)
         if obj is None:
             raise AclError(code, f"argument '{argument}' = {key:#x} is not a live "

@@ -179,11 +179,14 @@ def register_buffer(obj: Any) -> int:
     """
     runtime = core.current()
     if isinstance(obj, np.ndarray):
+        address = obj.__array_interface__["data"][0]
+        view_low, view_high = _byte_bounds(obj)
+        if view_high > view_low and runtime.pointers.lookup(view_low, view_high - view_low):
+            return address  # already addressable (a view of runtime memory, or registered)
         owner = obj
         while isinstance(owner.base, np.ndarray):
             owner = owner.base
         low, high = _byte_bounds(owner)
-        address = obj.__array_interface__["data"][0]
         if high <= low:
             return address
         buffer = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * (high - low))

@@ -123,10 +123,10 @@ class PointerTable:
                                self._describe_bad(address, argument, None, freeing=False))
             return region, address - region.start
 
-    def lookup(self, address: int) -> Region | None:
-        """The region containing ``address``, or None (no error)."""
+    def lookup(self, address: int, nbytes: int = 1) -> Region | None:
+        """The region holding ``[address, address + nbytes)``, or None (no error)."""
         with self._lock:
-            return self._find(address, 1)
+            return self._find(address, max(nbytes, 1))
 
     def regions(self) -> list[Region]:
         with self._lock:

@@ -15,13 +15,15 @@ Design note (invariants)
   (an omitted argument in the Pythonic API) means the thread's current stream: the top of
   its ``with stream:`` stack, else that same default stream.
 * A stream belongs to the context that was current when it was created; destroying the
-  context destroys the stream.
+  context destroys the stream. ``destroy_stream`` waits for the queued work, as CANN's
+  aclrtDestroyStream does; ``destroy_stream_force`` does not (the work still runs in the
+  background); destroying a context, resetting a device and ``finalize`` wait with a bound.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from openacl.errors import (
     ACL_ERROR_INVALID_PARAM,
@@ -120,13 +122,15 @@ class Stream:
         """``ACL_STREAM_STATUS_COMPLETE`` or ``ACL_STREAM_STATUS_NOT_READY``."""
         return ACL_STREAM_STATUS_COMPLETE if self.queue.done() else ACL_STREAM_STATUS_NOT_READY
 
-    def shutdown(self, timeout: float | None) -> None:
-        """Stop accepting work, let queued work finish (up to ``timeout``), release."""
+    def shutdown(self, drain_timeout: float | None = 0.0) -> None:
+        """Stop accepting work and release the handle. Queued work still runs; wait up to
+        ``drain_timeout`` seconds for it (0: don't wait, None: wait until done)."""
         if self.destroyed:
             return
         self.destroyed = True
         self.queue.close()
-        self.queue.timeline.wait(self.queue.submitted, timeout)
+        if drain_timeout != 0.0:
+            self.queue.timeline.wait(self.queue.submitted, drain_timeout)
         self.context.streams.discard(self)
         self.device.runtime.handles.remove(self.handle)
 
@@ -178,12 +182,22 @@ def create_stream() -> int:
 
 
 def destroy_stream(stream: int) -> None:
-    """Destroy a stream; queued work still runs (aclrtDestroyStream)."""
+    """Destroy a stream once its queued work has run (aclrtDestroyStream)."""
     target = resolve_stream(stream)
     if target.is_default:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        "argument 'stream' = 0 is the default stream; it cannot be destroyed")
-    target.shutdown(None)
+    target.shutdown(drain_timeout=None)
+
+
+def destroy_stream_force(stream: int) -> None:
+    """Destroy a stream without waiting for its queued work (aclrtDestroyStreamForce);
+    that work still runs in the background."""
+    target = resolve_stream(stream)
+    if target.is_default:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       "argument 'stream' = 0 is the default stream; it cannot be destroyed")
+    target.shutdown(drain_timeout=0.0)
 
 
 def synchronize_stream(stream: int) -> None:
