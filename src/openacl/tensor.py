@@ -506,8 +506,10 @@ def get_tensor_desc_name(desc: int) -> str:
 
 
 def set_tensor_shape(desc: int, dims: Sequence[int]) -> None:
-    """aclSetTensorShape: replace the dims."""
-    lookup_tensor_desc(desc).dims = _desc_dims(dims)
+    """aclSetTensorShape: replace the dims (and forget ranges set for the old ones)."""
+    target = lookup_tensor_desc(desc)
+    target.dims = _desc_dims(dims)
+    target.dim_ranges = []
 
 
 def set_tensor_format(desc: int, format: Any) -> None:
@@ -729,7 +731,7 @@ def to_device(array: Any, stream: Any = None, format: Any = Format.ACL_FORMAT_ND
     With ``stream`` the copy is queued on it (the host array is kept alive until it runs);
     without, it happens before the call returns.
     """
-    host = np.ascontiguousarray(array)
+    host = np.asarray(array, order="C")  # keeps 0-dim arrays 0-dim
     tensor = empty(host.shape, host.dtype, format)
     if host.nbytes:
         host_ptr = memory.register_buffer(host)
@@ -746,7 +748,7 @@ def from_dlpack(obj: Any) -> Tensor:
     """Wrap a DLPack-exporting host object (numpy, torch CPU tensor...) without copying."""
     try:
         array = np.from_dlpack(obj)
-    except (TypeError, BufferError, RuntimeError) as exc:
+    except (AttributeError, TypeError, BufferError, RuntimeError) as exc:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'obj' = {type(obj).__name__} cannot be imported through "
                        f"DLPack on the host: {exc}") from exc

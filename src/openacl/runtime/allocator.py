@@ -241,8 +241,13 @@ class CachingAllocator:
         return self._stats[("allocated_bytes", "all")].current
 
     def stats(self) -> dict[str, int]:
-        """Flat statistics: ``allocated_bytes.all.current``, ``num_ooms``, ..."""
+        """Flat statistics: ``allocated_bytes.all.current``, ``num_ooms``, ...
+
+        Pending blocks whose streams have finished are released first, so ``active_*``
+        reflects completed work.
+        """
         with self._lock:
+            self._process_pending()
             out: dict[str, int] = {}
             for (name, pool), stat in self._stats.items():
                 for attr in STAT_FIELDS:

@@ -111,6 +111,10 @@ def load_config(config: str | os.PathLike | Mapping[str, Any] | None = None,
     if isinstance(config, Mapping):
         result = _apply(result, config, "init config", ACL_ERROR_INVALID_PARAM)
     elif config not in (None, ""):
+        if not isinstance(config, (str, os.PathLike)):
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'configPath' = {config!r} is invalid: expected a JSON "
+                           f"file path, a dict, or None")
         path = Path(config)
         try:
             text = path.read_text(encoding="utf-8")

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_STREAM_CONTEXT, AclError
 from openacl.runtime import core
 from openacl.runtime.pointer_table import MemoryKind, Region
 from openacl.runtime.stream import Stream, resolve_stream
@@ -67,6 +67,17 @@ def _current_device():
     from openacl.runtime.context import current_context
 
     return current_context().device
+
+
+def _stream_of_current_device(stream: object) -> Stream:
+    """The stream argument of async memory work; CANN refuses a stream of another device."""
+    target = resolve_stream(stream)
+    device = _current_device()
+    if target.device is not device:
+        raise AclError(ACL_ERROR_RT_STREAM_CONTEXT,
+                       f"argument 'stream' = {target.handle:#x} belongs to device "
+                       f"{target.device.id}, but the current device is {device.id}")
+    return target
 
 
 def _check_policy(policy: object) -> int:
@@ -163,13 +174,6 @@ def _byte_bounds(array: np.ndarray) -> tuple[int, int]:
     return byte_bounds(array)
 
 
-def _forget(pointers, start: int) -> None:
-    try:
-        pointers.remove(start, "ptr", MemoryKind.REGISTERED)
-    except AclError:
-        pass  # already replaced by a wider registration, or the runtime was finalized
-
-
 def register_buffer(obj: Any) -> int:
     """Make a Python buffer addressable by the runtime; returns its data address.
 
@@ -191,10 +195,10 @@ def register_buffer(obj: Any) -> int:
             return address
         buffer = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * (high - low))
                                        .from_address(low))
-        region = runtime.pointers.add(Region(low, high - low, MemoryKind.REGISTERED, buffer,
-                                             owner=weakref.ref(owner)))
-        if region.buffer is buffer:
-            weakref.finalize(owner, _forget, runtime.pointers, low)
+        region = Region(low, high - low, MemoryKind.REGISTERED, buffer,
+                        owner=weakref.ref(owner), writable=bool(owner.flags.writeable))
+        if runtime.pointers.add(region) is region:
+            weakref.finalize(owner, runtime.pointers.retire, region)
         return address
     try:
         view = memoryview(obj)
@@ -208,10 +212,13 @@ def register_buffer(obj: Any) -> int:
     flat = np.frombuffer(view.cast("B"), np.uint8)
     address = flat.__array_interface__["data"][0]
     if flat.size:
-        writable = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * flat.size)
-                                         .from_address(address))
-        runtime.pointers.add(Region(address, flat.size, MemoryKind.REGISTERED, writable,
-                                    owner=(obj, view)))
+        alias = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * flat.size)
+                                      .from_address(address))
+        # pyACL lets programs write into bytes through bytes_to_ptr; other read-only
+        # buffers (a read-only mmap, say) may not be mapped writable, so they stay read-only.
+        runtime.pointers.add(Region(address, flat.size, MemoryKind.REGISTERED, alias,
+                                    owner=(obj, view),
+                                    writable=isinstance(obj, bytes) or not view.readonly))
     return address
 
 
@@ -238,8 +245,9 @@ def _pin(region: Region) -> Any:
 
 
 # -- copies and fills --------------------------------------------------------------------------
-def _resolve_range(ptr: int, count: int, argument: str) -> tuple[Region, Any, Any]:
-    region, offset = core.current().pointers.resolve(ptr, count, argument)
+def _resolve_range(ptr: int, count: int, argument: str, write: bool = False
+                   ) -> tuple[Region, Any, Any]:
+    region, offset = core.current().pointers.resolve(ptr, count, argument, write)
     return region, region.view(offset, count), _pin(region)
 
 
@@ -252,7 +260,7 @@ def _copy_plan(dst: int, dest_max: int, src: int, count: int, kind: int):
                        f"argument 'count' = {count} exceeds argument 'destMax' = {dest_max}")
     if count == 0:
         return None
-    dst_region, dst_view, dst_pin = _resolve_range(dst, count, "dst")
+    dst_region, dst_view, dst_pin = _resolve_range(dst, count, "dst", write=True)
     src_region, src_view, src_pin = _resolve_range(src, count, "src")
     return dst_region, dst_view, src_region, src_view, (dst_pin, src_pin)
 
@@ -267,7 +275,7 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
 def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
                  stream: int) -> None:
     """Enqueue a copy of ``count`` bytes on ``stream`` (aclrtMemcpyAsync)."""
-    target = resolve_stream(stream)
+    target = _stream_of_current_device(stream)
     plan = _copy_plan(dst, dest_max, src, count, kind)
     if plan is None:
         return
@@ -291,7 +299,7 @@ def _fill_plan(dev_ptr: int, max_count: int, value: int, count: int):
                        f"argument 'count' = {count} exceeds argument 'maxCount' = {max_count}")
     if count == 0:
         return None
-    region, view, pin = _resolve_range(dev_ptr, count, "devPtr")
+    region, view, pin = _resolve_range(dev_ptr, count, "devPtr", write=True)
     return region, view, byte, pin
 
 
@@ -304,7 +312,7 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
 
 def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int) -> None:
     """Enqueue a fill on ``stream`` (aclrtMemsetAsync)."""
-    target = resolve_stream(stream)
+    target = _stream_of_current_device(stream)
     plan = _fill_plan(dev_ptr, max_count, value, count)
     if plan is None:
         return

@@ -11,7 +11,12 @@ Design note (invariants)
   reference to the memory's owner, so memory captured by queued work outlives a free.
 * Recently removed ranges are remembered (bounded) only to word error messages
   ("was freed" rather than "unknown address"); they are never resolved.
+* A region may be read-only (a read-only mapping, say): ``resolve(..., write=True)`` refuses
+  it, so a copy into it is an error instead of a segfault.
 * One lock guards the table; lookups are O(log n) by bisection over sorted start addresses.
+  A registered buffer that dies is *retired* from a weakref finalizer, which may run inside
+  any allocation, even on a thread holding the lock: retiring only appends to a queue, and
+  every table operation drains that queue under the lock before it looks anything up.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Region:
     buffer: Any  # backend byte view of exactly ``size`` bytes
     device: int | None = None
     owner: Any = None  # keeps registered Python objects (and their exports) alive
+    writable: bool = True
 
     @property
     def end(self) -> int:
@@ -66,13 +72,25 @@ class PointerTable:
         self._regions: dict[int, Region] = {}
         self._freed: collections.OrderedDict[int, tuple[int, MemoryKind]] = (
             collections.OrderedDict())
+        self._retired: collections.deque[Region] = collections.deque()
 
     def __len__(self) -> int:
         return len(self._regions)
 
+    def retire(self, region: Region) -> None:
+        """Drop ``region`` at the next table operation (safe from finalizers)."""
+        self._retired.append(region)
+
+    def _drain_retired(self) -> None:
+        while self._retired:
+            region = self._retired.popleft()
+            if self._regions.get(region.start) is region:
+                self._drop(region)
+
     def add(self, region: Region) -> Region:
         """Insert a region; a registered buffer inside an existing one returns that one."""
         with self._lock:
+            self._drain_retired()
             covering = self._find(region.start, region.size)
             if covering is not None and region.kind is MemoryKind.REGISTERED \
                     and covering.kind is MemoryKind.REGISTERED:
@@ -93,6 +111,7 @@ class PointerTable:
     def remove(self, address: int, argument: str, kind: MemoryKind | None = None) -> Region:
         """Remove the region that starts exactly at ``address`` (a free)."""
         with self._lock:
+            self._drain_retired()
             region = self._regions.get(address)
             if region is None or (kind is not None and region.kind is not kind):
                 raise AclError(ACL_ERROR_INVALID_PARAM,
@@ -100,8 +119,10 @@ class PointerTable:
             self._drop(region)
             return region
 
-    def resolve(self, address: int, nbytes: int, argument: str) -> tuple[Region, int]:
-        """The region holding ``[address, address + nbytes)`` and the offset of ``address``."""
+    def resolve(self, address: int, nbytes: int, argument: str, write: bool = False
+                ) -> tuple[Region, int]:
+        """The region holding ``[address, address + nbytes)`` and the offset of ``address``;
+        with ``write`` the region must be writable."""
         if not isinstance(address, int) or isinstance(address, bool):
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"argument '{argument}' = {address!r} is not a pointer (an int)")
@@ -109,6 +130,7 @@ class PointerTable:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"argument '{argument}': byte count {nbytes} is negative")
         with self._lock:
+            self._drain_retired()
             region = self._find(address, max(nbytes, 1))
             if region is None:
                 containing = self._find(address, 1)
@@ -121,15 +143,21 @@ class PointerTable:
                         f"bytes by {address + nbytes - containing.end} bytes")
                 raise AclError(ACL_ERROR_INVALID_PARAM,
                                self._describe_bad(address, argument, None, freeing=False))
+            if write and not region.writable:
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument '{argument}' = {address:#x} lies in a read-only "
+                               f"{region.kind.value} [{region.start:#x}, {region.end:#x})")
             return region, address - region.start
 
     def lookup(self, address: int, nbytes: int = 1) -> Region | None:
         """The region holding ``[address, address + nbytes)``, or None (no error)."""
         with self._lock:
+            self._drain_retired()
             return self._find(address, max(nbytes, 1))
 
     def regions(self) -> list[Region]:
         with self._lock:
+            self._drain_retired()
             return list(self._regions.values())
 
     def clear(self) -> None:
@@ -137,6 +165,7 @@ class PointerTable:
             self._starts.clear()
             self._regions.clear()
             self._freed.clear()
+            self._retired.clear()
 
     # -- internals (lock held) ---------------------------------------------------------------
     def _find(self, address: int, nbytes: int) -> Region | None:
