@@ -23,6 +23,7 @@ from openacl import dtypes
 from openacl.dtypes import DataType, Format
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.runtime import core, memory
+from openacl.runtime.device import synchronize_device
 from openacl.runtime.stream import resolve_stream
 
 ACL_MAX_DIM_CNT = 128  # most dims a tensor or tensor desc may have (acl_base.h)
@@ -645,8 +646,6 @@ class Tensor:
             src = meta.data + meta.offset * itemsize
             host_ptr = memory.register_buffer(host)
             if stream is None:
-                from openacl.runtime.device import synchronize_device
-
                 synchronize_device()
                 memory.memcpy(host_ptr, host.nbytes, src, host.nbytes,
                               ACL_MEMCPY_DEVICE_TO_HOST)

@@ -27,7 +27,7 @@ Design note (invariants)
 
 from __future__ import annotations
 
-import collections
+import queue
 import threading
 from collections.abc import Callable
 
@@ -138,35 +138,28 @@ class InlineExecutor(Executor):
 
 
 class _Worker:
-    """One thread draining a FIFO of (queue, value, task) items."""
+    """One thread draining a FIFO of (queue, value, task) items; ``None`` ends it."""
 
     def __init__(self, name: str) -> None:
-        self._items: collections.deque = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._stopping = False
+        self._items: queue.SimpleQueue = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self.thread.start()
 
-    def push(self, queue: HostQueue, value: int, task: Task) -> None:
-        with self._cond:
-            self._items.append((queue, value, task))
-            self._cond.notify()
+    def push(self, owner: HostQueue, value: int, task: Task) -> None:
+        self._items.put((owner, value, task))
 
     def stop(self) -> None:
         """Finish what is queued, then exit."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
+        self._items.put(None)
 
     def _loop(self) -> None:
+        get = self._items.get
         while True:
-            with self._cond:
-                while not self._items and not self._stopping:
-                    self._cond.wait()
-                if not self._items:
-                    return
-                queue, value, task = self._items.popleft()
-            queue.run(value, task)
+            item = get()
+            if item is None:
+                return
+            owner, value, task = item
+            owner.run(value, task)
 
 
 class ThreadedExecutor(Executor):

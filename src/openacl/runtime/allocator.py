@@ -127,7 +127,8 @@ class _Stat:
     def increase(self, amount: int) -> None:
         self.current += amount
         self.allocated += amount
-        self.peak = max(self.peak, self.current)
+        if self.current > self.peak:
+            self.peak = self.current
 
     def decrease(self, amount: int) -> None:
         self.current -= amount
@@ -155,6 +156,10 @@ class CachingAllocator:
         self._segments: dict[int, Segment] = {}
         self._pending: list[tuple[Block, list[Callable[[], bool]]]] = []
         self._stats = {(n, p): _Stat() for n in STAT_NAMES for p in ("all",) + POOLS}
+        # (stat name, small?) -> the two stats an event updates: "all" and its pool's
+        self._stat_pairs = {
+            (n, small): (self._stats[(n, "all")], self._stats[(n, _pool_name(small))])
+            for n in STAT_NAMES for small in (True, False)}
         self._counters = {"num_alloc_retries": 0, "num_ooms": 0, "num_device_alloc": 0,
                           "num_device_free": 0}
 
@@ -414,8 +419,7 @@ class CachingAllocator:
             self._bump("active_bytes", small, sign * block.size)
 
     def _bump(self, name: str, small: bool, amount: int) -> None:
-        for pool in ("all", _pool_name(small)):
-            stat = self._stats[(name, pool)]
+        for stat in self._stat_pairs[(name, small)]:
             if amount >= 0:
                 stat.increase(amount)
             else:

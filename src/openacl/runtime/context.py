@@ -13,6 +13,7 @@ Design note (invariants)
 from __future__ import annotations
 
 import threading
+import time
 
 from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_CONTEXT_NULL, AclError
 from openacl.runtime import core
@@ -43,9 +44,11 @@ class Context:
         kind = "default " if self.is_default else ""
         return f"<{kind}Context {self.handle:#x} device={self.device.id}>"
 
-    def synchronize(self, timeout: float | None = None) -> None:
+    def synchronize(self, deadline: float | None = None) -> None:
+        """Wait for every stream; ``deadline`` is a ``time.monotonic()`` instant or None."""
         for stream in [self.default_stream, *list(self.streams)]:
-            stream.synchronize(timeout)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            stream.synchronize(remaining)
 
     def destroy(self, drain_timeout: float | None) -> None:
         """Destroy every stream (waiting up to ``drain_timeout`` s for each to drain), then

@@ -14,10 +14,13 @@ Design note (invariants)
 from __future__ import annotations
 
 import functools
+import time
 
 from openacl.errors import ACL_ERROR_RT_INVALID_DEVICEID, AclError
 from openacl.runtime import core
 from openacl.runtime.allocator import CachingAllocator
+from openacl.runtime.context import Context, current_context, set_current_context
+from openacl.runtime.stream import timeout_seconds
 
 
 class Device:
@@ -38,9 +41,10 @@ class Device:
         self.contexts: set = set()
 
     def synchronize(self, timeout: float | None = None) -> None:
-        """Wait for every stream of every context of this device."""
+        """Wait for every stream of every context of this device, ``timeout`` s in all."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         for context in list(self.contexts):
-            context.synchronize(timeout)
+            context.synchronize(deadline)
 
     def shutdown(self, timeout: float) -> None:
         for context in list(self.contexts):
@@ -76,8 +80,6 @@ def device(device_id: object, argument: str = "deviceId") -> Device:
 
 def set_device(device_id: int) -> None:
     """Open ``device_id`` for this thread and make its default context current."""
-    from openacl.runtime.context import Context, set_current_context
-
     dev = device(device_id)
     with dev.runtime.lock:
         dev.refcount += 1
@@ -110,8 +112,6 @@ def reset_device_force(device_id: int) -> None:
 
 def get_device() -> int:
     """The device of the calling thread's current context."""
-    from openacl.runtime.context import current_context
-
     return current_context().device.id
 
 
@@ -122,14 +122,9 @@ def get_device_count() -> int:
 
 def synchronize_device() -> None:
     """Wait for all work on the current device (aclrtSynchronizeDevice)."""
-    from openacl.runtime.context import current_context
-
     current_context().device.synchronize()
 
 
 def synchronize_device_with_timeout(timeout_ms: int) -> None:
-    """Like ``synchronize_device`` with a limit in ms (-1 waits forever)."""
-    from openacl.runtime.context import current_context
-    from openacl.runtime.stream import timeout_seconds
-
+    """Like ``synchronize_device`` with a limit in ms (-1 waits forever) for all streams."""
     current_context().device.synchronize(timeout_seconds(timeout_ms))

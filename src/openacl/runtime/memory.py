@@ -27,6 +27,8 @@ import numpy as np
 
 from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_STREAM_CONTEXT, AclError
 from openacl.runtime import core
+from openacl.runtime.context import current_context
+from openacl.runtime.device import device as device_of
 from openacl.runtime.pointer_table import MemoryKind, Region
 from openacl.runtime.stream import Stream, resolve_stream
 
@@ -64,8 +66,6 @@ BYTE_MASK = 0xFF
 
 
 def _current_device():
-    from openacl.runtime.context import current_context
-
     return current_context().device
 
 
@@ -342,11 +342,9 @@ def get_mem_info(attr: int) -> tuple[int, int]:
 
 
 def _device_for_stats(device_id: int | None):
-    from openacl.runtime.device import device
-
     if device_id is None:
         return _current_device()
-    return device(device_id, "device")
+    return device_of(device_id, "device")
 
 
 def memory_stats(device_id: int | None = None) -> dict[str, int]:

@@ -32,6 +32,7 @@ from openacl.errors import (
     AclError,
 )
 from openacl.runtime import core
+from openacl.runtime.context import current_context
 
 STREAM_TASK_FAILED = ACL_ERROR_RT_AICORE_EXCEPTION  # code for a task that raised non-AclError
 ACL_STREAM_STATUS_COMPLETE = 0
@@ -156,8 +157,6 @@ def pop_stream(stream: Stream) -> None:
 
 def resolve_stream(stream: object = None, argument: str = "stream") -> Stream:
     """The ``Stream`` meant by a stream argument (handle, object, 0 or None)."""
-    from openacl.runtime.context import current_context
-
     if stream is None:
         stack = _stack()
         if stack and not stack[-1].destroyed:
@@ -176,8 +175,6 @@ def resolve_stream(stream: object = None, argument: str = "stream") -> Stream:
 # -- the flat API ----------------------------------------------------------------------------
 def create_stream() -> int:
     """Create a stream in the current context (aclrtCreateStream)."""
-    from openacl.runtime.context import current_context
-
     return Stream(current_context()).handle
 
 
