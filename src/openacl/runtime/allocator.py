@@ -185,11 +185,7 @@ class CachingAllocator:
     def free(self, address: int) -> Block:
         """Return the block at ``address``; reusable on its stream once recorded work is done."""
         with self._lock:
-            block = self._blocks.get(address)
-            if block is None or not block.allocated:
-                raise AclError(ACL_ERROR_INVALID_PARAM,
-                               f"argument 'address' = {address:#x} is not an allocation of the "
-                               f"{self.name} allocator")
+            block = self._allocated_block(address)
             block.allocated = False
             self._count_alloc(block, -1, keep_active=bool(block.recorded_streams))
             if block.recorded_streams:
@@ -205,11 +201,7 @@ class CachingAllocator:
     def record_stream(self, address: int, stream: StreamLike) -> None:
         """Declare that ``stream`` uses the allocated block at ``address``."""
         with self._lock:
-            block = self._blocks.get(address)
-            if block is None or not block.allocated:
-                raise AclError(ACL_ERROR_INVALID_PARAM,
-                               f"argument 'address' = {address:#x} is not an allocation of the "
-                               f"{self.name} allocator")
+            block = self._allocated_block(address)
             if stream != block.stream:
                 block.recorded_streams.add(stream)
 
@@ -277,6 +269,14 @@ class CachingAllocator:
                 pool.clear()
 
     # -- mechanism -----------------------------------------------------------------------
+    def _allocated_block(self, address: int) -> Block:
+        block = self._blocks.get(address)
+        if block is None or not block.allocated:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'address' = {address:#x} is not an allocation of the "
+                           f"{self.name} allocator")
+        return block
+
     def _take_cached(self, rounded: int, small: bool, stream: Hashable) -> Block | None:
         free = self._free[_pool_name(small)].get(stream)
         if not free:

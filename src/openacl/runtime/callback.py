@@ -66,11 +66,8 @@ def _registry() -> _Subscriptions:
 
 
 def _thread_id(thread_id: object) -> int:
-    try:
-        value = thread_id.__index__()  # type: ignore[union-attr]
-    except (AttributeError, TypeError):
-        value = -1
-    if value < 0:
+    value = core.as_index(thread_id)
+    if value is None or value < 0:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'threadId' = {thread_id!r} is not a thread id (an int)")
     return value

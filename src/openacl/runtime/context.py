@@ -64,11 +64,7 @@ class Context:
 
 
 def _stack() -> list[Context]:
-    generation = core.current().generation
-    if getattr(_tls, "generation", None) != generation:
-        _tls.generation = generation
-        _tls.stack = []
-    return _tls.stack
+    return core.thread_stack(_tls)
 
 
 def current_context(required: bool = True) -> Context | None:

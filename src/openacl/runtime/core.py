@@ -168,12 +168,30 @@ def finalize_reference() -> int:
         return count
 
 
+def as_index(value: Any) -> int | None:
+    """``value`` as an int if it is an integer (``__index__``), else None; bools are not."""
+    if isinstance(value, bool):
+        return None
+    try:
+        result = value.__index__()
+    except (AttributeError, TypeError):
+        return None
+    return result if isinstance(result, int) else None
+
+
+def thread_stack(tls: threading.local) -> list:
+    """The calling thread's stack kept in ``tls``, emptied when a new runtime generation
+    started since it was last used (current contexts and streams do not outlive finalize)."""
+    generation = current().generation
+    if getattr(tls, "generation", None) != generation:
+        tls.generation = generation
+        tls.stack = []
+    return tls.stack
+
+
 def check_enum(value: Any, allowed: Mapping[int, str], argument: str) -> int:
     """Validate an int-enum argument against ``{value: name}``; returns it as int."""
-    try:
-        as_int = None if isinstance(value, bool) else value.__index__()
-    except (AttributeError, TypeError):
-        as_int = None
+    as_int = as_index(value)
     if as_int is None or as_int not in allowed:
         names = ", ".join(f"{name}={number}" for number, name in allowed.items())
         raise AclError(ACL_ERROR_INVALID_PARAM,
@@ -183,13 +201,10 @@ def check_enum(value: Any, allowed: Mapping[int, str], argument: str) -> int:
 
 def check_size(value: Any, argument: str, allow_zero: bool = False) -> int:
     """Validate a byte count argument; returns it as int."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        as_int = value.__index__()
-    except (AttributeError, TypeError):
+    as_int = as_index(value)
+    if as_int is None:
         raise AclError(ACL_ERROR_INVALID_PARAM,
-                       f"argument '{argument}' = {value!r} is not an integer") from None
+                       f"argument '{argument}' = {value!r} is not an integer")
     if as_int < 0 or (as_int == 0 and not allow_zero):
         need = ">= 0" if allow_zero else "> 0"
         raise AclError(ACL_ERROR_INVALID_PARAM,

@@ -56,11 +56,8 @@ def check_device_id(device_id: object, argument: str = "deviceId") -> int:
     """Validate a device id against the backend's device count."""
     runtime = core.current()
     count = runtime.backend.device_count
-    try:
-        as_int = device_id.__index__()  # type: ignore[union-attr]
-    except (AttributeError, TypeError):
-        as_int = None
-    if as_int is None or isinstance(device_id, bool) or not 0 <= as_int < count:
+    as_int = core.as_index(device_id)
+    if as_int is None or not 0 <= as_int < count:
         raise AclError(ACL_ERROR_RT_INVALID_DEVICEID,
                        f"argument '{argument}' = {device_id!r} is invalid: the "
                        f"{runtime.backend.name} backend has devices 0..{count - 1}")

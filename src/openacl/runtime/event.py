@@ -99,11 +99,8 @@ def create_event() -> int:
 
 def create_event_with_flag(flag: int) -> int:
     """Create an event with ``ACL_EVENT_*`` flags (aclrtCreateEventWithFlag)."""
-    try:
-        value = flag.__index__()
-    except (AttributeError, TypeError):
-        value = -1
-    if value <= 0 or value & ~EVENT_FLAGS:
+    value = core.as_index(flag)
+    if value is None or value <= 0 or value & ~EVENT_FLAGS:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'flag' = {flag!r} is invalid: expected a non-empty "
                        f"combination of ACL_EVENT_SYNC (0x1), ACL_EVENT_CAPTURE_STREAM_PROGRESS "

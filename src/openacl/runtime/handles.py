@@ -12,6 +12,7 @@ import threading
 from typing import Any, TypeVar
 
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+from openacl.runtime import core
 
 HANDLE_BASE = 0x5A000000  # first handle value; keeps handles distinct from small ints
 HANDLE_STEP = 16  # spacing between handles, so they look (and compare) like pointers
@@ -41,11 +42,8 @@ class HandleTable:
             key = getattr(handle, "handle", None)
             if key in self._objects:
                 return handle
-        try:
-            key = handle.__index__()
-        except (AttributeError, TypeError):
-            key = None
-        if not isinstance(key, int) or isinstance(handle, bool):
+        key = core.as_index(handle)
+        if key is None:
             raise AclError(code, f"argument '{argument}' = {handle!r} is not a live "
                                  f"{kind.__name__} handle (an int)")
         obj = self._objects.get(key)

@@ -81,10 +81,8 @@ def _stream_of_current_device(stream: object) -> Stream:
 
 
 def _check_policy(policy: object) -> int:
-    try:
-        value = policy.__index__()  # type: ignore[union-attr]
-    except (AttributeError, TypeError):
-        value = -1
+    value = core.as_index(policy)
+    value = -1 if value is None else value
     base = value & MALLOC_POLICY_BASE_MASK if value >= 0 else -1
     extra = value & ~MALLOC_POLICY_BASE_MASK if value >= 0 else 0
     if base not in MALLOC_POLICIES or extra & ~MALLOC_POLICY_TYPE_BITS:
@@ -251,13 +249,19 @@ def _resolve_range(ptr: int, count: int, argument: str, write: bool = False
     return region, region.view(offset, count), _pin(region)
 
 
+def _bounded_count(count: int, limit: int, limit_name: str) -> int:
+    """Validate ``count`` and the caller's declared capacity ``limit``; returns count."""
+    limit = core.check_size(limit, limit_name, allow_zero=True)
+    count = core.check_size(count, "count", allow_zero=True)
+    if count > limit:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'count' = {count} exceeds argument '{limit_name}' = {limit}")
+    return count
+
+
 def _copy_plan(dst: int, dest_max: int, src: int, count: int, kind: int):
     core.check_enum(kind, MEMCPY_KINDS, "kind")
-    dest_max = core.check_size(dest_max, "destMax", allow_zero=True)
-    count = core.check_size(count, "count", allow_zero=True)
-    if count > dest_max:
-        raise AclError(ACL_ERROR_INVALID_PARAM,
-                       f"argument 'count' = {count} exceeds argument 'destMax' = {dest_max}")
+    count = _bounded_count(count, dest_max, "destMax")
     if count == 0:
         return None
     dst_region, dst_view, dst_pin = _resolve_range(dst, count, "dst", write=True)
@@ -287,16 +291,12 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
 
 
 def _fill_plan(dev_ptr: int, max_count: int, value: int, count: int):
-    max_count = core.check_size(max_count, "maxCount", allow_zero=True)
-    count = core.check_size(count, "count", allow_zero=True)
-    try:
-        byte = value.__index__() & BYTE_MASK  # like CUDA: each byte is set to the low byte
-    except (AttributeError, TypeError):
+    count = _bounded_count(count, max_count, "maxCount")
+    as_int = core.as_index(value)
+    if as_int is None:
         raise AclError(ACL_ERROR_INVALID_PARAM,
-                       f"argument 'value' = {value!r} is not an integer") from None
-    if count > max_count:
-        raise AclError(ACL_ERROR_INVALID_PARAM,
-                       f"argument 'count' = {count} exceeds argument 'maxCount' = {max_count}")
+                       f"argument 'value' = {value!r} is not an integer")
+    byte = as_int & BYTE_MASK  # like CUDA: each byte is set to the low byte
     if count == 0:
         return None
     region, view, pin = _resolve_range(dev_ptr, count, "devPtr", write=True)

@@ -44,10 +44,7 @@ _tls = threading.local()
 
 def timeout_seconds(timeout_ms: object, argument: str = "timeout") -> float | None:
     """ACL timeouts are ms with -1 meaning forever; returns seconds or None."""
-    try:
-        value = timeout_ms.__index__()  # type: ignore[union-attr]
-    except (AttributeError, TypeError):
-        value = None
+    value = core.as_index(timeout_ms)
     if value is None or value < -1:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument '{argument}' = {timeout_ms!r} is invalid: expected a number "
@@ -138,11 +135,7 @@ class Stream:
 
 # -- the per-thread current stream -------------------------------------------------------------
 def _stack() -> list[Stream]:
-    generation = core.current().generation
-    if getattr(_tls, "generation", None) != generation:
-        _tls.generation = generation
-        _tls.stack = []
-    return _tls.stack
+    return core.thread_stack(_tls)
 
 
 def push_stream(stream: Stream) -> None:
