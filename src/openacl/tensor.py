@@ -285,6 +285,31 @@ def set_raw_tensor_addr(tensor: int, data: int) -> None:
     target.data = data
 
 
+def tensor_view(meta: AclTensor, argument: str, write: bool = False,
+                data: int | None = None) -> tuple[Any, Any]:
+    """A strided array view of a tensor's elements and a reference that keeps its memory
+    alive; the whole span the view touches is bounds-checked first.
+
+    Args:
+        meta: the tensor.
+        argument: name for error messages.
+        write: require writable memory (outputs).
+        data: storage address to use instead of ``meta.data`` (executor address updates).
+    """
+    dtype = dtypes.to_numpy_dtype(meta.data_type)
+    span = view_span(meta.view_dims, meta.strides, meta.offset)
+    if span == 0:
+        return np.empty(meta.view_dims, dtype=dtype), None
+    address = meta.data if data is None else data
+    nbytes = span * dtype.itemsize
+    region, start = core.current().pointers.resolve(address, nbytes, argument, write)
+    flat = np.asarray(region.view(start, nbytes)).view(dtype)
+    view = np.lib.stride_tricks.as_strided(
+        flat[meta.offset:], shape=meta.view_dims,
+        strides=[s * dtype.itemsize for s in meta.strides], writeable=region.writable)
+    return view, (region, memory._pin(region))
+
+
 # -- scalars, arrays and lists --------------------------------------------------------------------
 def _scalar_value(value: Any, data_type: DataType) -> np.generic:
     np_dtype = dtypes.to_numpy_dtype(data_type)
@@ -666,20 +691,11 @@ class Tensor:
 
     def _host_view(self) -> np.ndarray:
         """A zero-copy numpy view of the tensor (CPU backend only)."""
-        meta = self._meta
         runtime = core.current()
         if runtime.backend.name != "cpu":
             raise BufferError(f"zero-copy DLPack export needs the cpu backend, "
                               f"not {runtime.backend.name}")
-        span = view_span(meta.view_dims, meta.strides, meta.offset)
-        itemsize = meta.itemsize
-        if span == 0:
-            return np.empty(meta.view_dims, dtype=self.dtype)
-        region, start = runtime.pointers.resolve(meta.data, span * itemsize, "tensor")
-        flat = np.asarray(region.view(start, span * itemsize)).view(self.dtype)
-        return np.lib.stride_tricks.as_strided(
-            flat[meta.offset:], shape=meta.view_dims,
-            strides=[s * itemsize for s in meta.strides])
+        return tensor_view(self._meta, "tensor")[0]
 
     # lifetime
     def free(self) -> None:
