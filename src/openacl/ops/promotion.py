@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import ml_dtypes
 import numpy as np

@@ -50,6 +50,7 @@ class Region:
     device: int | None = None
     owner: Any = None  # keeps registered Python objects (and their exports) alive
     writable: bool = True
+    live: bool = True  # False once removed from the table (freed, retired, unregistered)
 
     @property
     def end(self) -> int:
@@ -189,6 +190,7 @@ class PointerTable:
         return found
 
     def _drop(self, region: Region) -> None:
+        region.live = False
         index = bisect.bisect_left(self._starts, region.start)
         del self._starts[index]
         del self._regions[region.start]

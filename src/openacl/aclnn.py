@@ -1,0 +1,63 @@
+"""The aclnn operator library, Pythonic face.
+
+For every operator ``aclnnX`` (see ``openacl.ops.registry``) this module has
+
+* ``x_get_workspace_size(<CANN's arguments>) -> (workspace_size, executor)`` (phase 1:
+  validates synchronously, raises ``AclError`` 161001/161002), and
+* ``x(workspace, workspace_size, executor, stream)`` (phase 2: enqueues, returns at once),
+
+named by CANN's rule (``aclnnGeluV2`` -> ``gelu_v2``, ``aclnnInplaceAdd`` ->
+``inplace_add``), plus the executor functions: ``set_executor_repeatable``,
+``destroy_executor``, ``set_input_tensor_addr``, ``set_output_tensor_addr``,
+``set_tensor_addr``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from openacl.ops import REGISTRY
+from openacl.ops.dispatch import phase1, phase2
+from openacl.ops.executor import (  # noqa: F401 - re-exported as the aclnn executor API
+    destroy_executor,
+    set_executor_repeatable,
+    set_input_tensor_addr,
+    set_output_tensor_addr,
+    set_tensor_addr,
+)
+from openacl.ops.registry import OpDef
+from openacl.ops.signature import python_signature
+
+
+def _make_phase1(op: OpDef) -> Callable[..., tuple[int, int]]:
+    signature = python_signature(op.params)
+
+    def get_workspace_size(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        return phase1(op, signature.bind(*args, **kwargs).arguments)
+
+    get_workspace_size.__name__ = f"{op.snake_name}_get_workspace_size"
+    get_workspace_size.__qualname__ = get_workspace_size.__name__
+    get_workspace_size.__signature__ = signature  # type: ignore[attr-defined]
+    get_workspace_size.__doc__ = (f"Phase 1 of {op.c_name}: returns (workspace_size, "
+                                  f"executor).\n\n{op.doc}")
+    return get_workspace_size
+
+
+def _make_phase2(op: OpDef) -> Callable[..., None]:
+    def launch(workspace: int, workspace_size: int, executor: Any, stream: Any) -> None:
+        phase2(op, workspace, workspace_size, executor, stream)
+
+    launch.__name__ = launch.__qualname__ = op.snake_name
+    launch.__doc__ = f"Phase 2 of {op.c_name}: enqueue the call bound by phase 1 on stream."
+    return launch
+
+
+for _op in REGISTRY.values():
+    globals()[f"{_op.snake_name}_get_workspace_size"] = _make_phase1(_op)
+    globals()[_op.snake_name] = _make_phase2(_op)
+del _op
+
+__all__ = sorted(name for name in globals() if not name.startswith("_") and name not in {
+    "annotations", "Any", "Callable", "OpDef", "REGISTRY", "python_signature", "phase1",
+    "phase2"})

@@ -1,0 +1,327 @@
+"""Arithmetic operators: binary (tensor and scalar forms), unary math, clamps, addc*.
+
+Semantics are aclnn's, which are PyTorch's: broadcasting, type promotion
+(``promotion.py``), integer ``Div`` producing float, float16/bfloat16 computed in float32
+and rounded once into the output, NaN propagating through Maximum/Minimum/Clamp.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from openacl.ops import promotion
+from openacl.ops.call import (
+    BOOL_DTYPES,
+    COMPLEX_DTYPES,
+    FLOAT_DTYPES,
+    NUMERIC_DTYPES,
+    REAL_DTYPES,
+    Call,
+    Kernel,
+    TensorArg,
+)
+from openacl.ops.registry import register, register_inplace
+
+ARITH_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES
+DIV_MODE_NONE, DIV_MODE_TRUNC, DIV_MODE_FLOOR = 0, 1, 2  # aclnnDivMod's mode
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf with float64 accuracy for float64 input (math.erf per element) and a rational
+    approximation of relative error < 1.2e-7 (Numerical Recipes' erfcc) otherwise."""
+    if x.dtype == np.float64:
+        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+    z = np.abs(x).astype(np.float64)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
+        0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
+            1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(poly)
+    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype)
+
+
+def _float_result(dtype: np.dtype) -> np.dtype:
+    """Float ops on integer/bool inputs produce the default float dtype."""
+    return dtype if promotion.category(dtype) >= promotion.FLOATING else promotion.DEFAULT_FLOAT
+
+
+# -- binary ---------------------------------------------------------------------------------
+def _binary(c: Call, a: str, b: str, out: str, supported, result: np.dtype | None = None,
+            extra: tuple[str, ...] = ()) -> tuple[np.dtype, np.dtype]:
+    """Common phase-1 of a binary elementwise op: returns (promoted dtype, result dtype)."""
+    promoted = c.result_type(a, b, *extra)
+    c.check_dtype(a, supported, promoted)
+    shape = c.broadcast(*(n for n in (a, b) if isinstance(c[n], TensorArg)))
+    result = promoted if result is None else result
+    c.check_out(out, shape, result)
+    return promoted, result
+
+
+def _operand(v, c: Call, name: str, dtype: np.dtype):
+    """An operand in compute dtype: a tensor view or a scalar value."""
+    value = v.get(name)
+    if value is not None:
+        return v.compute(name, dtype)
+    return c.scalar(name, dtype)
+
+
+def _add_like(sign: int, allow_bool: bool):
+    def prepare(c: Call) -> Kernel:
+        supported = ARITH_DTYPES if allow_bool else ARITH_DTYPES - BOOL_DTYPES
+        dtype, _ = _binary(c, "self", "other", "out", supported, extra=("alpha",))
+        alpha = c.scalar("alpha", dtype) if c.has("alpha") else None
+
+        def kernel(v) -> None:
+            x = _operand(v, c, "self", dtype)
+            y = _operand(v, c, "other", dtype)
+            if alpha is not None and alpha != 1:
+                y = np.logical_and(y, alpha) if dtype == np.bool_ else y * alpha
+            v.write("out", np.logical_or(x, y) if dtype == np.bool_ else
+                    (x + y if sign > 0 else x - y))
+        return kernel
+    return prepare
+
+
+add = register("Add", "self: tensor, other: tensor, alpha: scalar?, out: tensor!")(
+    _add_like(+1, True))
+adds = register("Adds", "self: tensor, other: scalar, alpha: scalar?, out: tensor!")(
+    _add_like(+1, True))
+sub = register("Sub", "self: tensor, other: tensor, alpha: scalar?, out: tensor!")(
+    _add_like(-1, False))
+subs = register("Subs", "self: tensor, other: scalar, alpha: scalar?, out: tensor!")(
+    _add_like(-1, False))
+register_inplace("InplaceAdd", "selfRef: tensor!, other: tensor, alpha: scalar?", add,
+                 self="selfRef", out="selfRef")
+register_inplace("InplaceAdds", "selfRef: tensor!, other: scalar, alpha: scalar?", adds,
+                 self="selfRef", out="selfRef")
+register_inplace("InplaceSub", "selfRef: tensor!, other: tensor, alpha: scalar?", sub,
+                 self="selfRef", out="selfRef")
+register_inplace("InplaceSubs", "selfRef: tensor!, other: scalar, alpha: scalar?", subs,
+                 self="selfRef", out="selfRef")
+
+
+def _simple_binary(fn: Callable, supported, result: Callable[[np.dtype], np.dtype] | None = None
+                   ) -> Callable[[Call], Kernel]:
+    """A binary op ``out = fn(self, other)`` computed in the promoted dtype."""
+    def prepare(c: Call) -> Kernel:
+        promoted = c.result_type("self", "other")
+        out_dtype = promoted if result is None else result(promoted)
+        compute = out_dtype if result is not None else promoted
+        _binary(c, "self", "other", "out", supported, out_dtype)
+
+        def kernel(v) -> None:
+            v.write("out", fn(_operand(v, c, "self", compute), _operand(v, c, "other", compute)))
+        return kernel
+    return prepare
+
+
+def _bool_aware_mul(x, y):
+    return np.logical_and(x, y) if x.dtype == np.bool_ else x * y
+
+
+mul = register("Mul", "self: tensor, other: tensor, out: tensor!")(
+    _simple_binary(_bool_aware_mul, ARITH_DTYPES))
+muls = register("Muls", "self: tensor, other: scalar, out: tensor!")(
+    _simple_binary(_bool_aware_mul, ARITH_DTYPES))
+div = register("Div", "self: tensor, other: tensor, out: tensor!")(
+    _simple_binary(np.true_divide, ARITH_DTYPES, _float_result))
+divs = register("Divs", "self: tensor, other: scalar, out: tensor!")(
+    _simple_binary(np.true_divide, ARITH_DTYPES, _float_result))
+maximum = register("Maximum", "self: tensor, other: tensor, out: tensor!")(
+    _simple_binary(np.maximum, NUMERIC_DTYPES))
+minimum = register("Minimum", "self: tensor, other: tensor, out: tensor!")(
+    _simple_binary(np.minimum, NUMERIC_DTYPES))
+for _name, _signature, _fn in (
+    ("FmodTensor", "self: tensor, other: tensor, out: tensor!", np.fmod),
+    ("FmodScalar", "self: tensor, other: scalar, out: tensor!", np.fmod),
+    ("RemainderTensorTensor", "self: tensor, other: tensor, out: tensor!", np.remainder),
+    ("RemainderTensorScalar", "self: tensor, other: scalar, out: tensor!", np.remainder),
+    ("RemainderScalarTensor", "self: scalar, other: tensor, out: tensor!", np.remainder),
+):
+    register(_name, _signature)(_simple_binary(_fn, REAL_DTYPES))
+register_inplace("InplaceMul", "selfRef: tensor!, other: tensor", mul, self="selfRef",
+                 out="selfRef")
+register_inplace("InplaceMuls", "selfRef: tensor!, other: scalar", muls, self="selfRef",
+                 out="selfRef")
+register_inplace("InplaceDiv", "selfRef: tensor!, other: tensor", div, self="selfRef",
+                 out="selfRef")
+register_inplace("InplaceDivs", "selfRef: tensor!, other: scalar", divs, self="selfRef",
+                 out="selfRef")
+
+
+@register("DivMod", "self: tensor, other: tensor, mode: int, out: tensor!")
+def div_mod(c: Call) -> Kernel:
+    """Division with a rounding mode: 0 true division, 1 truncate, 2 floor."""
+    mode = c["mode"]
+    if mode not in (DIV_MODE_NONE, DIV_MODE_TRUNC, DIV_MODE_FLOOR):
+        raise c.fail("mode", "expected 0 (true division), 1 (trunc) or 2 (floor)")
+    promoted = c.result_type("self", "other")
+    result = _float_result(promoted) if mode == DIV_MODE_NONE else promoted
+    _binary(c, "self", "other", "out", REAL_DTYPES, result)
+    integer = promotion.category(result) <= promotion.INTEGER
+
+    def kernel(v) -> None:
+        x, y = v.compute("self", result), v.compute("other", result)
+        if mode == DIV_MODE_NONE:
+            value = np.true_divide(x, y)
+        elif integer:
+            value = np.floor_divide(x, y) if mode == DIV_MODE_FLOOR else _trunc_div_int(x, y)
+        else:
+            q = np.true_divide(x, y)
+            value = np.floor(q) if mode == DIV_MODE_FLOOR else np.trunc(q)
+        v.write("out", value)
+    return kernel
+
+
+def _trunc_div_int(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    quotient = np.floor_divide(x, y)
+    remainder = np.remainder(x, y)
+    return np.where((remainder != 0) & ((x < 0) != (y < 0)), quotient + 1, quotient)
+
+
+def _pow_prepare(c: Call) -> Kernel:
+    dtype = c.result_type("self", "exponent")
+    c.check_dtype("self", ARITH_DTYPES - BOOL_DTYPES if dtype != np.bool_ else BOOL_DTYPES
+                  | ARITH_DTYPES, dtype)
+    tensors = [n for n in ("self", "exponent") if isinstance(c[n], TensorArg)]
+    c.check_out("out", c.broadcast(*tensors), dtype)
+
+    def kernel(v) -> None:
+        base, exponent = _operand(v, c, "self", dtype), _operand(v, c, "exponent", dtype)
+        if promotion.category(dtype) == promotion.INTEGER and np.any(np.asarray(exponent) < 0):
+            raise ValueError("integers to negative integer powers are not allowed")
+        v.write("out", np.power(base, exponent))
+    return kernel
+
+
+pow_tensor_tensor = register("PowTensorTensor", "self: tensor, exponent: tensor, out: tensor!"
+                             )(_pow_prepare)
+pow_tensor_scalar = register("PowTensorScalar", "self: tensor, exponent: scalar, out: tensor!"
+                             )(_pow_prepare)
+pow_scalar_tensor = register("PowScalarTensor", "self: scalar, exponent: tensor, out: tensor!"
+                             )(_pow_prepare)
+
+
+def _addc(fn: Callable, supported) -> Callable[[Call], Kernel]:
+    def prepare(c: Call) -> Kernel:
+        dtype = c.result_type("self", "tensor1", "tensor2")
+        c.check_dtype("self", supported, dtype)
+        c.check_out("out", c.broadcast("self", "tensor1", "tensor2"), dtype)
+        value = c.scalar("value", dtype)
+
+        def kernel(v) -> None:
+            x = v.compute("self", dtype)
+            v.write("out", x + value * fn(v.compute("tensor1", dtype),
+                                          v.compute("tensor2", dtype)))
+        return kernel
+    return prepare
+
+
+addcmul = register("Addcmul", "self: tensor, tensor1: tensor, tensor2: tensor, value: scalar, "
+                              "out: tensor!")(_addc(np.multiply, REAL_DTYPES))
+addcdiv = register("Addcdiv", "self: tensor, tensor1: tensor, tensor2: tensor, value: scalar, "
+                              "out: tensor!")(_addc(np.true_divide, FLOAT_DTYPES))
+
+
+# -- clamps ------------------------------------------------------------------------------------
+def _clamp(low: str | None, high: str | None) -> Callable[[Call], Kernel]:
+    def prepare(c: Call) -> Kernel:
+        bounds = [n for n in (low, high) if n is not None and c.has(n)]
+        if not bounds:
+            raise c.fail(low or high, "at least one of the bounds must be given")
+        dtype = c.result_type("self", *bounds)
+        c.check_dtype("self", REAL_DTYPES, dtype)
+        tensors = ["self"] + [n for n in bounds if isinstance(c[n], TensorArg)]
+        c.check_out("out", c.broadcast(*tensors), dtype)
+
+        def kernel(v) -> None:
+            x = v.compute("self", dtype)
+            if low is not None and c.has(low):
+                lo = _operand(v, c, low, dtype)
+                x = np.where(np.isnan(x) if x.dtype.kind == "f" else False, x,
+                             np.maximum(x, lo))
+            if high is not None and c.has(high):
+                hi = _operand(v, c, high, dtype)
+                x = np.where(np.isnan(x) if x.dtype.kind == "f" else False, x,
+                             np.minimum(x, hi))
+            v.write("out", x)
+        return kernel
+    return prepare
+
+
+clamp = register("Clamp", "self: tensor, clipValueMin: scalar?, clipValueMax: scalar?, "
+                          "out: tensor!")(_clamp("clipValueMin", "clipValueMax"))
+clamp_min = register("ClampMin", "self: tensor, clipValueMin: scalar, out: tensor!")(
+    _clamp("clipValueMin", None))
+clamp_max = register("ClampMax", "self: tensor, clipValueMax: scalar, out: tensor!")(
+    _clamp(None, "clipValueMax"))
+clamp_tensor = register("ClampTensor", "self: tensor, clipValueMin: tensor?, "
+                                       "clipValueMax: tensor?, out: tensor!")(
+    _clamp("clipValueMin", "clipValueMax"))
+
+
+# -- unary ---------------------------------------------------------------------------------------
+def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = False
+           ) -> Callable[[Call], Kernel]:
+    """``out = fn(self)``. ``to_float``: integer input gives a float32 result;
+    ``keep_int``: integer input is returned unchanged (floor/ceil/round of an int)."""
+    def prepare(c: Call) -> Kernel:
+        source = c.check_dtype("self", supported)
+        result = _float_result(source) if to_float else source
+        c.check_out("out", c.tensor("self").shape, result)
+        identity = keep_int and promotion.category(source) <= promotion.INTEGER
+
+        def kernel(v) -> None:
+            x = v.compute("self", result)
+            v.write("out", x if identity else fn(x))
+        return kernel
+    return prepare
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 / np.sqrt(x)
+
+
+def _reciprocal(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.reciprocal(x.astype(_float_result(x.dtype), copy=False))
+
+
+def _quiet(fn: Callable) -> Callable:
+    def wrapped(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return fn(x)
+    return wrapped
+
+
+SIGNED_ARITH = ARITH_DTYPES - BOOL_DTYPES - {np.dtype(np.uint8)}
+_UNARY = {
+    # name: (function, supported dtypes, integer -> float32, integer unchanged)
+    "Neg": (np.negative, SIGNED_ARITH, False, False),
+    "Abs": (np.abs, REAL_DTYPES, False, False),
+    "Reciprocal": (_reciprocal, ARITH_DTYPES, True, False),
+    "Sqrt": (_quiet(np.sqrt), ARITH_DTYPES, True, False),
+    "Rsqrt": (_rsqrt, ARITH_DTYPES, True, False),
+    "Exp": (_quiet(np.exp), ARITH_DTYPES, True, False),
+    "Log": (_quiet(np.log), ARITH_DTYPES, True, False),
+    "Log2": (_quiet(np.log2), ARITH_DTYPES, True, False),
+    "Sin": (np.sin, ARITH_DTYPES, True, False),
+    "Cos": (np.cos, ARITH_DTYPES, True, False),
+    "Tanh": (np.tanh, ARITH_DTYPES, True, False),
+    "Erf": (_erf, REAL_DTYPES | BOOL_DTYPES, True, False),
+    "Floor": (np.floor, REAL_DTYPES, False, True),
+    "Ceil": (np.ceil, REAL_DTYPES, False, True),
+    "Round": (np.round, REAL_DTYPES, False, True),
+    "Sign": (lambda x: x if x.dtype == np.bool_ else np.sign(x), REAL_DTYPES | BOOL_DTYPES,
+             False, False),
+}
+for _name, (_fn, _supported, _to_float, _keep_int) in _UNARY.items():
+    _prepare = register(_name, "self: tensor, out: tensor!")(
+        _unary(_fn, _supported, _to_float, _keep_int))
+    register_inplace(f"Inplace{_name}", "selfRef: tensor!", _prepare, self="selfRef",
+                     out="selfRef")
+del _name, _fn, _supported, _to_float, _keep_int, _prepare, _signature

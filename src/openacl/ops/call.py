@@ -1,0 +1,395 @@
+"""Phase 1 of an operator: resolve and validate its arguments, infer its outputs.
+
+An operator's ``prepare(call)`` function receives a ``Call``. It reads the resolved
+arguments, validates them through the helpers here (each failure is an ``AclError`` with
+``ACLNN_ERR_PARAM_INVALID`` 161002 naming the operator, the argument and the value; a
+missing required tensor is ``ACLNN_ERR_PARAM_NULLPTR`` 161001), declares each output's
+shape and dtype with ``check_out``, sets ``call.workspace_bytes`` if it needs scratch
+memory, and returns a kernel: a function of ``Views`` (phase 2) that computes with numpy
+and writes its outputs.
+
+``Call`` runs in one of two modes. ``check`` (the aclnn API): outputs are given and must
+match what the operator infers. ``infer`` (one-shot helpers): outputs are absent and the
+inferred ``(shape, dtype)`` is recorded so the caller can allocate them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from openacl import dtypes
+from openacl.dtypes import DataType
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+from openacl.ops import promotion
+from openacl.ops.signature import Param
+from openacl.runtime import core
+from openacl.tensor import (
+    AclBoolArray,
+    AclFloatArray,
+    AclIntArray,
+    AclScalar,
+    AclScalarList,
+    AclTensor,
+    AclTensorList,
+)
+
+MAX_DIMS = 8  # aclnn operators take tensors of rank <= 8
+
+# dtype groups operators declare support for
+FLOAT_DTYPES = frozenset(np.dtype(t) for t in (np.float16, promotion.BFLOAT16, np.float32,
+                                               np.float64))
+SIGNED_DTYPES = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+UNSIGNED_DTYPES = frozenset({np.dtype(np.uint8)})
+WIDE_UNSIGNED_DTYPES = frozenset(promotion.WIDE_UNSIGNED)
+INT_DTYPES = SIGNED_DTYPES | UNSIGNED_DTYPES
+BOOL_DTYPES = frozenset({np.dtype(np.bool_)})
+COMPLEX_DTYPES = frozenset(np.dtype(t) for t in (np.complex64, np.complex128))
+REAL_DTYPES = FLOAT_DTYPES | INT_DTYPES
+NUMERIC_DTYPES = REAL_DTYPES | BOOL_DTYPES
+ALL_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES | WIDE_UNSIGNED_DTYPES
+
+
+@dataclass
+class TensorArg:
+    """A tensor argument as phase 1 saw it (a snapshot of the aclTensor)."""
+
+    name: str
+    meta: AclTensor
+    dtype: np.dtype
+    output: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.meta.view_dims
+
+    @property
+    def ndim(self) -> int:
+        return len(self.meta.view_dims)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.meta.view_dims)
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """An aclScalar argument: its value and dtype."""
+
+    value: Any
+    dtype: np.dtype
+
+
+Kernel = Callable[["Views"], None]
+
+
+def describe(value: Any) -> str:
+    """A short description of an argument value for error messages."""
+    if isinstance(value, TensorArg):
+        return f"tensor(shape={list(value.shape)}, dtype={value.meta.data_type.name})"
+    if isinstance(value, ScalarArg):
+        return f"scalar({value.value!r}, {value.dtype})"
+    if isinstance(value, list) and value and isinstance(value[0], TensorArg):
+        return f"[{', '.join(describe(v) for v in value)}]"
+    text = repr(value)
+    return text if len(text) < 120 else text[:117] + "..."
+
+
+class Call:
+    """The resolved arguments of one phase-1 call, with validation helpers."""
+
+    def __init__(self, op_name: str, params: Sequence[Param], raw: dict[str, Any],
+                 infer: bool = False, aliases: dict[str, str] | None = None) -> None:
+        self.op_name = op_name
+        self.params = {p.name: p for p in params}
+        self.infer = infer
+        self.aliases = dict(aliases or {})
+        self.workspace_bytes = 0
+        self.inferred: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+        self.values: dict[str, Any] = {}
+        for param in params:
+            self.values[param.name] = self._resolve(param, raw.get(param.name))
+
+    # -- argument access -------------------------------------------------------------------
+    def _name(self, name: str) -> str:
+        return self.aliases.get(name, name)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[self._name(name)]
+
+    def tensor(self, name: str) -> TensorArg:
+        value = self[name]
+        if not isinstance(value, TensorArg):
+            raise self.fail(name, "a tensor is required here")
+        return value
+
+    def tensors(self) -> list[TensorArg]:
+        """Every tensor argument (lists expanded), inputs then outputs, declaration order."""
+        found: list[TensorArg] = []
+        for param in self.params.values():
+            value = self.values[param.name]
+            items = value if isinstance(value, list) else [value]
+            found.extend(v for v in items if isinstance(v, TensorArg))
+        return found
+
+    def has(self, name: str) -> bool:
+        return self[name] is not None
+
+    # -- errors ------------------------------------------------------------------------------
+    def fail(self, name: str, reason: str, code: int = ACLNN_ERR_PARAM_INVALID) -> AclError:
+        """An error naming the operator, argument ``name`` and its value (not raised)."""
+        actual = self._name(name)
+        value = self.values.get(actual)
+        return AclError(code, f"aclnn{self.op_name}: argument '{actual}' = {describe(value)} "
+                              f"is invalid: {reason}")
+
+    # -- resolution ----------------------------------------------------------------------------
+    def _resolve(self, param: Param, value: Any) -> Any:
+        if value is None:
+            if param.optional or (param.output and self.infer):
+                return None
+            if param.is_tensor or param.kind in ("scalar", "scalars"):
+                raise AclError(ACLNN_ERR_PARAM_NULLPTR,
+                               f"aclnn{self.op_name}: argument '{param.name}' is null "
+                               f"(a required {param.kind})")
+        try:
+            return _RESOLVERS[param.kind](self, param, value)
+        except AclError as exc:
+            if exc.code in (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR):
+                raise
+            raise AclError(ACLNN_ERR_PARAM_INVALID,
+                           f"aclnn{self.op_name}: argument '{param.name}': {exc.message}"
+                           ) from exc
+
+    def _tensor(self, param: Param, value: Any, name: str | None = None) -> TensorArg:
+        meta = core.current().handles.get(value, AclTensor, name or param.name,
+                                          ACLNN_ERR_PARAM_INVALID)
+        if len(meta.view_dims) > MAX_DIMS:
+            raise AclError(ACLNN_ERR_PARAM_INVALID,
+                           f"aclnn{self.op_name}: argument '{name or param.name}' has "
+                           f"{len(meta.view_dims)} dims; at most {MAX_DIMS}")
+        np_dtype = dtypes.to_numpy_dtype(meta.data_type)
+        return TensorArg(name or param.name, dataclasses.replace(meta), np_dtype, param.output)
+
+    def _scalar(self, param: Param, value: Any) -> ScalarArg:
+        scalar = core.current().handles.get(value, AclScalar, param.name,
+                                            ACLNN_ERR_PARAM_INVALID)
+        return ScalarArg(scalar.value.item(), dtypes.to_numpy_dtype(scalar.data_type))
+
+
+def _array(kind: type, dtype: Any, check: Callable[[Any], bool], what: str):
+    def resolve(call: Call, param: Param, value: Any) -> tuple:
+        if value is None:
+            return None
+        if isinstance(value, (list, tuple, np.ndarray)):
+            items = list(np.asarray(value).reshape(-1).tolist()) if isinstance(
+                value, np.ndarray) else list(value)
+            for item in items:
+                if not check(item):
+                    raise AclError(ACLNN_ERR_PARAM_INVALID,
+                                   f"aclnn{call.op_name}: argument '{param.name}' = {value!r} "
+                                   f"is invalid: element {item!r} is not {what}")
+            return tuple(np.array(items, dtype=dtype).tolist()) if items else ()
+        array = core.current().handles.get(value, kind, param.name, ACLNN_ERR_PARAM_INVALID)
+        return tuple(array.values.tolist())
+    return resolve
+
+
+def _is_int(item: Any) -> bool:
+    return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+
+
+def _is_float(item: Any) -> bool:
+    return _is_int(item) or isinstance(item, (float, np.floating))
+
+
+def _attr(check: Callable[[Any], bool], convert: Callable[[Any], Any], what: str):
+    def resolve(call: Call, param: Param, value: Any) -> Any:
+        if value is None:
+            return None
+        if not check(value):
+            raise AclError(ACLNN_ERR_PARAM_INVALID,
+                           f"aclnn{call.op_name}: argument '{param.name}' = {value!r} is "
+                           f"invalid: expected {what}")
+        return convert(value)
+    return resolve
+
+
+def _tensor_list(call: Call, param: Param, value: Any) -> list[TensorArg] | None:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        handles = list(value)
+    else:
+        handles = [t.handle for t in core.current().handles.get(
+            value, AclTensorList, param.name, ACLNN_ERR_PARAM_INVALID).tensors]
+    if not handles:
+        raise AclError(ACLNN_ERR_PARAM_INVALID,
+                       f"aclnn{call.op_name}: argument '{param.name}' is an empty tensor list")
+    return [call._tensor(param, h, f"{param.name}[{i}]") for i, h in enumerate(handles)]
+
+
+def _scalar_list(call: Call, param: Param, value: Any) -> list[ScalarArg] | None:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [call._scalar(param, v) for v in value]
+    scalars = core.current().handles.get(value, AclScalarList, param.name,
+                                         ACLNN_ERR_PARAM_INVALID).scalars
+    return [ScalarArg(s.value, dtypes.to_numpy_dtype(s.data_type)) for s in scalars]
+
+
+def _data_type(call: Call, param: Param, value: Any) -> DataType | None:
+    if value is None:
+        return None
+    return dtypes.to_data_type(value, param.name)
+
+
+_RESOLVERS: dict[str, Callable[[Call, Param, Any], Any]] = {
+    "tensor": lambda call, param, value: None if value is None else call._tensor(param, value),
+    "scalar": lambda call, param, value: None if value is None else call._scalar(param, value),
+    "int_array": _array(AclIntArray, np.int64, _is_int, "an integer"),
+    "float_array": _array(AclFloatArray, np.float32, _is_float, "a number"),
+    "bool_array": _array(AclBoolArray, np.bool_, lambda v: isinstance(v, (bool, np.bool_)),
+                         "a bool"),
+    "tensors": _tensor_list,
+    "scalars": _scalar_list,
+    "int": _attr(_is_int, int, "an integer"),
+    "float": _attr(_is_float, float, "a number"),
+    "bool": _attr(lambda v: isinstance(v, (bool, np.bool_)), bool, "a bool"),
+    "str": _attr(lambda v: isinstance(v, str), str, "a string"),
+    "dtype": _data_type,
+}
+
+
+# -- validation helpers (methods of Call, grouped here for reading) ---------------------------
+def _dtype_of(call: Call, name: str) -> np.dtype:
+    value = call[name]
+    if isinstance(value, (TensorArg, ScalarArg)):
+        return value.dtype
+    raise call.fail(name, "has no dtype")
+
+
+def _check_dtype(call: Call, name: str, allowed: Iterable[np.dtype],
+                 dtype: np.dtype | None = None) -> np.dtype:
+    """Require the dtype of ``name`` (or ``dtype``, when given) to be in ``allowed``."""
+    actual = _dtype_of(call, name) if dtype is None else np.dtype(dtype)
+    allowed = frozenset(allowed)
+    if actual not in allowed:
+        names = ", ".join(sorted(str(d) for d in allowed))
+        raise call.fail(name, f"dtype {actual} is not supported (supported: {names})")
+    return actual
+
+
+def _broadcast(call: Call, *names: str) -> tuple[int, ...]:
+    shapes = [call.tensor(n).shape for n in names if call[n] is not None]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = ", ".join(f"{n}{list(call.tensor(n).shape)}" for n in names
+                           if call[n] is not None)
+        raise call.fail(names[-1], f"shapes cannot be broadcast together: {listed}") from None
+
+
+def _result_type(call: Call, *names: str) -> np.dtype:
+    tensors, scalars = [], []
+    for name in names:
+        value = call[name]
+        if isinstance(value, TensorArg):
+            tensors.append((value.dtype, value.ndim))
+        elif isinstance(value, ScalarArg):
+            scalars.append(value.dtype)
+    try:
+        return promotion.result_type(tensors, scalars)
+    except AclError as exc:
+        raise call.fail(names[-1], exc.message) from None
+
+
+def _check_out(call: Call, name: str, shape: Sequence[int], dtype: np.dtype,
+               exact_dtype: bool = False) -> None:
+    """Declare output ``name``; in check mode the given tensor must match.
+
+    The output's shape must equal ``shape``; its dtype must be ``dtype`` when
+    ``exact_dtype``, else any dtype ``dtype`` can be cast to (PyTorch's out= rule).
+    """
+    shape = tuple(int(d) for d in shape)
+    dtype = np.dtype(dtype)
+    value = call[name]
+    if value is None:
+        if call.infer or call.params[call._name(name)].optional:
+            call.inferred[call._name(name)] = (shape, dtype)
+            return
+        raise call.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
+    out = value if isinstance(value, TensorArg) else call.tensor(name)
+    if out.shape != shape:
+        raise call.fail(name, f"shape must be {list(shape)}")
+    if exact_dtype and out.dtype != dtype:
+        raise call.fail(name, f"dtype must be {dtype}")
+    if not promotion.can_cast(dtype, out.dtype):
+        raise call.fail(name, f"the result dtype {dtype} cannot be cast to {out.dtype}")
+    call.inferred[call._name(name)] = (shape, out.dtype)
+
+
+def _scalar_value(call: Call, name: str, dtype: np.dtype) -> Any:
+    """A scalar argument converted to ``dtype`` (the compute dtype); it must be castable."""
+    value = call[name]
+    if value is None:
+        return None
+    if not isinstance(value, ScalarArg):
+        raise call.fail(name, "a scalar is required here")
+    if not promotion.can_cast(value.dtype, dtype):
+        raise call.fail(name, f"a {value.dtype} scalar cannot be used with dtype {dtype}")
+    return np.array(value.value).astype(promotion.compute_dtype(dtype))[()]
+
+
+def _normalize_dim(call: Call, name: str, dim: int, ndim: int) -> int:
+    """A dim in ``[-ndim, ndim)`` (0-dim tensors accept -1 and 0) made non-negative."""
+    limit = max(ndim, 1)
+    if not -limit <= dim < limit:
+        raise call.fail(name, f"dim {dim} is out of range for a {ndim}-dim tensor "
+                              f"(expected [{-limit}, {limit - 1}])")
+    return dim % limit
+
+
+Call.dtype = _dtype_of
+Call.check_dtype = _check_dtype
+Call.broadcast = _broadcast
+Call.result_type = _result_type
+Call.check_out = _check_out
+Call.scalar = _scalar_value
+Call.normalize_dim = _normalize_dim
+
+
+class Views:
+    """Phase-2 access to a call's memory: strided numpy views of every tensor argument."""
+
+    def __init__(self, arrays: dict[str, Any], aliases: dict[str, str],
+                 workspace: Any = None) -> None:
+        self._arrays = arrays
+        self._aliases = aliases
+        self.workspace = workspace
+
+    def __getitem__(self, name: str) -> Any:
+        return self._arrays[self._aliases.get(name, name)]
+
+    def get(self, name: str) -> Any:
+        return self._arrays.get(self._aliases.get(name, name))
+
+    def compute(self, name: str, dtype: np.dtype) -> np.ndarray:
+        """Input ``name`` converted to the compute dtype of a result of ``dtype``."""
+        return np.asarray(self[name]).astype(promotion.compute_dtype(dtype), copy=False)
+
+    def write(self, name: str, value: Any) -> None:
+        """Store ``value`` (broadcast, cast) into output ``name``."""
+        target = self[name]
+        if isinstance(target, list):
+            raise TypeError(f"output {name} is a tensor list; use write_item")
+        np.copyto(target, value, casting="unsafe")
+
+    def write_item(self, name: str, index: int, value: Any) -> None:
+        np.copyto(self[name][index], value, casting="unsafe")

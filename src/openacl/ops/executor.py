@@ -1,0 +1,179 @@
+"""aclOpExecutor: what phase 1 binds and phase 2 runs.
+
+Design note (invariants)
+------------------------
+* Phase 1 (``get_workspace_size``) validates everything and returns ``(workspace_size,
+  executor)``; nothing touches memory yet. The executor keeps a snapshot of every tensor
+  argument (shape, strides, offset, dtype, address) and the kernel the operator built.
+* Phase 2 (``launch``) checks the workspace, resolves every tensor's memory through the
+  pointer table (so a bad address fails here, synchronously, naming the tensor), records
+  cross-stream use with the allocator, and enqueues one task on the stream. It returns at
+  once; results are defined after the stream is synchronized.
+* An executor is single-use: phase 2 consumes it (its handle is gone; using it again is
+  ``ACLNN_ERR_INNER_NULLPTR`` 561103). ``set_executor_repeatable`` right after phase 1 makes
+  it reusable: it then runs any number of times, takes new tensor addresses through
+  ``set_input_tensor_addr`` / ``set_output_tensor_addr`` / ``set_tensor_addr``, and lives
+  until ``destroy_executor``.
+* A queued task holds its own views (and references keeping the memory alive); changing an
+  executor's addresses afterwards affects only later launches.
+* A repeatable executor caches its resolved views between launches on the same stream; the
+  cache is used only while every region it resolved is still live (a free or a retired
+  registration marks a region dead), and any address change drops it. So a launch after a
+  free fails exactly as the first launch would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openacl.errors import (
+    ACLNN_ERR_INNER_NULLPTR,
+    ACLNN_ERR_PARAM_INVALID,
+    AclError,
+)
+from openacl.ops.call import Call, Kernel, TensorArg, Views
+from openacl.runtime import core
+from openacl.runtime.memory import use_on_stream
+from openacl.runtime.stream import resolve_stream
+from openacl.tensor import AclTensor, tensor_view
+
+
+class OpExecutor:
+    """A bound operator call (aclOpExecutor)."""
+
+    def __init__(self, op_name: str, call: Call, kernel: Kernel) -> None:
+        self.op_name = op_name
+        self.call = call
+        self.kernel = kernel
+        self.workspace_bytes = call.workspace_bytes
+        declared = call.tensors()
+        self.inputs = [t for t in declared if not t.output]
+        self.outputs = [t for t in declared if t.output]
+        self.tensors = self.inputs + self.outputs
+        self.repeatable = False
+        self._cache: tuple[dict[str, Any], list, Any] | None = None  # arrays, keep, stream
+        self.handle = core.current().handles.add(self)
+
+    def __index__(self) -> int:
+        return self.handle
+
+    def __repr__(self) -> str:
+        return f"<aclOpExecutor aclnn{self.op_name} {self.handle:#x}>"
+
+    def _arrays(self, stream) -> tuple[dict[str, Any], list]:
+        cache = self._cache
+        if cache is not None and cache[2] is stream and all(r.live for r, _ in cache[1]):
+            return cache[0], cache[1]
+        arrays: dict[str, Any] = {}
+        keep = []
+        for arg in self.tensors:
+            view, keepalive = tensor_view(arg.meta, arg.name, write=arg.output)
+            if keepalive is not None:
+                use_on_stream(keepalive[0], stream)
+                keep.append(keepalive)
+            base, _, index = arg.name.partition("[")
+            if index:
+                arrays.setdefault(base, []).append(view)
+            else:
+                arrays[arg.name] = view
+        if self.repeatable:
+            self._cache = (arrays, keep, stream)
+        return arrays, keep
+
+    def launch(self, workspace: int, workspace_size: int, stream: Any) -> None:
+        size = core.check_size(workspace_size, "workspaceSize", allow_zero=True)
+        if size < self.workspace_bytes:
+            raise AclError(ACLNN_ERR_PARAM_INVALID,
+                           f"aclnn{self.op_name}: argument 'workspaceSize' = {size} is smaller "
+                           f"than the {self.workspace_bytes} bytes phase 1 asked for")
+        target = resolve_stream(stream)
+        arrays, keep = self._arrays(target)
+        views = Views(arrays, self.call.aliases)
+        if self.workspace_bytes:
+            region, offset = core.current().pointers.resolve(workspace, self.workspace_bytes,
+                                                             "workspace", write=True)
+            use_on_stream(region, target)
+            views.workspace = region.view(offset, self.workspace_bytes)
+            keep = [*keep, region]
+        kernel = self.kernel
+        if not self.repeatable:
+            self.release()
+        target.submit(lambda: (kernel(views), keep))
+
+    def release(self) -> None:
+        core.current().handles.remove(self.handle)
+
+
+def lookup_executor(executor: Any) -> OpExecutor:
+    return core.current().handles.get(executor, OpExecutor, "executor", ACLNN_ERR_INNER_NULLPTR)
+
+
+def _missing_executor(executor: Any) -> AclError:
+    return AclError(ACLNN_ERR_INNER_NULLPTR,
+                    f"argument 'executor' = {executor!r} is not a live aclOpExecutor: it was "
+                    f"already run (executors are single-use unless set_executor_repeatable "
+                    f"was called right after phase 1), destroyed, or never created")
+
+
+def find_executor(executor: Any) -> OpExecutor:
+    """The live executor behind ``executor``, or the 561103 error that explains why not."""
+    try:
+        return lookup_executor(executor)
+    except AclError:
+        raise _missing_executor(executor) from None
+
+
+def run_executor(workspace: int, workspace_size: int, executor: Any, stream: Any) -> None:
+    """Phase 2 of every operator: enqueue the bound call on ``stream``."""
+    find_executor(executor).launch(workspace, workspace_size, stream)
+
+
+def set_executor_repeatable(executor: Any) -> None:
+    """Make ``executor`` reusable (aclSetAclOpExecutorRepeatable)."""
+    find_executor(executor).repeatable = True
+
+
+def destroy_executor(executor: Any) -> None:
+    """Release a repeatable executor (aclDestroyAclOpExecutor)."""
+    find_executor(executor).release()
+
+
+def _set_addr(executor: Any, pool_name: str, index: Any, tensor: Any, addr: Any) -> None:
+    exe = find_executor(executor)
+    pool = {"inputs": exe.inputs, "outputs": exe.outputs, "tensors": exe.tensors}[pool_name]
+    position = core.as_index(index)
+    if position is None or not 0 <= position < len(pool):
+        raise AclError(ACLNN_ERR_PARAM_INVALID,
+                       f"argument 'index' = {index!r} is invalid: aclnn{exe.op_name} has "
+                       f"{len(pool)} {pool_name} ({', '.join(t.name for t in pool)})")
+    arg: TensorArg = pool[position]
+    address = core.as_index(addr)
+    if address is None:
+        raise AclError(ACLNN_ERR_PARAM_INVALID, f"argument 'addr' = {addr!r} is not a pointer")
+    if tensor is not None:
+        meta = core.current().handles.get(tensor, AclTensor, "tensor", ACLNN_ERR_PARAM_INVALID)
+        if meta.view_dims != arg.meta.view_dims or meta.data_type != arg.meta.data_type:
+            raise AclError(ACLNN_ERR_PARAM_INVALID,
+                           f"argument 'tensor' does not match {pool_name}[{position}] "
+                           f"('{arg.name}') of aclnn{exe.op_name}")
+        meta.data = address
+    candidate = AclTensor(arg.meta.view_dims, arg.meta.data_type, arg.meta.strides,
+                          arg.meta.offset, arg.meta.format, arg.meta.storage_dims, address)
+    tensor_view(candidate, arg.name, write=arg.output)  # bounds-check the new address now
+    arg.meta.data = address
+    exe._cache = None
+
+
+def set_input_tensor_addr(executor: Any, index: int, tensor: Any, addr: int) -> None:
+    """Give input ``index`` of a repeatable executor a new address (aclSetInputTensorAddr)."""
+    _set_addr(executor, "inputs", index, tensor, addr)
+
+
+def set_output_tensor_addr(executor: Any, index: int, tensor: Any, addr: int) -> None:
+    """Give output ``index`` a new address (aclSetOutputTensorAddr)."""
+    _set_addr(executor, "outputs", index, tensor, addr)
+
+
+def set_tensor_addr(executor: Any, index: int, tensor: Any, addr: int) -> None:
+    """Give tensor ``index`` (inputs then outputs, in declaration order) a new address."""
+    _set_addr(executor, "tensors", index, tensor, addr)

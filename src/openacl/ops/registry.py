@@ -1,0 +1,98 @@
+"""The operator registry: one declaration per operator, from which everything is generated.
+
+``@register("Add", "self: tensor, other: tensor, alpha: scalar, out: tensor!")`` on a
+``prepare(call) -> kernel`` function declares aclnnAdd. From that single entry come the
+Pythonic two-phase functions (``openacl.aclnn.add_get_workspace_size`` / ``openacl.aclnn.add``),
+the C-named ones (``aclnnAddGetWorkspaceSize`` / ``aclnnAdd``), the one-shot helper
+(``openacl.ops.add``) and the operator list in the docs.
+
+In-place variants reuse the same prepare function under new argument names:
+``register_inplace("InplaceAdd", "selfRef: tensor!, other: tensor, alpha: scalar", add,
+self="selfRef", out="selfRef")``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from openacl.ops.call import Call, Kernel
+from openacl.ops.signature import Param, parse_signature
+
+Prepare = Callable[[Call], Kernel]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One aclnn operator."""
+
+    name: str  # CANN name without the prefix: "Add", "GeluV2", "InplaceAdd"
+    params: tuple[Param, ...]
+    prepare: Prepare = field(compare=False)
+    aliases: tuple[tuple[str, str], ...] = ()  # prepare's name -> this op's argument name
+    doc: str = ""
+
+    @property
+    def snake_name(self) -> str:
+        return snake_case(self.name)
+
+    @property
+    def c_name(self) -> str:
+        return f"aclnn{self.name}"
+
+    @property
+    def outputs(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.output)
+
+    @property
+    def inputs(self) -> tuple[Param, ...]:
+        """Arguments the caller provides (everything that is not only an output)."""
+        written = {alias for _, alias in self.aliases}
+        return tuple(p for p in self.params if not p.output or p.name in written)
+
+    def bind(self, raw: dict[str, Any], infer: bool = False) -> tuple[Call, Kernel]:
+        """Run phase 1: resolve ``raw`` arguments and build the kernel."""
+        call = Call(self.name, self.params, raw, infer=infer, aliases=dict(self.aliases))
+        kernel = self.prepare(call)
+        return call, kernel
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def snake_case(name: str) -> str:
+    """CANN CamelCase -> Python: GeluV2 -> gelu_v2, MaxPool2dWithIndices ->
+    max_pool2d_with_indices, SWhere -> s_where."""
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
+    return text.lower()
+
+
+def _add(op: OpDef) -> OpDef:
+    if op.name in REGISTRY:
+        raise ValueError(f"operator {op.name} is registered twice")
+    REGISTRY[op.name] = op
+    return op
+
+
+def register(name: str, signature: str) -> Callable[[Prepare], Prepare]:
+    """Declare operator ``name`` with CANN's argument list; decorates its prepare function."""
+    params = parse_signature(signature)
+
+    def decorate(prepare: Prepare) -> Prepare:
+        _add(OpDef(name, params, prepare, doc=(prepare.__doc__ or "").strip()))
+        return prepare
+
+    return decorate
+
+
+def register_inplace(name: str, signature: str, prepare: Prepare, **aliases: str) -> None:
+    """Declare an in-place variant: ``aliases`` map prepare's argument names to this op's."""
+    _add(OpDef(name, parse_signature(signature), prepare, tuple(aliases.items()),
+               doc=(prepare.__doc__ or "").strip()))
+
+
+def get(name: str) -> OpDef:
+    return REGISTRY[name]
