@@ -71,7 +71,7 @@ def _operand(v, c: Call, name: str, dtype: np.dtype):
 def _add_like(sign: int, allow_bool: bool):
     def prepare(c: Call) -> Kernel:
         supported = ARITH_DTYPES if allow_bool else ARITH_DTYPES - BOOL_DTYPES
-        dtype, _ = _binary(c, "self", "other", "out", supported, extra=("alpha",))
+        dtype, _ = _binary(c, "self", "other", "out", supported)
         alpha = c.scalar("alpha", dtype) if c.has("alpha") else None
 
         def kernel(v) -> None:

@@ -1,0 +1,250 @@
+"""Arithmetic operators against PyTorch CPU, with CANN's precision standard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import openacl
+from op_harness import (
+    BOOL,
+    FLOATS,
+    INTS,
+    assert_close,
+    from_torch,
+    random_array,
+    strided,
+    to_torch,
+)
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return openacl.to_device(np.asarray(array))
+
+
+# -- binary, tensor-tensor -------------------------------------------------------------------
+BINARY = {
+    "add": lambda a, b: torch.add(a, b),
+    "sub": lambda a, b: torch.sub(a, b),
+    "mul": lambda a, b: torch.mul(a, b),
+    "div": lambda a, b: torch.div(a, b),
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "fmod_tensor": torch.fmod,
+    "remainder_tensor_tensor": torch.remainder,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("dtype", FLOATS + INTS + BOOL, ids=str)
+def test_binary_matches_torch(name, dtype):
+    a = random_array((3, 4), dtype, np.random.default_rng(1))
+    b = random_array((4,), dtype, np.random.default_rng(2))
+    if name in ("fmod_tensor", "remainder_tensor_tensor", "div") and dtype.kind in "iub":
+        b = np.where(b == 0, 1, b).astype(dtype)
+    try:
+        golden = from_torch(BINARY[name](to_torch(a), to_torch(b)))
+    except RuntimeError:  # torch refuses this dtype: so must we
+        with pytest.raises(AclError) as info:
+            getattr(openacl.ops, name)(_dev(a), _dev(b))
+        assert info.value.code == ACLNN_ERR_PARAM_INVALID
+        return
+    result = getattr(openacl.ops, name)(_dev(a), _dev(b)).numpy()
+    assert_close(result, golden, f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("dtypes", [(np.int32, np.float16), (np.uint8, np.int8),
+                                    (np.bool_, np.int64), (np.float16, "bfloat16"),
+                                    (np.int64, np.float32), (np.float32, np.float64)],
+                         ids=str)
+def test_add_promotes_like_torch(dtypes):
+    import ml_dtypes
+    left, right = (np.dtype(ml_dtypes.bfloat16) if d == "bfloat16" else np.dtype(d)
+                   for d in dtypes)
+    a, b = random_array((2, 3), left), random_array((2, 3), right)
+    golden = from_torch(torch.add(to_torch(a), to_torch(b)))
+    assert_close(openacl.ops.add(_dev(a), _dev(b)).numpy(), golden)
+
+
+def test_add_with_alpha_and_scalar_forms():
+    a, b = random_array((5,), np.float32), random_array((5,), np.float32)
+    assert_close(openacl.ops.add(_dev(a), _dev(b), 2.5).numpy(),
+                 from_torch(torch.add(to_torch(a), to_torch(b), alpha=2.5)))
+    assert_close(openacl.ops.subs(_dev(a), 1.5, 2).numpy(),
+                 from_torch(torch.sub(to_torch(a), 1.5, alpha=2)))
+    ints = random_array((5,), np.int32)
+    assert_close(openacl.ops.adds(_dev(ints), 2).numpy(),
+                 from_torch(torch.add(to_torch(ints), 2)))
+    # an int tensor plus a float scalar is float32, as in torch
+    assert_close(openacl.ops.adds(_dev(ints), 0.5).numpy(),
+                 from_torch(torch.add(to_torch(ints), 0.5)))
+    assert_close(openacl.ops.muls(_dev(a), 3.0).numpy(), from_torch(to_torch(a) * 3.0))
+    assert_close(openacl.ops.divs(_dev(ints), 4).numpy(), from_torch(to_torch(ints) / 4))
+
+
+def test_integer_division_is_float():
+    a, b = np.array([7, -7, 3], np.int32), np.array([2, 2, -4], np.int32)
+    result = openacl.ops.div(_dev(a), _dev(b)).numpy()
+    assert result.dtype == np.float32
+    np.testing.assert_array_equal(result, np.array([3.5, -3.5, -0.75], np.float32))
+
+
+@pytest.mark.parametrize("mode,torch_mode", [(0, None), (1, "trunc"), (2, "floor")])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16], ids=str)
+def test_div_mod(mode, torch_mode, dtype):
+    a = random_array((4, 5), dtype, np.random.default_rng(3), -9, 9)
+    b = random_array((4, 5), dtype, np.random.default_rng(4), 1, 5)
+    golden = from_torch(torch.div(to_torch(a), to_torch(b), rounding_mode=torch_mode))
+    assert_close(openacl.ops.div_mod(_dev(a), _dev(b), mode).numpy(), golden)
+
+
+def test_pow_forms():
+    a = random_array((3, 3), np.float32, low=0.5, high=2)
+    e = random_array((3, 3), np.float32, low=-2, high=2)
+    assert_close(openacl.ops.pow_tensor_tensor(_dev(a), _dev(e)).numpy(),
+                 from_torch(torch.pow(to_torch(a), to_torch(e))))
+    assert_close(openacl.ops.pow_tensor_scalar(_dev(a), 3).numpy(),
+                 from_torch(torch.pow(to_torch(a), 3)))
+    assert_close(openacl.ops.pow_scalar_tensor(2.0, _dev(e)).numpy(),
+                 from_torch(torch.pow(2.0, to_torch(e))))
+    ints = np.array([1, 2, 3], np.int64)
+    assert_close(openacl.ops.pow_tensor_scalar(_dev(ints), 2).numpy(),
+                 from_torch(torch.pow(to_torch(ints), 2)))
+
+
+UNARY = ["neg", "abs", "reciprocal", "sqrt", "rsqrt", "exp", "log", "log2", "sin", "cos",
+         "tanh", "erf", "floor", "ceil", "round", "sign"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", FLOATS + [np.dtype(np.int32), np.dtype(np.int64)], ids=str)
+def test_unary_matches_torch(name, dtype):
+    low = 0.1 if name in ("sqrt", "rsqrt", "log", "log2", "reciprocal") else -3
+    a = random_array((4, 6), dtype, np.random.default_rng(5), low, 3)
+    if dtype.kind == "i" and name in ("reciprocal", "rsqrt", "log", "log2"):
+        a = np.where(a == 0, 1, a).astype(dtype)
+    golden = from_torch(getattr(torch, name)(to_torch(a)))
+    assert_close(getattr(openacl.ops, name)(_dev(a)).numpy(), golden, f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "tanh", "neg", "floor"])
+def test_unary_nan_inf(name):
+    a = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0], np.float32)
+    with np.errstate(all="ignore"):
+        golden = from_torch(getattr(torch, name)(to_torch(a)))
+    assert_close(getattr(openacl.ops, name)(_dev(a)).numpy(), golden)
+
+
+def test_maximum_minimum_propagate_nan():
+    a = np.array([np.nan, 1.0, 2.0], np.float32)
+    b = np.array([0.0, np.nan, 1.0], np.float32)
+    for name in ("maximum", "minimum"):
+        assert_close(getattr(openacl.ops, name)(_dev(a), _dev(b)).numpy(),
+                     from_torch(getattr(torch, name)(to_torch(a), to_torch(b))))
+
+
+def test_clamp_family():
+    a = np.array([np.nan, -5.0, -1.0, 0.5, 3.0, 9.0], np.float32)
+    t = to_torch(a)
+    assert_close(openacl.ops.clamp(_dev(a), -1.0, 2.0).numpy(),
+                 from_torch(torch.clamp(t, -1.0, 2.0)))
+    assert_close(openacl.ops.clamp(_dev(a), None, 2.0).numpy(), from_torch(torch.clamp(t, None,
+                                                                                        2.0)))
+    assert_close(openacl.ops.clamp_min(_dev(a), 0.0).numpy(), from_torch(torch.clamp_min(t, 0.0)))
+    assert_close(openacl.ops.clamp_max(_dev(a), 0.0).numpy(), from_torch(torch.clamp_max(t, 0.0)))
+    lo, hi = np.full(6, -2.0, np.float32), np.linspace(0, 5, 6).astype(np.float32)
+    assert_close(openacl.ops.clamp_tensor(_dev(a), _dev(lo), _dev(hi)).numpy(),
+                 from_torch(torch.clamp(t, to_torch(lo), to_torch(hi))))
+    with pytest.raises(AclError) as info:
+        openacl.ops.clamp(_dev(a), None, None)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID
+
+
+def test_addcmul_addcdiv():
+    s, t1 = random_array((2, 3), np.float32), random_array((2, 3), np.float32)
+    t2 = random_array((3,), np.float32, low=1, high=2)
+    assert_close(openacl.ops.addcmul(_dev(s), _dev(t1), _dev(t2), 0.5).numpy(),
+                 from_torch(torch.addcmul(to_torch(s), to_torch(t1), to_torch(t2), value=0.5)))
+    assert_close(openacl.ops.addcdiv(_dev(s), _dev(t1), _dev(t2), 2.0).numpy(),
+                 from_torch(torch.addcdiv(to_torch(s), to_torch(t1), to_torch(t2), value=2.0)))
+
+
+# -- views, empty, 0-dim ----------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["step", "transpose"])
+def test_non_contiguous_inputs_and_output(kind):
+    a, b = random_array((3, 4), np.float32), random_array((3, 4), np.float32)
+    out = strided(np.zeros((3, 4), np.float32), kind)
+    left, right = strided(a, kind), strided(b, kind)  # tensors must outlive phase 2
+    ws, exe = aclnn.mul_get_workspace_size(left, right, out)
+    aclnn.mul(0, ws, exe, 0)
+    np.testing.assert_array_equal(out.numpy(), a * b)
+
+
+def test_empty_and_zero_dim():
+    empty = np.zeros((0, 3), np.float32)
+    assert openacl.ops.add(_dev(empty), _dev(np.ones(3, np.float32))).numpy().shape == (0, 3)
+    zero_dim = np.array(2.5, np.float32)
+    result = openacl.ops.mul(_dev(zero_dim), _dev(np.array([2.0, 4.0], np.float32))).numpy()
+    np.testing.assert_array_equal(result, [5.0, 10.0])
+    assert openacl.ops.exp(_dev(zero_dim)).numpy().shape == ()
+
+
+def test_zero_dim_tensor_does_not_promote_dimensioned_operand():
+    a = random_array((4,), np.float16)
+    b = np.array(3.0, np.float64)
+    result = openacl.ops.add(_dev(a), _dev(b)).numpy()
+    assert result.dtype == np.float16  # torch: a 0-dim tensor of the same category does not
+    assert_close(result, from_torch(torch.add(to_torch(a), to_torch(b))))
+
+
+# -- the two-phase API and its errors ---------------------------------------------------------
+def test_two_phase_add_and_out_dtype_cast():
+    a, b = random_array((2, 2), np.int32), random_array((2, 2), np.int32)
+    out = openacl.empty((2, 2), np.float32)  # int result written into a float output
+    alpha = openacl.create_scalar(2, openacl.ACL_INT32)
+    left, right = _dev(a), _dev(b)
+    ws, exe = aclnn.add_get_workspace_size(left, right, alpha, out)
+    assert ws == 0
+    aclnn.add(0, ws, exe, 0)
+    np.testing.assert_array_equal(out.numpy(), (a + 2 * b).astype(np.float32))
+
+
+def test_phase_one_errors():
+    a = _dev(np.ones((2, 3), np.float32))
+    good_out = openacl.empty((2, 3), np.float32)
+    with pytest.raises(AclError) as info:
+        aclnn.add_get_workspace_size(None, a, None, good_out)
+    assert info.value.code == ACLNN_ERR_PARAM_NULLPTR and "'self'" in info.value.message
+    with pytest.raises(AclError) as info:
+        aclnn.add_get_workspace_size(a, _dev(np.ones(4, np.float32)), None, good_out)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "broadcast" in info.value.message
+    with pytest.raises(AclError) as info:
+        aclnn.add_get_workspace_size(a, a, None, openacl.empty((3, 2), np.float32))
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'out'" in info.value.message
+    with pytest.raises(AclError) as info:  # float result into an int output
+        aclnn.add_get_workspace_size(a, a, None, openacl.empty((2, 3), np.int32))
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "cast" in info.value.message
+    with pytest.raises(AclError) as info:  # float alpha with integer tensors
+        ints = _dev(np.ones(3, np.int32))
+        aclnn.add_get_workspace_size(ints, ints, openacl.create_scalar(1.5, openacl.ACL_FLOAT),
+                                     openacl.empty((3,), np.int32))
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'alpha'" in info.value.message
+    with pytest.raises(AclError) as info:  # bool subtraction is refused, as in torch
+        flags = _dev(np.ones(3, np.bool_))
+        aclnn.sub_get_workspace_size(flags, flags, None, openacl.empty((3,), np.bool_))
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID
+    with pytest.raises(AclError) as info:
+        aclnn.div_mod_get_workspace_size(a, a, 7, good_out)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'mode'" in info.value.message
+    with pytest.raises(AclError) as info:  # u32 does not mix with other integers
+        aclnn.add_get_workspace_size(_dev(np.ones(3, np.uint32)), _dev(np.ones(3, np.int32)),
+                                     None, openacl.empty((3,), np.int64))
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID
