@@ -86,3 +86,13 @@ from openacl.tensor import (
 )
 
 __version__ = "0.1.0"
+
+_LAZY_SUBMODULES = ("aclnn", "ops")  # heavy: imported on first use, not by `import openacl`
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"openacl.{name}")
+    raise AttributeError(f"module 'openacl' has no attribute {name!r}")
