@@ -1,0 +1,78 @@
+"""C-named aclnn functions, generated from the same operator definitions as
+``openacl.aclnn``: ``aclnnXGetWorkspaceSize(...) -> (workspace_size, executor, ret)`` and
+``aclnnX(workspace, workspace_size, executor, stream) -> ret``, plus the executor and
+aclTensor-family functions by their C names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openacl import tensor as _tensor
+from openacl.compat.convention import returning_code, returning_handle, returning_outputs
+from openacl.errors import ACLNN_ERR_PARAM_INVALID
+from openacl.ops import REGISTRY
+from openacl.ops import executor as _executor
+from openacl.ops.dispatch import phase1, phase2
+from openacl.ops.registry import OpDef
+from openacl.ops.signature import python_signature
+
+
+def _c_phase1(op: OpDef):
+    signature = python_signature(op.params)
+
+    def get_workspace_size(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        return phase1(op, signature.bind(*args, **kwargs).arguments)
+
+    get_workspace_size.__name__ = f"{op.c_name}GetWorkspaceSize"
+    get_workspace_size.__doc__ = f"{op.c_name}GetWorkspaceSize -> (workspace_size, executor, ret)"
+    return returning_outputs(get_workspace_size, (0, 0), ACLNN_ERR_PARAM_INVALID)
+
+
+def _c_phase2(op: OpDef):
+    def launch(workspace: int, workspace_size: int, executor: Any, stream: Any) -> None:
+        phase2(op, workspace, workspace_size, executor, stream)
+
+    launch.__name__ = op.c_name
+    launch.__doc__ = f"{op.c_name}(workspace, workspace_size, executor, stream) -> ret"
+    return returning_code(launch, ACLNN_ERR_PARAM_INVALID)
+
+
+for _op in REGISTRY.values():
+    globals()[f"{_op.c_name}GetWorkspaceSize"] = _c_phase1(_op)
+    globals()[_op.c_name] = _c_phase2(_op)
+del _op
+
+aclSetAclOpExecutorRepeatable = returning_code(_executor.set_executor_repeatable)
+aclDestroyAclOpExecutor = returning_code(_executor.destroy_executor)
+aclSetInputTensorAddr = returning_code(_executor.set_input_tensor_addr)
+aclSetOutputTensorAddr = returning_code(_executor.set_output_tensor_addr)
+aclSetTensorAddr = returning_code(_executor.set_tensor_addr)
+
+aclCreateTensor = returning_handle(_tensor.create_tensor)
+aclCreateScalar = returning_handle(_tensor.create_scalar)
+aclCreateIntArray = returning_handle(_tensor.create_int_array)
+aclCreateFloatArray = returning_handle(_tensor.create_float_array)
+aclCreateBoolArray = returning_handle(_tensor.create_bool_array)
+aclCreateTensorList = returning_handle(_tensor.create_tensor_list)
+aclCreateScalarList = returning_handle(_tensor.create_scalar_list)
+aclDestroyTensor = returning_code(_tensor.destroy_tensor)
+aclDestroyScalar = returning_code(_tensor.destroy_scalar)
+aclDestroyIntArray = returning_code(_tensor.destroy_int_array)
+aclDestroyFloatArray = returning_code(_tensor.destroy_float_array)
+aclDestroyBoolArray = returning_code(_tensor.destroy_bool_array)
+aclDestroyTensorList = returning_code(_tensor.destroy_tensor_list)
+aclDestroyScalarList = returning_code(_tensor.destroy_scalar_list)
+aclGetViewShape = returning_outputs(_tensor.get_view_shape, ((),))
+aclGetStorageShape = returning_outputs(_tensor.get_storage_shape, ((),))
+aclGetViewStrides = returning_outputs(_tensor.get_view_strides, ((),))
+aclGetViewOffset = returning_outputs(_tensor.get_view_offset, (0,))
+aclGetFormat = returning_outputs(_tensor.get_format, (-1,))
+aclGetDataType = returning_outputs(_tensor.get_data_type, (-1,))
+aclGetRawTensorAddr = returning_outputs(_tensor.get_raw_tensor_addr, (0,))
+aclSetRawTensorAddr = returning_code(_tensor.set_raw_tensor_addr)
+aclGetIntArraySize = returning_outputs(_tensor.get_int_array_size, (0,))
+aclGetFloatArraySize = returning_outputs(_tensor.get_float_array_size, (0,))
+aclGetBoolArraySize = returning_outputs(_tensor.get_bool_array_size, (0,))
+aclGetTensorListSize = returning_outputs(_tensor.get_tensor_list_size, (0,))
+aclGetScalarListSize = returning_outputs(_tensor.get_scalar_list_size, (0,))
