@@ -34,14 +34,15 @@ def returning_code(fn: Callable[..., Any], bad_call_code: int = ACL_ERROR_INVALI
 
 def returning_outputs(fn: Callable[..., Any], failure: tuple,
                       bad_call_code: int = ACL_ERROR_INVALID_PARAM) -> Callable[..., tuple]:
-    """``fn(...)`` -> ``(outputs..., ret)``; ``failure`` are the outputs reported on error."""
+    """``fn(...)`` -> ``(outputs..., ret)``; ``failure`` holds one placeholder per output,
+    reported on error (and says how many outputs ``fn`` returns)."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> tuple:
         try:
             result = fn(*args, **kwargs)
         except (AclError, TypeError, ValueError) as exc:
             return (*failure, _code_of(exc, bad_call_code))
-        outputs = result if isinstance(result, tuple) else (result,)
+        outputs = result if len(failure) > 1 else (result,)  # one output may be a tuple
         return (*outputs, ACL_SUCCESS)
     return wrapper
 
