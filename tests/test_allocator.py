@@ -210,12 +210,24 @@ def test_record_stream_keeps_block_pending_until_marker_done(alloc, raw):
     assert raw.allocs == [2 * MiB]
 
 
-def test_record_stream_on_own_stream_does_not_delay_reuse(alloc):
+def test_record_stream_on_own_stream_adds_nothing(alloc):
     stream = FakeStream("a")
-    stream.done = False
     block = alloc.malloc(1000, stream)
     alloc.record_stream(block.address, stream)
     alloc.free(block.address)
+    assert alloc.malloc(1000, stream).address == block.address
+
+
+def test_free_waits_for_work_queued_on_its_own_stream(alloc):
+    # synchronous copies are not stream-ordered: a block its own stream may still touch
+    # must not reach a new user before that work is done
+    stream = FakeStream("a")
+    block = alloc.malloc(1000, stream)
+    stream.done = False
+    alloc.free(block.address)
+    assert alloc.stats()["active_bytes.all.current"] == 1024
+    assert alloc.malloc(1000, stream).address != block.address
+    stream.done = True
     assert alloc.malloc(1000, stream).address == block.address
 
 

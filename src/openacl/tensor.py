@@ -719,8 +719,9 @@ class Tensor:
         self.free()
 
     def __del__(self) -> None:
+        # A finalizer may fire inside the runtime's own tables: release later if so.
         try:
-            self.free()
+            core.run_or_defer(self.free)
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
 

@@ -20,8 +20,13 @@ Design note (invariants)
 * On exhaustion (the configured limit or the raw layer says no) the allocator releases
   every cached whole segment and retries once, then fails with
   ``ACL_ERROR_RT_MEMORY_ALLOCATION`` naming the size, what is in use and the limit.
-* One ``threading.RLock`` guards all state; raw hooks and marker checks run under it, so
-  they must not call back into the allocator.
+* One ``threading.RLock`` guards all state; raw hooks and marker checks run under it and
+  must not call back into the allocator. ``busy()`` tells whether the calling thread holds
+  it: a garbage-collector finalizer that wants to free memory while it is held defers the
+  free (``openacl.runtime.core.run_or_defer``) instead of re-entering.
+* A block freed while work queued on its *own* stream may still touch it also waits for
+  that work (a pending marker), because synchronous copies are not stream-ordered: its next
+  user could otherwise write it before the queued work has read it.
 """
 
 from __future__ import annotations
@@ -187,16 +192,23 @@ class CachingAllocator:
         with self._lock:
             block = self._allocated_block(address)
             block.allocated = False
-            self._count_alloc(block, -1, keep_active=bool(block.recorded_streams))
-            if block.recorded_streams:
-                markers = [s.marker() for s in block.recorded_streams]
-                block.recorded_streams = set()
+            users = set(block.recorded_streams)
+            if hasattr(block.stream, "marker"):
+                users.add(block.stream)
+            markers = [m for m in (s.marker() for s in users) if not m()]
+            block.recorded_streams = set()
+            self._count_alloc(block, -1, keep_active=bool(markers))
+            if markers:
                 block.pending = True
                 self._pending.append((block, markers))
                 self._process_pending()
             else:
                 self._release_block(block)
             return block
+
+    def busy(self) -> bool:
+        """Whether the calling thread is inside an allocator operation."""
+        return self._lock._is_owned()  # type: ignore[attr-defined]
 
     def record_stream(self, address: int, stream: StreamLike) -> None:
         """Declare that ``stream`` uses the allocated block at ``address``."""

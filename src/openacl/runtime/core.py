@@ -11,18 +11,24 @@ Design note (invariants)
   raises ``ACL_ERROR_REPEAT_FINALIZE`` (100037). ``init`` after ``finalize`` starts afresh.
 * ``generation`` increases with every ``init``; thread-local state (current context and
   stream stacks) records the generation it belongs to and is ignored once stale.
-* ``_lock`` serialises init/finalize and the creation of per-device state; it is never
-  held while waiting for stream work.
+* ``_lock`` serialises init/finalize; finalize drains every stream *before* the runtime
+  is unpublished, so queued work may still call the runtime while it drains.
+* Re-entry: a garbage-collector finalizer (``Tensor.__del__``, or a user ``__del__`` that
+  calls ``rt.free``) can run in the middle of any allocation, including inside the
+  allocator, pointer table or handle table while their lock is held by the same thread.
+  Such releases must not run there: ``run_or_defer`` queues them when ``busy()`` and
+  ``drain_deferred`` runs them at the next public memory call (or at finalize).
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from openacl.backends import Backend, create_backend
@@ -62,11 +68,20 @@ class Runtime:
                                                self.backend._free_host, name="pinned host")
         self.init_count = 1
         self.lock = threading.RLock()
+        self.callback_subscriptions: Any = None  # openacl.runtime.callback._Subscriptions
+        self.deferred: collections.deque[Callable[[], None]] = collections.deque()
+
+    def busy(self) -> bool:
+        """Whether the calling thread is inside the allocator, pointer or handle table."""
+        if self.pointers.busy() or self.handles.busy() or self.host_allocator.busy():
+            return True
+        return any(device.allocator.busy() for device in list(self.devices.values()))
 
     def shutdown(self) -> None:
         """Drain all streams, report leaks, release every resource."""
         for device in list(self.devices.values()):
             device.shutdown(FINALIZE_DRAIN_TIMEOUT)
+        drain_deferred(self)
         leaked = [r for r in self.pointers.regions() if r.owner is None]
         if leaked:
             total = sum(r.size for r in leaked)
@@ -95,6 +110,30 @@ def current() -> Runtime:
         raise AclError(ACL_ERROR_UNINITIALIZE,
                        "the runtime is not initialized: call openacl.init() first")
     return runtime
+
+
+def run_or_defer(release: Callable[[], None]) -> None:
+    """Run a release now, or queue it when the calling thread is inside the runtime's
+    tables (a finalizer that fired mid-allocation; see the design note)."""
+    runtime = _runtime
+    if runtime is None:
+        return
+    if runtime.busy():
+        runtime.deferred.append(release)
+    else:
+        release()
+
+
+def drain_deferred(runtime: Runtime | None = None) -> None:
+    """Run releases queued by ``run_or_defer``."""
+    runtime = runtime or _runtime
+    if runtime is None:
+        return
+    while runtime.deferred:
+        try:
+            runtime.deferred.popleft()()
+        except AclError as exc:
+            logger.warning("deferred release failed: %s", exc)
 
 
 def is_initialized() -> bool:
@@ -146,8 +185,8 @@ def finalize() -> None:
             raise AclError(ACL_ERROR_REPEAT_FINALIZE,
                            "the runtime is not initialized (finalize called twice, or "
                            "before init)")
-        runtime, _runtime = _runtime, None
-        runtime.shutdown()
+        _runtime.shutdown()
+        _runtime = None
 
 
 def finalize_reference() -> int:
@@ -163,8 +202,8 @@ def finalize_reference() -> int:
         _runtime.init_count -= 1
         count = _runtime.init_count
         if count == 0:
-            runtime, _runtime = _runtime, None
-            runtime.shutdown()
+            _runtime.shutdown()
+            _runtime = None
         return count
 
 

@@ -24,9 +24,13 @@ class HandleTable:
     """Maps handle ints to live objects."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._objects: dict[int, Any] = {}
         self._counter = itertools.count(HANDLE_BASE, HANDLE_STEP)
+
+    def busy(self) -> bool:
+        """Whether the calling thread is inside a table operation (see core.run_or_defer)."""
+        return self._lock._is_owned()  # type: ignore[attr-defined]
 
     def add(self, obj: Any) -> int:
         with self._lock:

@@ -102,18 +102,31 @@ def malloc(size: int, policy: int = ACL_MEM_MALLOC_HUGE_FIRST) -> int:
     """
     size = core.check_size(size, "size")
     _check_policy(policy)
+    core.drain_deferred()
     device = _current_device()
     stream = resolve_stream(None)
     block = device.allocator.malloc(size, stream)
-    buffer = device.runtime.backend.view(block.segment.handle, block.offset, size)
-    device.runtime.pointers.add(Region(block.address, size, MemoryKind.DEVICE, buffer,
-                                       device=device.id))
+    try:
+        buffer = device.runtime.backend.view(block.segment.handle, block.offset, size)
+        device.runtime.pointers.add(Region(block.address, size, MemoryKind.DEVICE, buffer,
+                                           device=device.id))
+    except BaseException:
+        device.allocator.free(block.address)
+        raise
     return block.address
 
 
 def free(dev_ptr: int) -> None:
-    """Free device memory from ``malloc`` (aclrtFree); double frees are errors."""
+    """Free device memory from ``malloc`` (aclrtFree); double frees are errors.
+
+    Called from a garbage-collector finalizer while the runtime's tables are busy on this
+    thread, the free is deferred to the next memory call (see ``core.run_or_defer``).
+    """
     runtime = core.current()
+    if runtime.busy():
+        runtime.deferred.append(lambda: free(dev_ptr))
+        return
+    core.drain_deferred(runtime)
     region = runtime.pointers.remove(dev_ptr, "devPtr", MemoryKind.DEVICE)
     runtime.devices[region.device].allocator.free(region.start)
 
@@ -122,15 +135,24 @@ def malloc_host(size: int) -> int:
     """Allocate ``size`` bytes of page-locked host memory (aclrtMallocHost)."""
     size = core.check_size(size, "size")
     runtime = core.current()
+    core.drain_deferred(runtime)
     block = runtime.host_allocator.malloc(size, None)
-    buffer = runtime.backend.view(block.segment.handle, block.offset, size)
-    runtime.pointers.add(Region(block.address, size, MemoryKind.HOST, buffer))
+    try:
+        buffer = runtime.backend.view(block.segment.handle, block.offset, size)
+        runtime.pointers.add(Region(block.address, size, MemoryKind.HOST, buffer))
+    except BaseException:
+        runtime.host_allocator.free(block.address)
+        raise
     return block.address
 
 
 def free_host(host_ptr: int) -> None:
-    """Free host memory from ``malloc_host`` (aclrtFreeHost)."""
+    """Free host memory from ``malloc_host`` (aclrtFreeHost); deferred like ``free``."""
     runtime = core.current()
+    if runtime.busy():
+        runtime.deferred.append(lambda: free_host(host_ptr))
+        return
+    core.drain_deferred(runtime)
     region = runtime.pointers.remove(host_ptr, "hostPtr", MemoryKind.HOST)
     runtime.host_allocator.free(region.start)
 

@@ -68,12 +68,16 @@ class PointerTable:
     """Address -> region map with bounds checks."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._starts: list[int] = []
         self._regions: dict[int, Region] = {}
         self._freed: collections.OrderedDict[int, tuple[int, MemoryKind]] = (
             collections.OrderedDict())
         self._retired: collections.deque[Region] = collections.deque()
+
+    def busy(self) -> bool:
+        """Whether the calling thread is inside a table operation (see core.run_or_defer)."""
+        return self._lock._is_owned()  # type: ignore[attr-defined]
 
     def __len__(self) -> int:
         return len(self._regions)
