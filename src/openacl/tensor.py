@@ -65,9 +65,10 @@ def _int_list(values: Any, argument: str, minimum: int | None = 0,
 
 
 def _index(value: Any, argument: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    result = core.as_index(value)
+    if result is None:
         raise _bad(argument, value, "expected an integer")
-    return int(value)
+    return result
 
 
 def contiguous_strides(dims: Sequence[int]) -> tuple[int, ...]:
@@ -303,7 +304,7 @@ def tensor_view(meta: AclTensor, argument: str, write: bool = False,
     address = meta.data if data is None else data
     nbytes = span * dtype.itemsize
     region, start = core.current().pointers.resolve(address, nbytes, argument, write)
-    flat = np.asarray(region.view(start, nbytes)).view(dtype)
+    flat = np.asarray(memory.pinned_view(region, start, nbytes)).view(dtype)
     view = np.lib.stride_tricks.as_strided(
         flat[meta.offset:], shape=meta.view_dims,
         strides=[s * dtype.itemsize for s in meta.strides], writeable=region.writable)

@@ -10,7 +10,7 @@ import numpy as np
 from openacl import dtypes
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.runtime import core
-from openacl.runtime.memory import register_buffer, unregister_buffer
+from openacl.runtime.memory import pinned_view, register_buffer, unregister_buffer
 
 
 def numpy_to_ptr(array: np.ndarray) -> int:
@@ -43,7 +43,7 @@ def ptr_to_numpy(ptr: int, shape: Sequence[int], dtype: Any) -> np.ndarray:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'ptr' = {ptr:#x} is device memory of the "
                        f"{runtime.backend.name} backend; copy it to the host first")
-    return np.asarray(region.view(offset, nbytes)).view(np_dtype).reshape(dims)
+    return np.asarray(pinned_view(region, offset, nbytes)).view(np_dtype).reshape(dims)
 
 
 def ptr_to_bytes(ptr: int, size: int) -> bytes:

@@ -36,6 +36,10 @@ class Backend:
     def _free_host(self, handle: Any) -> None:
         raise NotImplementedError
 
+    def owns(self, array: Any) -> bool:
+        """Whether ``array`` is one of this backend's raw allocations."""
+        return False
+
     def view(self, handle: Any, offset: int, nbytes: int) -> Any:
         """A byte view of ``nbytes`` at ``offset`` inside an allocation handle."""
         raise NotImplementedError

@@ -7,6 +7,7 @@ Addresses are real (``ndarray.ctypes.data``), so pointers work with ctypes, DLPa
 from __future__ import annotations
 
 import os
+import weakref
 
 import numpy as np
 
@@ -47,18 +48,33 @@ class CpuBackend(Backend):
         super().__init__(device_count)
         self.stream_mode = stream_mode
         self._executor = make_executor(stream_mode)
+        self._raw: dict[int, weakref.ref] = {}  # id -> raw arrays handed out, for owns()
+
+    def _reserve(self, nbytes: int) -> tuple[int, np.ndarray]:
+        address, buffer = _aligned_bytes(nbytes)
+        for array in (buffer, buffer.base):
+            self._raw[id(array)] = weakref.ref(array)
+        return address, buffer
+
+    def _release(self, handle: np.ndarray) -> None:
+        for array in (handle, handle.base):
+            self._raw.pop(id(array), None)  # numpy frees the bytes with the last view
 
     def _alloc(self, device: int, nbytes: int) -> tuple[int, np.ndarray]:
-        return _aligned_bytes(nbytes)
+        return self._reserve(nbytes)
 
     def _free(self, device: int, handle: np.ndarray) -> None:
-        pass  # numpy releases the memory when the last view of it goes away
+        self._release(handle)
 
     def _alloc_host(self, nbytes: int) -> tuple[int, np.ndarray]:
-        return _aligned_bytes(nbytes)
+        return self._reserve(nbytes)
 
     def _free_host(self, handle: np.ndarray) -> None:
-        pass
+        self._release(handle)
+
+    def owns(self, array: object) -> bool:
+        ref = self._raw.get(id(array))
+        return ref is not None and ref() is array
 
     def view(self, handle: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
         return handle[offset : offset + nbytes]

@@ -10,9 +10,10 @@ Design note (invariants)
   of the task) and signals its timeline with that value once the task has run, or has been
   skipped. Values are therefore signalled in submission order, and "task ``v`` is done"
   is exactly ``timeline.value >= v``.
-* Failure: the first task that raises records ``(value, exception)`` in ``failure``. Every
-  later task of that queue is skipped but still signalled, so nobody waiting on the queue
-  hangs. The failure is sticky; only the owner (the runtime's ``Stream``) reports it.
+* Tasks receive their own value. What a failing task means (skip the rest, report at
+  synchronize) is the runtime's policy (``openacl.runtime.stream``); here a task's value is
+  signalled whether it returns or raises, so nobody waiting on the queue ever hangs, and a
+  worker survives anything a task throws.
 * Executors decide *where* a task runs: ``threaded`` gives each queue its own worker thread
   (FIFO per queue, queues run concurrently); ``inline`` runs the task on the submitting
   thread before ``submit`` returns; ``deterministic`` runs every queue's tasks on one worker
@@ -27,11 +28,14 @@ Design note (invariants)
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
 
-Task = Callable[[], None]
+logger = logging.getLogger("openacl")
+
+Task = Callable[[int], None]  # called with the task's own value on the timeline
 
 STREAM_MODES = ("threaded", "inline", "deterministic")
 
@@ -69,7 +73,6 @@ class HostQueue:
     def __init__(self, executor: Executor, name: str) -> None:
         self.name = name
         self.timeline = Timeline()
-        self.failure: tuple[int, BaseException] | None = None
         self._executor = executor
         self._lock = threading.RLock()
         self._submitted = 0
@@ -93,13 +96,13 @@ class HostQueue:
         return value
 
     def run(self, value: int, task: Task) -> None:
-        """Run (or skip, after a failure) one task and signal its value. Executor-only."""
-        if self.failure is None:
-            try:
-                task()
-            except BaseException as exc:  # noqa: BLE001 - a task failure poisons the queue
-                self.failure = (value, exc)
-        self.timeline.signal(value)
+        """Run one task and signal its value, whatever happens. Executor-only."""
+        try:
+            task(value)
+        except BaseException:  # noqa: BLE001 - the owner's guard should have caught it
+            logger.exception("unguarded task failed on %s", self.name)
+        finally:
+            self.timeline.signal(value)
 
     def done(self, value: int | None = None) -> bool:
         """Whether task ``value`` (default: everything submitted so far) has run."""

@@ -217,6 +217,21 @@ class CachingAllocator:
             if stream != block.stream:
                 block.recorded_streams.add(stream)
 
+    def retire_stream(self, stream: Hashable, successor: Hashable = None) -> None:
+        """``stream`` is gone and its work is done: give back its cached whole segments and
+        hand its partly used ones to ``successor``, so short-lived streams (one per request)
+        do not leave memory cached under keys nobody allocates with again."""
+        with self._lock:
+            for pool in self._free.values():
+                keep, _ = self._release_whole(pool.pop(stream, []))
+                if keep:
+                    merged = pool.setdefault(successor, [])
+                    merged.extend(keep)
+                    merged.sort()
+            for segment in self._segments.values():
+                if segment.stream is stream:
+                    segment.stream = successor
+
     def empty_cache(self) -> int:
         """Give every cached whole segment back to the raw layer; returns bytes released."""
         with self._lock:
@@ -306,6 +321,9 @@ class CachingAllocator:
             self._counters["num_alloc_retries"] += 1
             self._release_cached_segments()
             segment = self._try_raw_alloc(nbytes, small, stream)
+        if segment is None and rounded < nbytes:
+            # a limit tighter than the segment size: reserve just what was asked for
+            segment = self._try_raw_alloc(rounded, small, stream)
         if segment is None:
             self._counters["num_ooms"] += 1
             limit = "none" if self.limit is None else f"{self.limit} bytes"
@@ -404,22 +422,28 @@ class CachingAllocator:
         released = 0
         for pool in self._free.values():
             for stream, free in pool.items():
-                keep = []
-                for size, address in free:
-                    block = self._blocks[address]
-                    if block.is_split:
-                        keep.append((size, address))
-                        continue
-                    segment = block.segment
-                    del self._blocks[address]
-                    del self._segments[segment.address]
-                    self._raw_free(segment.handle)
-                    self._counters["num_device_free"] += 1
-                    self._bump("segment", segment.small, -1)
-                    self._bump("reserved_bytes", segment.small, -segment.size)
-                    released += segment.size
-                pool[stream] = keep
+                pool[stream], freed = self._release_whole(free)
+                released += freed
         return released
+
+    def _release_whole(self, free: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
+        """Give back the segments of ``free`` entries that are whole free segments; returns
+        the entries kept (pieces of split segments) and the bytes released."""
+        keep, released = [], 0
+        for size, address in free:
+            block = self._blocks[address]
+            if block.is_split:
+                keep.append((size, address))
+                continue
+            segment = block.segment
+            del self._blocks[address]
+            del self._segments[segment.address]
+            self._raw_free(segment.handle)
+            self._counters["num_device_free"] += 1
+            self._bump("segment", segment.small, -1)
+            self._bump("reserved_bytes", segment.small, -segment.size)
+            released += segment.size
+        return keep, released
 
     def _count_alloc(self, block: Block, sign: int, keep_active: bool = False) -> None:
         small = block.segment.small

@@ -7,7 +7,9 @@ Design note (invariants)
 * ``launch_callback(fn, user_data, block_type, stream)`` enqueues a task. When the stream
   reaches it, the task hands ``(fn, user_data)`` to the subscribed thread's report queue;
   with ``ACL_CALLBACK_BLOCK`` the stream then waits until that thread has run it, with
-  ``ACL_CALLBACK_NO_BLOCK`` it goes on at once.
+  ``ACL_CALLBACK_NO_BLOCK`` it goes on at once. A blocked stream gives up (failing with
+  ``ACL_ERROR_WAIT_CALLBACK_TIMEOUT``) once the stream is being destroyed or the
+  subscription is gone, so finalize and destroy never hang on a callback nobody runs.
 * ``process_report(timeout_ms)`` runs on the subscribed thread: it waits up to the timeout
   for the first callback, then runs it and every other one already delivered. A callback
   that raises fails the stream only when the stream waited for it (BLOCK); the exception
@@ -33,6 +35,7 @@ from openacl.errors import (
 from openacl.runtime import core
 from openacl.runtime.stream import resolve_stream, timeout_seconds
 
+CALLBACK_POLL_S = 0.05  # seconds between checks that a blocking callback can still run
 ACL_CALLBACK_NO_BLOCK = 0
 ACL_CALLBACK_BLOCK = 1
 CALLBACK_BLOCK_TYPES = {ACL_CALLBACK_NO_BLOCK: "ACL_CALLBACK_NO_BLOCK",
@@ -120,10 +123,15 @@ def launch_callback(fn: Callable[[Any], None], user_data: Any, block_type: int,
 
     def deliver() -> None:
         reports.put(report)
-        if block == ACL_CALLBACK_BLOCK:
-            report.done.wait()
-            if report.error is not None:
-                raise report.error
+        if block != ACL_CALLBACK_BLOCK:
+            return
+        while not report.done.wait(CALLBACK_POLL_S):
+            if target.destroyed or registry.thread_of_stream.get(target.handle) != tid:
+                raise AclError(ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
+                               f"a blocking callback on stream {target.handle:#x} was never "
+                               f"processed: the stream was destroyed or unsubscribed")
+        if report.error is not None:
+            raise report.error
 
     target.submit(deliver)
 

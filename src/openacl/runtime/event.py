@@ -161,6 +161,10 @@ def event_elapsed_time(start: int, end: int) -> float:
     stamps = []
     for argument, handle in (("start", start), ("end", end)):
         target = lookup_event(handle, argument)
+        if not target.flags & ACL_EVENT_TIME_LINE:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument '{argument}' = {target.handle:#x} was created with flags "
+                           f"{target.flags:#x}, without ACL_EVENT_TIME_LINE: it takes no time")
         point = target.point
         if point is None:
             raise AclError(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,

@@ -20,6 +20,7 @@ Design note (invariants)
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from typing import Any
 
@@ -209,6 +210,10 @@ def register_buffer(obj: Any) -> int:
             return address  # already addressable (a view of runtime memory, or registered)
         owner = obj
         while isinstance(owner.base, np.ndarray):
+            if runtime.backend.owns(owner.base):
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument 'obj' is a view of runtime memory at {address:#x} "
+                               f"that is no longer allocated (freed?)")
             owner = owner.base
         low, high = _byte_bounds(owner)
         if high <= low:
@@ -262,6 +267,21 @@ def _pin(region: Region) -> Any:
                            f"the registered buffer at {region.start:#x} was garbage-collected")
         return owner
     return region.owner
+
+
+def pinned_view(region: Region, offset: int, nbytes: int) -> Any:
+    """A byte view of ``region`` that itself keeps the memory alive (for views handed to
+    users: ``ptr_to_numpy``, DLPack) and is read-only when the region is."""
+    if region.kind is MemoryKind.REGISTERED:
+        alias = (ctypes.c_uint8 * nbytes).from_address(region.start + offset)
+        alias.openacl_owner = _pin(region)  # the view's base chain now holds the owner
+        view = np.ctypeslib.as_array(alias)
+    else:
+        view = region.view(offset, nbytes)  # a slice of the segment: holds it
+    if not region.writable:
+        view = view.view()
+        view.flags.writeable = False
+    return view
 
 
 # -- copies and fills --------------------------------------------------------------------------

@@ -33,6 +33,19 @@ from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 FREED_HISTORY = 4096  # number of removed regions remembered for error messages
 
 
+def as_address(value: Any, argument: str) -> int:
+    """A pointer argument as an int: ints and objects with ``__index__`` (np.int64, the
+    buffer wrappers); anything else is an ``AclError`` naming the argument."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    index = getattr(value, "__index__", None)
+    result = index() if index is not None and not isinstance(value, bool) else None
+    if not isinstance(result, int):
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument '{argument}' = {value!r} is not a pointer (an int)")
+    return result
+
+
 class MemoryKind(enum.Enum):
     DEVICE = "device"
     HOST = "host"
@@ -115,6 +128,7 @@ class PointerTable:
 
     def remove(self, address: int, argument: str, kind: MemoryKind | None = None) -> Region:
         """Remove the region that starts exactly at ``address`` (a free)."""
+        address = as_address(address, argument)
         with self._lock:
             self._drain_retired()
             region = self._regions.get(address)
@@ -128,9 +142,7 @@ class PointerTable:
                 ) -> tuple[Region, int]:
         """The region holding ``[address, address + nbytes)`` and the offset of ``address``;
         with ``write`` the region must be writable."""
-        if not isinstance(address, int) or isinstance(address, bool):
-            raise AclError(ACL_ERROR_INVALID_PARAM,
-                           f"argument '{argument}' = {address!r} is not a pointer (an int)")
+        address = as_address(address, argument)
         if nbytes < 0:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"argument '{argument}': byte count {nbytes} is negative")

@@ -67,6 +67,7 @@ class Stream:
         self.device = context.device
         self.is_default = is_default
         self.destroyed = False
+        self.failure: tuple[int, BaseException] | None = None  # (task value, exception)
         runtime = self.device.runtime
         self.handle = runtime.handles.add(self)
         name = f"stream-{self.handle:#x}" + ("-default" if is_default else "")
@@ -95,7 +96,16 @@ class Stream:
         """Enqueue ``task``; returns its position on the stream's timeline."""
         if self.destroyed:
             raise AclError(ACL_ERROR_INVALID_PARAM, f"stream {self.handle:#x} was destroyed")
-        return self.queue.submit(task)
+        return self.queue.submit(lambda value: self._run_guarded(value, task))
+
+    def _run_guarded(self, value: int, task: Callable[[], None]) -> None:
+        """The failure policy (see the design note): skip after a failure, record the first."""
+        if self.failure is not None:
+            return
+        try:
+            task()
+        except BaseException as exc:  # noqa: BLE001 - a task failure poisons the stream
+            self.failure = (value, exc)
 
     def wait_value(self, value: int, timeout: float | None, what: str,
                    timeout_code: int = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) -> None:
@@ -108,7 +118,7 @@ class Stream:
         self.raise_failure(value)
 
     def raise_failure(self, upto: int | None = None) -> None:
-        failure = self.queue.failure
+        failure = self.failure
         if failure is not None and (upto is None or failure[0] <= upto):
             value, exc = failure
             raise failure_error(f"stream {self.handle:#x} failed at task {value}", exc) from exc
@@ -127,8 +137,12 @@ class Stream:
             return
         self.destroyed = True
         self.queue.close()
-        if drain_timeout != 0.0:
-            self.queue.timeline.wait(self.queue.submitted, drain_timeout)
+        drained = self.queue.done() or (
+            drain_timeout != 0.0 and self.queue.timeline.wait(self.queue.submitted,
+                                                               drain_timeout))
+        if drained:  # its cached memory may now serve the context's other streams
+            successor = None if self.is_default else self.context.default_stream
+            self.device.allocator.retire_stream(self, successor)
         self.context.streams.discard(self)
         self.device.runtime.handles.remove(self.handle)
 
