@@ -74,13 +74,14 @@ def _add_like(sign: int, allow_bool: bool):
         dtype, _ = _binary(c, "self", "other", "out", supported)
         alpha = c.scalar("alpha", dtype) if c.has("alpha") else None
 
+        combine = np.logical_or if dtype == np.bool_ else (np.add if sign > 0 else np.subtract)
+
         def kernel(v) -> None:
             x = _operand(v, c, "self", dtype)
             y = _operand(v, c, "other", dtype)
             if alpha is not None and alpha != 1:
                 y = np.logical_and(y, alpha) if dtype == np.bool_ else y * alpha
-            v.write("out", np.logical_or(x, y) if dtype == np.bool_ else
-                    (x + y if sign > 0 else x - y))
+            v.store("out", combine, x, y)
         return kernel
     return prepare
 
@@ -113,19 +114,15 @@ def _simple_binary(fn: Callable, supported, result: Callable[[np.dtype], np.dtyp
         _binary(c, "self", "other", "out", supported, out_dtype)
 
         def kernel(v) -> None:
-            v.write("out", fn(_operand(v, c, "self", compute), _operand(v, c, "other", compute)))
+            v.store("out", fn, _operand(v, c, "self", compute), _operand(v, c, "other", compute))
         return kernel
     return prepare
 
 
-def _bool_aware_mul(x, y):
-    return np.logical_and(x, y) if x.dtype == np.bool_ else x * y
-
-
 mul = register("Mul", "self: tensor, other: tensor, out: tensor!")(
-    _simple_binary(_bool_aware_mul, ARITH_DTYPES))
+    _simple_binary(np.multiply, ARITH_DTYPES))  # bool * bool is logical and, as in torch
 muls = register("Muls", "self: tensor, other: scalar, out: tensor!")(
-    _simple_binary(_bool_aware_mul, ARITH_DTYPES))
+    _simple_binary(np.multiply, ARITH_DTYPES))
 div = register("Div", "self: tensor, other: tensor, out: tensor!")(
     _simple_binary(np.true_divide, ARITH_DTYPES, _float_result))
 divs = register("Divs", "self: tensor, other: scalar, out: tensor!")(
@@ -276,7 +273,10 @@ def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = Fal
 
         def kernel(v) -> None:
             x = v.compute("self", result)
-            v.write("out", x if identity else fn(x))
+            if identity:
+                v.write("out", x)
+            else:
+                v.store("out", fn, x)
         return kernel
     return prepare
 

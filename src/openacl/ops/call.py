@@ -391,5 +391,15 @@ class Views:
             raise TypeError(f"output {name} is a tensor list; use write_item")
         np.copyto(target, value, casting="unsafe")
 
+    def store(self, name: str, fn: Callable[..., Any], *operands: Any) -> None:
+        """Output ``name`` = ``fn(*operands)``. A numpy ufunc writes straight into the output
+        (one pass, rounding once into its dtype, overlap handled by numpy); anything else is
+        computed, then written."""
+        target = self[name]
+        if isinstance(fn, np.ufunc):
+            fn(*operands, out=target, casting="unsafe")
+        else:
+            np.copyto(target, fn(*operands), casting="unsafe")
+
     def write_item(self, name: str, index: int, value: Any) -> None:
         np.copyto(self[name][index], value, casting="unsafe")
