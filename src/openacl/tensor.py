@@ -71,6 +71,15 @@ def _index(value: Any, argument: str) -> int:
     return result
 
 
+MAX_TENSOR_BYTES = 1 << 62  # bound on what any tensor may describe, so sizes fit int64
+
+
+def _check_size_fits(dims: Sequence[int], itemsize: int, argument: str) -> None:
+    """Refuse dims whose non-zero product (what numpy checks) overflows int64 bytes."""
+    if math.prod(max(d, 1) for d in dims) * itemsize >= MAX_TENSOR_BYTES:
+        raise _bad(argument, list(dims), f"describes more than {MAX_TENSOR_BYTES} bytes")
+
+
 def contiguous_strides(dims: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides (in elements) of ``dims``."""
     strides, step = [], 1
@@ -225,6 +234,7 @@ def create_tensor(view_dims: Sequence[int], data_type: Any, strides: Sequence[in
         if len(stride_tuple) != len(dims):
             raise _bad("stride", strides, f"has {len(stride_tuple)} entries but viewDims has "
                                           f"{len(dims)}")
+    _check_size_fits(dims, itemsize, "viewDims")
     span = view_span(dims, stride_tuple, offset)
     if storage_dims is None:
         natural = strides is None or stride_tuple == contiguous_strides(dims)
@@ -300,15 +310,22 @@ def tensor_view(meta: AclTensor, argument: str, write: bool = False,
     dtype = dtypes.to_numpy_dtype(meta.data_type)
     span = view_span(meta.view_dims, meta.strides, meta.offset)
     if span == 0:
-        return np.empty(meta.view_dims, dtype=dtype), None
+        return strided_array(np.empty(0, np.uint8), dtype, meta.view_dims, meta.strides, 0), None
     address = meta.data if data is None else data
     nbytes = span * dtype.itemsize
     region, start = core.current().pointers.resolve(address, nbytes, argument, write)
-    flat = np.asarray(memory.pinned_view(region, start, nbytes)).view(dtype)
-    view = np.lib.stride_tricks.as_strided(
-        flat[meta.offset:], shape=meta.view_dims,
-        strides=[s * dtype.itemsize for s in meta.strides], writeable=region.writable)
+    view = strided_array(memory.pinned_view(region, start, nbytes), dtype, meta.view_dims,
+                         meta.strides, meta.offset)
     return view, (region, memory._pin(region))
+
+
+def strided_array(buffer: Any, dtype: np.dtype, dims: Sequence[int],
+                  strides: Sequence[int], offset: int) -> np.ndarray:
+    """Elements of ``dtype`` read from the byte array ``buffer`` with element ``strides``
+    starting ``offset`` elements in (works for every dtype, ml_dtypes' float8 included)."""
+    itemsize = dtype.itemsize
+    return np.ndarray(shape=tuple(dims), dtype=dtype, buffer=buffer, offset=offset * itemsize,
+                      strides=tuple(s * itemsize for s in strides))
 
 
 # -- scalars, arrays and lists --------------------------------------------------------------------
@@ -680,8 +697,8 @@ class Tensor:
                 memory.memcpy_async(host_ptr, host.nbytes, src, host.nbytes,
                                     ACL_MEMCPY_DEVICE_TO_HOST, target)
                 target.synchronize()
-        view = np.lib.stride_tricks.as_strided(
-            host, shape=meta.view_dims, strides=[s * itemsize for s in meta.strides])
+        view = strided_array(host.view(np.uint8), self.dtype, meta.view_dims, meta.strides,
+                             0)
         return np.array(view, copy=True)
 
     def __dlpack__(self, **kwargs: Any) -> Any:

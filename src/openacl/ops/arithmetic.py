@@ -7,12 +7,12 @@ and rounded once into the output, NaN propagating through Maximum/Minimum/Clamp.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
 
 from openacl.ops import promotion
+from openacl.ops._special import erf
 from openacl.ops.call import (
     BOOL_DTYPES,
     COMPLEX_DTYPES,
@@ -27,20 +27,6 @@ from openacl.ops.registry import register, register_inplace
 
 ARITH_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES
 DIV_MODE_NONE, DIV_MODE_TRUNC, DIV_MODE_FLOOR = 0, 1, 2  # aclnnDivMod's mode
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf with float64 accuracy for float64 input (math.erf per element) and a rational
-    approximation of relative error < 1.2e-7 (Numerical Recipes' erfcc) otherwise."""
-    if x.dtype == np.float64:
-        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
-    z = np.abs(x).astype(np.float64)
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
-        0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
-            1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
-    erfc = t * np.exp(poly)
-    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype)
 
 
 def _float_result(dtype: np.dtype) -> np.dtype:
@@ -71,6 +57,9 @@ def _operand(v, c: Call, name: str, dtype: np.dtype):
 def _add_like(sign: int, allow_bool: bool):
     def prepare(c: Call) -> Kernel:
         supported = ARITH_DTYPES if allow_bool else ARITH_DTYPES - BOOL_DTYPES
+        if not allow_bool:  # torch refuses a bool operand in subtraction, not just bool - bool
+            for name in ("self", "other"):
+                c.check_dtype(name, supported)
         dtype, _ = _binary(c, "self", "other", "out", supported)
         alpha = c.scalar("alpha", dtype) if c.has("alpha") else None
 
@@ -312,7 +301,7 @@ _UNARY = {
     "Sin": (np.sin, ARITH_DTYPES, True, False),
     "Cos": (np.cos, ARITH_DTYPES, True, False),
     "Tanh": (np.tanh, ARITH_DTYPES, True, False),
-    "Erf": (_erf, REAL_DTYPES | BOOL_DTYPES, True, False),
+    "Erf": (erf, REAL_DTYPES | BOOL_DTYPES, True, False),
     "Floor": (np.floor, REAL_DTYPES, False, True),
     "Ceil": (np.ceil, REAL_DTYPES, False, True),
     "Round": (np.round, REAL_DTYPES, False, True),

@@ -40,6 +40,9 @@ from openacl.tensor import (
 )
 
 MAX_DIMS = 8  # aclnn operators take tensors of rank <= 8
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # bounds of an aclIntArray element
+POINTER_KINDS = frozenset({"tensor", "scalar", "int_array", "float_array", "bool_array",
+                           "tensors", "scalars", "str"})  # pointers in C: None is NULL
 
 # dtype groups operators declare support for
 FLOAT_DTYPES = frozenset(np.dtype(t) for t in (np.float16, promotion.BFLOAT16, np.float32,
@@ -153,10 +156,13 @@ class Call:
         if value is None:
             if param.optional or (param.output and self.infer):
                 return None
-            if param.is_tensor or param.kind in ("scalar", "scalars"):
+            if param.kind in POINTER_KINDS:  # a C pointer argument: NULL
                 raise AclError(ACLNN_ERR_PARAM_NULLPTR,
                                f"aclnn{self.op_name}: argument '{param.name}' is null "
                                f"(a required {param.kind})")
+            raise AclError(ACLNN_ERR_PARAM_INVALID,
+                           f"aclnn{self.op_name}: argument '{param.name}' = None is invalid: "
+                           f"a {param.kind} is required")
         try:
             return _RESOLVERS[param.kind](self, param, value)
         except AclError as exc:
@@ -174,6 +180,14 @@ class Call:
                            f"aclnn{self.op_name}: argument '{name or param.name}' has "
                            f"{len(meta.view_dims)} dims; at most {MAX_DIMS}")
         np_dtype = dtypes.to_numpy_dtype(meta.data_type)
+        if np_dtype not in ALL_DTYPES:
+            raise AclError(ACLNN_ERR_PARAM_INVALID,
+                           f"aclnn{self.op_name}: argument '{name or param.name}' has dtype "
+                           f"{meta.data_type.name}, which no aclnn operator here computes in")
+        if math.prod(max(d, 1) for d in meta.view_dims) * np_dtype.itemsize >= 1 << 62:
+            raise AclError(ACLNN_ERR_PARAM_INVALID,
+                           f"aclnn{self.op_name}: argument '{name or param.name}' has dims "
+                           f"{list(meta.view_dims)} that overflow int64 bytes")
         return TensorArg(name or param.name, dataclasses.replace(meta), np_dtype, param.output)
 
     def _scalar(self, param: Param, value: Any) -> ScalarArg:
@@ -190,7 +204,7 @@ def _array(kind: type, dtype: Any, check: Callable[[Any], bool], what: str):
             items = list(np.asarray(value).reshape(-1).tolist()) if isinstance(
                 value, np.ndarray) else list(value)
             for item in items:
-                if not check(item):
+                if not check(item) or (dtype is np.int64 and not INT64_MIN <= item <= INT64_MAX):
                     raise AclError(ACLNN_ERR_PARAM_INVALID,
                                    f"aclnn{call.op_name}: argument '{param.name}' = {value!r} "
                                    f"is invalid: element {item!r} is not {what}")
@@ -335,6 +349,26 @@ def _check_out(call: Call, name: str, shape: Sequence[int], dtype: np.dtype,
     call.inferred[call._name(name)] = (shape, out.dtype)
 
 
+def _check_out_list(call: Call, name: str, shapes: Sequence[Sequence[int]],
+                    dtype: np.dtype) -> None:
+    """Declare tensor-list output ``name``: one tensor of ``dtype`` per shape."""
+    shapes = [tuple(int(d) for d in shape) for shape in shapes]
+    outs = call[name]
+    if outs is None:
+        if call.infer:
+            call.inferred[call._name(name)] = [(shape, np.dtype(dtype)) for shape in shapes]
+            return
+        raise call.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
+    if len(outs) != len(shapes):
+        raise call.fail(name, f"must hold {len(shapes)} tensors, one per piece")
+    for i, (out, shape) in enumerate(zip(outs, shapes, strict=True)):
+        if out.shape != shape:
+            raise call.fail(name, f"{name}[{i}] has shape {list(out.shape)}; expected "
+                                  f"{list(shape)}")
+        if out.dtype != dtype:
+            raise call.fail(name, f"{name}[{i}] has dtype {out.dtype}; expected {dtype}")
+
+
 def _scalar_value(call: Call, name: str, dtype: np.dtype) -> Any:
     """A scalar argument converted to ``dtype`` (the compute dtype); it must be castable."""
     value = call[name]
@@ -361,6 +395,7 @@ Call.check_dtype = _check_dtype
 Call.broadcast = _broadcast
 Call.result_type = _result_type
 Call.check_out = _check_out
+Call.check_out_list = _check_out_list
 Call.scalar = _scalar_value
 Call.normalize_dim = _normalize_dim
 

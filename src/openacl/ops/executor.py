@@ -81,11 +81,11 @@ class OpExecutor:
         return arrays, keep
 
     def launch(self, workspace: int, workspace_size: int, stream: Any) -> None:
-        size = core.check_size(workspace_size, "workspaceSize", allow_zero=True)
-        if size < self.workspace_bytes:
+        size = core.as_index(workspace_size)
+        if size is None or size < self.workspace_bytes:
             raise AclError(ACLNN_ERR_PARAM_INVALID,
-                           f"aclnn{self.op_name}: argument 'workspaceSize' = {size} is smaller "
-                           f"than the {self.workspace_bytes} bytes phase 1 asked for")
+                           f"aclnn{self.op_name}: argument 'workspaceSize' = {workspace_size!r} "
+                           f"is smaller than the {self.workspace_bytes} bytes phase 1 asked for")
         target = resolve_stream(stream)
         arrays, keep = self._arrays(target)
         views = Views(arrays, self.call.aliases)

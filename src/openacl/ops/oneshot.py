@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from openacl.dtypes import from_numpy_dtype
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, AclError
 from openacl.ops.registry import OpDef
 from openacl.ops.signature import python_signature
 from openacl.runtime import memory
@@ -31,6 +32,13 @@ def _scalar_dtype(value: Any) -> np.dtype:
     if isinstance(value, complex):
         return np.dtype(np.complex64)
     return np.dtype(np.float32)
+
+
+def _allocate(spec: Any) -> Any:
+    """A new output for an inferred ``(shape, dtype)``, or a list of them."""
+    if isinstance(spec, list):
+        return [empty(shape, dtype) for shape, dtype in spec]
+    return empty(*spec)
 
 
 def make_one_shot(op: OpDef, phase1: Callable, phase2: Callable) -> Callable[..., Any]:
@@ -61,8 +69,13 @@ def make_one_shot(op: OpDef, phase1: Callable, phase2: Callable) -> Callable[...
                     handle = create_scalar(value, from_numpy_dtype(_scalar_dtype(value)))
                     scalars.append(handle)
                     raw[name] = handle
+            for name in inplace:
+                if any(raw.get(name) is temporary for temporary in temporaries):
+                    raise AclError(ACLNN_ERR_PARAM_INVALID,
+                                   f"{op.c_name}: argument '{name}' is written in place, so it "
+                                   f"must be a device tensor, not a host array")
             call, _ = op.bind(raw, infer=True)
-            results = {name: empty(*call.inferred[name]) for name in outputs
+            results = {name: _allocate(call.inferred[name]) for name in outputs
                        if name in call.inferred}
             raw.update(results)
             workspace_size, executor = phase1(op, raw)

@@ -1,0 +1,258 @@
+"""Activation operators: Relu family, Gelu (tanh and erf forms), sigmoid family, Softplus,
+Elu, Prelu, Softmax and LogSoftmax.
+
+Semantics are aclnn's, which are PyTorch's. Argument names and order follow the aclnn
+headers (``aclnnGeluV2(x, approximate, y)``, ``aclnnInplaceHardsigmoid(self)``). Supported
+dtypes are the ones the aclnn documents list for the newest products, plus float64 for every
+floating operator (the CPU reference dtype; torch accepts it everywhere). float16 and bfloat16
+are computed in float32 and rounded once into the output.
+
+Numerical care: sigmoid and softplus never evaluate ``exp`` of a large positive number
+(no overflow warnings, no inf/inf), softmax subtracts the row maximum, and every kernel runs
+under ``np.errstate`` where NaN or inf inputs are legal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from openacl.ops import promotion
+from openacl.ops._special import erfc
+from openacl.ops.call import COMPLEX_DTYPES, FLOAT_DTYPES, Call, Kernel
+from openacl.ops.registry import register, register_inplace
+
+GELU_NONE, GELU_TANH = 0, 1  # aclnnGeluV2's approximate: 0 = erf form, 1 = tanh form
+GELU_TANH_COEFF = 0.044715  # cubic term of the tanh approximation
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+HARD_SIGMOID_SLOPE, HARD_SIGMOID_OFFSET = 1.0 / 6.0, 0.5  # Hardsigmoid = clip(x/6 + 1/2, 0, 1)
+
+RELU_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int32,
+                                                             np.int64))
+HARDSIGMOID_DTYPES = FLOAT_DTYPES | frozenset({np.dtype(np.int32)})
+SIGMOID_DTYPES = FLOAT_DTYPES | COMPLEX_DTYPES
+
+
+def _quiet(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """``fn`` with numpy's floating-point warnings off (NaN/inf inputs are legal)."""
+    def wrapped(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+# -- kernels (functions of arrays in the compute dtype) -----------------------------------------
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "c":
+        return 1.0 / (1.0 + np.exp(-x))
+    e = np.exp(-np.abs(x))  # never exp of a positive number: no overflow
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _softplus_unit(x: np.ndarray) -> np.ndarray:
+    """log(1 + exp(x)) without overflow."""
+    return np.logaddexp(np.zeros((), x.dtype), x)
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, np.zeros((), x.dtype))  # NaN propagates, as in torch
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    inner = SQRT_2_OVER_PI * (x + GELU_TANH_COEFF * x * x * x)
+    # 0.5 * (1 + tanh(u)) == sigmoid(2u), without the cancellation of 1 + tanh(u) near -1
+    return x * _sigmoid(2.0 * inner)
+
+
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * erfc(-x / np.asarray(math.sqrt(2.0), x.dtype))
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x * _sigmoid(x)
+
+
+def _hardsigmoid(x: np.ndarray) -> np.ndarray:
+    # an int32 input computes in floating point; the result truncates into the int32 output
+    return np.clip(x * HARD_SIGMOID_SLOPE + HARD_SIGMOID_OFFSET, 0.0, 1.0)
+
+
+def _hardswish(x: np.ndarray) -> np.ndarray:
+    return x * _hardsigmoid(x)
+
+
+def _mish(x: np.ndarray) -> np.ndarray:
+    return x * np.tanh(_softplus_unit(x))
+
+
+# -- parameterless elementwise activations ------------------------------------------------------
+def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: bool,
+                 self_name: str = "self", out_name: str = "out") -> Callable[[Call], Kernel]:
+    """``out = fn(self)``. ``exact_out``: the output dtype must equal the input's (the aclnn
+    doc says so), else any dtype the input's can be cast to."""
+    kernel_fn = _quiet(fn)
+
+    def prepare(c: Call) -> Kernel:
+        dtype = c.check_dtype(self_name, supported)
+        c.check_out(out_name, c.tensor(self_name).shape, dtype, exact_dtype=exact_out)
+        compute = promotion.compute_dtype(dtype)
+
+        def kernel(v) -> None:
+            v.write(out_name, kernel_fn(v.compute(self_name, compute)))
+        return kernel
+    return prepare
+
+
+# name: (kernel, supported dtypes, output dtype must equal input's, in-place (name, ref arg))
+_ELEMENTWISE = {
+    "Relu": (_relu, RELU_DTYPES, True, ("InplaceRelu", "selfRef")),
+    "Gelu": (_gelu_tanh, FLOAT_DTYPES, True, None),
+    "Silu": (_silu, FLOAT_DTYPES, True, None),
+    "Sigmoid": (_sigmoid, SIGMOID_DTYPES, False, ("InplaceSigmoid", "selfRef")),
+    "Hardsigmoid": (_hardsigmoid, HARDSIGMOID_DTYPES, True, ("InplaceHardsigmoid", "self")),
+    "Hardswish": (_hardswish, FLOAT_DTYPES, False, ("InplaceHardswish", "self")),
+    "Mish": (_mish, FLOAT_DTYPES, True, ("InplaceMish", "selfRef")),
+}
+for _name, (_fn, _supported, _exact, _inplace) in _ELEMENTWISE.items():
+    _prepare = register(_name, "self: tensor, out: tensor!")(
+        _elementwise(_fn, _supported, _exact))
+    if _inplace is not None:
+        _inplace_name, _ref = _inplace
+        if _ref == "self":  # CANN names the in-out tensor "self" here, not "selfRef"
+            register_inplace(_inplace_name, "self: tensor!", _prepare, out="self")
+        else:
+            register_inplace(_inplace_name, f"{_ref}: tensor!", _prepare, self=_ref, out=_ref)
+del _name, _fn, _supported, _exact, _inplace, _prepare, _inplace_name, _ref
+
+
+@register("GeluV2", "x: tensor, approximate: int = 0, y: tensor!")
+def gelu_v2(c: Call) -> Kernel:
+    """GELU with ``approximate`` 0 (none: the exact erf form) or 1 (the tanh form)."""
+    approximate = c["approximate"]
+    if approximate not in (GELU_NONE, GELU_TANH):
+        raise c.fail("approximate", "expected 0 (none, the erf form) or 1 (tanh)")
+    dtype = c.check_dtype("x", FLOAT_DTYPES)
+    c.check_out("y", c.tensor("x").shape, dtype, exact_dtype=True)
+    fn = _quiet(_gelu_tanh if approximate == GELU_TANH else _gelu_erf)
+    compute = promotion.compute_dtype(dtype)
+
+    def kernel(v) -> None:
+        v.write("y", fn(v.compute("x", compute)))
+    return kernel
+
+
+# -- activations with scalar parameters ---------------------------------------------------------
+def _float_input(c: Call, name: str = "self", out: str = "out") -> tuple[np.dtype, np.dtype]:
+    """Validate a floating input and its castable output: returns (dtype, compute dtype)."""
+    dtype = c.check_dtype(name, FLOAT_DTYPES)
+    c.check_out(out, c.tensor(name).shape, dtype)
+    return dtype, promotion.compute_dtype(dtype)
+
+
+@register("LeakyRelu", "self: tensor, negativeSlope: scalar = 0.01, out: tensor!")
+def leaky_relu(c: Call) -> Kernel:
+    """``x`` where ``x > 0``, else ``negativeSlope * x``."""
+    _, compute = _float_input(c)
+    slope = c.scalar("negativeSlope", compute)
+
+    @_quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute)
+        v.write("out", np.where(x > 0, x, x * slope))
+    return kernel
+
+
+register_inplace("InplaceLeakyRelu", "selfRef: tensor!, negativeSlope: scalar = 0.01",
+                 leaky_relu, self="selfRef", out="selfRef")
+
+
+@register("Softplus", "self: tensor, beta: scalar = 1, threshold: scalar = 20, out: tensor!")
+def softplus(c: Call) -> Kernel:
+    """``log(1 + exp(beta * x)) / beta``, or ``x`` where ``beta * x > threshold``."""
+    _, compute = _float_input(c)
+    beta = c.scalar("beta", compute)
+    threshold = c.scalar("threshold", compute)
+
+    @_quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute)
+        scaled = x * beta
+        v.write("out", np.where(scaled > threshold, x, _softplus_unit(scaled) / beta))
+    return kernel
+
+
+@register("Elu", "self: tensor, alpha: scalar = 1, scale: scalar = 1, inputScale: scalar = 1, "
+                 "out: tensor!")
+def elu(c: Call) -> Kernel:
+    """``scale * x`` where ``x > 0``, else ``alpha * scale * (exp(x * inputScale) - 1)``."""
+    _, compute = _float_input(c)
+    alpha, scale, input_scale = (c.scalar(n, compute) for n in ("alpha", "scale", "inputScale"))
+
+    @_quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute)
+        negative = alpha * scale * np.expm1(np.minimum(x, 0) * input_scale)
+        v.write("out", np.where(x > 0, x * scale, negative))  # NaN stays NaN
+    return kernel
+
+
+register_inplace("InplaceElu", "selfRef: tensor!, alpha: scalar = 1, scale: scalar = 1, "
+                               "inputScale: scalar = 1", elu, self="selfRef", out="selfRef")
+
+
+@register("Prelu", "self: tensor, weight: tensor, out: tensor!")
+def prelu(c: Call) -> Kernel:
+    """``x`` where ``x > 0``, else ``weight[channel] * x``; channels are dim 1 (one channel
+    for tensors of fewer than two dims); ``weight`` has one element or one per channel."""
+    dtype = c.result_type("self", "weight")
+    c.check_dtype("self", FLOAT_DTYPES)
+    c.check_dtype("weight", FLOAT_DTYPES)
+    self_arg, weight = c.tensor("self"), c.tensor("weight")
+    channels = self_arg.shape[1] if self_arg.ndim >= 2 else 1
+    if weight.numel not in (1, channels):
+        raise c.fail("weight", f"must have 1 element or one per channel ({channels}, dim 1 "
+                               f"of self {list(self_arg.shape)}); it has {weight.numel}")
+    c.check_out("out", self_arg.shape, dtype)
+    compute = promotion.compute_dtype(dtype)
+    # weight reshaped to broadcast along dim 1
+    weight_shape = (1, channels) + (1,) * (self_arg.ndim - 2) if weight.numel > 1 else ()
+
+    @_quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute)
+        w = v.compute("weight", compute).reshape(weight_shape)
+        v.write("out", np.where(x > 0, x, w * x))
+    return kernel
+
+
+# -- softmax ------------------------------------------------------------------------------------
+def _softmax(log: bool) -> Callable[[Call], Kernel]:
+    def prepare(c: Call) -> Kernel:
+        dtype = c.check_dtype("self", FLOAT_DTYPES)
+        shape = c.tensor("self").shape
+        if c["dim"] is None:  # int64_t in C; the Python face could pass None
+            raise c.fail("dim", "an integer is required")
+        axis = c.normalize_dim("dim", c["dim"], len(shape))
+        c.check_out("out", shape, dtype)
+        compute = promotion.compute_dtype(dtype)
+
+        @_quiet
+        def kernel(v) -> None:
+            x = v.compute("self", compute)
+            if x.size == 0:
+                return
+            work = x.reshape(1) if x.ndim == 0 else x
+            shifted = work - np.max(work, axis=axis, keepdims=True)
+            exp = np.exp(shifted)
+            total = np.sum(exp, axis=axis, keepdims=True)
+            result = shifted - np.log(total) if log else exp / total
+            v.write("out", result.reshape(x.shape))
+        return kernel
+    return prepare
+
+
+softmax = register("Softmax", "self: tensor, dim: int, out: tensor!")(_softmax(log=False))
+log_softmax = register("LogSoftmax", "self: tensor, dim: int, out: tensor!")(_softmax(log=True))

@@ -1,0 +1,299 @@
+"""Convolution (aclnnConvolution): 1d/2d/3d, stride, padding, dilation, groups (depthwise
+included), transposed with output padding, optional bias.
+
+Semantics are PyTorch's ``aten::convolution``; arguments and limits are CANN's:
+
+* ``input`` (N, C_in, *spatial) and ``weight`` have 3-5 dims, the same number; ``weight`` is
+  (C_out, C_in / groups, *kernel), or (C_in, C_out / groups, *kernel) when ``transposed``.
+* ``stride`` and ``dilation`` have one value > 0 per spatial dim. ``padding`` has one value
+  >= 0 per spatial dim, or a (begin, end) pair per spatial dim for conv1d (2 values, not
+  transposed) and conv2d (4 values: top, bottom, left, right). ``outputPadding`` (ignored
+  unless ``transposed``) has one value per spatial dim, each smaller than the stride or the
+  dilation of its dim; a null ``outputPadding`` means zeros. ``stride``, ``padding`` and
+  ``dilation`` are required (null is ``ACLNN_ERR_PARAM_NULLPTR``); their ``= None`` in the
+  signature only keeps the Python parameter order legal after the optional ``bias``.
+* ``groups`` is in [1, 65535] and divides both channel counts.
+* ``bias`` is optional, (C_out,).
+* ``cubeMathType``: 0 KEEP_DTYPE, 1 ALLOW_FP32_DOWN_PRECISION, 2 USE_FP16, 3 USE_HF32, with
+  the CPU meanings of ``linalg.py`` (USE_FP16 rounds float32/float64 operands to float16).
+
+Kernels (no per-pixel Python loops):
+
+* dense and grouped: im2col through ``sliding_window_view`` into one contiguous column
+  buffer, then one batched matmul over the groups (BLAS); with one group and one image
+  the product is written straight into the output.
+* depthwise (one input and one output channel per group): a loop over the kernel taps, each
+  a vectorized multiply-add over a block of channels that stays in cache.
+* transposed: the adjoint; one batched matmul gives every tap's contribution, then col2im
+  adds them in with a loop over the kernel taps only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from openacl.ops import promotion
+from openacl.ops.call import FLOAT_DTYPES, Call, Kernel
+from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
+from openacl.ops.registry import register
+
+CONV_DTYPES = FLOAT_DTYPES  # CANN: FLOAT, FLOAT16, BFLOAT16; float64 accepted on CPU
+MIN_DIMS, MAX_DIMS = 3, 5  # conv1d .. conv3d: (N, C, *1-3 spatial dims)
+MAX_GROUPS = 65535
+DEPTHWISE_CHANNEL_BLOCK = 16  # channels per multiply-add pass of the depthwise kernel
+
+
+def _int_list(c: Call, name: str, count: int, default: int, minimum: int) -> tuple[int, ...]:
+    values = c[name]
+    if values is None:
+        return (default,) * count
+    if len(values) != count:
+        raise c.fail(name, f"must have {count} values (one per spatial dim), got {len(values)}")
+    for value in values:
+        if value < minimum:
+            raise c.fail(name, f"values must be >= {minimum}")
+    return tuple(int(v) for v in values)
+
+
+def _padding(c: Call, spatial: int, transposed: bool) -> tuple[tuple[int, int], ...]:
+    """(begin, end) padding per spatial dim from CANN's accepted lengths."""
+    values = c["padding"]
+    if values is None:
+        return ((0, 0),) * spatial
+    pairs_allowed = spatial in (1, 2) and not (transposed and spatial == 1)
+    if len(values) == spatial:
+        pairs = tuple((int(v), int(v)) for v in values)
+    elif pairs_allowed and len(values) == 2 * spatial:
+        pairs = tuple((int(values[2 * i]), int(values[2 * i + 1])) for i in range(spatial))
+    else:
+        lengths = f"{spatial} or {2 * spatial}" if pairs_allowed else f"{spatial}"
+        raise c.fail("padding", f"must have {lengths} values for a {spatial}d convolution "
+                                f"{'(transposed) ' if transposed else ''}, got {len(values)}")
+    if any(v < 0 for pair in pairs for v in pair):
+        raise c.fail("padding", "values must be >= 0")
+    return pairs
+
+
+@register("Convolution", "input: tensor, weight: tensor, bias: tensor?, "
+                         "stride: int_array = None, padding: int_array = None, "
+                         "dilation: int_array = None, transposed: bool = False, "
+                         "outputPadding: int_array?, groups: int = 1, output: tensor!, "
+                         "cubeMathType: int = 0")
+def convolution(c: Call) -> Kernel:
+    """N-d convolution (1d/2d/3d), optionally transposed, grouped, with bias."""
+    x, w = c.tensor("input"), c.tensor("weight")
+    if not MIN_DIMS <= x.ndim <= MAX_DIMS:
+        raise c.fail("input", f"must have {MIN_DIMS} to {MAX_DIMS} dims (N, C, spatial...)")
+    if w.ndim != x.ndim:
+        raise c.fail("weight", f"must have as many dims as 'input' ({x.ndim})")
+    c.check_dtype("input", CONV_DTYPES)
+    c.check_dtype("weight", CONV_DTYPES)
+    dtype = c.result_type("input", "weight")
+    transposed = bool(c["transposed"])
+    cube = check_cube_math_type(c, CUBE_MATH_TYPES_NO_FP32_ADD)
+    spatial = x.ndim - 2
+    stride = _int_list(c, "stride", spatial, 1, 1)
+    dilation = _int_list(c, "dilation", spatial, 1, 1)
+    pads = _padding(c, spatial, transposed)
+    output_padding = (_int_list(c, "outputPadding", spatial, 0, 0) if transposed
+                      else (0,) * spatial)
+    for op, s, d in zip(output_padding, stride, dilation, strict=True):
+        if op >= max(s, d):
+            raise c.fail("outputPadding", "each value must be smaller than the stride or the "
+                                          "dilation of its dim")
+    groups = c["groups"]
+    if groups is None or not 1 <= groups <= MAX_GROUPS:
+        raise c.fail("groups", f"must be in [1, {MAX_GROUPS}]")
+
+    n, c_in, in_size = x.shape[0], x.shape[1], x.shape[2:]
+    kernel_size = w.shape[2:]
+    if transposed:
+        if w.shape[0] != c_in:
+            raise c.fail("weight", f"dim 0 must equal the input channels {c_in} when "
+                                   f"transposed")
+        if c_in % groups:
+            raise c.fail("groups", f"must divide the input channels {c_in}")
+        c_out = w.shape[1] * groups
+    else:
+        if w.shape[0] % groups:
+            raise c.fail("groups", f"must divide the output channels {w.shape[0]}")
+        if w.shape[1] * groups != c_in:
+            raise c.fail("weight", f"dim 1 ({w.shape[1]}) x groups ({groups}) must equal the "
+                                   f"input channels {c_in}")
+        c_out = w.shape[0]
+    if c.has("bias"):
+        bias = c.tensor("bias")
+        c.check_dtype("bias", CONV_DTYPES)
+        if bias.shape != (c_out,):
+            raise c.fail("bias", f"must have shape [{c_out}] (the output channels)")
+
+    extent = tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel_size, strict=True))
+    if transposed:
+        out_size = tuple((i - 1) * s + e + op - b - a for i, s, e, op, (b, a) in zip(
+            in_size, stride, extent, output_padding, pads, strict=True))
+    else:
+        padded = tuple(i + b + a for i, (b, a) in zip(in_size, pads, strict=True))
+        if any(p < e for p, e in zip(padded, extent, strict=True)):
+            raise c.fail("weight", f"the (dilated) kernel {list(extent)} is larger than the "
+                                   f"padded input {list(padded)}")
+        out_size = tuple((p - e) // s + 1 for p, e, s in zip(padded, extent, stride,
+                                                             strict=True))
+    if any(o <= 0 for o in out_size):
+        raise c.fail("output", f"the computed spatial size {list(out_size)} is too small")
+    c.check_out("output", (n, c_out, *out_size), dtype, exact_dtype=transposed)
+
+    geometry = _Geometry(groups, stride, dilation, pads, output_padding, tuple(kernel_size),
+                         tuple(out_size), c.has("bias"))
+    compute = promotion.compute_dtype(dtype)
+    rounded = operand_dtype(dtype, cube)
+    if transposed:
+        body = _transposed
+    elif w.shape[1] == 1 and w.shape[0] == groups:
+        body = _depthwise
+    else:
+        body = _im2col
+
+    def kernel(v) -> None:
+        out = v["output"]
+        if out.size == 0:
+            return
+        xs = _cast(v["input"], rounded, compute)
+        ws = _cast(v["weight"], rounded, compute)
+        bias_values = _cast(v["bias"], compute, compute) if geometry.bias else None
+        body(out, xs, ws, bias_values, geometry, compute)
+    return kernel
+
+
+class _Geometry:
+    """The attributes a kernel needs (resolved and validated by phase 1)."""
+
+    def __init__(self, groups, stride, dilation, pads, output_padding, kernel_size, out_size,
+                 bias) -> None:
+        self.groups = groups
+        self.stride = stride
+        self.dilation = dilation
+        self.pads = pads
+        self.output_padding = output_padding
+        self.kernel_size = kernel_size
+        self.out_size = out_size
+        self.bias = bias
+
+
+def _cast(array, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
+    array = np.asarray(array)
+    if array.dtype != rounded:
+        array = array.astype(rounded)
+    return array.astype(compute, copy=False)
+
+
+def _pad(x: np.ndarray, pads, compute: np.dtype) -> np.ndarray:
+    if not any(b or a for b, a in pads):
+        return x
+    padded = np.zeros((*x.shape[:2], *(i + b + a for i, (b, a) in zip(x.shape[2:], pads,
+                                                                       strict=True))), compute)
+    padded[(slice(None), slice(None),
+            *(slice(b, b + i) for i, (b, _) in zip(x.shape[2:], pads, strict=True)))] = x
+    return padded
+
+
+def _tap_slices(tap, g: _Geometry) -> tuple[slice, ...]:
+    """The input positions kernel tap ``tap`` reads for every output position."""
+    return tuple(slice(k * d, k * d + s * (o - 1) + 1, s) for k, d, s, o in zip(
+        tap, g.dilation, g.stride, g.out_size, strict=True))
+
+
+def _finish(out: np.ndarray, result: np.ndarray, bias, compute) -> None:
+    if bias is not None:
+        result += bias.reshape((-1,) + (1,) * (result.ndim - 2))
+    if result is not out:
+        np.copyto(out, result, casting="unsafe")
+
+
+def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
+    """Dense or grouped convolution: columns (G, C_in/G * taps, N * L) @ one matmul."""
+    n, c_in = x.shape[:2]
+    c_out, spatial = w.shape[0], x.ndim - 2
+    groups, taps = g.groups, math.prod(g.kernel_size)
+    xp = _pad(x, g.pads, compute)
+    extent = tuple(d * (k - 1) + 1 for d, k in zip(g.dilation, g.kernel_size, strict=True))
+    windows = sliding_window_view(xp, extent, axis=tuple(range(2, 2 + spatial)))
+    # (N, C, *positions, *window) -> take every stride-th position and dilation-th element
+    windows = windows[(slice(None), slice(None),
+                       *(slice(None, s * (o - 1) + 1, s) for s, o in zip(
+                           g.stride, g.out_size, strict=True)),
+                       *(slice(None, None, d) for d in g.dilation))]
+    locations = math.prod(g.out_size)
+    c_group = c_in // groups
+    windows = windows.reshape(n, groups, c_group, *g.out_size, *g.kernel_size)
+    # columns ordered (G, C/G, *kernel, N, *out): the reduce axis is C/G * taps
+    order = (1, 2, *range(3 + spatial, 3 + 2 * spatial), 0, *range(3, 3 + spatial))
+    columns = np.empty((groups, c_group, *g.kernel_size, n, *g.out_size), compute)
+    np.copyto(columns, windows.transpose(order))
+    columns = columns.reshape(groups, c_group * taps, n * locations)
+    weights = w.reshape(groups, c_out // groups, c_group * taps)
+    if groups == 1 and n == 1 and out.dtype == compute and out.flags.c_contiguous:
+        np.matmul(weights[0], columns[0], out=out.reshape(c_out, locations))
+        _finish(out, out, bias, compute)
+        return
+    result = np.matmul(weights, columns)  # (G, C_out/G, N * L)
+    result = result.reshape(c_out, n, *g.out_size).swapaxes(0, 1)
+    _finish(out, result, bias, compute)
+
+
+def _depthwise(out, x, w, bias, g: _Geometry, compute) -> None:
+    """One input and one output channel per group: a multiply-add per kernel tap, over
+    blocks of channels small enough to stay in cache."""
+    n, channels = x.shape[:2]
+    xp = _pad(x, g.pads, compute)
+    weights = w.reshape(channels, -1)  # (C, taps)
+    direct = out.dtype == compute
+    result = out if direct else np.empty(out.shape, compute)
+    scratch = np.empty((n, min(DEPTHWISE_CHANNEL_BLOCK, channels), *g.out_size), compute)
+    expand = (slice(None), *(None,) * len(g.out_size))
+    for start in range(0, channels, DEPTHWISE_CHANNEL_BLOCK):
+        block = slice(start, min(start + DEPTHWISE_CHANNEL_BLOCK, channels))
+        acc = result[:, block]
+        tmp = scratch[:, :acc.shape[1]]
+        for index, tap in enumerate(itertools.product(*(range(k) for k in g.kernel_size))):
+            source = xp[(slice(None), block, *_tap_slices(tap, g))]
+            factor = weights[block, index][expand]
+            if index == 0:
+                np.multiply(source, factor, out=acc)
+            else:
+                np.multiply(source, factor, out=tmp)
+                acc += tmp
+    _finish(out, result, bias, compute)
+
+
+def _transposed(out, x, w, bias, g: _Geometry, compute) -> None:
+    """Transposed convolution as the adjoint of the dense one: every tap's contribution from
+    one batched matmul, then col2im with a loop over the kernel taps."""
+    n, c_in, *in_size = x.shape
+    groups = g.groups
+    c_group = c_in // groups
+    o_group = w.shape[1]
+    taps = math.prod(g.kernel_size)
+    locations = math.prod(in_size)
+    # weight (C_in, C_out/G, *k) -> (G, C_out/G * taps, C_in/G)
+    weights = w.reshape(groups, c_group, o_group * taps).transpose(0, 2, 1)
+    inputs = x.reshape(n, groups, c_group, locations).transpose(1, 2, 0, 3).reshape(
+        groups, c_group, n * locations)
+    contributions = np.matmul(weights, inputs).reshape(
+        groups, o_group, taps, n, *in_size)
+    full_size = tuple((i - 1) * s + d * (k - 1) + 1 + op for i, s, d, k, op in zip(
+        in_size, g.stride, g.dilation, g.kernel_size, g.output_padding, strict=True))
+    full = np.zeros((n, groups, o_group, *full_size), compute)
+    # contribution of tap t lands at input position * stride + tap * dilation
+    moved = np.moveaxis(contributions, 3, 0)  # (N, G, C_out/G, taps, *in)
+    for index, tap in enumerate(itertools.product(*(range(k) for k in g.kernel_size))):
+        target = tuple(slice(k * d, k * d + s * (i - 1) + 1, s) for k, d, s, i in zip(
+            tap, g.dilation, g.stride, in_size, strict=True))
+        full[(slice(None), slice(None), slice(None), *target)] += moved[:, :, :, index]
+    full = full.reshape(n, groups * o_group, *full_size)
+    crop = tuple(slice(b, b + o) for (b, _), o in zip(g.pads, g.out_size, strict=True))
+    result = full[(slice(None), slice(None), *crop)]
+    _finish(out, result, bias, compute)

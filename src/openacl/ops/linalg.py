@@ -1,0 +1,411 @@
+"""Linear algebra operators: Matmul, Mm, BatchMatMul, Addmm, Baddbmm (and their in-place
+forms), Einsum.
+
+Semantics are aclnn's, which are PyTorch's (``torch.matmul`` for Matmul: 1-D operands are
+promoted to matrices and the added dim removed afterwards, batch dims broadcast). Inputs of
+different dtypes are promoted as aclnn's deduction rule says (PyTorch's ``promote_types``).
+
+``cubeMathType`` (int8) selects the Cube unit's compute logic on the NPU. On CPU:
+
+=====================================  ============================================================
+0 ``KEEP_DTYPE``                       compute in the (promoted) input dtype; float16 and bfloat16
+                                       accumulate in float32 and round once, as PyTorch's CPU does
+1 ``ALLOW_FP32_DOWN_PRECISION``        as KEEP_DTYPE (the CPU has no HFLOAT32 unit; full float32
+                                       is within every tolerance HFLOAT32 is held to)
+2 ``USE_FP16``                         float32/float64 inputs are rounded to float16 before the
+                                       multiply (accumulation in float32), so the effect is real;
+                                       other dtypes are left alone
+3 ``USE_HF32``                         as ALLOW_FP32_DOWN_PRECISION
+4 ``USE_FP32_ADD``                     as KEEP_DTYPE (high-precision accumulation); not accepted
+                                       by BatchMatMul, whose documentation lists 0-3
+=====================================  ============================================================
+
+Any other value is ``ACLNN_ERR_PARAM_INVALID``. The CANN documents list BFLOAT16, FLOAT16 and
+FLOAT32 for the matmul family; float64 is accepted too on CPU (it is what a host reference
+computes in).
+
+Kernels call numpy's matmul (BLAS) on the strided views directly; when the output is already
+of the compute dtype the product is written into it with ``out=``, with no extra copy.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+
+import numpy as np
+
+from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
+from openacl.ops import promotion
+from openacl.ops.call import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    WIDE_UNSIGNED_DTYPES,
+    Call,
+    Kernel,
+    TensorArg,
+)
+from openacl.ops.registry import register, register_inplace
+
+# cubeMathType values (aclnn's enumeration)
+KEEP_DTYPE = 0
+ALLOW_FP32_DOWN_PRECISION = 1
+USE_FP16 = 2
+USE_HF32 = 3
+USE_FP32_ADD = 4
+CUBE_MATH_NAMES = {KEEP_DTYPE: "KEEP_DTYPE", ALLOW_FP32_DOWN_PRECISION:
+                   "ALLOW_FP32_DOWN_PRECISION", USE_FP16: "USE_FP16", USE_HF32: "USE_HF32",
+                   USE_FP32_ADD: "USE_FP32_ADD"}
+CUBE_MATH_TYPES = frozenset(CUBE_MATH_NAMES)
+CUBE_MATH_TYPES_NO_FP32_ADD = CUBE_MATH_TYPES - {USE_FP32_ADD}
+
+MATMUL_DTYPES = FLOAT_DTYPES
+MATMUL_MAX_DIMS = 6  # aclnnMatmul takes 1-6 dim operands
+FLOAT16 = np.dtype(np.float16)
+# aclnnEinsum's documented dtypes, plus bfloat16/float64 (host extensions) and int8/uint8
+EINSUM_DTYPES = FLOAT_DTYPES | (INT_DTYPES - {np.dtype(np.int8), np.dtype(np.uint8)}) \
+    | WIDE_UNSIGNED_DTYPES
+EINSUM_LABELS = frozenset(string.ascii_letters)
+ELLIPSIS = "..."
+
+
+# -- shared helpers ----------------------------------------------------------------------------
+def check_cube_math_type(c: Call, allowed: frozenset[int] = CUBE_MATH_TYPES) -> int:
+    """Validate ``cubeMathType``; returns it."""
+    value = c["cubeMathType"]
+    if value not in allowed:
+        listed = ", ".join(f"{v} ({CUBE_MATH_NAMES[v]})" for v in sorted(allowed))
+        raise c.fail("cubeMathType", f"expected one of {listed}")
+    return value
+
+
+def operand_dtype(dtype: np.dtype, cube_math_type: int) -> np.dtype:
+    """The dtype the operands are rounded to before the multiply."""
+    if cube_math_type == USE_FP16 and dtype.itemsize >= 4:
+        return FLOAT16
+    return dtype
+
+
+def _operand(array: np.ndarray, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
+    """``array`` rounded to ``rounded`` (the cubeMathType's operand dtype), then widened to
+    ``compute``; no copy when nothing changes."""
+    array = np.asarray(array)
+    if array.dtype != rounded:
+        array = array.astype(rounded)
+    return array.astype(compute, copy=False)
+
+
+def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, compute: np.dtype) -> None:
+    """``out[...] = a @ b`` computed in ``compute``; written in place (BLAS ``out=``) when the
+    output already has that dtype."""
+    if out.dtype == compute and out.ndim > 0:
+        np.matmul(a, b, out=out)
+    else:
+        np.copyto(out, np.matmul(a, b), casting="unsafe")
+
+
+def _check_rank(c: Call, name: str, low: int, high: int | None = None) -> TensorArg:
+    tensor = c.tensor(name)
+    high = low if high is None else high
+    if not low <= tensor.ndim <= high:
+        expected = f"{low}" if low == high else f"{low} to {high}"
+        raise c.fail(name, f"must have {expected} dims, got {tensor.ndim}")
+    return tensor
+
+
+def _matmul_dtype(c: Call, *names: str) -> np.dtype:
+    for name in names:
+        c.check_dtype(name, MATMUL_DTYPES)
+    return c.result_type(*names)
+
+
+def _reduce_dims(c: Call, left: str, right: str) -> None:
+    """The reduce dim of ``left`` (its last) must equal that of ``right`` (its second to last,
+    or its only dim)."""
+    a, b = c.tensor(left), c.tensor(right)
+    k_left = a.shape[-1]
+    k_right = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+    if k_left != k_right:
+        raise c.fail(right, f"its reduce dim ({k_right}) does not match the last dim of "
+                            f"'{left}' {list(a.shape)} ({k_left})")
+
+
+def _matmul_shape(c: Call, left: str, right: str) -> tuple[int, ...]:
+    """``torch.matmul``'s result shape; broadcast errors name ``right``."""
+    a, b = c.tensor(left).shape, c.tensor(right).shape
+    _reduce_dims(c, left, right)
+    if len(a) == 1 and len(b) == 1:
+        return ()
+    if len(b) == 1:
+        return a[:-1]
+    if len(a) == 1:
+        return (*b[:-2], b[-1])
+    try:
+        batch = np.broadcast_shapes(a[:-2], b[:-2])
+    except ValueError:
+        raise c.fail(right, f"batch dims {list(b[:-2])} cannot be broadcast with those of "
+                            f"'{left}' {list(a[:-2])}") from None
+    return (*batch, a[-2], b[-1])
+
+
+def _product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
+    """The kernel of every plain product: ``out = left @ right``."""
+    cube = c["cubeMathType"]
+    compute = promotion.compute_dtype(dtype)
+    rounded = operand_dtype(dtype, cube)
+    if c.tensor(left).ndim == 1 and c.tensor(right).ndim == 1:
+        rounded = dtype  # cubeMathType does not apply to two 1-D operands (CANN's note)
+
+    def kernel(v) -> None:
+        a = _operand(v[left], rounded, compute)
+        b = _operand(v[right], rounded, compute)
+        matmul_into(v["out"], a, b, compute)
+    return kernel
+
+
+# -- Matmul, Mm, BatchMatMul -------------------------------------------------------------------
+@register("Matmul", "self: tensor, mat2: tensor, out: tensor!, cubeMathType: int = 0")
+def matmul(c: Call) -> Kernel:
+    """``out = self @ mat2`` with ``torch.matmul`` semantics (1-6 dims, batch broadcast)."""
+    _check_rank(c, "self", 1, MATMUL_MAX_DIMS)
+    _check_rank(c, "mat2", 1, MATMUL_MAX_DIMS)
+    dtype = _matmul_dtype(c, "self", "mat2")
+    check_cube_math_type(c)
+    c.check_out("out", _matmul_shape(c, "self", "mat2"), dtype)
+    return _product_kernel(c, "self", "mat2", dtype)
+
+
+@register("Mm", "self: tensor, mat2: tensor, out: tensor!, cubeMathType: int = 0")
+def mm(c: Call) -> Kernel:
+    """``out = self @ mat2`` for two matrices."""
+    _check_rank(c, "self", 2)
+    _check_rank(c, "mat2", 2)
+    dtype = _matmul_dtype(c, "self", "mat2")
+    check_cube_math_type(c)
+    c.check_out("out", _matmul_shape(c, "self", "mat2"), dtype)
+    return _product_kernel(c, "self", "mat2", dtype)
+
+
+def _check_batch(c: Call, left: str, right: str) -> int:
+    """The batch of two 3-D operands: equal, or one of them 1 (it is broadcast)."""
+    b1, b2 = c.tensor(left).shape[0], c.tensor(right).shape[0]
+    if b1 != b2 and 1 not in (b1, b2):
+        raise c.fail(right, f"batch {b2} does not match the batch {b1} of '{left}' "
+                            f"(they must be equal or one of them 1)")
+    return max(b1, b2) if 0 not in (b1, b2) else 0
+
+
+@register("BatchMatMul", "self: tensor, mat2: tensor, out: tensor!, cubeMathType: int = 0")
+def batch_mat_mul(c: Call) -> Kernel:
+    """``out[b] = self[b] @ mat2[b]`` for 3-D operands; a batch of 1 is broadcast."""
+    _check_rank(c, "self", 3)
+    _check_rank(c, "mat2", 3)
+    dtype = _matmul_dtype(c, "self", "mat2")
+    check_cube_math_type(c, CUBE_MATH_TYPES_NO_FP32_ADD)
+    _check_batch(c, "self", "mat2")
+    c.check_out("out", _matmul_shape(c, "self", "mat2"), dtype)
+    return _product_kernel(c, "self", "mat2", dtype)
+
+
+# -- Addmm, Baddbmm ------------------------------------------------------------------------------
+def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
+    """``out = beta * self + alpha * (left @ right)``; with beta == 0 ``self`` is ignored
+    (NaN and inf in it do not propagate), as in PyTorch."""
+    cube = c["cubeMathType"]
+    compute = promotion.compute_dtype(dtype)
+    rounded = operand_dtype(dtype, cube)
+    beta = c.scalar("beta", dtype)
+    alpha = c.scalar("alpha", dtype)
+    beta = np.asarray(beta).astype(compute)[()]
+    alpha = np.asarray(alpha).astype(compute)[()]
+
+    def kernel(v) -> None:
+        out = v["out"]
+        a = _operand(v[left], rounded, compute)
+        b = _operand(v[right], rounded, compute)
+        bias = v["self"]
+        direct = (out.dtype == compute and out.size > 0
+                  and not np.may_share_memory(out, bias))
+        product = out if direct else np.empty(out.shape, compute)
+        np.matmul(a, b, out=product)
+        if alpha != 1:
+            np.multiply(product, alpha, out=product)
+        if beta != 0:
+            term = np.asarray(bias).astype(compute, copy=False)
+            product += term if beta == 1 else beta * term
+        if not direct:
+            np.copyto(out, product, casting="unsafe")
+    return kernel
+
+
+def _check_bias(c: Call, result: tuple[int, ...]) -> None:
+    """``self`` must broadcast to the product's shape (one way: self -> product)."""
+    shape = c.tensor("self").shape
+    try:
+        ok = tuple(np.broadcast_shapes(shape, result)) == tuple(result)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise c.fail("self", f"cannot be broadcast to the product's shape {list(result)}")
+
+
+@register("Addmm", "self: tensor, mat1: tensor, mat2: tensor, beta: scalar = 1, "
+                   "alpha: scalar = 1, out: tensor!, cubeMathType: int = 0")
+def addmm(c: Call) -> Kernel:
+    """``out = beta * self + alpha * (mat1 @ mat2)`` for matrices; self broadcasts."""
+    _check_rank(c, "self", 1, 2)
+    _check_rank(c, "mat1", 2)
+    _check_rank(c, "mat2", 2)
+    dtype = _matmul_dtype(c, "self", "mat1", "mat2")
+    check_cube_math_type(c)
+    shape = _matmul_shape(c, "mat1", "mat2")
+    _check_bias(c, shape)
+    c.check_out("out", shape, dtype)
+    return _add_product_kernel(c, "mat1", "mat2", dtype)
+
+
+@register("Baddbmm", "self: tensor, batch1: tensor, batch2: tensor, beta: scalar = 1, "
+                     "alpha: scalar = 1, out: tensor!, cubeMathType: int = 0")
+def baddbmm(c: Call) -> Kernel:
+    """``out = beta * self + alpha * (batch1 @ batch2)`` for 3-D batches; self broadcasts."""
+    _check_rank(c, "self", 1, 3)
+    _check_rank(c, "batch1", 3)
+    _check_rank(c, "batch2", 3)
+    dtype = _matmul_dtype(c, "self", "batch1", "batch2")
+    check_cube_math_type(c)
+    _check_batch(c, "batch1", "batch2")
+    shape = _matmul_shape(c, "batch1", "batch2")
+    _check_bias(c, shape)
+    c.check_out("out", shape, dtype)
+    return _add_product_kernel(c, "batch1", "batch2", dtype)
+
+
+register_inplace("InplaceAddmm", "selfRef: tensor!, mat1: tensor, mat2: tensor, "
+                 "beta: scalar = 1, alpha: scalar = 1, cubeMathType: int = 0", addmm,
+                 self="selfRef", out="selfRef")
+register_inplace("InplaceBaddbmm", "selfRef: tensor!, batch1: tensor, batch2: tensor, "
+                 "beta: scalar = 1, alpha: scalar = 1, cubeMathType: int = 0", baddbmm,
+                 self="selfRef", out="selfRef")
+
+
+# -- Einsum --------------------------------------------------------------------------------------
+def _parse_term(c: Call, term: str, ndim: int | None, index: int | None
+                ) -> tuple[list[str], int]:
+    """Labels of one term (``ELLIPSIS`` stands for its broadcast dims) and how many dims the
+    ellipsis covers."""
+    where = "the output" if index is None else f"operand {index}"
+    body = term.replace(ELLIPSIS, ".")
+    if body.count(".") > 1 or (body.count(".") == 1 and ELLIPSIS not in term):
+        raise c.fail("equation", f"term {term!r} of {where} has a malformed or repeated "
+                                 f"ellipsis")
+    labels: list[str] = []
+    for char in body:
+        if char == ".":
+            labels.append(ELLIPSIS)
+        elif char in EINSUM_LABELS:
+            labels.append(char)
+        else:
+            raise c.fail("equation", f"term {term!r} of {where} has the invalid subscript "
+                                     f"{char!r} (labels are letters a-z, A-Z)")
+    named = len(labels) - labels.count(ELLIPSIS)
+    if ndim is None:
+        return labels, 0
+    covered = ndim - named
+    if covered < 0 or (covered > 0 and ELLIPSIS not in labels):
+        raise c.fail("tensors", f"operand {index} has {ndim} dims but its term {term!r} "
+                                f"names {named}")
+    return labels, covered
+
+
+def _einsum_plan(c: Call, equation: str, shapes: Sequence[tuple[int, ...]]
+                 ) -> tuple[str, tuple[int, ...], int]:
+    """Validate ``equation`` against the operands' shapes (``torch.einsum``'s rules); returns
+    the equation for numpy, the output shape and how many leading dims of numpy's result
+    are to be summed."""
+    text = equation.replace(" ", "")
+    lhs, arrow, rhs = text.partition("->")
+    if "->" in rhs or (arrow and "-" in rhs) or "-" in lhs or ">" in lhs:
+        raise c.fail("equation", "expected 'term,term...->output' with one arrow")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise c.fail("equation", f"has {len(terms)} operand terms but 'tensors' holds "
+                                 f"{len(shapes)} tensors")
+    sizes: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    ellipsis_shapes = []
+    for index, (term, shape) in enumerate(zip(terms, shapes, strict=True)):
+        labels, covered = _parse_term(c, term, len(shape), index)
+        position = 0
+        for label in labels:
+            if label == ELLIPSIS:
+                ellipsis_shapes.append(shape[position:position + covered])
+                position += covered
+                continue
+            size = shape[position]
+            position += 1
+            counts[label] = counts.get(label, 0) + 1
+            known = sizes.setdefault(label, size)
+            if known != size and 1 not in (known, size):
+                raise c.fail("tensors", f"label {label!r} has size {size} in operand {index} "
+                                        f"but {known} elsewhere (sizes must match or be 1)")
+            sizes[label] = max(known, size) if 0 not in (known, size) else 0
+    try:
+        batch = tuple(np.broadcast_shapes(*ellipsis_shapes)) if ellipsis_shapes else ()
+    except ValueError:
+        raise c.fail("tensors", "the dims covered by '...' cannot be broadcast together"
+                     ) from None
+    summed_batch = 0  # leading '...' dims the kernel sums (torch sums them when the output
+    if arrow:         # term does not keep them; numpy would refuse)
+        out_labels, _ = _parse_term(c, rhs, None, None)
+        named = [label for label in out_labels if label != ELLIPSIS]
+        if len(set(named)) != len(named):
+            raise c.fail("equation", f"the output term {rhs!r} repeats a label")
+        for label in named:
+            if label not in sizes:
+                raise c.fail("equation", f"output label {label!r} does not appear in any "
+                                         f"operand term")
+        if ELLIPSIS not in out_labels and ellipsis_shapes:
+            summed_batch = len(batch)
+            rhs = ELLIPSIS + rhs
+    else:
+        once = sorted(label for label, count in counts.items() if count == 1)
+        out_labels = ([ELLIPSIS] if ellipsis_shapes else []) + once
+        rhs = ("..." if ellipsis_shapes else "") + "".join(once)
+    shape: list[int] = []
+    for label in out_labels:
+        shape.extend(batch if label == ELLIPSIS else (sizes[label],))
+    return f"{lhs}->{rhs}", tuple(shape), summed_batch
+
+
+@register("Einsum", "tensors: tensors, equation: str, output: tensor!")
+def einsum(c: Call) -> Kernel:
+    """Einstein summation (``torch.einsum``): ``tensors`` in the terms of ``equation``.
+
+    CANN's kernel registers "abcd,abced->abce" and "a,b->ab"; on CPU any equation
+    ``torch.einsum`` accepts is computed (a label's sizes must match or be 1). The operands
+    and the output share one dtype.
+    """
+    tensors: list[TensorArg] = c["tensors"]
+    equation = c["equation"]
+    if equation is None:
+        raise c.fail("equation", "is null", code=ACLNN_ERR_PARAM_NULLPTR)
+    dtype = tensors[0].dtype
+    for index, tensor in enumerate(tensors):
+        if tensor.dtype not in EINSUM_DTYPES:
+            names = ", ".join(sorted(str(d) for d in EINSUM_DTYPES))
+            raise c.fail("tensors", f"operand {index} has dtype {tensor.dtype}, which is not "
+                                    f"supported (supported: {names})")
+        if tensor.dtype != dtype:
+            raise c.fail("tensors", f"operand {index} has dtype {tensor.dtype} but operand 0 "
+                                    f"has {dtype}; all must be the same")
+    plan, shape, summed = _einsum_plan(c, equation, [t.shape for t in tensors])
+    c.check_out("output", shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+
+    def kernel(v) -> None:
+        arrays = [np.asarray(a).astype(compute, copy=False) for a in v["tensors"]]
+        result = np.einsum(plan, *arrays, optimize="greedy" if len(arrays) > 1 else False)
+        if summed:
+            result = result.sum(axis=tuple(range(summed)), dtype=compute)
+        v.write("output", result)
+    return kernel

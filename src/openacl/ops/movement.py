@@ -1,0 +1,836 @@
+"""Data movement operators: casts and copies, concatenation and splits, views made
+concrete (slice, permute, expand, flip, roll), gathers and scatters, padding, fills,
+one-hot and upsampling.
+
+Semantics are aclnn's, which are PyTorch's (``torch.cat``, ``split``, ``gather``,
+``index_select``, ``F.embedding``, ``F.pad``, ``flip``, ``roll``, ``tril``/``triu``,
+``arange``, ``F.one_hot``, ``F.interpolate``). Every operator except the two upsamplers and
+Arange moves values without arithmetic, so results are bit-exact in every dtype. Dtype
+lists are the ones each aclnn document gives, limited to what numpy can hold.
+
+Index values live in device memory, which phase 1 cannot read: an index out of range is
+found by the kernel, which raises, so the stream fails and its next synchronize reports the
+operator, the argument and the offending value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from openacl import dtypes
+from openacl.errors import AclError
+from openacl.ops import promotion
+from openacl.ops.call import (
+    ALL_DTYPES,
+    BOOL_DTYPES,
+    COMPLEX_DTYPES,
+    FLOAT_DTYPES,
+    Call,
+    Kernel,
+    ScalarArg,
+    TensorArg,
+)
+from openacl.ops.registry import register, register_inplace
+
+
+def _dtypes(*names: str) -> frozenset[np.dtype]:
+    return frozenset(np.dtype(promotion.BFLOAT16 if n == "bfloat16" else n) for n in names)
+
+
+F16, BF16, F32, F64 = _dtypes("float16"), _dtypes("bfloat16"), _dtypes("float32"), \
+    _dtypes("float64")
+I8, U8, I16, U16 = _dtypes("int8"), _dtypes("uint8"), _dtypes("int16"), _dtypes("uint16")
+I32, U32, I64, U64 = _dtypes("int32"), _dtypes("uint32"), _dtypes("int64"), _dtypes("uint64")
+C64, C128 = _dtypes("complex64"), _dtypes("complex128")
+INDEX_DTYPES = I32 | I64  # index tensors of Gather, IndexSelect, Embedding, GatherNd, ...
+
+# supported dtypes per aclnn document (numpy-holdable ones)
+CAT_DTYPES = ALL_DTYPES - C128
+SLICE_DTYPES = FLOAT_DTYPES - F64 | I32 | I64 | I8 | U8 | BOOL_DTYPES
+EXPAND_DTYPES = F16 | F32 | BF16 | U8 | I8 | I32 | I64 | BOOL_DTYPES
+GATHER_DTYPES = ALL_DTYPES - COMPLEX_DTYPES
+EMBEDDING_DTYPES = ALL_DTYPES - U16 - U32 - U64
+SCATTER_UPDATE_DTYPES = I8 | U8 | F16 | F32 | I32 | BF16
+FLIP_DTYPES = ALL_DTYPES - U16 - U32 - U64
+ROLL_DTYPES = BF16 | F16 | F32 | I8 | U8 | I32 | I64 | U32 | BOOL_DTYPES | I16 | C64
+TRIANGLE_DTYPES = ALL_DTYPES - C128
+ARANGE_SCALAR_DTYPES = FLOAT_DTYPES | U8 | I8 | I16 | I32 | I64 | BOOL_DTYPES
+ARANGE_OUT_DTYPES = FLOAT_DTYPES | I32 | I64
+ZERO_DTYPES = ALL_DTYPES - U32 - U64
+ONE_HOT_SELF_DTYPES = U8 | I32 | I64
+ONE_HOT_VALUE_DTYPES = F16 | F32 | I8 | U8 | I32 | I64
+NEAREST_DTYPES = FLOAT_DTYPES | U8
+BILINEAR_DTYPES = FLOAT_DTYPES
+
+REFLECTION_PAD_RANKS = (3, 4)  # aclnnReflectionPad2d takes (C, H, W) or (N, C, H, W)
+IMAGE_RANK = 4  # the upsamplers take (N, C, H, W)
+SPATIAL_DIMS = 2  # outputSize / padding pairs of the 2-D operators
+SCATTER_UPDATE_RANKS = (2, 8)  # aclnnInplaceScatterUpdate: rank of data and updates
+ONE_HOT_MAX_SELF_DIMS = 7  # out gains a dim and must stay within 8
+
+
+# -- registration ------------------------------------------------------------------------------
+MAX_ARRAY_BYTES = np.iinfo(np.intp).max  # numpy cannot describe a bigger array, even empty
+POINTER_KINDS = frozenset({"int_array", "float_array", "bool_array", "scalars"})
+
+
+_op = register
+_op_inplace = register_inplace
+
+
+# -- shared helpers ---------------------------------------------------------------------------
+def _convert(value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` cast to ``dtype`` as PyTorch casts: complex to real keeps the real part,
+    float to integer truncates, anything to bool tests for non-zero."""
+    array = np.asarray(value)
+    if array.dtype.kind == "c" and dtype.kind != "c" and dtype != np.bool_:
+        array = array.real
+    with np.errstate(invalid="ignore", over="ignore"):
+        return array.astype(dtype, copy=False)
+
+
+def _copy(target: np.ndarray, value: Any) -> None:
+    """Store ``value`` (broadcast, cast as PyTorch does) into ``target``."""
+    value = np.asarray(value)
+    if value.dtype != target.dtype:
+        value = _convert(value, target.dtype)
+    np.copyto(target, value)
+
+
+def _out_like(c: Call, shape: Sequence[int], dtype: np.dtype, name: str = "out") -> None:
+    """Declare output ``name`` of ``shape``; its dtype must equal ``dtype`` (movement ops
+    never cast)."""
+    c.check_out(name, shape, dtype, exact_dtype=True)
+
+
+def _dims(c: Call, name: str, ndim: int, unique: bool = True) -> tuple[int, ...]:
+    """An int array of dims, each normalised against ``ndim``; duplicates refused."""
+    dims = tuple(c.normalize_dim(name, d, ndim) for d in c[name])
+    if unique and len(set(dims)) != len(dims):
+        raise c.fail(name, "a dim appears more than once")
+    return dims
+
+
+def _require_rank(c: Call, name: str, ranks: Sequence[int]) -> TensorArg:
+    tensor = c.tensor(name)
+    if tensor.ndim not in ranks:
+        raise c.fail(name, f"must have {' or '.join(map(str, ranks))} dims")
+    return tensor
+
+
+def _fill_value(c: Call, name: str, dtype: np.dtype) -> np.ndarray:
+    """Scalar ``name`` as a 0-dim array of ``dtype``, refused where PyTorch's ``fill_``
+    refuses it (a complex value into a real tensor, an integer or finite float that does
+    not fit)."""
+    scalar: ScalarArg = c[name]
+    value = scalar.value
+    if isinstance(value, complex) and dtype.kind != "c":
+        if dtype != np.bool_:
+            raise c.fail(name, f"a complex value cannot fill a {dtype} tensor")
+    elif dtype.kind in "iu" and not isinstance(value, bool):
+        info = np.iinfo(dtype)
+        if math.isfinite(value) and not info.min <= math.trunc(value) <= info.max:
+            raise c.fail(name, f"{value!r} does not fit in {dtype} "
+                               f"[{info.min}, {info.max}]")
+        if not math.isfinite(value):
+            raise c.fail(name, f"{value!r} cannot be converted to {dtype}")
+    elif promotion.category(dtype) == promotion.FLOATING and isinstance(value, (int, float)):
+        limit = float(np.finfo(np.float32 if dtype == promotion.BFLOAT16 else dtype).max)
+        if math.isfinite(value) and abs(value) > limit:
+            raise c.fail(name, f"{value!r} overflows {dtype}")
+    return _convert(np.array(value), dtype)
+
+
+def _check_index_range(op: str, name: str, index: np.ndarray, size: int,
+                       negative: bool = False) -> np.ndarray:
+    """Kernel-side range check: values in ``[0, size)`` (``[-size, size)`` when
+    ``negative``, wrapped); raises ``IndexError`` naming the first bad value."""
+    index = np.asarray(index).astype(np.int64, copy=False)
+    low = -size if negative else 0
+    bad = (index < low) | (index >= size)
+    if bad.any():
+        value = int(index[bad].flat[0])
+        raise IndexError(f"aclnn{op}: argument '{name}' holds index {value}, out of range "
+                         f"[{low}, {size}) for a dim of size {size}")
+    return np.where(index < 0, index + size, index) if negative else index
+
+
+# -- Cast and copies ---------------------------------------------------------------------------
+@_op("Cast", "self: tensor, dtype: dtype, out: tensor!")
+def cast(c: Call) -> Kernel:
+    """Convert ``self`` to ``dtype`` (float to integer truncates; complex to real keeps the
+    real part; anything to bool tests for non-zero)."""
+    c.check_dtype("self", ALL_DTYPES)
+    try:
+        target = dtypes.to_numpy_dtype(c["dtype"])
+    except AclError as exc:
+        raise c.fail("dtype", exc.message) from None
+    c.check_dtype("dtype", ALL_DTYPES, target)
+    _out_like(c, c.tensor("self").shape, target)
+
+    def kernel(v) -> None:
+        _copy(v["out"], v["self"])
+    return kernel
+
+
+def _inplace_copy(c: Call) -> Kernel:
+    """Copy ``src`` into ``selfRef``: ``src`` broadcasts to ``selfRef``'s shape and is cast
+    to its dtype; ``selfRef`` may be any strided view."""
+    target = c.tensor("selfRef")
+    c.check_dtype("selfRef", ALL_DTYPES)
+    c.check_dtype("src", ALL_DTYPES)
+    if c.broadcast("selfRef", "src") != target.shape:
+        raise c.fail("src", f"shape {list(c.tensor('src').shape)} cannot be broadcast to "
+                            f"selfRef's {list(target.shape)}")
+    c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
+
+    def kernel(v) -> None:
+        _copy(v["selfRef"], v["src"])  # numpy copies through a temporary when views overlap
+    return kernel
+
+
+_op_inplace("InplaceCopy", "selfRef: tensor!, src: tensor", _inplace_copy,
+                 selfRef="selfRef")
+
+
+# -- Cat and splits ------------------------------------------------------------------------------
+def _is_legacy_empty(tensor: TensorArg) -> bool:
+    """PyTorch's cat skips 1-D tensors of size 0 whatever the other shapes."""
+    return tensor.shape == (0,)
+
+
+@_op("Cat", "tensors: tensors, dim: int, out: tensor!")
+def cat(c: Call) -> Kernel:
+    """Concatenate ``tensors`` along ``dim``; dtypes promote as in ``torch.cat``."""
+    tensors: list[TensorArg] = c["tensors"]
+    result = None
+    for tensor in tensors:
+        c.check_dtype("tensors", CAT_DTYPES, tensor.dtype)
+        try:
+            result = tensor.dtype if result is None else promotion.promote_types(
+                result, tensor.dtype)
+        except AclError as exc:
+            raise c.fail("tensors", exc.message) from None
+    used = [i for i, t in enumerate(tensors) if not _is_legacy_empty(t)]
+    if not used:
+        shape: tuple[int, ...] = (0,)
+        dim = 0
+    else:
+        first = tensors[used[0]]
+        if first.ndim == 0:
+            raise c.fail("tensors", "zero-dimensional tensors cannot be concatenated")
+        dim = c.normalize_dim("dim", c["dim"], first.ndim)
+        for i in used:
+            other = tensors[i].shape
+            if len(other) != first.ndim or any(a != b for k, (a, b) in enumerate(
+                    zip(other, first.shape, strict=True)) if k != dim):
+                raise c.fail("tensors", f"tensors[{i}] has shape {list(other)}; every tensor "
+                                        f"must match {list(first.shape)} except in dim {dim}")
+        shape = tuple(sum(tensors[i].shape[dim] for i in used) if k == dim else n
+                      for k, n in enumerate(first.shape))
+    c.check_out("out", shape, result)
+
+    def kernel(v) -> None:
+        out, arrays = v["out"], v["tensors"]
+        start = 0
+        for i in used:
+            size = arrays[i].shape[dim]
+            index = (slice(None),) * dim + (slice(start, start + size),)
+            _copy(out[index], arrays[i])
+            start += size
+    return kernel
+
+
+def _split(c: Call, sizes: list[int], dim: int) -> Kernel:
+    self = c.tensor("self")
+    shapes = [tuple(s if k == dim else n for k, n in enumerate(self.shape)) for s in sizes]
+    c.check_out_list("out", shapes, self.dtype)
+    starts = np.cumsum([0, *sizes]).tolist()
+
+    def kernel(v) -> None:
+        x = v["self"]
+        for i, out in enumerate(v["out"]):
+            index = (slice(None),) * dim + (slice(starts[i], starts[i + 1]),)
+            np.copyto(out, x[index])
+    return kernel
+
+
+def _split_dim(c: Call) -> tuple[TensorArg, int]:
+    self = c.tensor("self")
+    c.check_dtype("self", ALL_DTYPES)
+    if self.ndim == 0:
+        raise c.fail("self", "a zero-dimensional tensor cannot be split")
+    return self, c.normalize_dim("dim", c["dim"], self.ndim)
+
+
+@_op("SplitTensor", "self: tensor, splitSections: int, dim: int, out: tensors!")
+def split_tensor(c: Call) -> Kernel:
+    """Split ``self`` along ``dim`` into pieces of ``splitSections`` (the last may be
+    smaller), as ``torch.split(self, splitSections, dim)``."""
+    self, dim = _split_dim(c)
+    length, section = self.shape[dim], c["splitSections"]
+    if section < 0 or (section == 0 and length != 0):
+        raise c.fail("splitSections", f"must be > 0 to split a dim of size {length}")
+    count = max(-(-length // section), 1) if section else 1
+    sizes = [min(section, length - i * section) for i in range(count)] if length else [0]
+    return _split(c, sizes, dim)
+
+
+@_op("SplitWithSize", "self: tensor, splitSize: int_array, dim: int, out: tensors!")
+def split_with_size(c: Call) -> Kernel:
+    """Split ``self`` along ``dim`` into pieces of the given sizes
+    (``torch.split_with_sizes``)."""
+    self, dim = _split_dim(c)
+    sizes = list(c["splitSize"])
+    if not sizes or any(s < 0 for s in sizes) or sum(sizes) != self.shape[dim]:
+        raise c.fail("splitSize", f"sizes must be >= 0 and sum to {self.shape[dim]}, the "
+                                  f"size of dim {dim}")
+    return _split(c, sizes, dim)
+
+
+# -- views made concrete ----------------------------------------------------------------------
+@_op("Slice", "self: tensor, dim: int, start: int, end: int, step: int, out: tensor!")
+def slice_(c: Call) -> Kernel:
+    """``self[..., start:end:step, ...]`` along ``dim``; start and end are clamped as in
+    Python slicing, ``step`` must be positive."""
+    self = c.tensor("self")
+    c.check_dtype("self", SLICE_DTYPES)
+    if self.ndim == 0:
+        raise c.fail("self", "a zero-dimensional tensor cannot be sliced")
+    dim = c.normalize_dim("dim", c["dim"], self.ndim)
+    if c["step"] <= 0:
+        raise c.fail("step", "must be > 0")
+    window = slice(*slice(c["start"], c["end"], c["step"]).indices(self.shape[dim]))
+    length = len(range(window.start, window.stop, window.step))
+    _out_like(c, tuple(length if k == dim else n for k, n in enumerate(self.shape)),
+              self.dtype)
+    index = (slice(None),) * dim + (window,)
+
+    def kernel(v) -> None:
+        np.copyto(v["out"], v["self"][index])
+    return kernel
+
+
+@_op("Permute", "self: tensor, dims: int_array, out: tensor!")
+def permute(c: Call) -> Kernel:
+    """Reorder the dims of ``self``: ``out.shape[i] = self.shape[dims[i]]``."""
+    self = c.tensor("self")
+    c.check_dtype("self", ALL_DTYPES)
+    if len(c["dims"]) != self.ndim:
+        raise c.fail("dims", f"must name each of the {self.ndim} dims of self once")
+    dims = _dims(c, "dims", self.ndim)
+    _out_like(c, tuple(self.shape[d] for d in dims) if self.ndim else (), self.dtype)
+
+    def kernel(v) -> None:
+        np.copyto(v["out"], np.transpose(v["self"], dims) if dims else v["self"])
+    return kernel
+
+
+@_op("Expand", "self: tensor, size: int_array, out: tensor!")
+def expand(c: Call) -> Kernel:
+    """Broadcast ``self`` to ``size`` (``-1`` keeps a dim; new dims lead), as
+    ``Tensor.expand``."""
+    self = c.tensor("self")
+    c.check_dtype("self", EXPAND_DTYPES)
+    size = list(c["size"])
+    lead = len(size) - self.ndim
+    if lead < 0:
+        raise c.fail("size", f"has {len(size)} entries; self has {self.ndim} dims")
+    shape = []
+    for k, wanted in enumerate(size):
+        have = self.shape[k - lead] if k >= lead else None
+        if wanted == -1 and have is not None:
+            wanted = have
+        elif wanted < 0 or (have is not None and have not in (1, wanted)):
+            raise c.fail("size", f"entry {k} = {wanted} cannot expand a dim of size "
+                                 f"{'(new)' if have is None else have}")
+        shape.append(wanted)
+    _out_like(c, shape, self.dtype)
+
+    def kernel(v) -> None:
+        np.copyto(v["out"], v["self"])  # copyto broadcasts
+    return kernel
+
+
+@_op("Flip", "self: tensor, dims: int_array, out: tensor!")
+def flip(c: Call) -> Kernel:
+    """Reverse ``self`` along each of ``dims``."""
+    self = c.tensor("self")
+    c.check_dtype("self", FLIP_DTYPES)
+    dims = _dims(c, "dims", self.ndim)
+    _out_like(c, self.shape, self.dtype)
+
+    def kernel(v) -> None:
+        x = v["self"]
+        np.copyto(v["out"], np.flip(x, dims) if x.ndim and dims else x)
+    return kernel
+
+
+@_op("Roll", "x: tensor, shifts: int_array, dims: int_array, out: tensor!")
+def roll(c: Call) -> Kernel:
+    """Rotate ``x`` by ``shifts`` along ``dims``; with no dims, the flattened tensor is
+    rotated by ``shifts[0]`` (``torch.roll``)."""
+    x = c.tensor("x")
+    c.check_dtype("x", ROLL_DTYPES)
+    shifts = list(c["shifts"])
+    dims = _dims(c, "dims", x.ndim, unique=False)
+    if not shifts or (dims and len(dims) != len(shifts)) or (not dims and len(shifts) != 1):
+        raise c.fail("shifts", f"must have one entry per dim in dims ({len(dims)}), or "
+                               f"exactly one when dims is empty")
+    _out_like(c, x.shape, x.dtype)
+
+    def kernel(v) -> None:
+        data = v["x"]
+        if data.size == 0:
+            return
+        if dims:
+            np.copyto(v["out"], np.roll(data, shifts, dims))
+        else:
+            np.copyto(v["out"], np.roll(data.reshape(-1), shifts[0]).reshape(data.shape))
+    return kernel
+
+
+def _triangle(keep_lower: bool):
+    def prepare(c: Call) -> Kernel:
+        self = c.tensor("self")
+        c.check_dtype("self", TRIANGLE_DTYPES)
+        if self.ndim < 2:
+            raise c.fail("self", "must have at least 2 dims")
+        _out_like(c, self.shape, self.dtype)
+        diagonal = c["diagonal"]
+
+        def kernel(v) -> None:
+            x = v["self"]
+            rows, cols = x.shape[-2:]
+            keep = np.tri(rows, cols, diagonal if keep_lower else diagonal - 1, dtype=bool)
+            if not keep_lower:
+                keep = ~keep
+            np.copyto(v["out"], np.where(keep, x, np.zeros((), x.dtype)))
+        return kernel
+    return prepare
+
+
+tril = _op("Tril", "self: tensor, diagonal: int, out: tensor!")(_triangle(True))
+triu = _op("Triu", "self: tensor, diagonal: int, out: tensor!")(_triangle(False))
+_op_inplace("InplaceTril", "selfRef: tensor!, diagonal: int", tril, self="selfRef",
+                 out="selfRef")
+_op_inplace("InplaceTriu", "selfRef: tensor!, diagonal: int", triu, self="selfRef",
+                 out="selfRef")
+
+
+# -- gathers and scatters ---------------------------------------------------------------------
+def _index_tensor(c: Call, name: str) -> TensorArg:
+    c.check_dtype(name, INDEX_DTYPES)
+    return c.tensor(name)
+
+
+@_op("Gather", "self: tensor, dim: int, index: tensor, out: tensor!")
+def gather(c: Call) -> Kernel:
+    """``out[i][j] = self[index[i][j]][j]`` for dim 0 (``torch.gather``)."""
+    self = c.tensor("self")
+    c.check_dtype("self", GATHER_DTYPES)
+    index = _index_tensor(c, "index")
+    dim = c.normalize_dim("dim", c["dim"], self.ndim)
+    if max(index.ndim, 1) != max(self.ndim, 1):
+        raise c.fail("index", f"must have as many dims as self ({self.ndim})")
+    for k in range(index.ndim):
+        if k != dim and index.shape[k] > self.shape[k]:
+            raise c.fail("index", f"size {index.shape[k]} of dim {k} exceeds self's "
+                                  f"{self.shape[k]}")
+    _out_like(c, index.shape, self.dtype)
+    limit = self.shape[dim] if self.ndim else 1
+
+    def kernel(v) -> None:
+        x, idx = np.atleast_1d(v["self"]), np.atleast_1d(v["index"])
+        idx = _check_index_range("Gather", "index", idx, limit)
+        window = tuple(slice(None) if k == dim else slice(0, n) for k, n in enumerate(idx.shape))
+        np.copyto(v["out"], np.take_along_axis(x[window], idx, dim).reshape(index.shape))
+    return kernel
+
+
+@_op("IndexSelect", "self: tensor, dim: int, index: tensor, out: tensor!")
+def index_select(c: Call) -> Kernel:
+    """The entries of ``self`` at ``index`` along ``dim`` (``torch.index_select``)."""
+    self = c.tensor("self")
+    c.check_dtype("self", ALL_DTYPES)
+    index = _index_tensor(c, "index")
+    if index.ndim > 1:
+        raise c.fail("index", "must have 0 or 1 dims")
+    dim = c.normalize_dim("dim", c["dim"], self.ndim)
+    if self.ndim == 0 and index.numel != 1:
+        raise c.fail("index", "must hold one index for a zero-dimensional self")
+    shape = tuple(index.numel if k == dim else n for k, n in enumerate(self.shape))
+    _out_like(c, shape, self.dtype)
+    limit = self.shape[dim] if self.ndim else 1
+
+    def kernel(v) -> None:
+        idx = _check_index_range("IndexSelect", "index", v["index"].reshape(-1), limit)
+        np.copyto(v["out"], np.take(np.atleast_1d(v["self"]), idx, dim).reshape(shape))
+    return kernel
+
+
+@_op("Embedding", "weight: tensor, indices: tensor, out: tensor!")
+def embedding(c: Call) -> Kernel:
+    """Rows of the 2-D ``weight`` picked by ``indices`` (``F.embedding``)."""
+    weight = c.tensor("weight")
+    c.check_dtype("weight", EMBEDDING_DTYPES)
+    if weight.ndim != 2:
+        raise c.fail("weight", "must have 2 dims (num_embeddings, embedding_dim)")
+    indices = _index_tensor(c, "indices")
+    _out_like(c, (*indices.shape, weight.shape[1]), weight.dtype)
+
+    def kernel(v) -> None:
+        idx = _check_index_range("Embedding", "indices", v["indices"], weight.shape[0])
+        np.copyto(v["out"], np.take(v["weight"], idx, 0))
+    return kernel
+
+
+@_op("GatherNd", "self: tensor, indices: tensor, negativeIndexSupport: bool, "
+                      "out: tensor!")
+def gather_nd(c: Call) -> Kernel:
+    """Slices of ``self`` addressed by the last dim of ``indices``:
+    ``out[i...] = self[indices[i..., 0], ..., indices[i..., c-1]]``. Negative indices count
+    from the end only when ``negativeIndexSupport``."""
+    self = c.tensor("self")
+    c.check_dtype("self", GATHER_DTYPES)
+    indices = _index_tensor(c, "indices")
+    if self.ndim < 1:
+        raise c.fail("self", "must have at least 1 dim")
+    if indices.ndim < 1 or not 1 <= indices.shape[-1] <= self.ndim:
+        raise c.fail("indices", f"must have at least 1 dim, its last dim in [1, {self.ndim}]")
+    depth = indices.shape[-1]
+    shape = (*indices.shape[:-1], *self.shape[depth:])
+    _out_like(c, shape, self.dtype)
+    negative = c["negativeIndexSupport"]
+
+    def kernel(v) -> None:
+        idx = np.asarray(v["indices"]).reshape(-1, depth)
+        columns = [_check_index_range("GatherNd", "indices", idx[:, k], self.shape[k],
+                                      negative) for k in range(depth)]
+        np.copyto(v["out"], v["self"][tuple(columns)].reshape(shape))
+    return kernel
+
+
+def _inplace_scatter_update(c: Call) -> Kernel:
+    """Write ``updates`` into ``data`` along ``axis`` (aclnn's ScatterUpdate, no PyTorch
+    counterpart). With 1-D ``indices``, batch row ``i`` is written at offset
+    ``indices[i]``: ``data[i, ..., indices[i] + k, ...] = updates[i, ..., k, ...]``; with
+    ``indices`` of shape ``(n, 2)``, row ``i`` of updates goes to batch ``indices[i][0]``
+    at offset ``indices[i][1]``."""
+    data = c.tensor("data")
+    updates = c.tensor("updates")
+    c.check_dtype("data", SCATTER_UPDATE_DTYPES)
+    if updates.dtype != data.dtype:
+        raise c.fail("updates", f"dtype must equal data's ({data.dtype})")
+    indices = _index_tensor(c, "indices")
+    low, high = SCATTER_UPDATE_RANKS
+    if not low <= data.ndim <= high:
+        raise c.fail("data", f"must have {low} to {high} dims")
+    if updates.ndim != data.ndim:
+        raise c.fail("updates", f"must have as many dims as data ({data.ndim})")
+    rank = data.ndim
+    if not -rank < c["axis"] < rank or c["axis"] == 0:
+        raise c.fail("axis", f"must be in ({-rank}, {rank}) and not 0")
+    axis = c["axis"] % rank
+    rows = updates.shape[0]
+    if indices.ndim == 1:
+        if indices.shape[0] != rows or rows > data.shape[0]:
+            raise c.fail("indices", f"must hold one offset per batch row of updates ({rows}); "
+                                    f"data has {data.shape[0]} rows")
+    elif indices.ndim == 2:
+        if indices.shape != (rows, 2):
+            raise c.fail("indices", f"must have shape [{rows}, 2] (batch, offset) pairs")
+    else:
+        raise c.fail("indices", "must have 1 or 2 dims")
+    for k in range(1, rank):
+        bad = updates.shape[k] > data.shape[k] if k == axis else \
+            updates.shape[k] != data.shape[k]
+        if bad:
+            raise c.fail("updates", f"shape {list(updates.shape)} does not fit data "
+                                    f"{list(data.shape)} in dim {k}")
+    c.check_out("data", data.shape, data.dtype, exact_dtype=True)
+    span, length = updates.shape[axis], data.shape[axis]
+
+    def kernel(v) -> None:
+        target, source = v["data"], v["updates"]
+        idx = np.asarray(v["indices"]).astype(np.int64).reshape(rows, -1)
+        batches = idx[:, 0] if idx.shape[1] == 2 else np.arange(rows)
+        offsets = idx[:, -1]
+        _check_index_range("InplaceScatterUpdate", "indices", batches, data.shape[0])
+        bad = (offsets < 0) | (offsets + span > length)
+        if bad.any():
+            raise IndexError(f"aclnnInplaceScatterUpdate: argument 'indices' holds offset "
+                             f"{int(offsets[bad][0])}; with {span} updates along axis {axis} "
+                             f"it must be in [0, {length - span}]")
+        for row in range(rows):
+            window = (int(batches[row]),) + (slice(None),) * (axis - 1) + (
+                slice(int(offsets[row]), int(offsets[row]) + span),)
+            target[window] = source[row]
+    return kernel
+
+
+_op_inplace("InplaceScatterUpdate", "data: tensor!, indices: tensor, updates: tensor, "
+                                         "axis: int", _inplace_scatter_update, data="data")
+
+
+# -- padding ----------------------------------------------------------------------------------
+def _pad_pairs(c: Call, name: str, shape: tuple[int, ...], pads: Sequence[int]
+               ) -> list[tuple[int, int]]:
+    """PyTorch's pad list (last dim first, before/after pairs) as per-dim pairs; the
+    padded size of each dim must stay >= 0."""
+    pairs = [(0, 0)] * len(shape)
+    for k in range(len(pads) // 2):
+        pairs[len(shape) - 1 - k] = (pads[2 * k], pads[2 * k + 1])
+    for k, (n, (before, after)) in enumerate(zip(shape, pairs, strict=True)):
+        if n + before + after < 0:
+            raise c.fail(name, f"pads ({before}, {after}) make dim {k} of size {n} negative")
+    return pairs
+
+
+def _padded(x: np.ndarray, pairs: list[tuple[int, int]], **pad_args: Any) -> np.ndarray:
+    """``np.pad`` with the positive parts of ``pairs``, then the negative parts cropped."""
+    grown = np.pad(x, [(max(b, 0), max(a, 0)) for b, a in pairs], **pad_args)
+    window = tuple(slice(max(-b, 0), n - max(-a, 0))
+                   for (b, a), n in zip(pairs, grown.shape, strict=True))
+    return grown[window]
+
+
+@_op("ConstantPadNd", "self: tensor, pad: int_array, value: scalar, out: tensor!")
+def constant_pad_nd(c: Call) -> Kernel:
+    """Pad ``self`` with ``value``; ``pad`` lists (before, after) pairs from the last dim
+    backwards; negative pads crop (``F.pad(mode="constant")``)."""
+    self = c.tensor("self")
+    c.check_dtype("self", ALL_DTYPES)
+    pads = list(c["pad"])
+    if len(pads) % 2 or len(pads) > 2 * self.ndim:
+        raise c.fail("pad", f"must hold an even number of entries, at most {2 * self.ndim}")
+    pairs = _pad_pairs(c, "pad", self.shape, pads)
+    value = _fill_value(c, "value", self.dtype)
+    shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pairs, strict=True))
+    _out_like(c, shape, self.dtype)
+
+    def kernel(v) -> None:
+        out = v["out"]
+        out[...] = value
+        source = tuple(slice(max(-b, 0), n - max(-a, 0))
+                       for (b, a), n in zip(pairs, self.shape, strict=True))
+        target = tuple(slice(max(b, 0), m - max(a, 0))
+                       for (b, a), m in zip(pairs, shape, strict=True))
+        if all(s.stop > s.start for s in source):
+            np.copyto(out[target], v["self"][source])
+    return kernel
+
+
+@_op("ReflectionPad2d", "self: tensor, padding: int_array, out: tensor!")
+def reflection_pad2d(c: Call) -> Kernel:
+    """Pad the last two dims by reflection; ``padding`` is (left, right, top, bottom) and
+    each must be smaller than the dim it pads (``F.pad(mode="reflect")``)."""
+    self = _require_rank(c, "self", REFLECTION_PAD_RANKS)
+    c.check_dtype("self", ALL_DTYPES)
+    pads = list(c["padding"])
+    if len(pads) != 2 * SPATIAL_DIMS:
+        raise c.fail("padding", "must hold 4 entries (left, right, top, bottom)")
+    if any(n == 0 for n in self.shape[-3:]):
+        raise c.fail("self", "only the batch dim of a 4-dim self may be empty")
+    for k, pad in enumerate(pads):
+        size = self.shape[-1 - k // 2]
+        if pad >= size:
+            raise c.fail("padding", f"entry {k} = {pad} must be smaller than the dim it "
+                                    f"pads ({size})")
+    pairs = _pad_pairs(c, "padding", self.shape, pads)
+    shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pairs, strict=True))
+    if any(n <= 0 for n in shape[-2:]):
+        raise c.fail("padding", f"makes the output {list(shape)} empty")
+    _out_like(c, shape, self.dtype)
+
+    def kernel(v) -> None:
+        np.copyto(v["out"], _padded(np.asarray(v["self"]), pairs, mode="reflect"))
+    return kernel
+
+
+# -- fills and generators ---------------------------------------------------------------------
+def _inplace_fill_scalar(c: Call) -> Kernel:
+    """Set every element of ``selfRef`` to ``value`` (cast as ``Tensor.fill_`` casts)."""
+    target = c.tensor("selfRef")
+    c.check_dtype("selfRef", ALL_DTYPES)
+    value = _fill_value(c, "value", target.dtype)
+    c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
+
+    def kernel(v) -> None:
+        v["selfRef"][...] = value
+    return kernel
+
+
+def _inplace_zero(c: Call) -> Kernel:
+    """Set every element of ``selfRef`` to zero."""
+    target = c.tensor("selfRef")
+    c.check_dtype("selfRef", ZERO_DTYPES)
+    c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
+
+    def kernel(v) -> None:
+        v["selfRef"][...] = 0
+    return kernel
+
+
+_op_inplace("InplaceFillScalar", "selfRef: tensor!, value: scalar", _inplace_fill_scalar,
+                 selfRef="selfRef")
+_op_inplace("InplaceZero", "selfRef: tensor!", _inplace_zero, selfRef="selfRef")
+
+
+@_op("Arange", "start: scalar, end: scalar, step: scalar, out: tensor!")
+def arange(c: Call) -> Kernel:
+    """``start, start + step, ...`` up to but excluding ``end`` (``torch.arange``); the
+    one-shot helper picks int64 for integer scalars, else float32, as torch does."""
+    for name in ("start", "end", "step"):
+        c.check_dtype(name, ARANGE_SCALAR_DTYPES)
+    start, end, step = (float(c[n].value) for n in ("start", "end", "step"))
+    if not all(math.isfinite(x) for x in (start, end, step)):
+        raise c.fail("end", "start, end and step must be finite")
+    if step == 0:
+        raise c.fail("step", "must not be zero")
+    if (end - start) * step < 0:
+        raise c.fail("step", f"has the wrong sign to go from {start} to {end}")
+    size = max(math.ceil((end - start) / step), 0)
+    integral = all(promotion.category(c[n].dtype) <= promotion.INTEGER
+                   for n in ("start", "end", "step"))
+    default = promotion.DEFAULT_INT if integral else promotion.DEFAULT_FLOAT
+    dtype = c.tensor("out").dtype if c.has("out") else default
+    c.check_dtype("out", ARANGE_OUT_DTYPES, dtype)
+    _out_like(c, (size,), dtype)
+    if dtype.kind in "iu" and int(step) == 0:
+        raise c.fail("step", f"truncates to 0 for an integer out ({dtype})")
+    accumulate = np.dtype(np.int64) if dtype.kind in "iu" else (
+        np.dtype(np.float64) if dtype.itemsize >= 4 else np.dtype(np.float32))
+    first = np.array(c["start"].value).astype(accumulate)
+    delta = np.array(c["step"].value).astype(accumulate)
+
+    def kernel(v) -> None:
+        values = first + delta * np.arange(size, dtype=accumulate)
+        np.copyto(v["out"], values.astype(dtype))
+    return kernel
+
+
+@_op("OneHot", "self: tensor, numClasses: int, onValue: tensor, offValue: tensor, "
+                    "axis: int, out: tensor!")
+def one_hot(c: Call) -> Kernel:
+    """One-hot encode ``self`` with ``numClasses`` classes, inserting the new dim at
+    ``axis`` (-1: last). Positions of the class take ``onValue[0]``, others
+    ``offValue[0]``; values outside ``[0, numClasses)`` encode as all ``offValue`` (CANN's
+    rule; ``F.one_hot`` raises instead)."""
+    self = c.tensor("self")
+    c.check_dtype("self", ONE_HOT_SELF_DTYPES)
+    if self.ndim > ONE_HOT_MAX_SELF_DIMS:
+        raise c.fail("self", f"must have at most {ONE_HOT_MAX_SELF_DIMS} dims")
+    classes = c["numClasses"]
+    if classes < 0 or (classes == 0 and self.numel == 0):
+        raise c.fail("numClasses", "must be >= 0 (> 0 for an empty self)")
+    dtype = c.check_dtype("onValue", ONE_HOT_VALUE_DTYPES)
+    for name in ("onValue", "offValue"):
+        value = c.tensor(name)
+        if value.dtype != dtype:
+            raise c.fail(name, f"dtype must equal onValue's ({dtype})")
+        if value.numel == 0:
+            raise c.fail(name, "must hold at least one element")
+    if not -1 <= c["axis"] <= self.ndim:
+        raise c.fail("axis", f"must be in [-1, {self.ndim}]")
+    axis = self.ndim if c["axis"] == -1 else c["axis"]
+    shape = (*self.shape[:axis], classes, *self.shape[axis:])
+    if c.has("out"):
+        c.check_dtype("out", ONE_HOT_VALUE_DTYPES)
+    _out_like(c, shape, dtype)
+
+    def kernel(v) -> None:
+        labels = np.expand_dims(np.asarray(v["self"]).astype(np.int64), axis)
+        classes_along = np.arange(classes).reshape([-1 if k == axis else 1
+                                                    for k in range(len(shape))])
+        on, off = v["onValue"].reshape(-1)[0], v["offValue"].reshape(-1)[0]
+        np.copyto(v["out"], np.where(labels == classes_along, on, off))
+    return kernel
+
+
+# -- upsampling -------------------------------------------------------------------------------
+def _upsample_shape(c: Call, supported: frozenset[np.dtype]) -> tuple[int, ...]:
+    self = _require_rank(c, "self", (IMAGE_RANK,))
+    c.check_dtype("self", supported)
+    if self.numel == 0:
+        raise c.fail("self", "must not be empty")
+    size = list(c["outputSize"])
+    if len(size) != SPATIAL_DIMS or any(n <= 0 for n in size):
+        raise c.fail("outputSize", "must hold 2 sizes (H, W), each > 0")
+    shape = (*self.shape[:2], *size)
+    _out_like(c, shape, self.dtype)
+    return shape
+
+
+def _nearest_source(in_size: int, out_size: int) -> np.ndarray:
+    """PyTorch's nearest source index, computed in float32 as its CPU kernel does."""
+    if out_size == in_size:
+        return np.arange(out_size)
+    if out_size == 2 * in_size:
+        return np.arange(out_size) >> 1
+    scale = np.float32(in_size) / np.float32(out_size)
+    index = np.floor(np.arange(out_size, dtype=np.float32) * scale).astype(np.int64)
+    return np.minimum(index, in_size - 1)
+
+
+@_op("UpsampleNearest2d", "self: tensor, outputSize: int_array, out: tensor!")
+def upsample_nearest2d(c: Call) -> Kernel:
+    """Nearest-neighbour resize of (N, C, H, W) to ``outputSize``
+    (``F.interpolate(mode="nearest")``)."""
+    shape = _upsample_shape(c, NEAREST_DTYPES)
+    height, width = c.tensor("self").shape[2:]
+    rows = _nearest_source(height, shape[2])
+    cols = _nearest_source(width, shape[3])
+
+    def kernel(v) -> None:
+        np.copyto(v["out"], v["self"][:, :, rows[:, None], cols[None, :]])
+    return kernel
+
+
+def _linear_weights(in_size: int, out_size: int, align_corners: bool, scale: float,
+                    compute: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Source indices (low, high) and the weight of high, as PyTorch's CPU kernel forms
+    them (``area_pixel_compute_scale`` / ``area_pixel_compute_source_index``)."""
+    if align_corners:
+        ratio = compute.type((in_size - 1) / (out_size - 1)) if out_size > 1 else compute.type(0)
+        source = np.arange(out_size, dtype=compute) * ratio
+    else:
+        ratio = compute.type(1.0 / scale) if scale > 0 else (
+            compute.type(in_size) / compute.type(out_size))
+        source = np.maximum(ratio * (np.arange(out_size, dtype=compute) + compute.type(0.5))
+                            - compute.type(0.5), compute.type(0))
+    low = source.astype(np.int64)
+    high = low + (low < in_size - 1)
+    weight = np.minimum(source - low.astype(compute), compute.type(1))
+    return low, high, weight
+
+
+@_op("UpsampleBilinear2d", "self: tensor, outputSize: int_array, alignCorners: bool, "
+                                "scalesH: float, scalesW: float, out: tensor!")
+def upsample_bilinear2d(c: Call) -> Kernel:
+    """Bilinear resize of (N, C, H, W) to ``outputSize``
+    (``F.interpolate(mode="bilinear", align_corners=...)``); a positive ``scalesH`` /
+    ``scalesW`` replaces ``in / out`` as the scale when corners are not aligned."""
+    shape = _upsample_shape(c, BILINEAR_DTYPES)
+    for name in ("scalesH", "scalesW"):
+        if c[name] < 0:
+            raise c.fail(name, "must not be negative")
+    height, width = c.tensor("self").shape[2:]
+    dtype = c.tensor("self").dtype
+    compute = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+    align = c["alignCorners"]
+    top, bottom, dy = _linear_weights(height, shape[2], align, c["scalesH"], compute)
+    left, right, dx = _linear_weights(width, shape[3], align, c["scalesW"], compute)
+    dy, dx = dy[:, None], dx[None, :]
+
+    def kernel(v) -> None:
+        x = np.asarray(v["self"]).astype(compute)
+        upper, lower = x[:, :, top], x[:, :, bottom]  # width first, then height, as torch
+        upper = (1 - dx) * upper[:, :, :, left] + dx * upper[:, :, :, right]
+        lower = (1 - dx) * lower[:, :, :, left] + dx * lower[:, :, :, right]
+        np.copyto(v["out"], ((1 - dy) * upper + dy * lower).astype(dtype))
+    return kernel

@@ -1,0 +1,332 @@
+"""Normalization operators: LayerNorm, RmsNorm, BatchNorm, GroupNorm, InstanceNorm.
+
+Semantics are aclnn's, which are PyTorch's (``native_layer_norm``, ``native_group_norm``,
+``native_batch_norm``, ``instance_norm``; RmsNorm is ``x * rsqrt(mean(x^2) + eps) *
+gamma``). Statistics use the biased variance; BatchNorm in training mode updates the running
+variance with the unbiased one, as PyTorch does. float16/bfloat16 are computed in float32
+and rounded once into each output.
+
+BatchNorm's ``runningMean`` / ``runningVar`` are inputs CANN's kernel updates in place
+(training mode). The signature language has no "input, also written" kind, so they are
+declared as inputs and written through their (writable) views here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
+from openacl.ops import promotion
+from openacl.ops.call import Call, Kernel
+from openacl.ops.registry import register
+
+NORM_DTYPES = frozenset({np.dtype(np.float16), promotion.BFLOAT16, np.dtype(np.float32)})
+INSTANCE_NORM_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32)})
+FLOAT32 = np.dtype(np.float32)
+CHANNEL_AXIS = 1  # BatchNorm / GroupNorm: (N, C, ...)
+MIN_NORM_RANK, MAX_NORM_RANK = 2, 8  # BatchNorm and GroupNorm inputs
+INSTANCE_NORM_RANK = 4
+# LayerNorm rows up to this many elements take the BLAS/einsum moments (float32 accumulators
+# are exact enough there); longer rows use numpy's pairwise sums
+BLAS_ROW_LIMIT = 1 << 16
+INSTANCE_NORM_FORMATS = {"NCHW": (1, (2, 3)), "NHWC": (3, (1, 2))}  # channel axis, reduced
+
+
+# -- phase-1 helpers ---------------------------------------------------------------------------
+def _param_dtype(c: Call, name: str, dtype: np.dtype, allow_float32: bool = True) -> None:
+    """An affine parameter / statistic: the input's dtype (or float32, where CANN allows)."""
+    if c[name] is None:
+        return
+    allowed = {dtype, FLOAT32} if allow_float32 else {dtype}
+    actual = c.tensor(name).dtype
+    if actual not in allowed:
+        names = " or ".join(sorted(str(d) for d in allowed))
+        raise c.fail(name, f"dtype {actual} must be {names} (the dtype of the input)")
+
+
+def _param_shape(c: Call, name: str, shape: tuple[int, ...]) -> None:
+    if c[name] is not None and c.tensor(name).shape != tuple(shape):
+        raise c.fail(name, f"shape must be {list(shape)}")
+
+
+def _optional(v, name: str) -> np.ndarray | None:
+    return None if v.get(name) is None else v.compute(name, FLOAT32)
+
+
+def _rsqrt(variance: np.ndarray, eps: float) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 / np.sqrt(variance + np.asarray(eps, variance.dtype))
+
+
+def _mean(x: np.ndarray, axis) -> np.ndarray:
+    """Mean over ``axis`` keeping dims; an empty reduction is NaN (as in PyTorch) without
+    numpy's "mean of empty slice" warning."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    count = math.prod(x.shape[a] for a in axes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sum(x, axis=axes, keepdims=True) / np.asarray(count, x.dtype)
+
+
+def _moments(x: np.ndarray, axis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, centred x, biased variance) over ``axis``, keeping dims; two passes."""
+    mean = _mean(x, axis)
+    centred = x - mean
+    return mean, centred, _mean(np.square(centred), axis)
+
+
+# -- LayerNorm ------------------------------------------------------------------------------------
+@register("LayerNorm", "input: tensor, normalizedShape: int_array, weightOptional: tensor?, "
+                       "biasOptional: tensor?, eps: float = 1e-05, out: tensor!, "
+                       "meanOutOptional: tensor!?, rstdOutOptional: tensor!?")
+def layer_norm(c: Call) -> Kernel:
+    """Normalize over the trailing ``normalizedShape`` dims; mean and rstd keep those dims as 1
+    (``torch.ops.aten.native_layer_norm``)."""
+    dtype = c.check_dtype("input", NORM_DTYPES)
+    shape = c.tensor("input").shape
+    normalized = c["normalizedShape"]
+    if normalized is None:
+        raise c.fail("normalizedShape", "is null", ACLNN_ERR_PARAM_NULLPTR)
+    normalized = tuple(normalized)
+    if not normalized:
+        raise c.fail("normalizedShape", "must have at least one dim")
+    if len(normalized) > len(shape) or shape[len(shape) - len(normalized):] != normalized:
+        raise c.fail("normalizedShape", f"must equal the trailing dims of input "
+                                        f"{list(shape)}")
+    for name in ("weightOptional", "biasOptional"):
+        _param_dtype(c, name, dtype)
+        _param_shape(c, name, normalized)
+    if c["weightOptional"] is not None and c["biasOptional"] is not None and \
+            c.tensor("weightOptional").dtype != c.tensor("biasOptional").dtype:
+        raise c.fail("biasOptional", "dtype must equal weightOptional's")
+    c.check_out("out", shape, dtype, exact_dtype=True)
+    lead = shape[:len(shape) - len(normalized)]
+    stat_shape = (*lead, *(1,) * len(normalized))
+    c.check_out("meanOutOptional", stat_shape, dtype)
+    c.check_out("rstdOutOptional", stat_shape, dtype)
+    rows, width = math.prod(lead), math.prod(normalized)
+    eps = c["eps"]
+    compute = promotion.compute_dtype(dtype)
+    mean_weights = np.full(width, 1.0 / width, compute) if width else None
+
+    def kernel(v) -> None:
+        x = v.compute("input", dtype).reshape(rows, width)
+        target = v["out"]
+        direct = target.dtype == compute and target.flags.c_contiguous and x.size
+        y = target.reshape(rows, width) if direct else np.empty((rows, width), compute)
+        if x.size and width <= BLAS_ROW_LIMIT:
+            mean, rstd = _row_moments_blas(x, y, mean_weights, eps)
+        else:
+            mean, centred, variance = _moments(x, 1)
+            rstd = _rsqrt(variance, eps)
+            np.multiply(centred, rstd, out=y)
+        weight, bias = _optional(v, "weightOptional"), _optional(v, "biasOptional")
+        if weight is not None:
+            y *= weight.reshape(width)
+        if bias is not None:
+            y += bias.reshape(width)
+        if not direct:
+            v.write("out", y.reshape(shape))
+        if v.get("meanOutOptional") is not None:
+            v.write("meanOutOptional", mean.reshape(stat_shape))
+        if v.get("rstdOutOptional") is not None:
+            v.write("rstdOutOptional", rstd.reshape(stat_shape))
+    return kernel
+
+
+def _row_moments_blas(x: np.ndarray, y: np.ndarray, mean_weights: np.ndarray, eps: float
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Row means (a BLAS matrix-vector product) and rstd of ``x``; leaves ``(x - mean) *
+    rstd`` in ``y``. Three passes over the data, the fewest numpy allows."""
+    mean = (x @ mean_weights)[:, None]
+    np.subtract(x, mean, out=y)
+    variance = np.einsum("ij,ij->i", y, y)[:, None]
+    variance *= mean_weights[0]
+    rstd = _rsqrt(variance, eps)
+    y *= rstd
+    return mean, rstd
+
+
+# -- RmsNorm ----------------------------------------------------------------------------------
+@register("RmsNorm", "x: tensor, gamma: tensor, epsilon: float = 1e-06, yOut: tensor!, "
+                     "rstdOut: tensor!")
+def rms_norm(c: Call) -> Kernel:
+    """``x * rsqrt(mean(x^2 over gamma's dims) + epsilon) * gamma``; rstdOut is float32 with
+    gamma's dims kept as 1."""
+    dtype = c.check_dtype("x", NORM_DTYPES)
+    c.check_dtype("gamma", NORM_DTYPES)
+    _param_dtype(c, "gamma", dtype)
+    shape, gamma_shape = c.tensor("x").shape, c.tensor("gamma").shape
+    if not gamma_shape or len(gamma_shape) > len(shape) or \
+            shape[len(shape) - len(gamma_shape):] != gamma_shape:
+        raise c.fail("gamma", f"shape must equal trailing dims of x {list(shape)}")
+    c.check_out("yOut", shape, dtype, exact_dtype=True)
+    lead = shape[:len(shape) - len(gamma_shape)]
+    stat_shape = (*lead, *(1,) * len(gamma_shape))
+    c.check_out("rstdOut", stat_shape, FLOAT32, exact_dtype=True)
+    rows, width = math.prod(lead), math.prod(gamma_shape)
+    eps = c["epsilon"]
+
+    def kernel(v) -> None:
+        x = v.compute("x", dtype).reshape(rows, width)
+        rstd = _rsqrt(_mean(np.square(x), 1), eps)
+        v.write("yOut", (x * rstd * v.compute("gamma", FLOAT32).reshape(width)).reshape(shape))
+        v.write("rstdOut", rstd.reshape(stat_shape))
+    return kernel
+
+
+# -- BatchNorm -------------------------------------------------------------------------------
+def _channel_input(c: Call, name: str, supported) -> tuple[np.dtype, tuple[int, ...], int]:
+    dtype = c.check_dtype(name, supported)
+    shape = c.tensor(name).shape
+    if not MIN_NORM_RANK <= len(shape) <= MAX_NORM_RANK:
+        raise c.fail(name, f"must have {MIN_NORM_RANK} to {MAX_NORM_RANK} dims, got "
+                           f"{len(shape)}")
+    return dtype, shape, shape[CHANNEL_AXIS]
+
+
+@register("BatchNorm", "input: tensor, weight: tensor?, bias: tensor?, runningMean: tensor?, "
+                       "runningVar: tensor?, training: bool = False, momentum: float = 0.1, "
+                       "eps: float = 1e-05, output: tensor!, saveMean: tensor!?, "
+                       "saveInvstd: tensor!?")
+def batch_norm(c: Call) -> Kernel:
+    """Batch normalization over every axis but 1 (``torch.ops.aten.native_batch_norm``).
+
+    Inference (``training`` false) normalizes with ``runningMean`` / ``runningVar`` (both
+    required) and leaves ``saveMean`` / ``saveInvstd`` alone. Training normalizes with the
+    batch statistics, writes them to ``saveMean`` and ``saveInvstd`` (1 / sqrt(var + eps))
+    and, when given, updates the running statistics in place with ``momentum``.
+    """
+    dtype, shape, channels = _channel_input(c, "input", NORM_DTYPES)
+    for name in ("weight", "bias", "runningMean", "runningVar"):
+        if c[name] is not None:
+            c.check_dtype(name, NORM_DTYPES)
+        _param_dtype(c, name, dtype)
+        _param_shape(c, name, (channels,))
+    training = c["training"]
+    if not training:
+        for name in ("runningMean", "runningVar"):
+            if c[name] is None:
+                raise c.fail(name, "is required when training is false",
+                             ACLNN_ERR_PARAM_NULLPTR)
+    c.check_out("output", shape, dtype, exact_dtype=True)
+    per_channel = math.prod(shape) // channels if channels else 0
+    if training:
+        if per_channel <= 1 and math.prod(shape):
+            raise c.fail("input", "training needs more than one value per channel")
+        c.check_out("saveMean", (channels,), dtype)
+        c.check_out("saveInvstd", (channels,), dtype)
+    momentum, eps = c["momentum"], c["eps"]
+    reduce_axes = tuple(a for a in range(len(shape)) if a != CHANNEL_AXIS)
+    broadcast = (channels, *(1,) * (len(shape) - 2))
+
+    def kernel(v) -> None:
+        x = v.compute("input", dtype)
+        if training:
+            mean, centred, variance = _moments(x, reduce_axes)
+            mean, variance = mean.reshape(channels), variance.reshape(channels)
+            invstd = _rsqrt(variance, eps)
+            y = centred * invstd.reshape(broadcast)
+            _update_running(v, mean, variance, per_channel, momentum)
+            if v.get("saveMean") is not None:
+                v.write("saveMean", mean)
+            if v.get("saveInvstd") is not None:
+                v.write("saveInvstd", invstd)
+        else:
+            mean = v.compute("runningMean", FLOAT32)
+            invstd = _rsqrt(v.compute("runningVar", FLOAT32), eps)
+            y = (x - mean.reshape(broadcast)) * invstd.reshape(broadcast)
+        weight, bias = _optional(v, "weight"), _optional(v, "bias")
+        if weight is not None:
+            y *= weight.reshape(broadcast)
+        if bias is not None:
+            y += bias.reshape(broadcast)
+        v.write("output", y)
+    return kernel
+
+
+def _update_running(v, mean: np.ndarray, variance: np.ndarray, count: int,
+                    momentum: float) -> None:
+    """PyTorch's running-statistics update: the variance enters unbiased."""
+    for name, batch in (("runningMean", mean),
+                        ("runningVar", variance * (count / max(count - 1, 1)))):
+        target = v.get(name)
+        if target is not None:
+            updated = (1 - momentum) * target.astype(FLOAT32) + momentum * batch
+            np.copyto(target, updated, casting="unsafe")
+
+
+# -- GroupNorm -------------------------------------------------------------------------------
+@register("GroupNorm", "self: tensor, gamma: tensor, beta: tensor, N: int, C: int, HxW: int, "
+                       "group: int, eps: float = 1e-05, out: tensor!, meanOut: tensor!, "
+                       "rstdOut: tensor!")
+def group_norm(c: Call) -> Kernel:
+    """``torch.ops.aten.native_group_norm``: mean and rstd of shape (N, group)."""
+    dtype, shape, channels = _channel_input(c, "self", NORM_DTYPES)
+    batch, spatial, group = shape[0], math.prod(shape[2:]), c["group"]
+    for name, expected in (("N", batch), ("C", channels), ("HxW", spatial)):
+        if c[name] != expected:
+            raise c.fail(name, f"must be {expected} for self of shape {list(shape)}")
+    if group <= 0:
+        raise c.fail("group", "must be positive")
+    if channels % group:
+        raise c.fail("group", f"must divide C = {channels}")
+    if not c["eps"] > 0:
+        raise c.fail("eps", "must be positive")
+    for name in ("gamma", "beta"):
+        c.check_dtype(name, {dtype})
+        if c.tensor(name).shape != (channels,):
+            raise c.fail(name, f"must be 1-D with C = {channels} elements")
+    c.check_out("out", shape, dtype, exact_dtype=True)
+    c.check_out("meanOut", (batch, group), dtype, exact_dtype=True)
+    c.check_out("rstdOut", (batch, group), dtype, exact_dtype=True)
+    eps = c["eps"]
+
+    def kernel(v) -> None:
+        x = v.compute("self", dtype).reshape(batch, group, channels // group * spatial)
+        mean, centred, variance = _moments(x, 2)
+        rstd = _rsqrt(variance, eps)
+        y = (centred * rstd).reshape(batch, channels, spatial)
+        y *= v.compute("gamma", FLOAT32).reshape(channels, 1)
+        y += v.compute("beta", FLOAT32).reshape(channels, 1)
+        v.write("out", y.reshape(shape))
+        v.write("meanOut", mean.reshape(batch, group))
+        v.write("rstdOut", rstd.reshape(batch, group))
+    return kernel
+
+
+# -- InstanceNorm --------------------------------------------------------------------------------
+@register("InstanceNorm", "x: tensor, gamma: tensor, beta: tensor, dataFormat: str = 'NCHW', "
+                          "eps: float = 1e-05, y: tensor!, mean: tensor!, variance: tensor!")
+def instance_norm(c: Call) -> Kernel:
+    """Normalize each (sample, channel) over H and W (``torch.nn.functional.instance_norm``);
+    ``mean`` and ``variance`` (biased) keep the reduced dims as 1."""
+    dtype = c.check_dtype("x", INSTANCE_NORM_DTYPES)
+    shape = c.tensor("x").shape
+    if len(shape) != INSTANCE_NORM_RANK:
+        raise c.fail("x", f"must be 4-D, got {len(shape)}-D")
+    data_format = c["dataFormat"]
+    if data_format not in INSTANCE_NORM_FORMATS:
+        raise c.fail("dataFormat", f"must be one of {sorted(INSTANCE_NORM_FORMATS)}")
+    channel_axis, reduce_axes = INSTANCE_NORM_FORMATS[data_format]
+    channels = shape[channel_axis]
+    for name in ("gamma", "beta"):
+        c.check_dtype(name, {dtype})
+        _param_shape(c, name, (channels,))
+    c.check_out("y", shape, dtype, exact_dtype=True)
+    stat_shape = tuple(1 if a in reduce_axes else d for a, d in enumerate(shape))
+    c.check_out("mean", stat_shape, dtype, exact_dtype=True)
+    c.check_out("variance", stat_shape, dtype, exact_dtype=True)
+    broadcast = tuple(channels if a == channel_axis else 1 for a in range(len(shape)))
+    eps = c["eps"]
+
+    def kernel(v) -> None:
+        mean, centred, variance = _moments(v.compute("x", dtype), reduce_axes)
+        y = centred * _rsqrt(variance, eps)
+        y = y * v.compute("gamma", FLOAT32).reshape(broadcast) + \
+            v.compute("beta", FLOAT32).reshape(broadcast)
+        v.write("y", y)
+        v.write("mean", mean)
+        v.write("variance", variance)
+    return kernel

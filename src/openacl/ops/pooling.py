@@ -1,0 +1,377 @@
+"""Pooling operators: MaxPool, MaxPool2dWithIndices, AvgPool2d, AdaptiveAvgPool2d,
+AdaptiveMaxPool2d.
+
+Semantics are aclnn's, which are PyTorch's ``max_pool2d`` / ``avg_pool2d`` /
+``adaptive_*_pool2d`` on the last two axes of a 3-D (C, H, W) or 4-D (N, C, H, W) tensor:
+
+* Output size per spatial axis: ``floor_or_ceil((in + pad_before + pad_after - dilation *
+  (kernel - 1) - 1) / stride) + 1``; in ceil mode a last window that would start inside the
+  bottom/right padding (``(out - 1) * stride >= in + pad_before``) is dropped.
+* Max pooling pads with -inf (the integer minimum for integer dtypes) and propagates NaN;
+  indices are flat positions ``h * W + w`` in each (H, W) plane, the first maximum in
+  row-major window order, as PyTorch's CPU kernel picks them.
+* Average pooling pads with zeros; the divisor is ``divisorOverride`` when non-zero, else
+  the window clipped to the padded input (``countIncludePad``) or to the input itself.
+* Adaptive bins on an axis of size ``L`` into ``n`` outputs: ``[floor(i L / n),
+  ceil((i + 1) L / n))``.
+
+Kernels are vectorised: windows are strided views (``sliding_window_view``), adaptive bins
+are integral images (average) or one gather (max); no Python loop visits pixels.
+float16/bfloat16 are computed in float32 and rounded once into the output.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
+from openacl.ops import promotion
+from openacl.ops.call import FLOAT_DTYPES, Call, Kernel
+from openacl.ops.registry import register
+
+SPATIAL_DIMS = 2  # pooling works on the last two axes (H, W)
+POOL_RANKS = (3, 4)  # (C, H, W) or (N, C, H, W)
+HALF_FLOATS = frozenset({np.dtype(np.float16), promotion.BFLOAT16, np.dtype(np.float32)})
+INDEX_DTYPES = frozenset({np.dtype(np.int32), np.dtype(np.int64)})
+# aclnnMaxPool also takes integer tensors
+MAX_POOL_DTYPES = HALF_FLOATS | frozenset(np.dtype(t) for t in (
+    np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64))
+AUTO_PAD_NOTSET = 0  # aclnnMaxPool's autoPad: only "NOTSET" exists
+# the padded (H, W) plane the kernels build; larger geometries (legal for a huge kernel with
+# huge padding over a small input) are refused in phase 1 instead of exhausting host memory
+MAX_PADDED_PLANE = 1 << 26  # elements
+CUBE_MATH_TYPES = (0, 1, 2)  # KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16 (USE_HF32 refused)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The geometry of one spatial axis of a windowed pool."""
+
+    size: int
+    kernel: int
+    stride: int
+    pad_before: int
+    pad_after: int
+    dilation: int = 1
+    ceil: bool = False
+
+    @property
+    def extent(self) -> int:
+        """Input positions one dilated window spans."""
+        return self.dilation * (self.kernel - 1) + 1
+
+    @property
+    def out(self) -> int:
+        span = self.size + self.pad_before + self.pad_after - self.extent
+        if span < 0:
+            return 0
+        if not self.ceil:
+            return span // self.stride + 1
+        out = -(-span // self.stride) + 1
+        if (out - 1) * self.stride >= self.size + self.pad_before:
+            out -= 1
+        return out
+
+    @property
+    def starts(self) -> np.ndarray:
+        """First input position (may be negative: padding) of each output's window."""
+        return np.arange(self.out) * self.stride - self.pad_before
+
+
+# -- phase-1 helpers ---------------------------------------------------------------------------
+def _ints(c: Call, name: str, lengths: Sequence[int], minimum: int,
+          default: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """An int array argument whose length is one of ``lengths`` and items >= ``minimum``."""
+    values = c[name]
+    if values is None:
+        if default is not None:
+            return default
+        raise c.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
+    if len(values) not in lengths:
+        raise c.fail(name, f"length must be one of {list(lengths)}")
+    if any(value < minimum for value in values):
+        raise c.fail(name, f"every element must be >= {minimum}")
+    return tuple(int(v) for v in values)
+
+
+def _pair(values: tuple[int, ...], fallback: tuple[int, int]) -> tuple[int, int]:
+    """(H, W) from an array of length 0 (``fallback``), 1 (both) or 2."""
+    if not values:
+        return fallback
+    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
+
+
+def _pool_input(c: Call, name: str, supported, allow_empty: bool = False) -> np.dtype:
+    """A 3-D or 4-D input whose non-batch dims are positive; returns its dtype."""
+    dtype = c.check_dtype(name, supported)
+    shape = c.tensor(name).shape
+    if len(shape) not in POOL_RANKS:
+        raise c.fail(name, f"must be 3-D (C, H, W) or 4-D (N, C, H, W), got {len(shape)}-D")
+    if not allow_empty and any(d <= 0 for d in shape[-3:]):
+        raise c.fail(name, "its C, H and W dims must be positive")
+    return dtype
+
+
+def _check_outputs(c: Call, axes: tuple[Axis, Axis], name: str, dtype: np.dtype) -> tuple:
+    shape = (*c.tensor(name).shape[:-SPATIAL_DIMS], axes[0].out, axes[1].out)
+    if axes[0].out <= 0 or axes[1].out <= 0:
+        raise c.fail(name, f"the pooled output size {list(shape[-2:])} is not positive "
+                           f"(kernel, stride, padding and dilation leave no window)")
+    plane = math.prod(max(a.pad_before + a.size, (a.out - 1) * a.stride + a.extent)
+                      for a in axes)
+    if plane > MAX_PADDED_PLANE:
+        raise c.fail(name, f"the padded window plane of {plane} elements exceeds this "
+                           f"implementation's limit of {MAX_PADDED_PLANE}")
+    return shape
+
+
+def _max_fill(dtype: np.dtype):
+    return -np.inf if promotion.is_floating(dtype) else np.iinfo(dtype).min
+
+
+# -- kernels -------------------------------------------------------------------------------------
+def _windows(x: np.ndarray, axes: tuple[Axis, Axis], fill) -> np.ndarray:
+    """Strided view of every pooling window: ``(..., Hout, Wout, kh, kw)``."""
+    h, w = axes
+    rows = max(h.pad_before + h.size, (h.out - 1) * h.stride + h.extent)
+    cols = max(w.pad_before + w.size, (w.out - 1) * w.stride + w.extent)
+    if (rows, cols) != (h.size, w.size) or h.pad_before or w.pad_before:
+        padded = np.full((*x.shape[:-SPATIAL_DIMS], rows, cols), fill, x.dtype)
+        padded[..., h.pad_before:h.pad_before + h.size, w.pad_before:w.pad_before + w.size] = x
+        x = padded
+    view = sliding_window_view(x, (h.extent, w.extent), axis=(-2, -1))
+    return view[..., :(h.out - 1) * h.stride + 1:h.stride, :(w.out - 1) * w.stride + 1:w.stride,
+                ::h.dilation, ::w.dilation]
+
+
+def _max_values(x: np.ndarray, axes: tuple[Axis, Axis]) -> np.ndarray:
+    return _windows(x, axes, _max_fill(x.dtype)).max(axis=(-2, -1))
+
+
+def _first_valid(axis: Axis) -> np.ndarray:
+    """Per output, the first window position inside the input (PyTorch's index when every
+    value of a window is -inf)."""
+    starts = axis.starts
+    skip = np.maximum(0, -starts)
+    return starts + -(-skip // axis.dilation) * axis.dilation
+
+
+def _max_with_indices(x: np.ndarray, axes: tuple[Axis, Axis]) -> tuple[np.ndarray, np.ndarray]:
+    """Max values and flat ``h * W + w`` indices of every window."""
+    h, w = axes
+    windows = _windows(x, axes, _max_fill(x.dtype))
+    flat = windows.reshape(*windows.shape[:-2], h.kernel * w.kernel)
+    arg = flat.argmax(axis=-1)
+    values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
+    row, col = np.divmod(arg, w.kernel)
+    rows = h.starts[:, None] + row * h.dilation
+    cols = w.starts[None, :] + col * w.dilation
+    outside = (rows < 0) | (rows >= h.size) | (cols < 0) | (cols >= w.size)
+    if outside.any():  # a window of -inf values: PyTorch keeps its first valid position
+        rows = np.where(outside, _first_valid(h)[:, None], rows)
+        cols = np.where(outside, _first_valid(w)[None, :], cols)
+    return values, rows * w.size + cols
+
+
+def _compute_input(v, name: str, dtype: np.dtype) -> np.ndarray:
+    return v.compute(name, dtype) if promotion.is_floating(dtype) else np.asarray(v[name])
+
+
+# -- MaxPool (ONNX-style arguments) --------------------------------------------------------------
+def _padded_axes(c: Call, kernel: tuple[int, int], stride: tuple[int, int],
+                 pads: tuple[int, int, int, int], dilation: tuple[int, int], ceil: bool
+                 ) -> tuple[Axis, Axis]:
+    """(H, W) axes of input ``self``; ``pads`` is (top, left, bottom, right)."""
+    height, width = c.tensor("self").shape[-SPATIAL_DIMS:]
+    return (Axis(height, kernel[0], stride[0], pads[0], pads[2], dilation[0], ceil),
+            Axis(width, kernel[1], stride[1], pads[1], pads[3], dilation[1], ceil))
+
+
+def _check_half_kernel_padding(c: Call, name: str, padding: tuple[int, int],
+                               kernel: tuple[int, int]) -> None:
+    if any(p * 2 > k for p, k in zip(padding, kernel, strict=True)):
+        raise c.fail(name, f"padding must be at most half the kernel size {list(kernel)}")
+
+
+# -- MaxPool (ONNX-style arguments) --------------------------------------------------------------
+@register("MaxPool", "self: tensor, kernelShape: int_array, strides: int_array = [], "
+                     "autoPad: int = 0, pads: int_array = [], dilations: int_array = [], "
+                     "ceilMode: int = 0, out: tensor!")
+def max_pool(c: Call) -> Kernel:
+    """Max pooling with ONNX-style attributes: ``pads`` of length 4 is (top, left, bottom,
+    right), length 2 is (top/bottom, left/right); ``ceilMode`` non-zero rounds up."""
+    dtype = _pool_input(c, "self", MAX_POOL_DTYPES)
+    kernel = _pair(_ints(c, "kernelShape", (1, 2), 1), (1, 1))
+    stride = _pair(_ints(c, "strides", (0, 1, 2), 1, ()), (1, 1))
+    if c["autoPad"] != AUTO_PAD_NOTSET:
+        raise c.fail("autoPad", "only 0 (NOTSET) is supported")
+    pads = _ints(c, "pads", (0, 1, 2, 4), 0, ())
+    if len(pads) == 4:
+        top, left, bottom, right = pads
+    else:
+        top, left = _pair(pads, (0, 0))
+        bottom, right = top, left
+    if top + bottom > kernel[0] or left + right > kernel[1]:
+        raise c.fail("pads", f"the padding of an axis must not exceed its kernel size "
+                             f"{list(kernel)}")
+    dilations = _ints(c, "dilations", (0, 1, 2, 4), 1, ())
+    if any(d != 1 for d in dilations):
+        raise c.fail("dilations", "only 1 is supported")
+    axes = _padded_axes(c, kernel, stride, (top, left, bottom, right), (1, 1),
+                        bool(c["ceilMode"]))
+    c.check_out("out", _check_outputs(c, axes, "self", dtype), dtype, exact_dtype=True)
+
+    def kernel_fn(v) -> None:
+        v.write("out", _max_values(_compute_input(v, "self", dtype), axes))
+    return kernel_fn
+
+
+@register("MaxPool2dWithIndices",
+          "self: tensor, kernelSize: int_array, stride: int_array = [], "
+          "padding: int_array = [0], dilation: int_array = [1], ceilMode: bool = False, "
+          "out: tensor!, indices: tensor!")
+def max_pool2d_with_indices(c: Call) -> Kernel:
+    """``torch.nn.functional.max_pool2d(..., return_indices=True)``; indices int32 or int64."""
+    dtype = _pool_input(c, "self", HALF_FLOATS)
+    kernel = _pair(_ints(c, "kernelSize", (1, 2), 1), (1, 1))
+    stride = _pair(_ints(c, "stride", (0, 1, 2), 1, ()), kernel)
+    padding = _pair(_ints(c, "padding", (1, 2), 0), (0, 0))
+    _check_half_kernel_padding(c, "padding", padding, kernel)
+    dilation = _pair(_ints(c, "dilation", (1, 2), 1), (1, 1))
+    axes = _padded_axes(c, kernel, stride, (*padding, *padding), dilation, c["ceilMode"])
+    shape = _check_outputs(c, axes, "self", dtype)
+    c.check_out("out", shape, dtype, exact_dtype=True)
+    index_dtype = np.dtype(np.int64)
+    if c["indices"] is not None:
+        index_dtype = c.check_dtype("indices", INDEX_DTYPES)
+    c.check_out("indices", shape, index_dtype, exact_dtype=True)
+
+    def kernel_fn(v) -> None:
+        values, indices = _max_with_indices(v.compute("self", dtype), axes)
+        v.write("out", values)
+        v.write("indices", indices)
+    return kernel_fn
+
+
+@register("AvgPool2d",
+          "self: tensor, kernelSize: int_array, strides: int_array = [], "
+          "paddings: int_array = [0], ceilMode: bool = False, countIncludePad: bool = True, "
+          "divisorOverride: int = 0, cubeMathType: int = 0, out: tensor!")
+def avg_pool2d(c: Call) -> Kernel:
+    """``torch.nn.functional.avg_pool2d``; ``divisorOverride`` 0 means none. ``cubeMathType``
+    is accepted (0-2) and changes nothing on CPU: the sum is always taken in float32."""
+    dtype = _pool_input(c, "self", HALF_FLOATS)
+    kernel = _pair(_ints(c, "kernelSize", (1, 2), 1), (1, 1))
+    stride = _pair(_ints(c, "strides", (0, 1, 2), 1), kernel)
+    padding = _pair(_ints(c, "paddings", (1, 2), 0), (0, 0))
+    _check_half_kernel_padding(c, "paddings", padding, kernel)
+    if c["cubeMathType"] not in CUBE_MATH_TYPES:
+        raise c.fail("cubeMathType", f"expected one of {list(CUBE_MATH_TYPES)} (KEEP_DTYPE, "
+                                     f"ALLOW_FP32_DOWN_PRECISION, USE_FP16)")
+    axes = _padded_axes(c, kernel, stride, (*padding, *padding), (1, 1), c["ceilMode"])
+    c.check_out("out", _check_outputs(c, axes, "self", dtype), dtype, exact_dtype=True)
+    divisor = _avg_divisor(axes, c["countIncludePad"], c["divisorOverride"])
+
+    def kernel_fn(v) -> None:
+        x = v.compute("self", dtype)
+        v.write("out", _windows(x, axes, 0).sum(axis=(-2, -1)) / divisor)
+    return kernel_fn
+
+
+def _avg_divisor(axes: tuple[Axis, Axis], count_include_pad: bool, override: int
+                 ) -> np.ndarray | int:
+    """The (Hout, Wout) divisor of each average, as PyTorch computes it."""
+    if override:
+        return override
+    sizes = []
+    for axis in axes:
+        starts = axis.starts
+        ends = np.minimum(starts + axis.kernel, axis.size + axis.pad_after)
+        if not count_include_pad:
+            starts, ends = np.maximum(starts, 0), np.minimum(ends, axis.size)
+        sizes.append(ends - starts)
+    return (sizes[0][:, None] * sizes[1][None, :]).astype(np.float32)
+
+
+# -- adaptive pooling ----------------------------------------------------------------------------
+def _bins(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start (inclusive) and end (exclusive) of each adaptive bin."""
+    index = np.arange(out)
+    return index * size // out, -(-(index + 1) * size // out)
+
+
+def _output_size(c: Call) -> tuple[int, int]:
+    out_h, out_w = _ints(c, "outputSize", (2,), 1)
+    return out_h, out_w
+
+
+@register("AdaptiveAvgPool2d", "self: tensor, outputSize: int_array, out: tensor!")
+def adaptive_avg_pool2d(c: Call) -> Kernel:
+    """``torch.nn.functional.adaptive_avg_pool2d``."""
+    dtype = _pool_input(c, "self", HALF_FLOATS)
+    out_size = _output_size(c)
+    shape = c.tensor("self").shape
+    c.check_out("out", (*shape[:-SPATIAL_DIMS], *out_size), dtype, exact_dtype=True)
+    height, width = shape[-SPATIAL_DIMS:]
+
+    def kernel_fn(v) -> None:
+        x = v.compute("self", dtype)
+        if height % out_size[0] == 0 and width % out_size[1] == 0:  # equal bins: one reshape
+            grouped = x.reshape(*x.shape[:-2], out_size[0], height // out_size[0],
+                                out_size[1], width // out_size[1])
+            v.write("out", grouped.mean(axis=(-3, -1)))
+            return
+        v.write("out", _adaptive_average(x, out_size))
+    return kernel_fn
+
+
+def _adaptive_average(x: np.ndarray, out_size: tuple[int, int]) -> np.ndarray:
+    """Bin averages from an integral image (in float64, so differences stay exact enough)."""
+    height, width = x.shape[-SPATIAL_DIMS:]
+    integral = np.zeros((*x.shape[:-2], height + 1, width + 1), np.float64)
+    np.cumsum(x, axis=-2, dtype=np.float64, out=integral[..., 1:, 1:])
+    np.cumsum(integral[..., 1:, 1:], axis=-1, out=integral[..., 1:, 1:])
+    h0, h1 = _bins(height, out_size[0])
+    w0, w1 = _bins(width, out_size[1])
+    total = (integral[..., h1[:, None], w1[None, :]] - integral[..., h0[:, None], w1[None, :]]
+             - integral[..., h1[:, None], w0[None, :]] + integral[..., h0[:, None], w0[None, :]])
+    return total / ((h1 - h0)[:, None] * (w1 - w0)[None, :])
+
+
+@register("AdaptiveMaxPool2d",
+          "self: tensor, outputSize: int_array, outputOut: tensor!, indicesOut: tensor!")
+def adaptive_max_pool2d(c: Call) -> Kernel:
+    """``torch.nn.functional.adaptive_max_pool2d(..., return_indices=True)``; int64 indices."""
+    dtype = _pool_input(c, "self", FLOAT_DTYPES)
+    out_size = _output_size(c)
+    shape = (*c.tensor("self").shape[:-SPATIAL_DIMS], *out_size)
+    c.check_out("outputOut", shape, dtype, exact_dtype=True)
+    c.check_out("indicesOut", shape, np.dtype(np.int64), exact_dtype=True)
+    height, width = c.tensor("self").shape[-SPATIAL_DIMS:]
+    rows, cols = _bin_members(height, out_size[0]), _bin_members(width, out_size[1])
+
+    def kernel_fn(v) -> None:
+        x = v.compute("self", dtype)
+        # (..., Hout, kh, Wout, kw) -> (..., Hout, Wout, kh * kw)
+        gathered = x[..., rows[:, :, None, None], cols[None, None, :, :]]
+        gathered = np.moveaxis(gathered, -3, -2).reshape(*gathered.shape[:-4], *out_size, -1)
+        arg = gathered.argmax(axis=-1)
+        v.write("outputOut", np.take_along_axis(gathered, arg[..., None], axis=-1)[..., 0])
+        row, col = np.divmod(arg, cols.shape[1])
+        out_rows = rows[np.arange(out_size[0])[:, None], row]
+        out_cols = cols[np.arange(out_size[1])[None, :], col]
+        v.write("indicesOut", out_rows * width + out_cols)
+    return kernel_fn
+
+
+def _bin_members(size: int, out: int) -> np.ndarray:
+    """``(out, widest bin)`` input positions of each bin, the last one repeated to pad (a
+    repeat changes neither the maximum nor its first position)."""
+    starts, ends = _bins(size, out)
+    width = int((ends - starts).max())
+    return np.minimum(starts[:, None] + np.arange(width)[None, :], ends[:, None] - 1)

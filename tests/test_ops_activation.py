@@ -1,0 +1,294 @@
+"""Activation operators against PyTorch CPU, with CANN's precision standard.
+
+Goldens are torch's results computed in float64 and rounded to the input's dtype, as CANN's
+golden data are computed at higher precision: torch's own float16/bfloat16 log_softmax and
+its vectorized float32 erf-form GELU are less accurate than CANN's standard allows (MARE
+0.09 and 0.003 against the float64 result), while ours stay within it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import openacl
+from op_harness import FLOATS, assert_close, from_torch, random_array, strided, to_torch
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return openacl.to_device(np.asarray(array))
+
+
+# one-shot name -> (openacl call on a device tensor, torch reference)
+ELEMENTWISE = {
+    "relu": (lambda t: openacl.ops.relu(t), torch.relu),
+    "gelu": (lambda t: openacl.ops.gelu(t), lambda x: F.gelu(x, approximate="tanh")),
+    "gelu_v2_none": (lambda t: openacl.ops.gelu_v2(t, 0), lambda x: F.gelu(x)),
+    "gelu_v2_tanh": (lambda t: openacl.ops.gelu_v2(t, 1),
+                     lambda x: F.gelu(x, approximate="tanh")),
+    "silu": (lambda t: openacl.ops.silu(t), F.silu),
+    "sigmoid": (lambda t: openacl.ops.sigmoid(t), torch.sigmoid),
+    "hardsigmoid": (lambda t: openacl.ops.hardsigmoid(t), F.hardsigmoid),
+    "hardswish": (lambda t: openacl.ops.hardswish(t), F.hardswish),
+    "mish": (lambda t: openacl.ops.mish(t), F.mish),
+    "leaky_relu": (lambda t: openacl.ops.leaky_relu(t, 0.2),
+                   lambda x: F.leaky_relu(x, 0.2)),
+    "softplus": (lambda t: openacl.ops.softplus(t, 2.0, 3.0),
+                 lambda x: F.softplus(x, beta=2.0, threshold=3.0)),
+    "elu": (lambda t: openacl.ops.elu(t, 0.5, 2.0, 1.5),
+            lambda x: torch.ops.aten.elu(x, 0.5, 2.0, 1.5)),
+}
+
+
+def _golden(reference, array):
+    """torch's result computed in float64 (complex128), rounded to the input's dtype."""
+    tensor = to_torch(array)
+    wide = torch.complex128 if tensor.dtype.is_complex else torch.float64
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+        return from_torch(reference(tensor.to(wide)).to(tensor.dtype))
+    return from_torch(reference(tensor))
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_elementwise_matches_torch(name, dtype):
+    run, reference = ELEMENTWISE[name]
+    a = random_array((3, 7), dtype, np.random.default_rng(11), -6, 6)
+    assert_close(run(_dev(a)).numpy(), _golden(reference, a), f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_elementwise_nan_inf_and_extremes(name):
+    run, reference = ELEMENTWISE[name]
+    a = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e4, -1e4, 30.0, -30.0, -100.0, 100.0],
+                 np.float32)
+    if name == "gelu_v2_none":
+        # torch's erf-form kernel gives NaN for +inf (0.5 * inf * (1 + erf(inf)) is inf);
+        # we give inf. Every other value must agree.
+        assert openacl.ops.gelu_v2(_dev(np.array([np.inf], np.float32)), 0).numpy()[0] == np.inf
+        a = a[1:][a[1:] != np.inf]
+    with np.errstate(all="ignore"):
+        golden = _golden(reference, a)
+    assert_close(run(_dev(a)).numpy(), golden, name)
+
+
+def test_sigmoid_family_large_magnitudes():
+    a = np.array([-1e30, -1000.0, -88.0, 88.0, 1000.0, 1e30], np.float32)
+    for name in ("sigmoid", "silu", "softplus", "mish", "gelu", "gelu_v2_none"):
+        run, reference = ELEMENTWISE[name]
+        assert_close(run(_dev(a)).numpy(), _golden(reference, a), name)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64], ids=str)
+def test_relu_integers_exact(dtype):
+    a = random_array((4, 5), dtype, np.random.default_rng(2), -50, 50)
+    assert_close(openacl.ops.relu(_dev(a)).numpy(), from_torch(torch.relu(to_torch(a))))
+
+
+def test_hardsigmoid_int32_truncates_float_result():
+    # CANN lists INT32 for Hardsigmoid (output dtype = input dtype); torch has no int kernel:
+    # the value is the float result truncated into int32.
+    a = np.arange(-5, 6, dtype=np.int32)
+    golden = F.hardsigmoid(torch.from_numpy(a).float()).to(torch.int32).numpy()
+    np.testing.assert_array_equal(openacl.ops.hardsigmoid(_dev(a)).numpy(), golden)
+
+
+def test_sigmoid_complex():
+    a = random_array((6,), np.complex64, np.random.default_rng(3), -2, 2)
+    assert_close(openacl.ops.sigmoid(_dev(a)).numpy(), from_torch(torch.sigmoid(to_torch(a))))
+
+
+@pytest.mark.parametrize("name", ["relu", "gelu", "silu", "mish", "softmax"])
+def test_integer_input_refused(name):
+    a = _dev(np.ones((2, 2), np.int16 if name == "relu" else np.int32))
+    args = (a, 0) if name == "softmax" else (a,)
+    with pytest.raises(AclError) as info:
+        getattr(openacl.ops, name)(*args)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'self'" in info.value.message
+
+
+# -- Prelu --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,weight_size", [((2, 3, 4, 4), 3), ((2, 3, 4), 1), ((5,), 1),
+                                               ((), 1), ((4, 3), 3)])
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_prelu_matches_torch(shape, weight_size, dtype):
+    a = random_array(shape, dtype, np.random.default_rng(4))
+    w = random_array((weight_size,), dtype, np.random.default_rng(5), 0, 1)
+    golden = _golden(lambda x: torch.prelu(x, to_torch(w).to(x.dtype)), a)
+    assert_close(openacl.ops.prelu(_dev(a), _dev(w)).numpy(), golden, f"prelu {shape}")
+
+
+def test_prelu_weight_count_checked():
+    with pytest.raises(AclError) as info:
+        openacl.ops.prelu(_dev(np.ones((2, 3, 4), np.float32)), _dev(np.ones(4, np.float32)))
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'weight'" in info.value.message
+    with pytest.raises(AclError) as info:  # a 1-D input has one channel, as in torch
+        openacl.ops.prelu(_dev(np.ones(4, np.float32)), _dev(np.ones(4, np.float32)))
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID
+
+
+# -- Softmax / LogSoftmax -----------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_softmax_every_dim(name, dtype):
+    a = random_array((2, 3, 5), dtype, np.random.default_rng(6), -8, 8)
+    for dim in (0, 1, 2, -1, -3):
+        golden = _golden(lambda x, d=dim: getattr(torch, name)(x, d), a)
+        assert_close(getattr(openacl.ops, name)(_dev(a), dim).numpy(), golden,
+                     f"{name} dim={dim} {dtype}")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_stability_nan_inf_empty_zero_dim(name):
+    fn, reference = getattr(openacl.ops, name), getattr(torch, name)
+    big = np.array([[1000.0, 1001.0, 999.0], [-1000.0, -1e30, 0.0]], np.float32)
+    assert_close(fn(_dev(big), 1).numpy(), from_torch(reference(to_torch(big), 1)))
+    special = np.array([[np.nan, 1.0, 2.0], [np.inf, 1.0, 0.0], [-np.inf, -np.inf, -np.inf],
+                        [-np.inf, 0.0, 1.0]], np.float32)
+    assert_close(fn(_dev(special), 1).numpy(), from_torch(reference(to_torch(special), 1)))
+    zero_dim = np.array(3.0, np.float32)
+    assert_close(fn(_dev(zero_dim), 0).numpy(), from_torch(reference(to_torch(zero_dim), 0)))
+    assert_close(fn(_dev(zero_dim), -1).numpy(), from_torch(reference(to_torch(zero_dim), -1)))
+    for shape, dim in (((0, 4), 1), ((3, 0), 1), ((0,), 0)):
+        assert fn(_dev(np.zeros(shape, np.float32)), dim).numpy().shape == shape
+
+
+def test_softmax_out_dtype_cast():
+    a = random_array((3, 4), np.float32)
+    out = openacl.empty((3, 4), np.float16)
+    x = _dev(a)
+    ws, exe = aclnn.softmax_get_workspace_size(x, 1, out)
+    aclnn.softmax(0, ws, exe, 0)
+    assert_close(out.numpy(), from_torch(torch.softmax(to_torch(a), 1).half()))
+
+
+# -- in-place forms -----------------------------------------------------------------------------
+INPLACE = {
+    "inplace_relu": ((), torch.relu),
+    "inplace_sigmoid": ((), torch.sigmoid),
+    "inplace_hardsigmoid": ((), F.hardsigmoid),
+    "inplace_hardswish": ((), F.hardswish),
+    "inplace_mish": ((), F.mish),
+    "inplace_leaky_relu": ((0.3,), lambda x: F.leaky_relu(x, 0.3)),
+    "inplace_elu": ((1.5, 1.0, 1.0), lambda x: F.elu(x, 1.5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE))
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), FLOATS[1]], ids=str)
+def test_inplace_variants(name, dtype):
+    extra, reference = INPLACE[name]
+    a = random_array((4, 5), dtype, np.random.default_rng(7), -5, 5)
+    target = _dev(a)
+    result = getattr(openacl.ops, name)(target, *extra)
+    assert result is target
+    assert_close(target.numpy(), _golden(reference, a), name)
+
+
+def test_inplace_names_follow_cann():
+    assert list(aclnn.inplace_hardsigmoid_get_workspace_size.__signature__.parameters) == [
+        "self"]
+    assert list(aclnn.inplace_relu_get_workspace_size.__signature__.parameters) == ["selfRef"]
+    assert list(aclnn.gelu_v2_get_workspace_size.__signature__.parameters) == [
+        "x", "approximate", "y"]
+    assert list(aclnn.elu_get_workspace_size.__signature__.parameters) == [
+        "self", "alpha", "scale", "inputScale", "out"]
+    for absent in ("inplace_gelu", "inplace_silu", "inplace_softplus", "inplace_softmax"):
+        assert not hasattr(aclnn, f"{absent}_get_workspace_size")
+
+
+def test_inplace_on_strided_view():
+    a = random_array((3, 4), np.float32, np.random.default_rng(8))
+    view = strided(a, "step")
+    slope = openacl.create_scalar(0.1, openacl.ACL_FLOAT)
+    ws, exe = aclnn.inplace_leaky_relu_get_workspace_size(view, slope)
+    aclnn.inplace_leaky_relu(0, ws, exe, 0)
+    assert_close(view.numpy(), from_torch(F.leaky_relu(to_torch(a), 0.1)))
+
+
+# -- views, empty, 0-dim ------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["step", "transpose"])
+@pytest.mark.parametrize("name", ["gelu", "sigmoid", "softmax"])
+def test_non_contiguous_input_and_output(kind, name):
+    a = random_array((3, 4), np.float32, np.random.default_rng(9))
+    source, out = strided(a, kind), strided(np.zeros((3, 4), np.float32), kind)
+    if name == "softmax":
+        ws, exe = aclnn.softmax_get_workspace_size(source, 0, out)
+        aclnn.softmax(0, ws, exe, 0)
+        golden = torch.softmax(to_torch(a), 0)
+    else:
+        ws, exe = getattr(aclnn, f"{name}_get_workspace_size")(source, out)
+        getattr(aclnn, name)(0, ws, exe, 0)
+        golden = (F.gelu(to_torch(a), approximate="tanh") if name == "gelu"
+                  else torch.sigmoid(to_torch(a)))
+    assert_close(out.numpy(), from_torch(golden), f"{name} {kind}")
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_empty_and_zero_dim(name):
+    run, reference = ELEMENTWISE[name]
+    assert run(_dev(np.zeros((0, 3), np.float32))).numpy().shape == (0, 3)
+    zero_dim = np.array(-0.75, np.float32)
+    result = run(_dev(zero_dim)).numpy()
+    assert result.shape == ()
+    assert_close(result, _golden(reference, zero_dim), name)
+
+
+# -- phase-1 errors -----------------------------------------------------------------------------
+def _raises(code, argument, fn, *args):
+    with pytest.raises(AclError) as info:
+        fn(*args)
+    assert info.value.code == code, info.value.message
+    if argument:
+        assert f"'{argument}'" in info.value.message, info.value.message
+    return info.value
+
+
+def test_phase_one_errors():
+    x = _dev(np.ones((2, 3), np.float32))
+    out = openacl.empty((2, 3), np.float32)
+    slope = openacl.create_scalar(0.1, openacl.ACL_FLOAT)
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "self", aclnn.relu_get_workspace_size, None, out)
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "out", aclnn.gelu_get_workspace_size, x, None)
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "negativeSlope", aclnn.leaky_relu_get_workspace_size,
+            x, None, out)
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "self", aclnn.inplace_hardsigmoid_get_workspace_size,
+            None)
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "weight", aclnn.prelu_get_workspace_size, x, None, out)
+    # wrong output shape / dtype
+    _raises(ACLNN_ERR_PARAM_INVALID, "out", aclnn.sigmoid_get_workspace_size, x,
+            openacl.empty((3, 2), np.float32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "out", aclnn.gelu_get_workspace_size, x,
+            openacl.empty((2, 3), np.float16))  # Gelu: out dtype must equal self's
+    _raises(ACLNN_ERR_PARAM_INVALID, "out", aclnn.hardswish_get_workspace_size, x,
+            openacl.empty((2, 3), np.int32))  # float result into an int output
+    _raises(ACLNN_ERR_PARAM_INVALID, "y", aclnn.gelu_v2_get_workspace_size, x, 0,
+            openacl.empty((2, 3), np.float64))
+    # attributes
+    _raises(ACLNN_ERR_PARAM_INVALID, "approximate", aclnn.gelu_v2_get_workspace_size, x, 2,
+            out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "dim", aclnn.softmax_get_workspace_size, x, 2, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "dim", aclnn.log_softmax_get_workspace_size, x, -3, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "dim", aclnn.softmax_get_workspace_size, x, 1.5, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "dim", aclnn.softmax_get_workspace_size, x, None, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "approximate", aclnn.gelu_v2_get_workspace_size, x, None,
+            out)
+    # dtypes
+    ints = _dev(np.ones((2, 3), np.int32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", aclnn.sigmoid_get_workspace_size, ints, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "x", aclnn.gelu_v2_get_workspace_size, ints, 0,
+            openacl.empty((2, 3), np.int32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "selfRef", aclnn.inplace_elu_get_workspace_size, ints,
+            slope, slope, slope)
+    complex_scalar = openacl.create_scalar(1 + 1j, openacl.ACL_COMPLEX64)
+    _raises(ACLNN_ERR_PARAM_INVALID, "negativeSlope", aclnn.leaky_relu_get_workspace_size,
+            x, complex_scalar, out)

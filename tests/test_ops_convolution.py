@@ -1,0 +1,207 @@
+"""Convolution against PyTorch CPU, with CANN's precision standard.
+
+The golden is PyTorch computed in float64 from the same (rounded) inputs, then rounded to the
+tested dtype: a higher-precision golden, as CANN's standard prescribes.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import openacl
+from op_harness import BF16, FLOATS, assert_close, random_array, strided
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+F32 = np.dtype(np.float32)
+FORWARD = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+TRANSPOSED = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return openacl.to_device(np.asarray(array))
+
+
+def _t64(array):
+    return torch.from_numpy(np.asarray(array).astype(np.float64))
+
+
+def _golden(x, w, b, stride, padding, dilation, transposed, output_padding, groups, dtype):
+    spatial = x.ndim - 2
+    bias = None if b is None else _t64(b)
+    if transposed:
+        result = TRANSPOSED[spatial](_t64(x), _t64(w), bias, stride, padding,
+                                     output_padding, groups, dilation)
+    else:
+        result = FORWARD[spatial](_t64(x), _t64(w), bias, stride, padding, dilation, groups)
+    return result.numpy().astype(dtype)
+
+
+CASES = {
+    # name: (input, weight, stride, padding, dilation, transposed, output_padding, groups)
+    "1d": ((2, 4, 9), (6, 4, 3), [1], [1], [1], False, None, 1),
+    "1d-stride-dilation-groups": ((2, 4, 11), (6, 2, 3), [2], [2], [2], False, None, 2),
+    "2d": ((2, 3, 7, 8), (5, 3, 3, 3), [1, 1], [1, 1], [1, 1], False, None, 1),
+    "2d-stride-pad": ((1, 3, 9, 8), (4, 3, 3, 2), [2, 3], [1, 0], [1, 1], False, None, 1),
+    "2d-dilation": ((1, 2, 9, 9), (3, 2, 3, 3), [1, 1], [2, 1], [2, 3], False, None, 1),
+    "2d-groups": ((2, 6, 6, 7), (4, 3, 3, 3), [1, 2], [1, 1], [1, 1], False, None, 2),
+    "2d-depthwise": ((2, 8, 7, 6), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], False, None, 8),
+    "2d-depthwise-strided": ((1, 20, 9, 9), (20, 1, 3, 2), [2, 1], [1, 1], [2, 1], False,
+                             None, 20),
+    "2d-depth-multiplier": ((1, 3, 6, 6), (6, 1, 3, 3), [1, 1], [0, 0], [1, 1], False, None,
+                            3),
+    "3d": ((1, 2, 5, 6, 5), (3, 2, 3, 2, 3), [1, 2, 1], [1, 0, 1], [1, 1, 2], False, None, 1),
+    "1d-transposed": ((2, 4, 7), (4, 3, 3), [3], [1], [2], True, [1], 1),
+    "2d-transposed": ((2, 4, 5, 6), (4, 3, 3, 3), [2, 2], [1, 0], [1, 1], True, [1, 1], 2),
+    "2d-transposed-dilation": ((1, 2, 4, 4), (2, 3, 2, 3), [1, 2], [0, 2], [2, 1], True,
+                               [0, 1], 1),
+    "3d-transposed": ((1, 2, 3, 4, 3), (2, 2, 2, 2, 2), [2, 1, 2], [0, 1, 0], [1, 1, 1], True,
+                      [1, 0, 0], 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no-bias"])
+def test_convolution_matches_torch(name, dtype, with_bias):
+    shape_x, shape_w, stride, padding, dilation, transposed, output_padding, groups = CASES[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))  # hash() is salted per process
+    x = random_array(shape_x, dtype, rng, -2, 2)
+    w = random_array(shape_w, dtype, rng, -1, 1)
+    c_out = shape_w[1] * groups if transposed else shape_w[0]
+    b = random_array((c_out,), dtype, rng, -1, 1) if with_bias else None
+    golden = _golden(x, w, b, stride, padding, dilation, transposed, output_padding or [0] *
+                     len(stride), groups, dtype)
+    result = openacl.ops.convolution(_dev(x), _dev(w), None if b is None else _dev(b), stride,
+                                     padding, dilation, transposed, output_padding, groups)
+    assert_close(result.numpy(), golden, f"{name} {dtype}")
+
+
+def test_asymmetric_padding_four_values():
+    x, w = random_array((1, 2, 6, 7), F32), random_array((3, 2, 3, 3), F32)
+    result = openacl.ops.convolution(_dev(x), _dev(w), None, [1, 1], [1, 0, 2, 1], [1, 1])
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 0), (2, 1)))
+    assert_close(result.numpy(), _golden(padded, w, None, [1, 1], [0, 0], [1, 1], False,
+                                         [0, 0], 1, F32))
+
+
+@pytest.mark.parametrize("kind", ["step", "transpose"])
+def test_non_contiguous_input_weight_output(kind):
+    x, w = random_array((2, 3, 6, 5), F32), random_array((4, 3, 3, 3), F32)
+    b = random_array((4,), F32)
+    inputs, weights, bias = strided(x, kind), strided(w, kind), strided(b)
+    out = strided(np.zeros((2, 4, 6, 5), np.float32), kind)
+    ws, exe = aclnn.convolution_get_workspace_size(inputs, weights, bias, [1, 1], [1, 1],
+                                                   [1, 1], False, [0, 0], 1, out, 0)
+    aclnn.convolution(0, ws, exe, 0)
+    assert_close(out.numpy(), _golden(x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, F32))
+
+
+def test_empty_batch_and_half_input_into_float_output():
+    x, w = np.zeros((0, 2, 5, 5), np.float32), random_array((3, 2, 3, 3), F32)
+    assert openacl.ops.convolution(_dev(x), _dev(w), None, [1, 1], [0, 0], [1, 1]
+                                   ).numpy().shape == (0, 3, 3, 3)
+    x16, w16 = random_array((1, 2, 5, 5), np.float16), random_array((3, 2, 3, 3), np.float16)
+    inputs, weights = _dev(x16), _dev(w16)
+    out = openacl.empty((1, 3, 3, 3), np.float32)  # non-transposed output may differ in dtype
+    ws, exe = aclnn.convolution_get_workspace_size(inputs, weights, None, [1, 1], [0, 0],
+                                                   [1, 1], False, [0, 0], 1, out, 0)
+    aclnn.convolution(0, ws, exe, 0)
+    assert_close(out.numpy(), _golden(x16, w16, None, [1, 1], [0, 0], [1, 1], False, [0, 0],
+                                      1, F32))
+
+
+def test_use_fp16_rounds_float32_operands():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
+    keep = openacl.ops.convolution(_dev(x), _dev(w), None, [1, 1], [1, 1], [1, 1], False, None,
+                                   1, 0).numpy()
+    fp16 = openacl.ops.convolution(_dev(x), _dev(w), None, [1, 1], [1, 1], [1, 1], False, None,
+                                   1, 2).numpy()
+    rounded = _golden(x.astype(np.float16), w.astype(np.float16), None, [1, 1], [1, 1], [1, 1],
+                      False, [0, 0], 1, F32)
+    np.testing.assert_allclose(fp16, rounded, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(keep, fp16, rtol=1e-7, atol=0)
+
+
+def _error(*args):
+    with pytest.raises(AclError) as info:
+        aclnn.convolution_get_workspace_size(*args)
+    return info.value
+
+
+def test_convolution_errors():
+    x, w = _dev(np.ones((1, 4, 6, 6), np.float32)), _dev(np.ones((2, 4, 3, 3), np.float32))
+    out = openacl.empty((1, 2, 4, 4), np.float32)
+    good = [x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, out, 0]
+
+    def with_(index, value):
+        args = list(good)
+        args[index] = value
+        return args
+
+    cases = [
+        (with_(0, None), ACLNN_ERR_PARAM_NULLPTR, "'input'"),
+        (with_(1, None), ACLNN_ERR_PARAM_NULLPTR, "'weight'"),
+        (with_(9, None), ACLNN_ERR_PARAM_NULLPTR, "'output'"),
+        (with_(3, None), ACLNN_ERR_PARAM_NULLPTR, "'stride'"),
+        (with_(4, None), ACLNN_ERR_PARAM_NULLPTR, "'padding'"),
+        (with_(5, None), ACLNN_ERR_PARAM_NULLPTR, "'dilation'"),
+        (with_(6, None), ACLNN_ERR_PARAM_INVALID, "'transposed'"),
+        (with_(0, _dev(np.ones((4, 6, 6), np.float32))), ACLNN_ERR_PARAM_INVALID, "'weight'"),
+        (with_(0, _dev(np.ones((1, 4, 6, 6), np.int32))), ACLNN_ERR_PARAM_INVALID, "'input'"),
+        (with_(0, _dev(np.ones((6, 6), np.float32))), ACLNN_ERR_PARAM_INVALID, "'input'"),
+        (with_(2, _dev(np.ones(3, np.float32))), ACLNN_ERR_PARAM_INVALID, "'bias'"),
+        (with_(3, [1]), ACLNN_ERR_PARAM_INVALID, "'stride'"),
+        (with_(3, [0, 1]), ACLNN_ERR_PARAM_INVALID, "'stride'"),
+        (with_(4, [1, 1, 1]), ACLNN_ERR_PARAM_INVALID, "'padding'"),
+        (with_(4, [-1, 0]), ACLNN_ERR_PARAM_INVALID, "'padding'"),
+        (with_(5, [1, 0]), ACLNN_ERR_PARAM_INVALID, "'dilation'"),
+        (with_(8, 0), ACLNN_ERR_PARAM_INVALID, "'groups'"),
+        (with_(8, 70000), ACLNN_ERR_PARAM_INVALID, "'groups'"),
+        (with_(8, 3), ACLNN_ERR_PARAM_INVALID, "'groups'"),
+        (with_(8, 2), ACLNN_ERR_PARAM_INVALID, "'weight'"),         # 4 != 4 * 2 channels
+        (with_(9, openacl.empty((1, 2, 5, 5), np.float32)), ACLNN_ERR_PARAM_INVALID,
+         "'output'"),
+        (with_(9, openacl.empty((1, 2, 4, 4), np.int32)), ACLNN_ERR_PARAM_INVALID, "'output'"),
+        (with_(10, 4), ACLNN_ERR_PARAM_INVALID, "'cubeMathType'"),
+        (with_(1, _dev(np.ones((2, 4, 9, 9), np.float32))), ACLNN_ERR_PARAM_INVALID,
+         "'weight'"),                                                # kernel > input
+    ]
+    for args, code, name in cases:
+        error = _error(*args)
+        assert error.code == code and name in error.message, (name, error.message)
+    # transposed: output padding must be smaller than stride or dilation; exact output dtype
+    t_out = openacl.empty((1, 2, 8, 8), np.float32)
+    tw = _dev(np.ones((4, 2, 3, 3), np.float32))
+    bad_pad = _error(x, tw, None, [1, 1], [0, 0], [1, 1], True, [1, 0], 1, t_out, 0)
+    assert bad_pad.code == ACLNN_ERR_PARAM_INVALID and "'outputPadding'" in bad_pad.message
+    half_out = _error(x, tw, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1,
+                      openacl.empty((1, 2, 8, 8), np.float16), 0)
+    assert half_out.code == ACLNN_ERR_PARAM_INVALID and "'output'" in half_out.message
+
+
+def test_bfloat16_transposed_with_bias_two_phase_repeatable():
+    x, w = random_array((1, 2, 3, 3), BF16), random_array((2, 2, 2, 2), BF16)
+    b = random_array((2,), BF16)
+    inputs, weights, bias = _dev(x), _dev(w), _dev(b)
+    out = openacl.empty((1, 2, 6, 6), BF16)
+    ws, exe = aclnn.convolution_get_workspace_size(inputs, weights, bias, [2, 2], [0, 0],
+                                                   [1, 1], True, [0, 0], 1, out, 1)
+    aclnn.set_executor_repeatable(exe)
+    for _ in range(2):
+        aclnn.convolution(0, ws, exe, 0)
+    golden = _golden(x, w, b, [2, 2], [0, 0], [1, 1], True, [0, 0], 1, BF16)
+    assert_close(out.numpy(), golden)
+    aclnn.destroy_executor(exe)

@@ -1,0 +1,272 @@
+"""Linear algebra operators against PyTorch CPU, with CANN's precision standard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import openacl
+from op_harness import BF16, FLOATS, assert_close, from_torch, random_array, strided, to_torch
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+F32 = np.dtype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return openacl.to_device(np.asarray(array))
+
+
+def _rand(shape, dtype, seed):
+    return random_array(shape, dtype, np.random.default_rng(seed), -2, 2)
+
+
+def _golden_matmul(a, b):
+    return from_torch(torch.matmul(to_torch(a), to_torch(b)))
+
+
+# -- Matmul --------------------------------------------------------------------------------------
+MATMUL_SHAPES = [
+    ((3, 4), (4, 5)),
+    ((4,), (4,)),            # 1-D @ 1-D -> 0-dim
+    ((4,), (4, 5)),          # 1-D @ 2-D
+    ((3, 4), (4,)),          # 2-D @ 1-D
+    ((2, 3, 4), (4,)),       # batched @ 1-D
+    ((4,), (2, 4, 5)),       # 1-D @ batched
+    ((2, 1, 3, 4), (5, 4, 6)),  # batch broadcast
+    ((1, 2, 1, 2, 3, 4), (2, 1, 2, 1, 4, 2)),  # 6 dims
+    ((0, 4), (4, 3)),        # empty rows
+    ((3, 0), (0, 2)),        # empty reduce dim: zeros
+]
+
+
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_matmul_matches_torch(shapes, dtype):
+    a, b = _rand(shapes[0], dtype, 1), _rand(shapes[1], dtype, 2)
+    assert_close(openacl.ops.matmul(_dev(a), _dev(b)).numpy(), _golden_matmul(a, b),
+                 f"matmul {shapes} {dtype}")
+
+
+@pytest.mark.parametrize("kind", ["step", "transpose"])
+def test_matmul_non_contiguous_inputs_and_output(kind):
+    a, b = _rand((2, 5, 6), F32, 3), _rand((6, 4), F32, 4)
+    left, right = strided(a, kind), strided(b, kind)
+    out = strided(np.zeros((2, 5, 4), np.float32), kind)
+    ws, exe = aclnn.matmul_get_workspace_size(left, right, out, 0)
+    aclnn.matmul(0, ws, exe, 0)
+    assert_close(out.numpy(), _golden_matmul(a, b))
+
+
+def test_matmul_transposed_operands_bf16_into_float_out():
+    a, b = _rand((7, 3), BF16, 5), _rand((3, 9), BF16, 6)
+    left, right = strided(a, "transpose"), strided(b, "transpose")
+    out = openacl.empty((7, 9), np.float32)  # the bf16 result written into float32
+    ws, exe = aclnn.matmul_get_workspace_size(left, right, out, 1)
+    aclnn.matmul(0, ws, exe, 0)
+    golden = torch.matmul(to_torch(a).float(), to_torch(b).float()).numpy()
+    assert_close(out.numpy(), golden)
+
+
+def test_matmul_promotes_mixed_dtypes():
+    a, b = _rand((3, 4), np.float16, 7), _rand((4, 2), np.float32, 8)
+    result = openacl.ops.matmul(_dev(a), _dev(b)).numpy()
+    assert result.dtype == np.float32
+    assert_close(result, a.astype(np.float32) @ b)
+
+
+@pytest.mark.parametrize("cube", [0, 1, 2, 3, 4])
+def test_matmul_cube_math_types(cube):
+    a, b = _rand((8, 16), F32, 9), _rand((16, 8), F32, 10)
+    result = openacl.ops.matmul(_dev(a), _dev(b), cube).numpy()
+    if cube == 2:  # USE_FP16: the operands are rounded to float16 first
+        rounded = a.astype(np.float16).astype(np.float32) @ b.astype(np.float16).astype(
+            np.float32)
+        np.testing.assert_allclose(result, rounded, rtol=1e-6, atol=1e-6)
+        assert not np.allclose(result, a @ b, rtol=1e-7, atol=0)
+    else:
+        assert_close(result, _golden_matmul(a, b))
+
+
+def test_mm_and_batch_mat_mul():
+    a, b = _rand((3, 4), F32, 11), _rand((4, 5), F32, 12)
+    assert_close(openacl.ops.mm(_dev(a), _dev(b)).numpy(), _golden_matmul(a, b))
+    for dtype in FLOATS:
+        x, y = _rand((3, 2, 4), dtype, 13), _rand((1, 4, 5), dtype, 14)  # batch 1 broadcast
+        assert_close(openacl.ops.batch_mat_mul(_dev(x), _dev(y)).numpy(),
+                     _golden_matmul(x, y), f"bmm {dtype}")
+
+
+# -- Addmm, Baddbmm ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("bias_shape", [(3, 5), (5,), (1, 5), (3, 1)], ids=str)
+def test_addmm_matches_torch(dtype, bias_shape):
+    s, m1, m2 = _rand(bias_shape, dtype, 15), _rand((3, 4), dtype, 16), _rand((4, 5), dtype, 17)
+    golden = from_torch(torch.addmm(to_torch(s), to_torch(m1), to_torch(m2), beta=0.5,
+                                    alpha=2.0))
+    assert_close(openacl.ops.addmm(_dev(s), _dev(m1), _dev(m2), 0.5, 2.0).numpy(), golden,
+                 f"addmm {dtype} {bias_shape}")
+
+
+def test_addmm_beta_zero_ignores_nan_and_inplace():
+    s = np.full((2, 3), np.nan, np.float32)
+    m1, m2 = _rand((2, 4), F32, 18), _rand((4, 3), F32, 19)
+    result = openacl.ops.addmm(_dev(s), _dev(m1), _dev(m2), 0, 1).numpy()
+    assert_close(result, from_torch(torch.addmm(to_torch(s), to_torch(m1), to_torch(m2),
+                                                beta=0)))
+    base = _rand((2, 3), F32, 20)
+    target, left, right = _dev(base), _dev(m1), _dev(m2)
+    beta = openacl.create_scalar(1.5, openacl.ACL_FLOAT)
+    alpha = openacl.create_scalar(-1, openacl.ACL_INT64)
+    ws, exe = aclnn.inplace_addmm_get_workspace_size(target, left, right, beta, alpha, 0)
+    aclnn.inplace_addmm(0, ws, exe, 0)
+    assert_close(target.numpy(), from_torch(torch.addmm(to_torch(base), to_torch(m1),
+                                                        to_torch(m2), beta=1.5, alpha=-1)))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_baddbmm_matches_torch(dtype):
+    s, b1, b2 = _rand((1, 5), dtype, 21), _rand((2, 3, 4), dtype, 22), _rand((2, 4, 5), dtype,
+                                                                            23)
+    golden = from_torch(torch.baddbmm(to_torch(s), to_torch(b1), to_torch(b2), beta=2.0,
+                                      alpha=0.5))
+    assert_close(openacl.ops.baddbmm(_dev(s), _dev(b1), _dev(b2), 2.0, 0.5).numpy(), golden,
+                 f"baddbmm {dtype}")
+
+
+def test_inplace_baddbmm_with_strided_operands():
+    base, b1, b2 = _rand((2, 3, 5), F32, 24), _rand((2, 3, 4), F32, 25), _rand((2, 4, 5), F32,
+                                                                              26)
+    target, left, right = strided(base), strided(b1, "transpose"), strided(b2)
+    one = openacl.create_scalar(1, openacl.ACL_INT32)
+    ws, exe = aclnn.inplace_baddbmm_get_workspace_size(target, left, right, one, one, 1)
+    aclnn.inplace_baddbmm(0, ws, exe, 0)
+    assert_close(target.numpy(), from_torch(torch.baddbmm(to_torch(base), to_torch(b1),
+                                                          to_torch(b2))))
+
+
+# -- Einsum --------------------------------------------------------------------------------------
+EINSUM_CASES = [
+    ("abcd,abced->abce", [(1, 2, 3, 4), (1, 2, 3, 5, 4)]),  # CANN's registered equations
+    ("a,b->ab", [(3,), (4,)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,jk", [(3, 4), (4, 2)]),          # implicit output
+    ("ii->i", [(4, 4)]),                  # diagonal
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),
+    ("...ij->ij", [(2, 3, 4)]),           # ellipsis dims summed (torch)
+    ("i,i->", [(3,), (1,)]),              # a size-1 label broadcasts
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+]
+
+
+@pytest.mark.parametrize("equation,shapes", EINSUM_CASES, ids=[c[0] for c in EINSUM_CASES])
+@pytest.mark.parametrize("dtype", [*FLOATS, np.dtype(np.int32), np.dtype(np.int64)], ids=str)
+def test_einsum_matches_torch(equation, shapes, dtype):
+    arrays = [_rand(shape, dtype, 30 + i) for i, shape in enumerate(shapes)]
+    # golden in float64 (torch rounds float16 between the contractions of a 3-operand
+    # equation); torch widens some integer reductions to int64 where aclnnEinsum keeps the
+    # operands' dtype, so the golden is cast back to it
+    wide = [a.astype(np.float64) if dtype.kind != "i" else a for a in arrays]
+    golden = from_torch(torch.einsum(equation, *[to_torch(a) for a in wide])).astype(dtype)
+    assert_close(openacl.ops.einsum([_dev(a) for a in arrays], equation).numpy(), golden,
+                 f"einsum {equation} {dtype}")
+
+
+def test_einsum_strided_operands_two_phase():
+    a, b = _rand((3, 4), F32, 40), _rand((4, 5), F32, 41)
+    left, right = strided(a, "transpose"), strided(b)
+    out = openacl.empty((3, 5), np.float32)
+    ws, exe = aclnn.einsum_get_workspace_size([left, right], "ij,jk->ik", out)
+    aclnn.einsum(0, ws, exe, 0)
+    assert_close(out.numpy(), a @ b)
+
+
+# -- phase-1 errors ------------------------------------------------------------------------------
+def _error(fn, *args):
+    with pytest.raises(AclError) as info:
+        fn(*args)
+    return info.value
+
+
+def test_matmul_family_errors():
+    a, b = _dev(np.ones((2, 3), np.float32)), _dev(np.ones((3, 4), np.float32))
+    out = openacl.empty((2, 4), np.float32)
+    for args, code, name in [
+        ((None, b, out, 0), ACLNN_ERR_PARAM_NULLPTR, "'self'"),
+        ((a, None, out, 0), ACLNN_ERR_PARAM_NULLPTR, "'mat2'"),
+        ((a, b, None, 0), ACLNN_ERR_PARAM_NULLPTR, "'out'"),
+        ((a, a, out, 0), ACLNN_ERR_PARAM_INVALID, "'mat2'"),           # reduce dims differ
+        ((a, b, openacl.empty((4, 2), np.float32), 0), ACLNN_ERR_PARAM_INVALID, "'out'"),
+        ((a, b, openacl.empty((2, 4), np.int32), 0), ACLNN_ERR_PARAM_INVALID, "'out'"),
+        ((a, b, out, 5), ACLNN_ERR_PARAM_INVALID, "'cubeMathType'"),
+        ((a, b, out, -1), ACLNN_ERR_PARAM_INVALID, "'cubeMathType'"),
+        ((_dev(np.ones((2, 3), np.int32)), b, out, 0), ACLNN_ERR_PARAM_INVALID, "'self'"),
+        ((_dev(np.float32(1)), b, out, 0), ACLNN_ERR_PARAM_INVALID, "'self'"),  # 0-dim
+        ((_dev(np.ones((1,) * 7, np.float32)), b, out, 0), ACLNN_ERR_PARAM_INVALID, "'self'"),
+        ((_dev(np.ones((2, 2, 3), np.float32)), _dev(np.ones((3, 3, 4), np.float32)), out, 0),
+         ACLNN_ERR_PARAM_INVALID, "'mat2'"),                              # batch mismatch
+    ]:
+        error = _error(aclnn.matmul_get_workspace_size, *args)
+        assert error.code == code and name in error.message, (args, error.message)
+    error = _error(aclnn.mm_get_workspace_size, _dev(np.ones(3, np.float32)), b, out, 0)
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'self'" in error.message
+    bad_batch = _error(aclnn.batch_mat_mul_get_workspace_size,
+                       _dev(np.ones((2, 2, 3), np.float32)), _dev(np.ones((3, 3, 4), np.float32)),
+                       openacl.empty((3, 2, 4), np.float32), 0)
+    assert bad_batch.code == ACLNN_ERR_PARAM_INVALID and "'mat2'" in bad_batch.message
+    fp32_add = _error(aclnn.batch_mat_mul_get_workspace_size,
+                      _dev(np.ones((1, 2, 3), np.float32)), _dev(np.ones((1, 3, 4), np.float32)),
+                      openacl.empty((1, 2, 4), np.float32), 4)
+    assert fp32_add.code == ACLNN_ERR_PARAM_INVALID and "'cubeMathType'" in fp32_add.message
+
+
+def test_addmm_baddbmm_errors():
+    m1, m2 = _dev(np.ones((2, 3), np.float32)), _dev(np.ones((3, 4), np.float32))
+    one = openacl.create_scalar(1.0, openacl.ACL_FLOAT)
+    out = openacl.empty((2, 4), np.float32)
+    bad_bias = _error(aclnn.addmm_get_workspace_size, _dev(np.ones((3, 4), np.float32)), m1, m2,
+                      one, one, out, 0)
+    assert bad_bias.code == ACLNN_ERR_PARAM_INVALID and "'self'" in bad_bias.message
+    null_beta = _error(aclnn.addmm_get_workspace_size, _dev(np.ones(4, np.float32)), m1, m2,
+                       None, one, out, 0)
+    assert null_beta.code == ACLNN_ERR_PARAM_NULLPTR and "'beta'" in null_beta.message
+    complex_alpha = openacl.create_scalar(1j, openacl.ACL_COMPLEX64)
+    bad_alpha = _error(aclnn.addmm_get_workspace_size, _dev(np.ones(4, np.float32)), m1, m2,
+                       one, complex_alpha, out, 0)
+    assert bad_alpha.code == ACLNN_ERR_PARAM_INVALID and "'alpha'" in bad_alpha.message
+    not_3d = _error(aclnn.baddbmm_get_workspace_size, _dev(np.ones(4, np.float32)), m1, m2,
+                    one, one, out, 0)
+    assert not_3d.code == ACLNN_ERR_PARAM_INVALID and "'batch1'" in not_3d.message
+    inplace_shape = _error(aclnn.inplace_addmm_get_workspace_size,
+                           _dev(np.ones((1, 4), np.float32)), m1, m2, one, one, 0)
+    assert inplace_shape.code == ACLNN_ERR_PARAM_INVALID and "'selfRef'" in inplace_shape.message
+
+
+def test_einsum_errors():
+    a, b = _dev(np.ones((2, 3), np.float32)), _dev(np.ones((3, 4), np.float32))
+    out = openacl.empty((2, 4), np.float32)
+    for args, code, name in [
+        ((None, "ij,jk->ik", out), ACLNN_ERR_PARAM_NULLPTR, "'tensors'"),
+        (([a, b], "ij,jk->ik", None), ACLNN_ERR_PARAM_NULLPTR, "'output'"),
+        (([a, b], "ij->ij", out), ACLNN_ERR_PARAM_INVALID, "'equation'"),      # 1 term, 2 ops
+        (([a, b], "ij,jk->iz", out), ACLNN_ERR_PARAM_INVALID, "'equation'"),   # unknown label
+        (([a, b], "ij,jk->ii", out), ACLNN_ERR_PARAM_INVALID, "'equation'"),   # repeated
+        (([a, b], "i1,jk->ik", out), ACLNN_ERR_PARAM_INVALID, "'equation'"),   # bad char
+        (([a, b], "ijk,jk->ik", out), ACLNN_ERR_PARAM_INVALID, "'tensors'"),   # rank
+        (([a, a], "ij,jk->ik", out), ACLNN_ERR_PARAM_INVALID, "'tensors'"),    # size clash
+        (([a, _dev(np.ones((3, 4), np.float16))], "ij,jk->ik", out), ACLNN_ERR_PARAM_INVALID,
+         "'tensors'"),                                                         # mixed dtypes
+        (([a, b], "ij,jk->ik", openacl.empty((2, 4), np.float16)), ACLNN_ERR_PARAM_INVALID,
+         "'output'"),
+        (([a, b], "ij,jk->ki", out), ACLNN_ERR_PARAM_INVALID, "'output'"),
+        (([_dev(np.ones(3, np.bool_))], "i->i", openacl.empty((3,), np.bool_)),
+         ACLNN_ERR_PARAM_INVALID, "'tensors'"),
+    ]:
+        error = _error(aclnn.einsum_get_workspace_size, *args)
+        assert error.code == code and name in error.message, (args, error.message)
