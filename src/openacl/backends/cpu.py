@@ -28,6 +28,12 @@ def _aligned_bytes(nbytes: int) -> tuple[int, np.ndarray]:
     return base + skip, buffer
 
 
+def _quiet_floating_point() -> None:
+    """Kernels behave like the device's: inf/NaN results, no floating-point warnings.
+    (numpy's error state is per thread; inline mode keeps the caller's.)"""
+    np.seterr(all="ignore")
+
+
 def _meminfo_bytes(field: str) -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
@@ -47,7 +53,7 @@ class CpuBackend(Backend):
     def __init__(self, device_count: int, stream_mode: str) -> None:
         super().__init__(device_count)
         self.stream_mode = stream_mode
-        self._executor = make_executor(stream_mode)
+        self._executor = make_executor(stream_mode, _quiet_floating_point)
         self._raw: dict[int, weakref.ref] = {}  # id -> raw arrays handed out, for owns()
 
     def _reserve(self, nbytes: int) -> tuple[int, np.ndarray]:

@@ -143,8 +143,9 @@ class InlineExecutor(Executor):
 class _Worker:
     """One thread draining a FIFO of (queue, value, task) items; ``None`` ends it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, thread_init: Callable[[], None] | None = None) -> None:
         self._items: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread_init = thread_init
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self.thread.start()
 
@@ -156,6 +157,8 @@ class _Worker:
         self._items.put(None)
 
     def _loop(self) -> None:
+        if self._thread_init is not None:
+            self._thread_init()
         get = self._items.get
         while True:
             item = get()
@@ -168,13 +171,14 @@ class _Worker:
 class ThreadedExecutor(Executor):
     """Each queue gets its own worker thread: queues run concurrently, each in FIFO order."""
 
-    def __init__(self) -> None:
+    def __init__(self, thread_init: Callable[[], None] | None = None) -> None:
         self._workers: dict[int, _Worker] = {}
         self._lock = threading.Lock()
+        self._thread_init = thread_init
 
     def attach(self, queue: HostQueue) -> None:
         with self._lock:
-            self._workers[id(queue)] = _Worker(f"openacl-{queue.name}")
+            self._workers[id(queue)] = _Worker(f"openacl-{queue.name}", self._thread_init)
 
     def detach(self, queue: HostQueue) -> None:
         with self._lock:
@@ -199,8 +203,8 @@ class ThreadedExecutor(Executor):
 class DeterministicExecutor(Executor):
     """One worker runs every queue's tasks in host submission order."""
 
-    def __init__(self) -> None:
-        self._worker = _Worker("openacl-deterministic")
+    def __init__(self, thread_init: Callable[[], None] | None = None) -> None:
+        self._worker = _Worker("openacl-deterministic", thread_init)
 
     def submit(self, queue: HostQueue, value: int, task: Task) -> None:
         self._worker.push(queue, value, task)
@@ -211,12 +215,13 @@ class DeterministicExecutor(Executor):
             self._worker.thread.join(timeout)
 
 
-def make_executor(mode: str) -> Executor:
-    """The executor for a stream mode (see ``STREAM_MODES``)."""
+def make_executor(mode: str, thread_init: Callable[[], None] | None = None) -> Executor:
+    """The executor for a stream mode (see ``STREAM_MODES``); ``thread_init`` runs first on
+    every worker thread it starts."""
     if mode == "threaded":
-        return ThreadedExecutor()
+        return ThreadedExecutor(thread_init)
     if mode == "inline":
         return InlineExecutor()
     if mode == "deterministic":
-        return DeterministicExecutor()
+        return DeterministicExecutor(thread_init)
     raise ValueError(f"unknown stream mode {mode!r}; expected one of {STREAM_MODES}")
