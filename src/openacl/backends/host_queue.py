@@ -43,11 +43,12 @@ STREAM_MODES = ("threaded", "inline", "deterministic")
 class Timeline:
     """A monotonically increasing counter with blocking waits."""
 
-    __slots__ = ("_value", "_cond")
+    __slots__ = ("_value", "_cond", "_waiters")
 
     def __init__(self) -> None:
         self._value = 0
         self._cond = threading.Condition(threading.Lock())
+        self._waiters = 0  # threads blocked in wait(); signal notifies only when > 0
 
     @property
     def value(self) -> int:
@@ -57,14 +58,19 @@ class Timeline:
         with self._cond:
             if value > self._value:
                 self._value = value
-                self._cond.notify_all()
+                if self._waiters:
+                    self._cond.notify_all()
 
     def wait(self, value: int, timeout: float | None = None) -> bool:
         """Block until the counter reaches ``value``; False if ``timeout`` seconds pass."""
         if self._value >= value:
             return True
         with self._cond:
-            return self._cond.wait_for(lambda: self._value >= value, timeout)
+            self._waiters += 1
+            try:
+                return self._cond.wait_for(lambda: self._value >= value, timeout)
+            finally:
+                self._waiters -= 1
 
 
 class HostQueue:

@@ -46,12 +46,17 @@ def _binary(c: Call, a: str, b: str, out: str, supported, result: np.dtype | Non
     return promoted, result
 
 
-def _operand(v, c: Call, name: str, dtype: np.dtype):
-    """An operand in compute dtype: a tensor view or a scalar value."""
-    value = v.get(name)
-    if value is not None:
-        return v.compute(name, dtype)
-    return c.scalar(name, dtype)
+def _operand(c: Call, name: str, dtype: np.dtype) -> Callable:
+    """Phase 1 decides how phase 2 reads operand ``name`` in the compute dtype of ``dtype``:
+    the view itself, a converted copy of it, or a scalar constant."""
+    compute = promotion.compute_dtype(dtype)
+    value = c[name]
+    if isinstance(value, TensorArg):
+        if value.dtype == compute:
+            return lambda v: v[name]
+        return lambda v: v[name].astype(compute)
+    constant = c.scalar(name, dtype)
+    return lambda v: constant
 
 
 def _add_like(sign: int, allow_bool: bool):
@@ -64,10 +69,10 @@ def _add_like(sign: int, allow_bool: bool):
         alpha = c.scalar("alpha", dtype) if c.has("alpha") else None
 
         combine = np.logical_or if dtype == np.bool_ else (np.add if sign > 0 else np.subtract)
+        left, right = _operand(c, "self", dtype), _operand(c, "other", dtype)
 
         def kernel(v) -> None:
-            x = _operand(v, c, "self", dtype)
-            y = _operand(v, c, "other", dtype)
+            x, y = left(v), right(v)
             if alpha is not None and alpha != 1:
                 y = np.logical_and(y, alpha) if dtype == np.bool_ else y * alpha
             v.store("out", combine, x, y)
@@ -102,8 +107,10 @@ def _simple_binary(fn: Callable, supported, result: Callable[[np.dtype], np.dtyp
         compute = out_dtype if result is not None else promoted
         _binary(c, "self", "other", "out", supported, out_dtype)
 
+        left, right = _operand(c, "self", compute), _operand(c, "other", compute)
+
         def kernel(v) -> None:
-            v.store("out", fn, _operand(v, c, "self", compute), _operand(v, c, "other", compute))
+            v.store("out", fn, left(v), right(v))
         return kernel
     return prepare
 
@@ -175,8 +182,10 @@ def _pow_prepare(c: Call) -> Kernel:
     tensors = [n for n in ("self", "exponent") if isinstance(c[n], TensorArg)]
     c.check_out("out", c.broadcast(*tensors), dtype)
 
+    read_base, read_exponent = _operand(c, "self", dtype), _operand(c, "exponent", dtype)
+
     def kernel(v) -> None:
-        base, exponent = _operand(v, c, "self", dtype), _operand(v, c, "exponent", dtype)
+        base, exponent = read_base(v), read_exponent(v)
         if promotion.category(dtype) == promotion.INTEGER and np.any(np.asarray(exponent) < 0):
             raise ValueError("integers to negative integer powers are not allowed")
         v.write("out", np.power(base, exponent))
@@ -223,14 +232,17 @@ def _clamp(low: str | None, high: str | None) -> Callable[[Call], Kernel]:
         tensors = ["self"] + [n for n in bounds if isinstance(c[n], TensorArg)]
         c.check_out("out", c.broadcast(*tensors), dtype)
 
+        read_low = _operand(c, low, dtype) if low is not None and c.has(low) else None
+        read_high = _operand(c, high, dtype) if high is not None and c.has(high) else None
+
         def kernel(v) -> None:
             x = v.compute("self", dtype)
-            if low is not None and c.has(low):
-                lo = _operand(v, c, low, dtype)
+            if read_low is not None:
+                lo = read_low(v)
                 x = np.where(np.isnan(x) if x.dtype.kind == "f" else False, x,
                              np.maximum(x, lo))
-            if high is not None and c.has(high):
-                hi = _operand(v, c, high, dtype)
+            if read_high is not None:
+                hi = read_high(v)
                 x = np.where(np.isnan(x) if x.dtype.kind == "f" else False, x,
                              np.minimum(x, hi))
             v.write("out", x)
