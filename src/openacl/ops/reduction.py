@@ -1,0 +1,462 @@
+"""Reduction operators: sums, means, extrema and their indices, products, moments, scans,
+sort and top-k, logical any/all.
+
+Argument lists and dtype lists are CANN's (``hicann/ops-math``, each op's
+``docs/aclnn<Name>.md`` and ``op_api``); semantics are PyTorch's:
+
+* ``dim`` arrays may be negative, must not repeat, and an empty array reduces every dim
+  (aclnnReduceSum/Mean/Amax/Amin/Any/All; Std/Var also take a null ``dim``), as CANN's
+  op_api does; note ``torch.any(x, dim=())``/``torch.all`` reduce nothing. A 0-dim tensor
+  accepts dim 0 and -1.
+* Result dtypes as torch when ``dtype`` is not given (Pythonic face only; CANN's C face
+  always passes one): sums, products and cumulative sums of integers and bool give int64,
+  Mean needs a floating result, ArgMax/ArgMin give int64, Any/All give bool (uint8 for a
+  uint8 input). An explicit ``dtype`` must equal ``out``'s dtype where CANN says so.
+* float16/bfloat16 are computed in float32 and rounded once; sums, means, products and
+  moments accumulate in float64 (int64 for integers, complex128 for complex).
+* Empty inputs: a sum is 0, a product 1, a mean/std/var NaN, any False, all True;
+  Amax/Amin/ArgMax/ArgMin over a zero-size dim are refused (torch and CANN agree).
+* Sort and Topk order NaN above every number (torch); ties keep their input order.
+* A one-element result may be written into any one-element ``out`` (CANN's
+  CheckShapeAndScalarSame: aclnnProd documents its output shape as ``(1)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from openacl import dtypes
+from openacl.errors import ACLNN_ERR_PARAM_NULLPTR, AclError
+from openacl.ops import promotion
+from openacl.ops.call import (
+    BOOL_DTYPES,
+    COMPLEX_DTYPES,
+    FLOAT_DTYPES,
+    NUMERIC_DTYPES,
+    REAL_DTYPES,
+    WIDE_UNSIGNED_DTYPES,
+    Call,
+    Kernel,
+)
+from openacl.ops.registry import register
+
+INT64 = np.dtype(np.int64)
+FLOAT64 = np.dtype(np.float64)
+COMPLEX128 = np.dtype(np.complex128)
+HALF_FLOAT_DTYPES = FLOAT_DTYPES - {FLOAT64}  # float16, bfloat16, float32
+
+# supported dtypes of self, per CANN's docs (Ascend 910B and later)
+SUM_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES
+MEAN_DTYPES = REAL_DTYPES | COMPLEX_DTYPES
+EXTREMUM_DTYPES = NUMERIC_DTYPES  # Amax, Amin
+PROD_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES
+ARG_DTYPES = REAL_DTYPES  # ArgMax, ArgMin (no bool)
+ARG_OUT_DTYPES = frozenset({np.dtype(np.int32), INT64})
+MOMENT_DTYPES = HALF_FLOAT_DTYPES  # Std, Var: FLOAT, FLOAT16, BFLOAT16
+CUMSUM_DTYPES = REAL_DTYPES | COMPLEX_DTYPES  # no bool
+TOPK_DTYPES = REAL_DTYPES | WIDE_UNSIGNED_DTYPES
+SORT_DTYPES = (REAL_DTYPES - {FLOAT64}) | WIDE_UNSIGNED_DTYPES | BOOL_DTYPES
+LOGICAL_DTYPES = NUMERIC_DTYPES  # Any, All
+LOGICAL_OUT_DTYPES = frozenset({np.dtype(np.bool_), np.dtype(np.uint8)})
+INDEX_DTYPES = frozenset({INT64})
+
+
+# -- argument helpers ------------------------------------------------------------------------
+def _required(c: Call, name: str):
+    """A non-tensor argument CANN always passes (a null aclIntArray is 161001)."""
+    value = c[name]
+    if value is None:
+        if c.params[c._name(name)].kind.endswith("array"):
+            raise c.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
+        raise c.fail(name, "is required")
+    return value
+
+
+def _axes(c: Call, name: str, ndim: int, nullable: bool = False) -> tuple[int, ...]:
+    """The reduced axes named by int array ``name``: normalized, unique; empty (or null,
+    where ``nullable``) means every axis. A 0-dim tensor has no axes to reduce."""
+    dims = c[name] if nullable else _required(c, name)
+    normalized = [c.normalize_dim(name, d, ndim) for d in (dims or ())]
+    if len(set(normalized)) != len(normalized):
+        raise c.fail(name, "a dim appears more than once")
+    if ndim == 0:
+        return ()
+    return tuple(sorted(normalized)) if normalized else tuple(range(ndim))
+
+
+def _dim(c: Call, name: str, ndim: int) -> int:
+    return c.normalize_dim(name, _required(c, name), ndim)
+
+
+def _reduced_shape(shape: Sequence[int], axes: Iterable[int], keep: bool) -> tuple[int, ...]:
+    axes = set(axes)
+    return tuple(1 if i in axes else s for i, s in enumerate(shape) if keep or i not in axes)
+
+
+def _count(shape: Sequence[int], axes: Iterable[int]) -> int:
+    return math.prod(shape[a] for a in axes)
+
+
+def _refuse_empty_reduction(c: Call, shape: Sequence[int], axes: Iterable[int]) -> None:
+    for axis in axes:
+        if shape[axis] == 0:
+            raise c.fail("self", f"cannot reduce dim {axis} of size 0 (the reduction has no "
+                                 f"identity)")
+
+
+def _dtype_arg(c: Call, name: str, supported: Iterable[np.dtype]) -> np.dtype | None:
+    """The numpy dtype of aclDataType argument ``name`` (None when not given)."""
+    value = c[name]
+    if value is None:
+        return None
+    try:
+        dtype = dtypes.to_numpy_dtype(value)
+    except AclError as exc:
+        raise c.fail(name, exc.message) from None
+    if dtype not in frozenset(supported):
+        names = ", ".join(sorted(str(d) for d in supported))
+        raise c.fail(name, f"dtype {dtype} is not supported (supported: {names})")
+    return dtype
+
+
+def _declare_out(c: Call, name: str, shape: Sequence[int], dtype: np.dtype,
+                 exact_dtype: bool = False) -> None:
+    """``check_out``, except that a one-element result fits any one-element output."""
+    out = c[name]
+    if out is not None and out.shape != tuple(shape) and math.prod(shape) == 1 \
+            and out.numel == 1:
+        shape = out.shape
+    c.check_out(name, shape, dtype, exact_dtype)
+
+
+def _check_out_dtype(c: Call, name: str, allowed: Iterable[np.dtype]) -> None:
+    if c[name] is not None:
+        c.check_dtype(name, allowed)
+
+
+def _int_default(dtype: np.dtype) -> np.dtype:
+    """torch's result dtype of a sum/product/cumsum: integers and bool widen to int64."""
+    return INT64 if promotion.category(dtype) <= promotion.INTEGER else dtype
+
+
+def _accumulator(dtype: np.dtype) -> np.dtype:
+    """The dtype a sum or product of ``dtype`` values accumulates in."""
+    category = promotion.category(dtype)
+    if category == promotion.COMPLEX:
+        return COMPLEX128
+    if category == promotion.FLOATING:
+        return FLOAT64
+    return INT64
+
+
+def _store(v, name: str, value) -> None:
+    """Write ``value`` into output ``name`` (a one-element result fits a one-element out)."""
+    value = np.asarray(value)
+    target = v[name]
+    if value.shape != target.shape and value.size == target.size:
+        value = value.reshape(target.shape)
+    v.write(name, value)
+
+
+def _quiet(fn: Callable[[], np.ndarray]) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return fn()
+
+
+# -- sum, mean, prod ---------------------------------------------------------------------------
+@register("ReduceSum", "self: tensor, dims: int_array = [], keepDims: bool = False, "
+                       "dtype: dtype?, out: tensor!")
+def reduce_sum(c: Call) -> Kernel:
+    """Sum over ``dims`` (empty: all); result in ``dtype`` (default: int64 for integer and
+    bool input, else self's dtype)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", SUM_DTYPES)
+    axes = _axes(c, "dims", self.ndim)
+    keep = bool(_required(c, "keepDims"))
+    requested = _dtype_arg(c, "dtype", SUM_DTYPES)
+    result = _int_default(source) if requested is None else requested
+    if promotion.category(source) == promotion.COMPLEX and \
+            promotion.category(result) != promotion.COMPLEX:
+        raise c.fail("dtype", f"a complex sum cannot be given dtype {result}")
+    _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), result,
+                 exact_dtype=requested is not None)
+    accumulate = _accumulator(result)
+
+    def kernel(v) -> None:
+        x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
+        _store(v, "out", np.sum(x, axis=axes, keepdims=keep))
+    return kernel
+
+
+@register("Mean", "self: tensor, dim: int_array = [], keepDim: bool = False, dtype: dtype?, "
+                  "out: tensor!")
+def mean(c: Call) -> Kernel:
+    """Arithmetic mean over ``dim`` (empty: all); the result dtype must be floating or
+    complex (torch), an empty reduction is NaN."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", MEAN_DTYPES)
+    axes = _axes(c, "dim", self.ndim)
+    keep = bool(_required(c, "keepDim"))
+    requested = _dtype_arg(c, "dtype", MEAN_DTYPES)
+    result = source if requested is None else requested
+    if promotion.category(result) < promotion.FLOATING:
+        raise c.fail("dtype" if requested is not None else "self",
+                     f"mean needs a floating or complex result dtype, got {result}")
+    if not promotion.can_cast(source, result):
+        raise c.fail("dtype", f"self's dtype {source} cannot be cast to {result}")
+    _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), result)
+    accumulate = _accumulator(result)
+    count = _count(self.shape, axes)
+
+    def kernel(v) -> None:
+        x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
+        total = np.sum(x, axis=axes, keepdims=keep)
+        _store(v, "out", _quiet(lambda: total / count) if count else
+               np.full(total.shape, np.nan, accumulate))
+    return kernel
+
+
+def _prod_prepare(c: Call, axes: tuple[int, ...], keep: bool) -> Kernel:
+    self = c.tensor("self")
+    source = c.check_dtype("self", PROD_DTYPES)
+    requested = _dtype_arg(c, "dtype", PROD_DTYPES)
+    result = _int_default(source) if requested is None else requested
+    if not promotion.can_cast(source, result):
+        raise c.fail("dtype", f"self's dtype {source} cannot be cast to {result}")
+    _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), result,
+                 exact_dtype=requested is not None)
+    accumulate = _accumulator(result)
+
+    def kernel(v) -> None:
+        x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
+        _store(v, "out", _quiet(lambda: np.prod(x, axis=axes, keepdims=keep)))
+    return kernel
+
+
+@register("Prod", "self: tensor, dtype: dtype?, out: tensor!")
+def prod(c: Call) -> Kernel:
+    """Product of all elements (a 0-dim result, or any one-element ``out``)."""
+    return _prod_prepare(c, tuple(range(c.tensor("self").ndim)), False)
+
+
+@register("ProdDim", "self: tensor, dim: int, keepDim: bool = False, dtype: dtype?, "
+                     "out: tensor!")
+def prod_dim(c: Call) -> Kernel:
+    """Product over one dim."""
+    ndim = c.tensor("self").ndim
+    dim = _dim(c, "dim", ndim)
+    return _prod_prepare(c, (dim,) if ndim else (), bool(_required(c, "keepDim")))
+
+
+# -- extrema and their indices -------------------------------------------------------------
+def _extremum(reduce: Callable) -> Callable[[Call], Kernel]:
+    def prepare(c: Call) -> Kernel:
+        self = c.tensor("self")
+        source = c.check_dtype("self", EXTREMUM_DTYPES)
+        axes = _axes(c, "dim", self.ndim)
+        keep = bool(_required(c, "keepDim"))
+        _refuse_empty_reduction(c, self.shape, axes)
+        _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), source,
+                     exact_dtype=True)
+        compute = promotion.compute_dtype(source)
+
+        def kernel(v) -> None:
+            x = np.asarray(v["self"]).astype(compute, copy=False)
+            _store(v, "out", reduce(x, axis=axes, keepdims=keep))
+        return kernel
+    return prepare
+
+
+amax = register("Amax", "self: tensor, dim: int_array = [], keepDim: bool = False, "
+                        "out: tensor!")(_extremum(np.max))
+amin = register("Amin", "self: tensor, dim: int_array = [], keepDim: bool = False, "
+                        "out: tensor!")(_extremum(np.min))
+
+
+def _arg_extremum(find: Callable) -> Callable[[Call], Kernel]:
+    def prepare(c: Call) -> Kernel:
+        self = c.tensor("self")
+        source = c.check_dtype("self", ARG_DTYPES)
+        dim = _dim(c, "dim", self.ndim)
+        keep = bool(_required(c, "keepdim"))
+        axes = (dim,) if self.ndim else ()
+        _refuse_empty_reduction(c, self.shape, axes)
+        _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), INT64)
+        _check_out_dtype(c, "out", ARG_OUT_DTYPES)
+        compute = promotion.compute_dtype(source)
+
+        def kernel(v) -> None:
+            if not axes:
+                _store(v, "out", np.zeros((), INT64))
+                return
+            x = np.asarray(v["self"]).astype(compute, copy=False)
+            _store(v, "out", find(x, axis=dim, keepdims=keep))  # first NaN wins, as torch
+        return kernel
+    return prepare
+
+
+arg_max = register("ArgMax", "self: tensor, dim: int, keepdim: bool = False, out: tensor!")(
+    _arg_extremum(np.argmax))
+arg_min = register("ArgMin", "self: tensor, dim: int, keepdim: bool = False, out: tensor!")(
+    _arg_extremum(np.argmin))
+
+
+# -- moments -------------------------------------------------------------------------------------
+def _moment(root: bool, correction_of: Callable[[Call], int]) -> Callable[[Call], Kernel]:
+    """Variance (``root``: standard deviation) over ``dim`` with divisor
+    ``max(0, N - correction)``, as torch: a zero divisor gives inf, or NaN for 0/0."""
+    def prepare(c: Call) -> Kernel:
+        self = c.tensor("self")
+        source = c.check_dtype("self", MOMENT_DTYPES)
+        axes = _axes(c, "dim", self.ndim, nullable=True)
+        keep = bool(_required(c, "keepdim"))
+        correction = correction_of(c)
+        _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), source)
+        _check_out_dtype(c, "out", MOMENT_DTYPES)
+        count = _count(self.shape, axes)
+        divisor = max(0, count - correction)
+
+        def kernel(v) -> None:
+            x = np.asarray(v["self"]).astype(FLOAT64)
+
+            def compute() -> np.ndarray:
+                centred = x - np.sum(x, axis=axes, keepdims=True) / count
+                value = np.sum(centred * centred, axis=axes, keepdims=keep) / divisor
+                return np.sqrt(value) if root else value
+            _store(v, "out", _quiet(compute))
+        return kernel
+    return prepare
+
+
+def _correction(c: Call) -> int:
+    return int(_required(c, "correction"))
+
+
+def _unbiased(c: Call) -> int:
+    return 1 if _required(c, "unbiased") else 0
+
+
+std = register("Std", "self: tensor, dim: int_array?, correction: int = 1, "
+                      "keepdim: bool = False, out: tensor!")(_moment(True, _correction))
+var = register("Var", "self: tensor, dim: int_array?, unbiased: bool = True, "
+                      "keepdim: bool = False, out: tensor!")(_moment(False, _unbiased))
+var_correction = register("VarCorrection", "self: tensor, dim: int_array?, correction: int = 1, "
+                                           "keepdim: bool = False, out: tensor!")(
+    _moment(False, _correction))
+
+
+# -- cumulative sum ------------------------------------------------------------------------------
+@register("Cumsum", "self: tensor, dim: int, dtype: dtype?, out: tensor!")
+def cumsum(c: Call) -> Kernel:
+    """Running sum along ``dim``; ``dtype`` (default: int64 for integers, else self's) must
+    equal out's dtype."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", CUMSUM_DTYPES)
+    dim = _dim(c, "dim", self.ndim)
+    requested = _dtype_arg(c, "dtype", CUMSUM_DTYPES)
+    result = _int_default(source) if requested is None else requested
+    if not promotion.can_cast(source, result):
+        raise c.fail("dtype", f"self's dtype {source} cannot be cast to {result}")
+    c.check_out("out", self.shape, result, exact_dtype=requested is not None)
+    accumulate = _accumulator(result)
+
+    def kernel(v) -> None:
+        x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
+        v.write("out", x if x.ndim == 0 else np.cumsum(x, axis=dim))
+    return kernel
+
+
+# -- sort and top-k -----------------------------------------------------------------------------
+def _stable_order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """Indices that sort ``x`` along ``axis``, ties in input order, NaN above everything."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    # sort the reversed axis ascending, then reverse: descending with ties still in order
+    order = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    return x.shape[axis] - 1 - order
+
+
+def _sorted_outputs(v, compute: np.dtype, axis: int | None, descending: bool,
+                    k: int | None = None) -> None:
+    values = np.asarray(v["self"])
+    if axis is None:  # a 0-dim tensor: itself, at index 0
+        v.write("valuesOut", values)
+        v.write("indicesOut", np.zeros((), INT64))
+        return
+    order = _stable_order(values.astype(compute, copy=False), axis, descending)
+    if k is not None:
+        order = np.take(order, np.arange(k), axis=axis)
+    v.write("valuesOut", np.take_along_axis(values, order, axis=axis))
+    v.write("indicesOut", order)
+
+
+@register("Sort", "self: tensor, stable: bool = False, dim: int = -1, descending: bool = False, "
+                  "valuesOut: tensor!, indicesOut: tensor!")
+def sort(c: Call) -> Kernel:
+    """Sort along ``dim``; the order is always stable (a legal result when not asked)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", SORT_DTYPES)
+    _required(c, "stable")
+    dim = _dim(c, "dim", self.ndim)
+    descending = bool(_required(c, "descending"))
+    c.check_out("valuesOut", self.shape, source, exact_dtype=True)
+    c.check_out("indicesOut", self.shape, INT64, exact_dtype=True)
+    compute = promotion.compute_dtype(source)
+    axis = dim if self.ndim else None
+
+    def kernel(v) -> None:
+        _sorted_outputs(v, compute, axis, descending)
+    return kernel
+
+
+@register("Topk", "self: tensor, k: int, dim: int = -1, largest: bool = True, "
+                  "sorted: bool = True, valuesOut: tensor!, indicesOut: tensor!")
+def topk(c: Call) -> Kernel:
+    """The ``k`` largest (or smallest) values along ``dim`` and their indices, sorted
+    (also when ``sorted`` is False: any order is allowed then)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", TOPK_DTYPES)
+    dim = _dim(c, "dim", self.ndim)
+    k = int(_required(c, "k"))
+    size = self.shape[dim] if self.ndim else 1
+    if not 0 <= k <= size:
+        raise c.fail("k", f"k must be in [0, {size}] (the size of dim {dim})")
+    largest = bool(_required(c, "largest"))
+    _required(c, "sorted")
+    shape = tuple(k if i == dim else s for i, s in enumerate(self.shape))
+    c.check_out("valuesOut", shape, source, exact_dtype=True)
+    c.check_out("indicesOut", shape, INT64, exact_dtype=True)
+    compute = promotion.compute_dtype(source)
+    axis = dim if self.ndim else None
+
+    def kernel(v) -> None:
+        _sorted_outputs(v, compute, axis, largest, k)
+    return kernel
+
+
+# -- any / all ------------------------------------------------------------------------------------
+def _logical(reduce: Callable) -> Callable[[Call], Kernel]:
+    def prepare(c: Call) -> Kernel:
+        self = c.tensor("self")
+        source = c.check_dtype("self", LOGICAL_DTYPES)
+        axes = _axes(c, "dim", self.ndim)
+        keep = bool(_required(c, "keepdim"))
+        result = np.dtype(np.uint8) if source == np.uint8 else np.dtype(np.bool_)
+        _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), result)
+        _check_out_dtype(c, "out", LOGICAL_OUT_DTYPES)
+        compute = promotion.compute_dtype(source)
+
+        def kernel(v) -> None:
+            truth = np.asarray(v["self"]).astype(compute, copy=False) != 0
+            _store(v, "out", reduce(truth, axis=axes, keepdims=keep))
+        return kernel
+    return prepare
+
+
+any_ = register("Any", "self: tensor, dim: int_array = [], keepdim: bool = False, "
+                       "out: tensor!")(_logical(np.any))
+all_ = register("All", "self: tensor, dim: int_array = [], keepdim: bool = False, "
+                       "out: tensor!")(_logical(np.all))
