@@ -196,6 +196,107 @@ class Call:
         return ScalarArg(scalar.value.item(), dtypes.to_numpy_dtype(scalar.data_type))
 
 
+    # -- validation helpers ------------------------------------------------------------
+    def dtype(self, name: str) -> np.dtype:
+        value = self[name]
+        if isinstance(value, (TensorArg, ScalarArg)):
+            return value.dtype
+        raise self.fail(name, "has no dtype")
+
+    def check_dtype(self, name: str, allowed: Iterable[np.dtype],
+                    dtype: np.dtype | None = None) -> np.dtype:
+        """Require the dtype of ``name`` (or ``dtype``, when given) to be in ``allowed``."""
+        actual = self.dtype(name) if dtype is None else np.dtype(dtype)
+        allowed = frozenset(allowed)
+        if actual not in allowed:
+            names = ", ".join(sorted(str(d) for d in allowed))
+            raise self.fail(name, f"dtype {actual} is not supported (supported: {names})")
+        return actual
+
+    def broadcast(self, *names: str) -> tuple[int, ...]:
+        shapes = [self.tensor(n).shape for n in names if self[n] is not None]
+        try:
+            return tuple(np.broadcast_shapes(*shapes))
+        except ValueError:
+            listed = ", ".join(f"{n}{list(self.tensor(n).shape)}" for n in names
+                               if self[n] is not None)
+            raise self.fail(names[-1], f"shapes cannot be broadcast together: {listed}") from None
+
+    def result_type(self, *names: str) -> np.dtype:
+        tensors, scalars = [], []
+        for name in names:
+            value = self[name]
+            if isinstance(value, TensorArg):
+                tensors.append((value.dtype, value.ndim))
+            elif isinstance(value, ScalarArg):
+                scalars.append(value.dtype)
+        try:
+            return promotion.result_type(tensors, scalars)
+        except AclError as exc:
+            raise self.fail(names[-1], exc.message) from None
+
+    def check_out(self, name: str, shape: Sequence[int], dtype: np.dtype,
+                  exact_dtype: bool = False) -> None:
+        """Declare output ``name``; in check mode the given tensor must match.
+
+        The output's shape must equal ``shape``; its dtype must be ``dtype`` when
+        ``exact_dtype``, else any dtype ``dtype`` can be cast to (PyTorch's out= rule).
+        """
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        value = self[name]
+        if value is None:
+            if self.infer or self.params[self._name(name)].optional:
+                self.inferred[self._name(name)] = (shape, dtype)
+                return
+            raise self.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
+        out = value if isinstance(value, TensorArg) else self.tensor(name)
+        if out.shape != shape:
+            raise self.fail(name, f"shape must be {list(shape)}")
+        if exact_dtype and out.dtype != dtype:
+            raise self.fail(name, f"dtype must be {dtype}")
+        if not promotion.can_cast(dtype, out.dtype):
+            raise self.fail(name, f"the result dtype {dtype} cannot be cast to {out.dtype}")
+        self.inferred[self._name(name)] = (shape, out.dtype)
+
+    def check_out_list(self, name: str, shapes: Sequence[Sequence[int]],
+                       dtype: np.dtype) -> None:
+        """Declare tensor-list output ``name``: one tensor of ``dtype`` per shape."""
+        shapes = [tuple(int(d) for d in shape) for shape in shapes]
+        outs = self[name]
+        if outs is None:
+            if self.infer:
+                self.inferred[self._name(name)] = [(shape, np.dtype(dtype)) for shape in shapes]
+                return
+            raise self.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
+        if len(outs) != len(shapes):
+            raise self.fail(name, f"must hold {len(shapes)} tensors, one per piece")
+        for i, (out, shape) in enumerate(zip(outs, shapes, strict=True)):
+            if out.shape != shape:
+                raise self.fail(name, f"{name}[{i}] has shape {list(out.shape)}; expected "
+                                      f"{list(shape)}")
+            if out.dtype != dtype:
+                raise self.fail(name, f"{name}[{i}] has dtype {out.dtype}; expected {dtype}")
+
+    def scalar(self, name: str, dtype: np.dtype) -> Any:
+        """A scalar argument converted to ``dtype`` (the compute dtype); it must be castable."""
+        value = self[name]
+        if value is None:
+            return None
+        if not isinstance(value, ScalarArg):
+            raise self.fail(name, "a scalar is required here")
+        if not promotion.can_cast(value.dtype, dtype):
+            raise self.fail(name, f"a {value.dtype} scalar cannot be used with dtype {dtype}")
+        return np.array(value.value).astype(promotion.compute_dtype(dtype))[()]
+
+    def normalize_dim(self, name: str, dim: int, ndim: int) -> int:
+        """A dim in ``[-ndim, ndim)`` (0-dim tensors accept -1 and 0) made non-negative."""
+        limit = max(ndim, 1)
+        if not -limit <= dim < limit:
+            raise self.fail(name, f"dim {dim} is out of range for a {ndim}-dim tensor "
+                                  f"(expected [{-limit}, {limit - 1}])")
+        return dim % limit
+
 def _array(kind: type, dtype: Any, check: Callable[[Any], bool], what: str):
     def resolve(call: Call, param: Param, value: Any) -> tuple:
         if value is None:
@@ -281,123 +382,6 @@ _RESOLVERS: dict[str, Callable[[Call, Param, Any], Any]] = {
 }
 
 
-# -- validation helpers (methods of Call, grouped here for reading) ---------------------------
-def _dtype_of(call: Call, name: str) -> np.dtype:
-    value = call[name]
-    if isinstance(value, (TensorArg, ScalarArg)):
-        return value.dtype
-    raise call.fail(name, "has no dtype")
-
-
-def _check_dtype(call: Call, name: str, allowed: Iterable[np.dtype],
-                 dtype: np.dtype | None = None) -> np.dtype:
-    """Require the dtype of ``name`` (or ``dtype``, when given) to be in ``allowed``."""
-    actual = _dtype_of(call, name) if dtype is None else np.dtype(dtype)
-    allowed = frozenset(allowed)
-    if actual not in allowed:
-        names = ", ".join(sorted(str(d) for d in allowed))
-        raise call.fail(name, f"dtype {actual} is not supported (supported: {names})")
-    return actual
-
-
-def _broadcast(call: Call, *names: str) -> tuple[int, ...]:
-    shapes = [call.tensor(n).shape for n in names if call[n] is not None]
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        listed = ", ".join(f"{n}{list(call.tensor(n).shape)}" for n in names
-                           if call[n] is not None)
-        raise call.fail(names[-1], f"shapes cannot be broadcast together: {listed}") from None
-
-
-def _result_type(call: Call, *names: str) -> np.dtype:
-    tensors, scalars = [], []
-    for name in names:
-        value = call[name]
-        if isinstance(value, TensorArg):
-            tensors.append((value.dtype, value.ndim))
-        elif isinstance(value, ScalarArg):
-            scalars.append(value.dtype)
-    try:
-        return promotion.result_type(tensors, scalars)
-    except AclError as exc:
-        raise call.fail(names[-1], exc.message) from None
-
-
-def _check_out(call: Call, name: str, shape: Sequence[int], dtype: np.dtype,
-               exact_dtype: bool = False) -> None:
-    """Declare output ``name``; in check mode the given tensor must match.
-
-    The output's shape must equal ``shape``; its dtype must be ``dtype`` when
-    ``exact_dtype``, else any dtype ``dtype`` can be cast to (PyTorch's out= rule).
-    """
-    shape = tuple(int(d) for d in shape)
-    dtype = np.dtype(dtype)
-    value = call[name]
-    if value is None:
-        if call.infer or call.params[call._name(name)].optional:
-            call.inferred[call._name(name)] = (shape, dtype)
-            return
-        raise call.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
-    out = value if isinstance(value, TensorArg) else call.tensor(name)
-    if out.shape != shape:
-        raise call.fail(name, f"shape must be {list(shape)}")
-    if exact_dtype and out.dtype != dtype:
-        raise call.fail(name, f"dtype must be {dtype}")
-    if not promotion.can_cast(dtype, out.dtype):
-        raise call.fail(name, f"the result dtype {dtype} cannot be cast to {out.dtype}")
-    call.inferred[call._name(name)] = (shape, out.dtype)
-
-
-def _check_out_list(call: Call, name: str, shapes: Sequence[Sequence[int]],
-                    dtype: np.dtype) -> None:
-    """Declare tensor-list output ``name``: one tensor of ``dtype`` per shape."""
-    shapes = [tuple(int(d) for d in shape) for shape in shapes]
-    outs = call[name]
-    if outs is None:
-        if call.infer:
-            call.inferred[call._name(name)] = [(shape, np.dtype(dtype)) for shape in shapes]
-            return
-        raise call.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
-    if len(outs) != len(shapes):
-        raise call.fail(name, f"must hold {len(shapes)} tensors, one per piece")
-    for i, (out, shape) in enumerate(zip(outs, shapes, strict=True)):
-        if out.shape != shape:
-            raise call.fail(name, f"{name}[{i}] has shape {list(out.shape)}; expected "
-                                  f"{list(shape)}")
-        if out.dtype != dtype:
-            raise call.fail(name, f"{name}[{i}] has dtype {out.dtype}; expected {dtype}")
-
-
-def _scalar_value(call: Call, name: str, dtype: np.dtype) -> Any:
-    """A scalar argument converted to ``dtype`` (the compute dtype); it must be castable."""
-    value = call[name]
-    if value is None:
-        return None
-    if not isinstance(value, ScalarArg):
-        raise call.fail(name, "a scalar is required here")
-    if not promotion.can_cast(value.dtype, dtype):
-        raise call.fail(name, f"a {value.dtype} scalar cannot be used with dtype {dtype}")
-    return np.array(value.value).astype(promotion.compute_dtype(dtype))[()]
-
-
-def _normalize_dim(call: Call, name: str, dim: int, ndim: int) -> int:
-    """A dim in ``[-ndim, ndim)`` (0-dim tensors accept -1 and 0) made non-negative."""
-    limit = max(ndim, 1)
-    if not -limit <= dim < limit:
-        raise call.fail(name, f"dim {dim} is out of range for a {ndim}-dim tensor "
-                              f"(expected [{-limit}, {limit - 1}])")
-    return dim % limit
-
-
-Call.dtype = _dtype_of
-Call.check_dtype = _check_dtype
-Call.broadcast = _broadcast
-Call.result_type = _result_type
-Call.check_out = _check_out
-Call.check_out_list = _check_out_list
-Call.scalar = _scalar_value
-Call.normalize_dim = _normalize_dim
 
 
 class Views:

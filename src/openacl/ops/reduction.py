@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from openacl import dtypes
-from openacl.errors import ACLNN_ERR_PARAM_NULLPTR, AclError
+from openacl.errors import AclError
 from openacl.ops import promotion
 from openacl.ops.call import (
     BOOL_DTYPES,
@@ -65,20 +65,10 @@ INDEX_DTYPES = frozenset({INT64})
 
 
 # -- argument helpers ------------------------------------------------------------------------
-def _required(c: Call, name: str):
-    """A non-tensor argument CANN always passes (a null aclIntArray is 161001)."""
-    value = c[name]
-    if value is None:
-        if c.params[c._name(name)].kind.endswith("array"):
-            raise c.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
-        raise c.fail(name, "is required")
-    return value
-
-
 def _axes(c: Call, name: str, ndim: int, nullable: bool = False) -> tuple[int, ...]:
     """The reduced axes named by int array ``name``: normalized, unique; empty (or null,
     where ``nullable``) means every axis. A 0-dim tensor has no axes to reduce."""
-    dims = c[name] if nullable else _required(c, name)
+    dims = c[name] if nullable else c[name]
     normalized = [c.normalize_dim(name, d, ndim) for d in (dims or ())]
     if len(set(normalized)) != len(normalized):
         raise c.fail(name, "a dim appears more than once")
@@ -88,7 +78,7 @@ def _axes(c: Call, name: str, ndim: int, nullable: bool = False) -> tuple[int, .
 
 
 def _dim(c: Call, name: str, ndim: int) -> int:
-    return c.normalize_dim(name, _required(c, name), ndim)
+    return c.normalize_dim(name, c[name], ndim)
 
 
 def _reduced_shape(shape: Sequence[int], axes: Iterable[int], keep: bool) -> tuple[int, ...]:
@@ -175,7 +165,7 @@ def reduce_sum(c: Call) -> Kernel:
     self = c.tensor("self")
     source = c.check_dtype("self", SUM_DTYPES)
     axes = _axes(c, "dims", self.ndim)
-    keep = bool(_required(c, "keepDims"))
+    keep = bool(c["keepDims"])
     requested = _dtype_arg(c, "dtype", SUM_DTYPES)
     result = _int_default(source) if requested is None else requested
     if promotion.category(source) == promotion.COMPLEX and \
@@ -199,7 +189,7 @@ def mean(c: Call) -> Kernel:
     self = c.tensor("self")
     source = c.check_dtype("self", MEAN_DTYPES)
     axes = _axes(c, "dim", self.ndim)
-    keep = bool(_required(c, "keepDim"))
+    keep = bool(c["keepDim"])
     requested = _dtype_arg(c, "dtype", MEAN_DTYPES)
     result = source if requested is None else requested
     if promotion.category(result) < promotion.FLOATING:
@@ -248,7 +238,7 @@ def prod_dim(c: Call) -> Kernel:
     """Product over one dim."""
     ndim = c.tensor("self").ndim
     dim = _dim(c, "dim", ndim)
-    return _prod_prepare(c, (dim,) if ndim else (), bool(_required(c, "keepDim")))
+    return _prod_prepare(c, (dim,) if ndim else (), bool(c["keepDim"]))
 
 
 # -- extrema and their indices -------------------------------------------------------------
@@ -257,7 +247,7 @@ def _extremum(reduce: Callable) -> Callable[[Call], Kernel]:
         self = c.tensor("self")
         source = c.check_dtype("self", EXTREMUM_DTYPES)
         axes = _axes(c, "dim", self.ndim)
-        keep = bool(_required(c, "keepDim"))
+        keep = bool(c["keepDim"])
         _refuse_empty_reduction(c, self.shape, axes)
         _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), source,
                      exact_dtype=True)
@@ -281,7 +271,7 @@ def _arg_extremum(find: Callable) -> Callable[[Call], Kernel]:
         self = c.tensor("self")
         source = c.check_dtype("self", ARG_DTYPES)
         dim = _dim(c, "dim", self.ndim)
-        keep = bool(_required(c, "keepdim"))
+        keep = bool(c["keepdim"])
         axes = (dim,) if self.ndim else ()
         _refuse_empty_reduction(c, self.shape, axes)
         _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), INT64)
@@ -312,7 +302,7 @@ def _moment(root: bool, correction_of: Callable[[Call], int]) -> Callable[[Call]
         self = c.tensor("self")
         source = c.check_dtype("self", MOMENT_DTYPES)
         axes = _axes(c, "dim", self.ndim, nullable=True)
-        keep = bool(_required(c, "keepdim"))
+        keep = bool(c["keepdim"])
         correction = correction_of(c)
         _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), source)
         _check_out_dtype(c, "out", MOMENT_DTYPES)
@@ -332,11 +322,11 @@ def _moment(root: bool, correction_of: Callable[[Call], int]) -> Callable[[Call]
 
 
 def _correction(c: Call) -> int:
-    return int(_required(c, "correction"))
+    return int(c["correction"])
 
 
 def _unbiased(c: Call) -> int:
-    return 1 if _required(c, "unbiased") else 0
+    return 1 if c["unbiased"] else 0
 
 
 std = register("Std", "self: tensor, dim: int_array?, correction: int = 1, "
@@ -399,9 +389,9 @@ def sort(c: Call) -> Kernel:
     """Sort along ``dim``; the order is always stable (a legal result when not asked)."""
     self = c.tensor("self")
     source = c.check_dtype("self", SORT_DTYPES)
-    _required(c, "stable")
+    c["stable"]
     dim = _dim(c, "dim", self.ndim)
-    descending = bool(_required(c, "descending"))
+    descending = bool(c["descending"])
     c.check_out("valuesOut", self.shape, source, exact_dtype=True)
     c.check_out("indicesOut", self.shape, INT64, exact_dtype=True)
     compute = promotion.compute_dtype(source)
@@ -420,12 +410,12 @@ def topk(c: Call) -> Kernel:
     self = c.tensor("self")
     source = c.check_dtype("self", TOPK_DTYPES)
     dim = _dim(c, "dim", self.ndim)
-    k = int(_required(c, "k"))
+    k = int(c["k"])
     size = self.shape[dim] if self.ndim else 1
     if not 0 <= k <= size:
         raise c.fail("k", f"k must be in [0, {size}] (the size of dim {dim})")
-    largest = bool(_required(c, "largest"))
-    _required(c, "sorted")
+    largest = bool(c["largest"])
+    c["sorted"]
     shape = tuple(k if i == dim else s for i, s in enumerate(self.shape))
     c.check_out("valuesOut", shape, source, exact_dtype=True)
     c.check_out("indicesOut", shape, INT64, exact_dtype=True)
@@ -443,7 +433,7 @@ def _logical(reduce: Callable) -> Callable[[Call], Kernel]:
         self = c.tensor("self")
         source = c.check_dtype("self", LOGICAL_DTYPES)
         axes = _axes(c, "dim", self.ndim)
-        keep = bool(_required(c, "keepdim"))
+        keep = bool(c["keepdim"])
         result = np.dtype(np.uint8) if source == np.uint8 else np.dtype(np.bool_)
         _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), result)
         _check_out_dtype(c, "out", LOGICAL_OUT_DTYPES)
