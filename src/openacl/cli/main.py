@@ -5,6 +5,8 @@ Examples::
     openacl info                 # backend, devices, memory in use / total, version
     openacl info --json          # the same, machine-readable
     openacl demo                 # the runtime flow end to end, checked against numpy
+    openacl ops                  # every aclnn operator with CANN's argument list
+    openacl ops --grep Pool      # only those whose name contains "Pool"
 """
 
 from __future__ import annotations
@@ -96,6 +98,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if demo.run() else 1
 
 
+def _cmd_ops(args: argparse.Namespace) -> int:
+    from openacl.ops import REGISTRY
+
+    ops = [op for name, op in sorted(REGISTRY.items())
+           if not args.grep or args.grep.lower() in name.lower()]
+    for op in ops:
+        arguments = ", ".join(
+            f"{p.name}: {p.kind}{'?' if p.optional else ''}{'!' if p.output else ''}"
+            for p in op.params)
+        print(f"{op.c_name}({arguments})  ->  openacl.aclnn.{op.snake_name}")
+    print(f"{len(ops)} operator(s)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openacl", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -107,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(handler=_cmd_info)
     demo = commands.add_parser("demo", help="run the ACL runtime flow end to end")
     demo.set_defaults(handler=_cmd_demo)
+    ops = commands.add_parser("ops", help="list the aclnn operators and their arguments")
+    ops.add_argument("--grep", help="only operators whose name contains this text")
+    ops.set_defaults(handler=_cmd_ops)
     return parser
 
 
