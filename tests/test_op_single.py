@@ -1,0 +1,650 @@
+"""Single operators by CANN op type (openacl.op, the aclop face) against numpy/torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import openacl
+from openacl import op
+from openacl.dtypes import DataType, Format
+from openacl.errors import (
+    ACL_ERROR_FORMAT_NOT_MATCH,
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_OP_ATTR_NOT_MATCH,
+    ACL_ERROR_OP_INPUT_NOT_MATCH,
+    ACL_ERROR_OP_NOT_FOUND,
+    ACL_ERROR_OP_OUTPUT_NOT_MATCH,
+)
+from openacl.ops.executor import OpExecutor
+from openacl.runtime import core
+from openacl.tensor import AclScalar, AclTensor
+
+ND = Format.ACL_FORMAT_ND
+RNG = np.random.default_rng(7)
+
+
+class Session:
+    """Device tensors, descs and buffers for one test; everything released at the end."""
+
+    def __init__(self) -> None:
+        self.tensors, self.descs, self.buffers = [], [], []
+
+    def desc(self, dtype, dims, fmt=ND) -> int:
+        handle = openacl.create_tensor_desc(dtype, list(dims), fmt)
+        self.descs.append(handle)
+        return handle
+
+    def tensor(self, array: np.ndarray) -> tuple[int, int, openacl.Tensor]:
+        tensor = openacl.to_device(array)
+        self.tensors.append(tensor)
+        buffer = openacl.create_data_buffer(tensor.data_ptr, max(tensor.nbytes, 0))
+        self.buffers.append(buffer)
+        return self.desc(array.dtype, array.shape), buffer, tensor
+
+    def output(self, shape, dtype) -> tuple[int, int, openacl.Tensor]:
+        tensor = openacl.empty(shape, dtype)
+        self.tensors.append(tensor)
+        buffer = openacl.create_data_buffer(tensor.data_ptr, tensor.nbytes)
+        self.buffers.append(buffer)
+        return self.desc(dtype, shape), buffer, tensor
+
+    def close(self) -> None:
+        for handle in self.buffers:
+            openacl.destroy_data_buffer(handle)
+        for handle in self.descs:
+            openacl.destroy_tensor_desc(handle)
+        for tensor in self.tensors:
+            tensor.free()
+
+
+@pytest.fixture
+def session(threaded_runtime):
+    s = Session()
+    yield s
+    s.close()
+
+
+def make_attr(**attrs) -> int | None:
+    if not attrs:
+        return None
+    handle = op.create_attr()
+    for name, value in attrs.items():
+        if isinstance(value, bool):
+            op.set_attr_bool(handle, name, value)
+        elif isinstance(value, DataType):
+            op.set_attr_data_type(handle, name, value)
+        elif isinstance(value, int):
+            op.set_attr_int(handle, name, value)
+        elif isinstance(value, float):
+            op.set_attr_float(handle, name, value)
+        elif isinstance(value, list) and all(isinstance(v, int) for v in value):
+            op.set_attr_list_int(handle, name, value)
+        else:
+            raise TypeError(name)
+    return handle
+
+
+def run(session: Session, op_type: str, inputs: list[np.ndarray], outputs: list[tuple],
+        **attrs) -> list[np.ndarray]:
+    """Run ``op_type`` through execute_v2; ``outputs`` are (shape, dtype) pairs."""
+    ins = [session.tensor(a) for a in inputs]
+    outs = [session.output(shape, dtype) for shape, dtype in outputs]
+    attr = make_attr(**attrs)
+    try:
+        op.execute_v2(op_type, [d for d, _, _ in ins], [b for _, b, _ in ins],
+                      [d for d, _, _ in outs], [b for _, b, _ in outs], attr, None)
+    finally:
+        if attr is not None:
+            op.destroy_attr(attr)
+    return [t.numpy() for _, _, t in outs]
+
+
+def rand(*shape, dtype=np.float32, low=-2.0, high=2.0) -> np.ndarray:
+    return RNG.uniform(low, high, shape).astype(dtype)
+
+
+def close(actual, expected, dtype=np.float32) -> None:
+    tol = 1e-2 if np.dtype(dtype) == np.float16 else 1e-5
+    np.testing.assert_allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64),
+                               rtol=tol, atol=tol)
+
+
+# -- elementwise ---------------------------------------------------------------------------------
+BINARY = {
+    "Add": np.add, "AddV2": np.add, "Sub": np.subtract, "Mul": np.multiply,
+    "RealDiv": np.divide, "Div": np.divide, "Maximum": np.maximum, "Minimum": np.minimum,
+    "Pow": lambda a, b: np.power(np.abs(a), b), "FloorMod": np.mod, "Mod": np.fmod,
+    "FloorDiv": np.floor_divide,
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("op_type", sorted(BINARY))
+def test_binary(session, op_type, dtype):
+    a, b = rand(2, 3, dtype=dtype), rand(3, dtype=dtype, low=0.5, high=2.0)
+    if op_type == "Pow":
+        a = np.abs(a) + dtype(0.1)
+    (y,) = run(session, op_type, [a, b], [((2, 3), dtype)])
+    close(y, BINARY[op_type](a.astype(np.float32), b.astype(np.float32)), dtype)
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Sub", "Mul", "Maximum", "Minimum", "Div",
+                                     "FloorDiv", "FloorMod"])
+def test_binary_int32(session, op_type):
+    a = RNG.integers(-20, 20, (2, 4)).astype(np.int32)
+    b = RNG.integers(1, 6, (2, 4)).astype(np.int32)
+    (y,) = run(session, op_type, [a, b], [((2, 4), np.int32)])
+    expected = {**BINARY, "Div": lambda p, q: np.trunc(p / q).astype(np.int32)  # as TF's Div
+                }[op_type](a, b)
+    np.testing.assert_array_equal(y, expected)
+
+
+UNARY = {
+    "Neg": np.negative, "Abs": np.abs, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt,
+    "Rsqrt": lambda x: 1 / np.sqrt(x), "Reciprocal": np.reciprocal, "Tanh": np.tanh,
+    "Sigmoid": lambda x: 1 / (1 + np.exp(-x)), "Relu": lambda x: np.maximum(x, 0),
+    "Gelu": lambda x: torch.nn.functional.gelu(torch.from_numpy(x), approximate="tanh").numpy(),
+    "Erf": lambda x: torch.erf(torch.from_numpy(x)).numpy(), "Sin": np.sin, "Cos": np.cos,
+    "Floor": np.floor, "Ceil": np.ceil, "Sign": np.sign, "Square": np.square,
+    "Softplus": lambda x: np.log1p(np.exp(x)),
+    "Mish": lambda x: x * np.tanh(np.log1p(np.exp(x))), "Round": np.round,
+    "Identity": lambda x: x,
+}
+POSITIVE = {"Log", "Sqrt", "Rsqrt", "Reciprocal"}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("op_type", sorted(UNARY))
+def test_unary(session, op_type, dtype):
+    x = rand(2, 5, dtype=dtype, low=0.2 if op_type in POSITIVE else -2.0)
+    (y,) = run(session, op_type, [x], [((2, 5), dtype)])
+    close(y, UNARY[op_type](x.astype(np.float32)), dtype)
+
+
+def test_leaky_relu_and_elu_attributes(session):
+    x = rand(4, 3)
+    (y,) = run(session, "LeakyRelu", [x], [((4, 3), np.float32)], negative_slope=0.2)
+    close(y, np.where(x > 0, x, 0.2 * x))
+    (y,) = run(session, "LeakyRelu", [x], [((4, 3), np.float32)])  # CANN default 0.0
+    close(y, np.maximum(x, 0))
+    (y,) = run(session, "Elu", [x], [((4, 3), np.float32)], alpha=0.5)
+    close(y, np.where(x > 0, x, 0.5 * (np.exp(x) - 1)))
+
+
+COMPARE = {"Less": np.less, "Greater": np.greater, "Equal": np.equal,
+           "LessEqual": np.less_equal, "GreaterEqual": np.greater_equal,
+           "NotEqual": np.not_equal}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("op_type", sorted(COMPARE))
+def test_compare(session, op_type, dtype):
+    a = RNG.integers(0, 3, (3, 4)).astype(dtype)
+    b = RNG.integers(0, 3, (3, 4)).astype(dtype)
+    (y,) = run(session, op_type, [a, b], [((3, 4), np.bool_)])
+    np.testing.assert_array_equal(y, COMPARE[op_type](a, b))
+
+
+def test_logical_and_select(session):
+    a, b = RNG.random((2, 3)) > 0.5, RNG.random((2, 3)) > 0.5
+    (y,) = run(session, "LogicalAnd", [a, b], [((2, 3), np.bool_)])
+    np.testing.assert_array_equal(y, a & b)
+    (y,) = run(session, "LogicalOr", [a, b], [((2, 3), np.bool_)])
+    np.testing.assert_array_equal(y, a | b)
+    (y,) = run(session, "LogicalNot", [a], [((2, 3), np.bool_)])
+    np.testing.assert_array_equal(y, ~a)
+    x1, x2 = rand(2, 3), rand(2, 3)
+    (y,) = run(session, "Select", [a, x1, x2], [((2, 3), np.float32)])
+    np.testing.assert_array_equal(y, np.where(a, x1, x2))
+    (y,) = run(session, "SelectV2", [a, x1, x2], [((2, 3), np.float32)])
+    np.testing.assert_array_equal(y, np.where(a, x1, x2))
+
+
+def test_clip_by_value(session):
+    x = rand(3, 4)
+    low, high = np.array(-0.5, np.float32), np.array(0.5, np.float32)
+    (y,) = run(session, "ClipByValue", [x, low, high], [((3, 4), np.float32)])
+    np.testing.assert_array_equal(y, np.clip(x, -0.5, 0.5))
+
+
+# -- matmul ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("op_type", ["MatMul", "MatMulV2"])
+@pytest.mark.parametrize("t1,t2", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_transposes(session, op_type, t1, t2):
+    a, b = rand(3, 4), rand(4, 5)
+    a_in, b_in = (a.T.copy() if t1 else a), (b.T.copy() if t2 else b)
+    (y,) = run(session, op_type, [a_in, b_in], [((3, 5), np.float32)],
+               transpose_x1=t1, transpose_x2=t2)
+    close(y, a @ b)
+
+
+def test_matmul_bias_and_float16(session):
+    a, b, bias = rand(2, 3, dtype=np.float16), rand(3, 4, dtype=np.float16), \
+        rand(4, dtype=np.float16)
+    (y,) = run(session, "MatMulV2", [a, b, bias], [((2, 4), np.float16)])
+    close(y, a.astype(np.float32) @ b.astype(np.float32) + bias, np.float16)
+
+
+@pytest.mark.parametrize("op_type", ["BatchMatMul", "BatchMatMulV2"])
+def test_batch_matmul_adjoints(session, op_type):
+    a, b = rand(2, 4, 3), rand(2, 5, 4)
+    (y,) = run(session, op_type, [a, b], [((2, 3, 5), np.float32)], adj_x1=True, adj_x2=True)
+    close(y, a.transpose(0, 2, 1) @ b.transpose(0, 2, 1))
+
+
+def test_batch_matmul_v2_broadcast_and_bias(session):
+    a, b, bias = rand(2, 3, 4), rand(4, 5), rand(5)
+    (y,) = run(session, "BatchMatMulV2", [a, b, bias], [((2, 3, 5), np.float32)])
+    close(y, a @ b + bias)
+
+
+# -- softmax, layer norm ---------------------------------------------------------------------------
+@pytest.mark.parametrize("axes", [[-1], [0], [1]])
+def test_softmax_axes(session, axes):
+    x = rand(3, 4, 5)
+    (y,) = run(session, "SoftmaxV2", [x], [((3, 4, 5), np.float32)], axes=axes)
+    close(y, torch.softmax(torch.from_numpy(x), axes[0]).numpy())
+    (y,) = run(session, "LogSoftmaxV2", [x], [((3, 4, 5), np.float32)], axes=axes)
+    close(y, torch.log_softmax(torch.from_numpy(x), axes[0]).numpy())
+
+
+def test_softmax_default_axis_float16(session):
+    x = rand(2, 6, dtype=np.float16)
+    (y,) = run(session, "SoftmaxV2", [x], [((2, 6), np.float16)])
+    close(y, torch.softmax(torch.from_numpy(x.astype(np.float32)), -1).numpy(), np.float16)
+
+
+@pytest.mark.parametrize("begin_norm,begin_params", [(-1, -1), (1, 1), (1, -1)])
+def test_layer_norm_three_outputs(session, begin_norm, begin_params):
+    x = rand(2, 3, 4)
+    rank = x.ndim
+    norm, params = begin_norm % rank, begin_params % rank
+    gamma, beta = rand(*x.shape[params:]), rand(*x.shape[params:])
+    stat = x.shape[:norm] + (1,) * (rank - norm)
+    y, mean, var = run(session, "LayerNorm", [x, gamma, beta],
+                       [(x.shape, np.float32), (stat, np.float32), (stat, np.float32)],
+                       begin_norm_axis=begin_norm, begin_params_axis=begin_params,
+                       epsilon=1e-5)
+    axes = tuple(range(norm, rank))
+    mu = x.mean(axis=axes, keepdims=True)
+    variance = x.var(axis=axes, keepdims=True)
+    close(mean, mu)
+    close(var, variance)
+    close(y, (x - mu) / np.sqrt(variance + 1e-5) * gamma + beta)
+
+
+# -- cast and data movement ---------------------------------------------------------------------
+def test_cast_dst_type(session):
+    x = rand(3, 4) * 10
+    (y,) = run(session, "Cast", [x], [((3, 4), np.float16)], dst_type=int(DataType.ACL_FLOAT16))
+    np.testing.assert_array_equal(y, x.astype(np.float16))
+    (y,) = run(session, "Cast", [x], [((3, 4), np.int32)], dst_type=DataType.ACL_INT32)
+    np.testing.assert_array_equal(y, x.astype(np.int32))
+
+
+def test_op_cast(session):
+    x = rand(2, 3)
+    dx, bx, _ = session.tensor(x)
+    dy, by, ty = session.output((2, 3), np.float16)
+    op.cast(dx, bx, dy, by, 0, None)
+    np.testing.assert_array_equal(ty.numpy(), x.astype(np.float16))
+    handle = op.create_handle_for_cast(dx, dy, 0)
+    try:
+        op.execute_with_handle(handle, [bx], [by], None)
+    finally:
+        op.destroy_handle(handle)
+    np.testing.assert_array_equal(ty.numpy(), x.astype(np.float16))
+
+
+def test_slice_and_slice_d(session):
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    (y,) = run(session, "SliceD", [x], [((2, 2, 5), np.float32)], offsets=[1, 1, 0],
+               size=[2, 2, -1])
+    np.testing.assert_array_equal(y, x[1:3, 1:3, :])
+    offsets, size = np.array([0, 2, 1], np.int32), np.array([3, 1, 3], np.int64)
+    (y,) = run(session, "Slice", [x, offsets, size], [((3, 1, 3), np.float32)])
+    np.testing.assert_array_equal(y, x[:, 2:3, 1:4])
+
+
+@pytest.mark.parametrize("op_type", ["ConcatD", "ConcatV2D"])
+def test_concat_d_n_inputs(session, op_type):
+    pieces = [rand(2, k, 3) for k in (1, 2, 3)]
+    (y,) = run(session, op_type, pieces, [((2, 6, 3), np.float32)], concat_dim=1, N=3)
+    np.testing.assert_array_equal(y, np.concatenate(pieces, axis=1))
+
+
+def test_concat_with_dim_input(session):
+    pieces = [rand(2, 3), rand(1, 3)]
+    dim = np.array([0], np.int32)
+    (y,) = run(session, "ConcatV2", [*pieces, dim], [((3, 3), np.float32)])
+    np.testing.assert_array_equal(y, np.concatenate(pieces))
+    (y,) = run(session, "Concat", [dim, *pieces], [((3, 3), np.float32)])
+    np.testing.assert_array_equal(y, np.concatenate(pieces))
+
+
+def test_transpose_perm(session):
+    x = rand(2, 3, 4)
+    (y,) = run(session, "TransposeD", [x], [((4, 2, 3), np.float32)], perm=[2, 0, 1])
+    np.testing.assert_array_equal(y, x.transpose(2, 0, 1))
+    (y,) = run(session, "Transpose", [x, np.array([1, 2, 0], np.int64)],
+               [((3, 4, 2), np.float32)])
+    np.testing.assert_array_equal(y, x.transpose(1, 2, 0))
+
+
+REDUCE = {"ReduceSumD": np.sum, "ReduceMeanD": np.mean, "ReduceMaxD": np.max,
+          "ReduceMinD": np.min}
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("op_type", sorted(REDUCE))
+def test_reduce_d_keep_dims(session, op_type, keep):
+    x = rand(2, 3, 4)
+    expected = REDUCE[op_type](x, axis=(0, 2), keepdims=keep)
+    (y,) = run(session, op_type, [x], [(expected.shape, np.float32)], axes=[0, -1],
+               keep_dims=keep)
+    close(y, expected)
+
+
+def test_reduce_with_axes_input_and_noop(session):
+    x = rand(3, 4)
+    (y,) = run(session, "ReduceSum", [x, np.array([1], np.int32)], [((3,), np.float32)])
+    close(y, x.sum(axis=1))
+    (y,) = run(session, "ReduceMax", [x, np.array([], np.int32)], [((3, 4), np.float32)])
+    np.testing.assert_array_equal(y, x)  # noop_with_empty_axes defaults to true
+    (y,) = run(session, "ReduceMean", [x, np.array([], np.int32)], [((), np.float32)],
+               noop_with_empty_axes=False)
+    close(y, x.mean())
+    b = RNG.random((3, 4)) > 0.3
+    (y,) = run(session, "ReduceAll", [b, np.array([0], np.int64)], [((4,), np.bool_)])
+    np.testing.assert_array_equal(y, b.all(axis=0))
+
+
+def test_argmax(session):
+    x = rand(3, 5)
+    (y,) = run(session, "ArgMaxD", [x], [((3,), np.int32)], dimension=1,
+               dtype=DataType.ACL_INT32)
+    np.testing.assert_array_equal(y, x.argmax(axis=1))
+    (y,) = run(session, "ArgMaxV2", [x, np.array([0], np.int32)], [((5,), np.int64)])
+    np.testing.assert_array_equal(y, x.argmax(axis=0))
+    (y,) = run(session, "ArgMin", [x, np.array([1], np.int32)], [((3,), np.int64)])
+    np.testing.assert_array_equal(y, x.argmin(axis=1))
+
+
+def test_fill_like_expand(session):
+    (y,) = run(session, "Fill", [np.array([2, 3], np.int32), np.array(1.5, np.float32)],
+               [((2, 3), np.float32)])
+    np.testing.assert_array_equal(y, np.full((2, 3), 1.5, np.float32))
+    x = rand(2, 3)
+    (y,) = run(session, "ZerosLike", [x], [((2, 3), np.float32)])
+    np.testing.assert_array_equal(y, np.zeros((2, 3)))
+    (y,) = run(session, "OnesLike", [x.astype(np.int32)], [((2, 3), np.int32)])
+    np.testing.assert_array_equal(y, np.ones((2, 3)))
+    v = rand(3, 1)
+    (y,) = run(session, "ExpandD", [v], [((2, 3, 4), np.float32)], shape=[2, 1, 4])
+    np.testing.assert_array_equal(y, np.broadcast_to(v, (2, 3, 4)))
+    (y,) = run(session, "Expand", [v, np.array([3, 4], np.int64)], [((3, 4), np.float32)])
+    np.testing.assert_array_equal(y, np.broadcast_to(v, (3, 4)))
+    (y,) = run(session, "BroadcastTo", [v, np.array([2, 3, 2], np.int32)],
+               [((2, 3, 2), np.float32)])
+    np.testing.assert_array_equal(y, np.broadcast_to(v, (2, 3, 2)))
+
+
+def test_reshape_squeeze_unsqueeze_onehot_cumsum(session):
+    x = rand(2, 1, 3)
+    (y,) = run(session, "Reshape", [x, np.array([3, -1], np.int64)], [((3, 2), np.float32)])
+    np.testing.assert_array_equal(y, x.reshape(3, 2))
+    (y,) = run(session, "Squeeze", [x], [((2, 3), np.float32)])
+    np.testing.assert_array_equal(y, x.reshape(2, 3))
+    (y,) = run(session, "Unsqueeze", [x], [((2, 1, 1, 3), np.float32)], axes=[1])
+    np.testing.assert_array_equal(y, x[:, None])
+    labels = np.array([0, 2, 1], np.int32)
+    on, off = np.array([1.0], np.float32), np.array([0.0], np.float32)
+    (y,) = run(session, "OneHot", [labels, np.array([3], np.int32), on, off],
+               [((3, 3), np.float32)])
+    np.testing.assert_array_equal(y, np.eye(3, dtype=np.float32)[labels])
+    (y,) = run(session, "Cumsum", [x, np.array([2], np.int32)], [((2, 1, 3), np.float32)])
+    close(y, np.cumsum(x, axis=2))
+
+
+# -- handles and shape inference ------------------------------------------------------------------
+def test_handle_runs_many_times_with_new_buffers(session):
+    da, _, _ = session.tensor(rand(3, 4))
+    db, _, _ = session.tensor(rand(5, 4))
+    dy, _, _ = session.output((3, 5), np.float32)
+    attr = make_attr(transpose_x2=True)
+    handle = op.create_handle("MatMulV2", [da, db], [dy], attr)
+    op.destroy_attr(attr)  # the handle keeps what it needs
+    try:
+        stream = openacl.Stream()
+        for _ in range(3):
+            a, b = rand(3, 4), rand(5, 4)
+            _, ba, _ = session.tensor(a)
+            _, bb, _ = session.tensor(b)
+            _, by, ty = session.output((3, 5), np.float32)
+            op.execute_with_handle(handle, [ba, bb], [by], stream)
+            close(ty.numpy(stream), a @ b.T)
+        stream.destroy()
+    finally:
+        op.destroy_handle(handle)
+    with pytest.raises(openacl.AclError) as info:
+        op.execute_with_handle(handle, [ba, bb], [by], None)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM
+
+
+def test_handle_with_views_and_const_values(session):
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    dx, _, _ = session.tensor(x)
+    perm = np.array([1, 0], np.int64)
+    dperm = session.desc(np.int64, [2])
+    openacl.set_tensor_const(dperm, openacl.util.numpy_to_ptr(perm), perm.nbytes)
+    dy, _, _ = session.output((6, 4), np.float32)
+    handle = op.create_handle("Transpose", [dx, dperm], [dy], None)
+    try:
+        for k in range(2):
+            data = x + k
+            _, bx, _ = session.tensor(data)
+            _, bp, _ = session.tensor(perm)
+            _, by, ty = session.output((6, 4), np.float32)
+            op.execute_with_handle(handle, [bx, bp], [by], None)
+            np.testing.assert_array_equal(ty.numpy(), data.T)
+    finally:
+        op.destroy_handle(handle)
+    # a value input without const data cannot be bound before its buffer exists
+    dperm2 = session.desc(np.int64, [2])
+    with pytest.raises(openacl.AclError) as info:
+        op.create_handle("Transpose", [dx, dperm2], [dy], None)
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "perm" in info.value.message
+
+
+def test_infer_shape(session):
+    da = session.desc(np.float32, [2, 3, 4])
+    db = session.desc(np.float32, [2, 5, 4])
+    attr = make_attr(adj_x2=True)
+    assert op.infer_shape("BatchMatMul", [da, db], None, 1, attr) == \
+        [((2, 3, 5), DataType.ACL_FLOAT)]
+    op.destroy_attr(attr)
+    dx = session.desc(np.float16, [2, 3, 4])
+    dg, dbeta = session.desc(np.float16, [4]), session.desc(np.float16, [4])
+    attr = make_attr(begin_norm_axis=-1, begin_params_axis=-1)
+    outs = [session.desc(np.float16, [-1]) for _ in range(3)]
+    result = op.infer_shape("LayerNorm", [dx, dg, dbeta], None, 3, attr, outs)
+    op.destroy_attr(attr)
+    assert result == [((2, 3, 4), DataType.ACL_FLOAT16), ((2, 3, 1), DataType.ACL_FLOAT16),
+                      ((2, 3, 1), DataType.ACL_FLOAT16)]
+    assert [openacl.get_tensor_desc_num_dims(d) for d in outs] == [3, 3, 3]
+    assert openacl.get_tensor_desc_dim_v2(outs[1], 2) == 1
+    # value inputs are read from their buffers
+    dx2, bx2, _ = session.tensor(rand(3, 4))
+    do, bo, _ = session.tensor(np.array([1, 0], np.int32))
+    ds, bs, _ = session.tensor(np.array([2, -1], np.int32))
+    assert op.infer_shape("Slice", [dx2, do, ds], [bx2, bo, bs], 1) == \
+        [((2, 4), DataType.ACL_FLOAT)]
+    assert op.infer_shape("ZerosLike", [dx2], [bx2], 1) == [((3, 4), DataType.ACL_FLOAT)]
+    attr = make_attr(dimension=1)
+    assert op.infer_shape("ArgMaxD", [dx2], None, 1, attr) == [((3,), DataType.ACL_INT64)]
+    op.destroy_attr(attr)
+    with pytest.raises(openacl.AclError) as info:
+        op.infer_shape("Add", [dx2, dx2], None, 2)
+    assert info.value.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH
+
+
+# -- errors ----------------------------------------------------------------------------------------
+def _error(session, op_type, inputs, outputs, attr=None, stream=None) -> openacl.AclError:
+    ins = [session.tensor(a) for a in inputs]
+    outs = [session.output(shape, dtype) for shape, dtype in outputs]
+    with pytest.raises(openacl.AclError) as info:
+        op.execute_v2(op_type, [d for d, _, _ in ins], [b for _, b, _ in ins],
+                      [d for d, _, _ in outs], [b for _, b, _ in outs], attr, stream)
+    return info.value
+
+
+def test_unknown_op_type_lists_near_names(session):
+    error = _error(session, "Matmul", [rand(2, 2), rand(2, 2)], [((2, 2), np.float32)])
+    assert error.code == ACL_ERROR_OP_NOT_FOUND
+    assert "'Matmul'" in error.message and "MatMul" in error.message.split("near it")[1]
+    error = _error(session, "Softmax", [rand(2)], [((2,), np.float32)])
+    assert "SoftmaxV2" in error.message
+
+
+def test_wrong_input_and_output_counts(session):
+    error = _error(session, "Add", [rand(2)], [((2,), np.float32)])
+    assert error.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "Add" in error.message
+    assert "x1, x2" in error.message
+    error = _error(session, "Add", [rand(2), rand(2)], [])
+    assert error.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH and "1 outputs (y)" in error.message
+    error = _error(session, "LayerNorm", [rand(2, 3), rand(3), rand(3)], [((2, 3), np.float32)])
+    assert error.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH and "mean" in error.message
+
+
+def test_mismatched_tensors(session):
+    error = _error(session, "Add", [rand(2, 3), rand(4)], [((2, 3), np.float32)])
+    assert error.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "'x2'" in error.message
+    error = _error(session, "Add", [rand(2, 3), rand(3)], [((3, 3), np.float32)])
+    assert error.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH and "'y'" in error.message
+    error = _error(session, "MatMul", [rand(2, 3, 4), rand(4, 5)], [((2, 3, 5), np.float32)])
+    assert error.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "'x1'" in error.message
+    error = _error(session, "Cast", [rand(2)], [((2,), np.float16)],
+                   make_attr(dst_type=int(DataType.ACL_INT32)))
+    assert error.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH and "dst_type" in error.message
+
+
+def test_attribute_errors(session):
+    x, out = [rand(2, 3)], [((2, 3), np.float32)]
+    error = _error(session, "Cast", x, out)
+    assert error.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "'dst_type'" in error.message
+    error = _error(session, "MatMul", [rand(2, 2), rand(2, 2)], [((2, 2), np.float32)],
+                   make_attr(transpose_a=True))
+    assert error.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "'transpose_a'" in error.message
+    assert "transpose_x1" in error.message
+    error = _error(session, "MatMul", [rand(2, 2), rand(2, 2)], [((2, 2), np.float32)],
+                   make_attr(transpose_x1=1))
+    assert error.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "Bool" in error.message
+    error = _error(session, "SoftmaxV2", x, out, make_attr(axes=[5]))
+    assert error.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "'axes'" in error.message
+    error = _error(session, "SoftmaxV2", x, out, make_attr(axes=[0, 1]))
+    assert error.code == ACL_ERROR_OP_ATTR_NOT_MATCH
+    error = _error(session, "ConcatD", [rand(2), rand(2)], [((4,), np.float32)],
+                   make_attr(concat_dim=0, N=3))
+    assert error.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "'N'" in error.message
+    error = _error(session, "SliceD", x, [((1, 3), np.float32)],
+                   make_attr(offsets=[1, 0], size=[2, 3]))
+    assert error.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "'size'" in error.message
+    error = _error(session, "Exp", x, out, make_attr(base=2.0))
+    assert error.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "'base'" in error.message
+
+
+def test_buffer_smaller_than_desc(session):
+    dx, bx, _ = session.tensor(rand(2, 3))
+    dy, by, _ = session.output((2, 3), np.float32)
+    small = openacl.empty((2,), np.float32)
+    session.tensors.append(small)
+    tiny = openacl.create_data_buffer(small.data_ptr, small.nbytes)
+    session.buffers.append(tiny)
+    with pytest.raises(openacl.AclError) as info:
+        op.execute_v2("Relu", [dx], [tiny], [dy], [by], None, None)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM and "inputs[0]" in info.value.message
+    with pytest.raises(openacl.AclError) as info:
+        op.execute_v2("Relu", [dx], [bx], [dy], [tiny], None, None)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM and "outputs[0]" in info.value.message
+    with pytest.raises(openacl.AclError) as info:
+        op.execute_v2("Relu", [dx], [bx, bx], [dy], [by], None, None)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM
+
+
+def test_desc_problems(session):
+    dx, bx, _ = session.tensor(rand(2, 3))
+    dy, by, _ = session.output((2, 3), np.float32)
+    dynamic = session.desc(np.float32, [-1, 3])
+    with pytest.raises(openacl.AclError) as info:
+        op.execute_v2("Relu", [dynamic], [bx], [dy], [by], None, None)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM and "unknown dims" in info.value.message
+    fractal = session.desc(np.float32, [2, 3], Format.ACL_FORMAT_FRACTAL_NZ)
+    with pytest.raises(openacl.AclError) as info:
+        op.execute_v2("Relu", [fractal], [bx], [dy], [by], None, None)
+    assert info.value.code == ACL_ERROR_FORMAT_NOT_MATCH
+
+
+def test_no_handles_leak(session):
+    x = rand(2, 3)
+    run(session, "LayerNorm", [x, rand(3), rand(3)],
+        [((2, 3), np.float32), ((2, 1), np.float32), ((2, 1), np.float32)],
+        begin_norm_axis=1, begin_params_axis=1)
+    run(session, "LeakyRelu", [x], [((2, 3), np.float32)], negative_slope=0.1)
+    with pytest.raises(openacl.AclError):
+        run(session, "SliceD", [x], [((1, 3), np.float32)], offsets=[1, 0], size=[5, 3])
+    openacl.rt.synchronize_device()
+    table = core.current().handles
+    assert table.live(OpExecutor) == [] and table.live(AclScalar) == []
+    assert table.live(op.OpAttr) == [] and table.live(op.OpHandle) == []
+    assert len(table.live(AclTensor)) == len(session.tensors)  # only the Tensors' own
+
+
+# -- attribute setters --------------------------------------------------------------------------
+def test_attr_setters(threaded_runtime):
+    attr = op.create_attr()
+    op.set_attr_list_int(attr, "axes", 2, [0, 1])  # pyACL's (num, values) form
+    op.set_attr_list_float(attr, "f", [1, 2.5])
+    op.set_attr_list_bool(attr, "b", np.array([True, False]))
+    op.set_attr_list_string(attr, "s", ["a"])
+    op.set_attr_list_list_int(attr, "ll", [[1, 2], [3]])
+    op.set_attr_string(attr, "fmt", "NHWC")
+    op.set_attr_data_type(attr, "dtype", np.float16)
+    target = core.current().handles.get(attr, op.OpAttr, "attr")
+    assert target.values["axes"] == ("list_int", [0, 1])
+    assert target.values["ll"] == ("list_list_int", [[1, 2], [3]])
+    assert target.values["dtype"] == ("type", DataType.ACL_FLOAT16)
+    bad = [
+        (op.set_attr_bool, (attr, "x", 1), "attrValue"),
+        (op.set_attr_int, (attr, "x", 1.5), "attrValue"),
+        (op.set_attr_int, (attr, "x", True), "attrValue"),
+        (op.set_attr_float, (attr, "x", "1"), "attrValue"),
+        (op.set_attr_string, (attr, "x", 3), "attrValue"),
+        (op.set_attr_int, (attr, "", 1), "attrName"),
+        (op.set_attr_int, (attr, None, 1), "attrName"),
+        (op.set_attr_list_int, (attr, "x", [1, "2"]), "values"),
+        (op.set_attr_list_int, (attr, "x", 3, [1, 2]), "numValues"),
+        (op.set_attr_list_int, (attr, "x", 5), "values"),
+        (op.set_attr_list_bool, (attr, "x", [1, 0]), "values"),
+        (op.set_attr_list_list_int, (attr, "x", [1, 2]), "values"),
+        (op.set_attr_data_type, (attr, "x", "nonsense"), "attrValue"),
+        (op.set_attr_int, (12345, "x", 1), "attr"),
+    ]
+    for setter, args, argument in bad:
+        with pytest.raises(openacl.AclError) as info:
+            setter(*args)
+        assert info.value.code == ACL_ERROR_INVALID_PARAM, (setter, args)
+        assert f"'{argument}'" in info.value.message, (setter, args, info.value.message)
+    op.destroy_attr(attr)
+    with pytest.raises(openacl.AclError) as info:
+        op.destroy_attr(attr)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM
+
+
+def test_table_is_consistent():
+    assert len(op.OP_TYPES) >= 80
+    for spec in op.OP_TYPES.values():
+        assert spec.outputs
+        assert len({a.name for a in spec.attrs}) == len(spec.attrs)
+        assert spec.values <= {n.rstrip("?*") for n in spec.inputs}
