@@ -32,8 +32,7 @@ from _common import (
 
 import openacl
 from openacl import aclnn, rt
-from openacl.ops.call import Views
-from openacl.ops.executor import lookup_executor
+from openacl.ops.executor import find_executor
 from openacl.runtime.stream import resolve_stream
 
 LAYER_NORM_SHAPE = (128, 384)
@@ -47,9 +46,8 @@ CHECK_RTOL, CHECK_ATOL = 1e-4, 1e-5  # float32 agreement with torch before timin
 
 def _kernel_only(executor: int) -> Callable[[], None]:
     """Our kernel body on the executor's resolved views, without any dispatch."""
-    exe = lookup_executor(executor)
-    arrays, _ = exe._arrays(resolve_stream(0))  # the views phase 2 would hand the kernel
-    views = Views(arrays, exe.call.aliases)
+    exe = find_executor(executor)
+    views, _ = exe._views(resolve_stream(0))  # the views phase 2 would hand the kernel
     return lambda: exe.kernel(views)
 
 

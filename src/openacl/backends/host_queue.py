@@ -80,6 +80,7 @@ class HostQueue:
         self.name = name
         self.timeline = Timeline()
         self._executor = executor
+        self._push = executor.submit
         self._lock = threading.RLock()
         self._submitted = 0
         self._closed = False
@@ -98,7 +99,7 @@ class HostQueue:
             self._submitted += 1
             value = self._submitted
             # Submitting under the queue lock keeps the executor's order equal to value order.
-            self._executor.submit(self, value, task)
+            self._push(self, value, task)
         return value
 
     def run(self, value: int, task: Task) -> None:

@@ -384,20 +384,17 @@ _RESOLVERS: dict[str, Callable[[Call, Param, Any], Any]] = {
 
 
 
-class Views:
-    """Phase-2 access to a call's memory: strided numpy views of every tensor argument."""
+class Views(dict):
+    """Phase-2 access to a call's memory: strided numpy views of every tensor argument, by
+    argument name (and by the prepare function's names for in-place aliases)."""
 
     def __init__(self, arrays: dict[str, Any], aliases: dict[str, str],
                  workspace: Any = None) -> None:
-        self._arrays = arrays
-        self._aliases = aliases
+        super().__init__(arrays)
+        for prepare_name, actual in aliases.items():
+            if actual in arrays:
+                self[prepare_name] = arrays[actual]
         self.workspace = workspace
-
-    def __getitem__(self, name: str) -> Any:
-        return self._arrays[self._aliases.get(name, name)]
-
-    def get(self, name: str) -> Any:
-        return self._arrays.get(self._aliases.get(name, name))
 
     def compute(self, name: str, dtype: np.dtype) -> np.ndarray:
         """Input ``name`` converted to the compute dtype of a result of ``dtype``."""

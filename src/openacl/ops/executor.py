@@ -51,7 +51,7 @@ class OpExecutor:
         self.outputs = [t for t in declared if t.output]
         self.tensors = self.inputs + self.outputs
         self.repeatable = False
-        self._cache: tuple[dict[str, Any], list, Any] | None = None  # arrays, keep, stream
+        self._cache: tuple[Views, list, Any] | None = None  # views, keep, stream
         self.handle = core.current().handles.add(self)
 
     def __index__(self) -> int:
@@ -60,10 +60,14 @@ class OpExecutor:
     def __repr__(self) -> str:
         return f"<aclOpExecutor aclnn{self.op_name} {self.handle:#x}>"
 
-    def _arrays(self, stream) -> tuple[dict[str, Any], list]:
+    def _views(self, stream) -> tuple[Views, list]:
         cache = self._cache
-        if cache is not None and cache[2] is stream and all(r.live for r, _ in cache[1]):
-            return cache[0], cache[1]
+        if cache is not None and cache[2] is stream:
+            for region, _ in cache[1]:
+                if not region.live:
+                    break
+            else:
+                return cache[0], cache[1]
         arrays: dict[str, Any] = {}
         keep = []
         for arg in self.tensors:
@@ -76,20 +80,21 @@ class OpExecutor:
                 arrays.setdefault(base, []).append(view)
             else:
                 arrays[arg.name] = view
+        views = Views(arrays, self.call.aliases)
         if self.repeatable:
-            self._cache = (arrays, keep, stream)
-        return arrays, keep
+            self._cache = (views, keep, stream)
+        return views, keep
 
     def launch(self, workspace: int, workspace_size: int, stream: Any) -> None:
-        size = core.as_index(workspace_size)
+        size = workspace_size if type(workspace_size) is int else core.as_index(workspace_size)
         if size is None or size < self.workspace_bytes:
             raise AclError(ACLNN_ERR_PARAM_INVALID,
                            f"aclnn{self.op_name}: argument 'workspaceSize' = {workspace_size!r} "
                            f"is smaller than the {self.workspace_bytes} bytes phase 1 asked for")
         target = resolve_stream(stream)
-        arrays, keep = self._arrays(target)
-        views = Views(arrays, self.call.aliases)
+        views, keep = self._views(target)
         if self.workspace_bytes:
+            views = Views(views, {})  # a copy: the workspace differs from launch to launch
             region, offset = core.current().pointers.resolve(workspace, self.workspace_bytes,
                                                              "workspace", write=True)
             use_on_stream(region, target)
@@ -104,10 +109,6 @@ class OpExecutor:
         core.current().handles.remove(self.handle)
 
 
-def lookup_executor(executor: Any) -> OpExecutor:
-    return core.current().handles.get(executor, OpExecutor, "executor", ACLNN_ERR_INNER_NULLPTR)
-
-
 def _missing_executor(executor: Any) -> AclError:
     return AclError(ACLNN_ERR_INNER_NULLPTR,
                     f"argument 'executor' = {executor!r} is not a live aclOpExecutor: it was "
@@ -118,14 +119,10 @@ def _missing_executor(executor: Any) -> AclError:
 def find_executor(executor: Any) -> OpExecutor:
     """The live executor behind ``executor``, or the 561103 error that explains why not."""
     try:
-        return lookup_executor(executor)
+        return core.current().handles.get(executor, OpExecutor, "executor",
+                                          ACLNN_ERR_INNER_NULLPTR)
     except AclError:
         raise _missing_executor(executor) from None
-
-
-def run_executor(workspace: int, workspace_size: int, executor: Any, stream: Any) -> None:
-    """Phase 2 of every operator: enqueue the bound call on ``stream``."""
-    find_executor(executor).launch(workspace, workspace_size, stream)
 
 
 def set_executor_repeatable(executor: Any) -> None:

@@ -42,6 +42,10 @@ class HandleTable:
             ) -> T:
         """The live object of type ``kind`` behind ``handle`` (an int or an object with
         ``__index__``), or an ``AclError`` with ``code`` naming ``argument``."""
+        if type(handle) is int:  # the hot path: a plain handle of the right kind
+            obj = self._objects.get(handle)
+            if obj is not None and isinstance(obj, kind):
+                return obj
         if isinstance(handle, kind):
             key = getattr(handle, "handle", None)
             if key in self._objects:

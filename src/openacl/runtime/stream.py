@@ -164,6 +164,8 @@ def pop_stream(stream: Stream) -> None:
 
 def resolve_stream(stream: object = None, argument: str = "stream") -> Stream:
     """The ``Stream`` meant by a stream argument (handle, object, 0 or None)."""
+    if type(stream) is int and stream == 0:  # the hot path: the default stream
+        return current_context().default_stream
     if stream is None:
         stack = _stack()
         if stack and not stack[-1].destroyed:
