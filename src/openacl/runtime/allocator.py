@@ -47,6 +47,8 @@ LARGE_SEGMENT_SIZE = 20 << 20  # bytes; segment carved by medium (1-10 MiB) requ
 ROUND_LARGE = 2 << 20  # bytes; own-segment requests round up to a multiple of this
 
 POOLS = ("small_pool", "large_pool")
+_ALLOC_EVENT_STATS = (("allocation", 0), ("allocated_bytes", 1), ("requested_bytes", 2),
+                      ("active", 0), ("active_bytes", 1))
 STAT_NAMES = (
     "allocation",
     "segment",
@@ -165,6 +167,14 @@ class CachingAllocator:
         self._stat_pairs = {
             (n, small): (self._stats[(n, "all")], self._stats[(n, _pool_name(small))])
             for n in STAT_NAMES for small in (True, False)}
+        # (small?, keep_active?) -> the (stat, unit) pairs an allocation or free updates;
+        # unit 0 counts blocks, 1 their bytes, 2 the bytes requested
+        self._alloc_stats = {
+            (small, keep_active): tuple(
+                (stat, unit) for name, unit in _ALLOC_EVENT_STATS
+                if not (keep_active and name.startswith("active"))
+                for stat in self._stat_pairs[(name, small)])
+            for small in (True, False) for keep_active in (True, False)}
         self._counters = {"num_alloc_retries": 0, "num_ooms": 0, "num_device_alloc": 0,
                           "num_device_free": 0}
 
@@ -446,13 +456,17 @@ class CachingAllocator:
         return keep, released
 
     def _count_alloc(self, block: Block, sign: int, keep_active: bool = False) -> None:
-        small = block.segment.small
-        self._bump("allocation", small, sign)
-        self._bump("allocated_bytes", small, sign * block.size)
-        self._bump("requested_bytes", small, sign * block.requested)
-        if not keep_active:
-            self._bump("active", small, sign)
-            self._bump("active_bytes", small, sign * block.size)
+        """Account one allocation (+1) or free (-1): the hot path, so no calls per stat."""
+        amounts = (sign, sign * block.size, sign * block.requested)
+        for stat, unit in self._alloc_stats[(block.segment.small, keep_active)]:
+            amount = amounts[unit]
+            stat.current += amount
+            if amount >= 0:
+                stat.allocated += amount
+                if stat.current > stat.peak:
+                    stat.peak = stat.current
+            else:
+                stat.freed -= amount
 
     def _bump(self, name: str, small: bool, amount: int) -> None:
         for stat in self._stat_pairs[(name, small)]:

@@ -82,9 +82,6 @@ class Stream:
         kind = "default " if self.is_default else ""
         return f"<{kind}Stream {self.handle:#x} device={self.device.id}>"
 
-    def __hash__(self) -> int:
-        return id(self)
-
     # -- the allocator's StreamLike protocol ------------------------------------------------
     def marker(self) -> Callable[[], bool]:
         value = self.queue.submitted
