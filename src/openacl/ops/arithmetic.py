@@ -7,6 +7,7 @@ and rounded once into the output, NaN propagating through Maximum/Minimum/Clamp.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import numpy as np
@@ -53,7 +54,7 @@ def _operand(c: Call, name: str, dtype: np.dtype) -> Callable:
     value = c[name]
     if isinstance(value, TensorArg):
         if value.dtype == compute:
-            return lambda v: v[name]
+            return operator.itemgetter(name)  # C-level: the hot path of small ops
         return lambda v: v[name].astype(compute)
     constant = c.scalar(name, dtype)
     return lambda v: constant
@@ -70,12 +71,15 @@ def _add_like(sign: int, allow_bool: bool):
 
         combine = np.logical_or if dtype == np.bool_ else (np.add if sign > 0 else np.subtract)
         left, right = _operand(c, "self", dtype), _operand(c, "other", dtype)
+        out = c._name("out")
+        if alpha is None or alpha == 1:
+            def kernel(v) -> None:
+                combine(left(v), right(v), out=v[out], casting="unsafe")
+            return kernel
+        scale = np.logical_and if dtype == np.bool_ else np.multiply
 
         def kernel(v) -> None:
-            x, y = left(v), right(v)
-            if alpha is not None and alpha != 1:
-                y = np.logical_and(y, alpha) if dtype == np.bool_ else y * alpha
-            v.store("out", combine, x, y)
+            combine(left(v), scale(right(v), alpha), out=v[out], casting="unsafe")
         return kernel
     return prepare
 
@@ -108,6 +112,11 @@ def _simple_binary(fn: Callable, supported, result: Callable[[np.dtype], np.dtyp
         _binary(c, "self", "other", "out", supported, out_dtype)
 
         left, right = _operand(c, "self", compute), _operand(c, "other", compute)
+        out = c._name("out")
+        if isinstance(fn, np.ufunc):
+            def kernel(v) -> None:
+                fn(left(v), right(v), out=v[out], casting="unsafe")
+            return kernel
 
         def kernel(v) -> None:
             v.store("out", fn, left(v), right(v))

@@ -24,6 +24,7 @@ Design note (invariants)
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from openacl.errors import (
@@ -100,10 +101,10 @@ class OpExecutor:
             use_on_stream(region, target)
             views.workspace = region.view(offset, self.workspace_bytes)
             keep = [*keep, region]
-        kernel = self.kernel
         if not self.repeatable:
             self.release()
-        target.submit(lambda: (kernel(views), keep))
+        # the views hold their memory (see tensor_view); a partial is the cheapest task
+        target.submit(functools.partial(self.kernel, views))
 
     def release(self) -> None:
         core.current().handles.remove(self.handle)

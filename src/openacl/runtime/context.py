@@ -69,7 +69,11 @@ def _stack() -> list[Context]:
 
 def current_context(required: bool = True) -> Context | None:
     """The calling thread's current context (``ACL_ERROR_RT_CONTEXT_NULL`` if none)."""
-    stack = _stack()
+    runtime = core._runtime  # hot path: this thread's stack of the live generation
+    if runtime is not None and getattr(_tls, "generation", None) == runtime.generation:
+        stack = _tls.stack
+    else:
+        stack = _stack()
     if stack and not stack[-1].destroyed:
         return stack[-1]
     if required:

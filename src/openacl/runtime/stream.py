@@ -93,16 +93,17 @@ class Stream:
         """Enqueue ``task``; returns its position on the stream's timeline."""
         if self.destroyed:
             raise AclError(ACL_ERROR_INVALID_PARAM, f"stream {self.handle:#x} was destroyed")
-        return self.queue.submit(lambda value: self._run_guarded(value, task))
 
-    def _run_guarded(self, value: int, task: Callable[[], None]) -> None:
-        """The failure policy (see the design note): skip after a failure, record the first."""
-        if self.failure is not None:
-            return
-        try:
-            task()
-        except BaseException as exc:  # noqa: BLE001 - a task failure poisons the stream
-            self.failure = (value, exc)
+        def guarded(value: int) -> None:
+            # the failure policy (see the design note): skip after a failure, record the first
+            if self.failure is not None:
+                return
+            try:
+                task()
+            except BaseException as exc:  # noqa: BLE001 - a task failure poisons the stream
+                self.failure = (value, exc)
+
+        return self.queue.submit(guarded)
 
     def wait_value(self, value: int, timeout: float | None, what: str,
                    timeout_code: int = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) -> None:
