@@ -59,6 +59,19 @@ for _op in REGISTRY.values():
     globals()[_op.snake_name] = _make_phase2(_op)
 del _op
 
+
+
+def __getattr__(name: str) -> Callable[..., Any]:
+    """Functions of operators registered after this module was imported (custom ops)."""
+    from openacl.ops.registry import by_snake_name
+
+    phase_one = name.endswith("_get_workspace_size")
+    op = by_snake_name(name.removesuffix("_get_workspace_size") if phase_one else name)
+    if op is None:
+        raise AttributeError(f"module 'openacl.aclnn' has no operator function {name!r}")
+    return _make_phase1(op) if phase_one else _make_phase2(op)
+
+
 __all__ = sorted(name for name in globals() if not name.startswith("_") and name not in {
     "annotations", "Any", "Callable", "OpDef", "REGISTRY", "python_signature", "phase1",
     "phase2"})

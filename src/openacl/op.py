@@ -913,7 +913,7 @@ COMPATIBLE_KINDS = {"int": {"type"}, "type": {"int"}}  # dst_type is an Int hold
 def _spec(op_type: Any) -> OpType:
     if not isinstance(op_type, str) or not op_type:
         raise _bad("opType", op_type, "expected a non-empty op type name")
-    spec = OP_TYPES.get(op_type)
+    spec = OP_TYPES.get(op_type) or _custom_spec(op_type)
     if spec is None:
         lowered = {name.lower(): name for name in OP_TYPES}
         near = ([lowered[op_type.lower()]] if op_type.lower() in lowered else []) + \
@@ -924,6 +924,38 @@ def _spec(op_type: Any) -> OpType:
                        f"op type '{op_type}' is not a single operator OpenACL can run "
                        f"({len(OP_TYPES)} are: see openacl.op.OP_TYPES){hint}")
     return spec
+
+
+CUSTOM_ATTR_KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str",
+                     "list_int": "list_int", "list_float": "list_float",
+                     "list_bool": "list_bool"}  # custom OpDef attr kind -> aclop attr kind
+
+
+def _custom_spec(op_type: str) -> OpType | None:
+    """A registered custom operator run by name: its declaration is its IR, and its aclnn
+    operator (same name, same argument names) computes it."""
+    definition = REGISTRY.get(op_type)
+    declaration = getattr(definition, "ir", None)
+    if declaration is None:
+        return None
+    suffix = {"optional": "?", "dynamic": "*"}
+    inputs = tuple(p.name + suffix.get(p.kind, "") for p in declaration.inputs)
+    outputs = tuple(p.name for p in declaration.outputs)
+    attrs = tuple(AttrDef(a.name, CUSTOM_ATTR_KINDS[a.kind],
+                          REQUIRED if a.required else a.default) for a in declaration.attrs)
+
+    def lower(b: _Lowering) -> None:
+        raw: dict[str, Any] = {}
+        for param in declaration.inputs:
+            if param.kind == "dynamic":
+                raw[param.name] = b.xs(param.name)
+            elif b.has(param.name):
+                raw[param.name] = b.x(param.name)
+        raw.update({a.name: b.attr(a.name) for a in declaration.attrs})
+        raw.update({name: b.y(name) for name in outputs})
+        b.call(op_type, **raw)
+
+    return OpType(op_type, inputs, outputs, attrs, lower)
 
 
 def _resolve_attrs(spec: OpType, attr: Any) -> tuple[dict[str, Any], set[str]]:

@@ -76,3 +76,14 @@ aclGetFloatArraySize = returning_outputs(_tensor.get_float_array_size, (0,))
 aclGetBoolArraySize = returning_outputs(_tensor.get_bool_array_size, (0,))
 aclGetTensorListSize = returning_outputs(_tensor.get_tensor_list_size, (0,))
 aclGetScalarListSize = returning_outputs(_tensor.get_scalar_list_size, (0,))
+
+
+def __getattr__(name: str) -> Any:
+    """C-named functions of operators registered after import (custom operators)."""
+    suffix = "GetWorkspaceSize"
+    if name.startswith("aclnn"):
+        op_type = name[len("aclnn"):].removesuffix(suffix)
+        op = REGISTRY.get(op_type)
+        if op is not None:
+            return _c_phase1(op) if name.endswith(suffix) else _c_phase2(op)
+    raise AttributeError(f"module 'openacl.compat.aclnn' has no attribute {name!r}")

@@ -34,3 +34,15 @@ def _load() -> None:
 
 
 _load()
+
+
+def __getattr__(name: str):
+    """One-shot helpers of operators registered after import (custom operators)."""
+    from openacl.ops.dispatch import phase1, phase2
+    from openacl.ops.oneshot import make_one_shot
+    from openacl.ops.registry import by_snake_name
+
+    op = by_snake_name(name)
+    if op is None:
+        raise AttributeError(f"module 'openacl.ops' has no attribute {name!r}")
+    return make_one_shot(op, phase1, phase2)

@@ -33,6 +33,7 @@ class OpDef:
     prepare: Prepare = field(compare=False)
     aliases: tuple[tuple[str, str], ...] = ()  # prepare's name -> this op's argument name
     doc: str = ""
+    ir: Any = field(default=None, compare=False)  # a custom op's declaration (for aclop)
 
     @property
     def snake_name(self) -> str:
@@ -96,3 +97,18 @@ def register_inplace(name: str, signature: str, prepare: Prepare, **aliases: str
 
 def get(name: str) -> OpDef:
     return REGISTRY[name]
+
+
+def by_snake_name(name: str) -> OpDef | None:
+    """The operator whose Python name is ``name`` (``add_custom`` -> AddCustom), if any."""
+    return next((op for op in REGISTRY.values() if op.snake_name == name), None)
+
+
+def add_op(op: OpDef) -> OpDef:
+    """Register a ready-made definition (custom operators build theirs at run time)."""
+    return _add(op)
+
+
+def remove_op(name: str) -> OpDef | None:
+    """Forget an operator (custom operators can be unregistered; built-ins stay)."""
+    return REGISTRY.pop(name, None)

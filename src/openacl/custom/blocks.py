@@ -1,0 +1,87 @@
+"""Running a kernel over its blocks: the CPU's AI cores.
+
+Design note (invariants)
+------------------------
+* A launch runs ``kernel`` once per block index ``0..block_dim-1``. Blocks run in parallel
+  on one process-wide pool of worker threads (numpy releases the GIL in its loops, so large
+  blocks really overlap); a launch returns when every block has finished, so a stream task
+  that launches a kernel completes only after all its blocks did.
+* ``get_block_idx()`` / ``get_block_num()`` (Ascend C's GetBlockIdx / GetBlockNum) read a
+  thread-local set around each block, so a kernel may call them anywhere below it.
+* If blocks raise, the launch raises ``AclError`` ``ACL_ERROR_RT_AICORE_EXCEPTION`` (507015)
+  naming the kernel and the first failing block with its message; the stream that ran the
+  launch fails with it (see ``runtime/stream.py``).
+* Blocks must touch disjoint slices of their outputs (the kernel author's contract, as on
+  the device); the pool never runs two blocks of one launch on one thread at once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from openacl.errors import ACL_ERROR_RT_AICORE_EXCEPTION, AclError
+
+MAX_POOL_THREADS = 32  # upper bound on block worker threads, whatever the core count
+
+_local = threading.local()
+_pool_lock = threading.Lock()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def get_block_idx() -> int:
+    """Index of the block the calling kernel code runs in (GetBlockIdx)."""
+    return getattr(_local, "block_idx", 0)
+
+
+def get_block_num() -> int:
+    """Number of blocks of the current launch (GetBlockNum)."""
+    return getattr(_local, "block_num", 1)
+
+
+def _pool_threads() -> int:
+    return max(1, min(MAX_POOL_THREADS, os.cpu_count() or 1))
+
+
+def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(_pool_threads(),
+                                                         thread_name_prefix="openacl-block")
+        return _pool
+
+
+def _run_block(kernel: Callable[..., Any], index: int, count: int, args: tuple) -> None:
+    _local.block_idx, _local.block_num = index, count
+    try:
+        kernel(*args)
+    finally:
+        _local.block_idx, _local.block_num = 0, 1
+
+
+def run_blocks(kernel: Callable[..., Any], block_dim: int, args: tuple, name: str) -> None:
+    """Run ``kernel(*args)`` once per block; raise 507015 if any block raised."""
+    if block_dim == 1 or threading.current_thread().name.startswith("openacl-block"):
+        futures = None  # one block, or a launch from inside a block: run here, in order
+        errors = []
+        for index in range(block_dim):
+            try:
+                _run_block(kernel, index, block_dim, args)
+            except BaseException as exc:  # noqa: BLE001 - reported below, per block
+                errors.append((index, exc))
+    else:
+        pool = _shared_pool()
+        futures = [pool.submit(_run_block, kernel, index, block_dim, args)
+                   for index in range(block_dim)]
+        errors = [(index, future.exception()) for index, future in enumerate(futures)
+                  if future.exception() is not None]
+    if errors:
+        index, exc = errors[0]
+        more = f" ({len(errors) - 1} more block(s) failed)" if len(errors) > 1 else ""
+        raise AclError(ACL_ERROR_RT_AICORE_EXCEPTION,
+                       f"kernel {name} block {index}/{block_dim} failed: "
+                       f"{type(exc).__name__}: {exc}{more}") from exc

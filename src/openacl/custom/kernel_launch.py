@@ -1,0 +1,128 @@
+"""KernelLaunch: run a kernel directly on a stream, ``kernel<<<blockDim, l2ctrl, stream>>>``.
+
+::
+
+    @kernel
+    def add_kernel(x, y, z, n):
+        block, blocks = get_block_idx(), get_block_num()
+        per_block = -(-n // blocks)
+        start, stop = block * per_block, min(n, (block + 1) * per_block)
+        xs = global_buffer(x, np.float16, n)          # GlobalTensor.SetGlobalBuffer
+        ...
+
+    add_kernel[block_dim, stream](x_ptr, y_ptr, z_ptr, n)         # or [block_dim, l2ctrl, stream]
+
+Arguments are passed as given: device pointers stay ints (a kernel views them with
+``global_buffer``, bounds-checked), ``openacl.Tensor`` objects become numpy views, scalars
+stay scalars. The launch is asynchronous; a block that raises fails the stream with
+``ACL_ERROR_RT_AICORE_EXCEPTION`` (507015) and the block's message (``blocks.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from openacl import dtypes
+from openacl.custom.blocks import run_blocks
+from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+from openacl.runtime import core
+from openacl.runtime.memory import pinned_view, use_on_stream
+from openacl.runtime.stream import resolve_stream
+from openacl.tensor import Tensor, lookup_tensor, tensor_view
+
+
+def global_buffer(ptr: int, dtype: Any, length: int, offset: int = 0) -> np.ndarray:
+    """A bounds-checked numpy view of ``length`` elements of ``dtype`` at element ``offset``
+    of device memory ``ptr`` (Ascend C's ``GlobalTensor<T>::SetGlobalBuffer``)."""
+    np_dtype = dtypes.to_numpy_dtype(dtypes.to_data_type(dtype, "dtype"))
+    length = core.check_size(length, "length", allow_zero=True)
+    offset = core.check_size(offset, "offset", allow_zero=True)
+    nbytes = length * np_dtype.itemsize
+    address = ptr + offset * np_dtype.itemsize
+    if nbytes == 0:
+        return np.empty(0, np_dtype)
+    region, start = core.current().pointers.resolve(address, nbytes, "ptr")
+    return np.asarray(pinned_view(region, start, nbytes)).view(np_dtype)
+
+
+def _convert(argument: Any, index: int, stream) -> Any:
+    """What a kernel receives for one launch argument (resolved at launch, synchronously)."""
+    if isinstance(argument, Tensor):
+        view, keep = tensor_view(lookup_tensor(argument.handle, f"args[{index}]"),
+                                 f"args[{index}]", write=True)
+        if keep is not None:
+            use_on_stream(keep[0], stream)
+        return view
+    if isinstance(argument, (bool, int, float, complex, np.generic, str, bytes, type(None))):
+        return argument
+    index_value = core.as_index(argument)
+    if index_value is not None:  # DeviceBuffer, HostBuffer and other pointer-likes
+        return index_value
+    if isinstance(argument, np.ndarray):
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument args[{index}] is a host numpy array: copy it to the device "
+                       f"(openacl.to_device) and pass the Tensor or its pointer")
+    return argument
+
+
+def _check_block_dim(block_dim: Any) -> int:
+    value = core.as_index(block_dim)
+    if value is None or value < 1:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'blockDim' = {block_dim!r} is invalid: a kernel launches on "
+                       f"at least one block")
+    return value
+
+
+class _Launch:
+    def __init__(self, kernel: KernelFunction, block_dim: int, stream: Any) -> None:
+        self.kernel, self.block_dim, self.stream = kernel, block_dim, stream
+
+    def __call__(self, *args: Any) -> None:
+        target = resolve_stream(self.stream)
+        converted = tuple(_convert(a, i, target) for i, a in enumerate(args))
+        target.submit(functools.partial(run_blocks, self.kernel.fn, self.block_dim, converted,
+                                        self.kernel.__name__))
+
+
+class KernelFunction:
+    """A function marked as a kernel; launch it with ``kernel[block_dim, stream](...)``."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        if not callable(fn):
+            raise AclError(ACL_ERROR_INVALID_PARAM, f"argument 'fn' = {fn!r} is not callable")
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __getitem__(self, launch: Any) -> _Launch:
+        parts = launch if isinstance(launch, tuple) else (launch,)
+        if len(parts) == 2:
+            block_dim, stream = parts
+        elif len(parts) == 3:
+            block_dim, _l2ctrl, stream = parts  # l2ctrl is reserved (nullptr) in CANN too
+        else:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"kernel {self.__name__}: launch with [block_dim, stream] or "
+                           f"[block_dim, l2ctrl, stream], not {launch!r}")
+        return _Launch(self, _check_block_dim(block_dim), stream)
+
+    def __call__(self, *args: Any) -> None:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"kernel {self.__name__} runs on a device: launch it with "
+                       f"{self.__name__}[block_dim, stream](...)")
+
+
+def kernel(fn: Callable[..., Any]) -> KernelFunction:
+    """Mark ``fn`` as a kernel (the ``__global__ __aicore__`` of Ascend C)."""
+    return KernelFunction(fn)
+
+
+def launch_kernel(fn: KernelFunction | Callable[..., Any], block_dim: int, stream: Any,
+                  *args: Any) -> None:
+    """``fn<<<block_dim, nullptr, stream>>>(*args)`` as a plain call."""
+    target = fn if isinstance(fn, KernelFunction) else KernelFunction(fn)
+    target[block_dim, stream](*args)
