@@ -8,7 +8,7 @@ one-shot helper and single-op-by-name entry are created from the declaration. Or
 
 from __future__ import annotations
 
-from openacl.custom.blocks import get_block_idx, get_block_num
+from openacl.custom.blocks import get_block_idx, get_block_num, get_tiling_key
 from openacl.custom.kernel_launch import KernelFunction, global_buffer, kernel, launch_kernel
 from openacl.custom.opdef import DYNAMIC, OPTIONAL, REQUIRED, AttrDef, OpDef, ParamDef
 from openacl.custom.package import load_entry_points, load_package, load_vendors
@@ -18,6 +18,6 @@ from openacl.custom.tiling import PlatformInfo, TilingContext, TilingData
 __all__ = [
     "DYNAMIC", "OPTIONAL", "REQUIRED", "AttrDef", "InferShapeContext", "KernelFunction",
     "OpDef", "ParamDef", "PlatformInfo", "TilingContext", "TilingData", "get_block_idx",
-    "get_block_num", "global_buffer", "kernel", "launch_kernel", "load_entry_points",
-    "load_package", "load_vendors", "register_op", "unregister_op",
+    "get_block_num", "get_tiling_key", "global_buffer", "kernel", "launch_kernel",
+    "load_entry_points", "load_package", "load_vendors", "register_op", "unregister_op",
 ]

@@ -42,6 +42,11 @@ def get_block_num() -> int:
     return getattr(_local, "block_num", 1)
 
 
+def get_tiling_key() -> int:
+    """The tiling key the op's tiling function chose (Ascend C's TILING_KEY_IS)."""
+    return getattr(_local, "tiling_key", 0)
+
+
 def _pool_threads() -> int:
     return max(1, min(MAX_POOL_THREADS, os.cpu_count() or 1))
 
@@ -55,27 +60,30 @@ def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
-def _run_block(kernel: Callable[..., Any], index: int, count: int, args: tuple) -> None:
-    _local.block_idx, _local.block_num = index, count
+def _run_block(kernel: Callable[..., Any], index: int, count: int, args: tuple,
+               tiling_key: int = 0) -> None:
+    outer = (get_block_idx(), get_block_num(), get_tiling_key())  # a launch inside a block
+    _local.block_idx, _local.block_num, _local.tiling_key = index, count, tiling_key
     try:
         kernel(*args)
     finally:
-        _local.block_idx, _local.block_num = 0, 1
+        _local.block_idx, _local.block_num, _local.tiling_key = outer
 
 
-def run_blocks(kernel: Callable[..., Any], block_dim: int, args: tuple, name: str) -> None:
+def run_blocks(kernel: Callable[..., Any], block_dim: int, args: tuple, name: str,
+               tiling_key: int = 0) -> None:
     """Run ``kernel(*args)`` once per block; raise 507015 if any block raised."""
     if block_dim == 1 or threading.current_thread().name.startswith("openacl-block"):
         futures = None  # one block, or a launch from inside a block: run here, in order
         errors = []
         for index in range(block_dim):
             try:
-                _run_block(kernel, index, block_dim, args)
+                _run_block(kernel, index, block_dim, args, tiling_key)
             except BaseException as exc:  # noqa: BLE001 - reported below, per block
                 errors.append((index, exc))
     else:
         pool = _shared_pool()
-        futures = [pool.submit(_run_block, kernel, index, block_dim, args)
+        futures = [pool.submit(_run_block, kernel, index, block_dim, args, tiling_key)
                    for index in range(block_dim)]
         errors = [(index, future.exception()) for index, future in enumerate(futures)
                   if future.exception() is not None]

@@ -59,13 +59,13 @@ def _convert(argument: Any, index: int, stream) -> Any:
         return view
     if isinstance(argument, (bool, int, float, complex, np.generic, str, bytes, type(None))):
         return argument
-    index_value = core.as_index(argument)
-    if index_value is not None:  # DeviceBuffer, HostBuffer and other pointer-likes
-        return index_value
     if isinstance(argument, np.ndarray):
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument args[{index}] is a host numpy array: copy it to the device "
                        f"(openacl.to_device) and pass the Tensor or its pointer")
+    index_value = core.as_index(argument)
+    if index_value is not None:  # DeviceBuffer, HostBuffer and other pointer-likes
+        return index_value
     return argument
 
 

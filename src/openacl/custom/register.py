@@ -134,7 +134,10 @@ def _make_prepare(op: OpDef, platform: PlatformInfo):
         in_dtypes = [[t.dtype for t in v] if isinstance(v, list) else (v.dtype if v else None)
                      for v in inputs]
         out_dtypes = [dtypes.to_numpy_dtype(p.data_types[column]) for p in op.outputs]
-        first_shape = next(s for s in shapes if s is not None)
+        given = [s[0] if isinstance(s, list) else s for s in shapes if s]
+        if not given:
+            raise c.fail(op.inputs[0].name, "no input tensor was given")
+        first_shape = given[0]  # the default infer-shape: outputs shaped like the first input
         infer = InferShapeContext(shapes, in_dtypes, attrs,
                                   [first_shape] * len(op.outputs), list(out_dtypes))
         if op.infer_shape is not None:
@@ -153,6 +156,7 @@ def _make_prepare(op: OpDef, platform: PlatformInfo):
                            f"and workspace sizes {tiling.workspace_sizes}; block_dim must be a "
                            f"positive int and sizes >= 0")
         c.workspace_bytes = int(sum(tiling.workspace_sizes))
+        tiling_key = int(tiling.tiling_key)
         tiling_bytes = np.frombuffer(tiling.tiling_bytes(), np.uint8)
         in_names = [p.name for p in op.inputs]
         out_names = [p.name for p in op.outputs]
@@ -172,7 +176,8 @@ def _make_prepare(op: OpDef, platform: PlatformInfo):
                 if copied:
                     write_back.append((v[name], target))
             workspace = v.workspace if v.workspace is not None else np.empty(0, np.uint8)
-            run_blocks(op.kernel, int(block_dim), (*args, workspace, tiling_bytes), op.op_type)
+            run_blocks(op.kernel, int(block_dim), (*args, workspace, tiling_bytes), op.op_type,
+                       tiling_key)
             for destination, source in write_back:
                 np.copyto(destination, source)
         return kernel

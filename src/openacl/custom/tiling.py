@@ -71,7 +71,9 @@ class TilingData:
     def from_buffer(cls, buffer: Any) -> TilingData:
         """Read the struct from the start of ``buffer`` (bytes or a uint8 array)."""
         dtype = cls.struct_dtype()
-        raw = np.frombuffer(bytes(np.asarray(buffer, np.uint8)[:dtype.itemsize]), dtype)[0]
+        data = bytes(buffer) if isinstance(buffer, (bytes, bytearray, memoryview)) else \
+            np.asarray(buffer, np.uint8).tobytes()
+        raw = np.frombuffer(data[:dtype.itemsize], dtype)[0]
         return cls(**{name: raw[name].item() for name in dtype.names})
 
 

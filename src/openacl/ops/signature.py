@@ -89,7 +89,13 @@ def python_signature(params: tuple[Param, ...], with_defaults: bool = False
     The two-phase functions take every argument, as CANN's do (``with_defaults=False``);
     the one-shot helpers pass only inputs and attributes and use the declared defaults.
     """
-    return inspect.Signature([
-        inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          default=p.default if with_defaults else _NO_DEFAULT)
-        for p in params])
+    out, keyword_only = [], False
+    for param in params:
+        default = param.default if with_defaults else _NO_DEFAULT
+        # a required argument after a defaulted one can only be passed by keyword
+        keyword_only = keyword_only or (default is _NO_DEFAULT and any(
+            p.default is not _NO_DEFAULT for p in out))
+        kind = inspect.Parameter.KEYWORD_ONLY if keyword_only else \
+            inspect.Parameter.POSITIONAL_OR_KEYWORD
+        out.append(inspect.Parameter(param.name, kind, default=default))
+    return inspect.Signature(out)
