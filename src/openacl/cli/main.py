@@ -1,4 +1,4 @@
-"""``openacl``: the command-line tool (info, demo).
+"""``openacl``: the command-line tool (info, demo, ops, op).
 
 Examples::
 
@@ -7,6 +7,9 @@ Examples::
     openacl demo                 # the runtime flow end to end, checked against numpy
     openacl ops                  # every aclnn operator with CANN's argument list
     openacl ops --grep Pool      # only those whose name contains "Pool"
+    openacl op gen-data case.json -o build        # a case's inputs as build/input/*.bin
+    openacl op run add.json -o build              # CANN single-op JSON through execute_v2
+    openacl op verify y.bin golden.bin --dtype float16   # CANN's precision report
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import json
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from openacl.cli import op_tools
 
 GIB = 1 << 30  # bytes in a GiB, for display
 MIB = 1 << 20  # bytes in a MiB, for display
@@ -126,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     ops = commands.add_parser("ops", help="list the aclnn operators and their arguments")
     ops.add_argument("--grep", help="only operators whose name contains this text")
     ops.set_defaults(handler=_cmd_ops)
+    op_tools.register(commands)
     return parser
 
 

@@ -247,8 +247,11 @@ def _softmax(log: bool) -> Callable[[Call], Kernel]:
             work = x.reshape(1) if x.ndim == 0 else x
             shifted = work - np.max(work, axis=axis, keepdims=True)
             exp = np.exp(shifted)
-            total = np.sum(exp, axis=axis, keepdims=True)
-            result = shifted - np.log(total) if log else exp / total
+            if log:  # log of a sum near 1 cancels: take it in float64, round once
+                total = np.sum(exp, axis=axis, keepdims=True, dtype=np.float64)
+                result = shifted - np.log(total)
+            else:
+                result = exp / np.sum(exp, axis=axis, keepdims=True)
             v.write("out", result.reshape(x.shape))
         return kernel
     return prepare

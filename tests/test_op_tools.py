@@ -1,0 +1,208 @@
+"""``openacl op gen-data / run / verify`` and openacl.datagen, in-process."""
+
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from openacl import datagen
+from openacl.cli.main import main
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def write_json(path, data):
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+CASE = {"seed": 3, "inputs": [
+    {"name": "x", "shape": [8, 16], "dtype": "float16", "range": [1, 100]},
+    {"name": "y", "shape": [4, 25], "dtype": "float32", "distribution": "normal",
+     "mean": 2, "std": 0.5, "nan_ratio": 0.25, "inf_at": [[0, 1]], "neg_inf_at": [99]},
+    {"name": "k", "shape": [3], "dtype": "int32", "range": [-2, 3]},
+    {"name": "e", "shape": [0, 4], "dtype": "float16"},
+    {"name": "one", "shape": [1], "dtype": "bfloat16"},
+]}
+
+
+# -- gen-data --------------------------------------------------------------------------------
+def test_gen_data_is_deterministic(tmp_path, capsys):
+    case = write_json(tmp_path / "case.json", CASE)
+    assert main(["op", "gen-data", case, "-o", str(tmp_path / "a")]) == 0
+    assert main(["op", "gen-data", case, "-o", str(tmp_path / "b")]) == 0
+    assert main(["op", "gen-data", case, "-o", str(tmp_path / "c"), "--seed", "4"]) == 0
+    assert "x: [8, 16] float16" in capsys.readouterr().out
+    for name in ("x", "y", "k", "e", "one"):
+        first = (tmp_path / "a" / "input" / f"{name}.bin").read_bytes()
+        assert first == (tmp_path / "b" / "input" / f"{name}.bin").read_bytes()
+    assert (tmp_path / "a/input/x.bin").read_bytes() != (tmp_path / "c/input/x.bin").read_bytes()
+    x = datagen.read_bin(tmp_path / "a/input/x.bin", "float16", (8, 16))
+    assert x.min() >= 1 and x.max() <= 100
+    k = datagen.read_bin(tmp_path / "a/input/k.bin", "int32")
+    assert set(k.tolist()) <= {-2, -1, 0, 1, 2}
+    assert (tmp_path / "a/input/e.bin").stat().st_size == 0  # empty shape
+    assert (tmp_path / "a/input/one.bin").stat().st_size == 2  # one bfloat16
+
+
+def test_nan_and_inf_injection():
+    y = datagen.generate_case(datagen.case_from_json(CASE))["y"]
+    assert y.shape == (4, 25) and y.dtype == np.float32
+    assert np.isnan(y).sum() == 25  # a quarter of 100 elements
+    assert y[0, 1] == np.inf and y.reshape(-1)[99] == -np.inf
+    finite = y[np.isfinite(y)]
+    assert 1.0 < finite.mean() < 3.0  # normal(2, 0.5)
+
+
+def test_fractions_are_disjoint_and_exact():
+    spec = datagen.InputSpec("z", (10, 10), np.dtype(np.float16), nan_ratio=0.1,
+                             inf_ratio=0.05, neg_inf_ratio=0.05)
+    z = datagen.generate(spec, np.random.default_rng(0))
+    assert (np.isnan(z).sum(), (z == np.inf).sum(), (z == -np.inf).sum()) == (10, 5, 5)
+
+
+def test_one_input_rule_leaves_the_others_unchanged():
+    changed = json.loads(json.dumps(CASE))
+    changed["inputs"][0]["range"] = [-1, 1]
+    before = datagen.generate_case(datagen.case_from_json(CASE))
+    after = datagen.generate_case(datagen.case_from_json(changed))
+    assert not np.array_equal(before["x"], after["x"])
+    np.testing.assert_array_equal(before["k"], after["k"])
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"name": "x", "shape": [2], "dtype": "int32", "nan_ratio": 0.5}, "need a float dtype"),
+    ({"name": "x", "shape": [2], "dtype": "float16", "distribution": "poisson"}, "poisson"),
+    ({"name": "x", "shape": [2], "dtype": "float17"}, "unknown data type"),
+    ({"name": "x", "shape": [2], "dtype": "float16", "nan_at": [5]}, "outside shape"),
+])
+def test_gen_data_rejects_bad_cases(tmp_path, capsys, entry, message):
+    case = write_json(tmp_path / "bad.json", {"inputs": [entry]})
+    assert main(["op", "gen-data", case, "-o", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bin_and_npy_files(tmp_path):
+    data = np.arange(6, dtype=np.float32).reshape(2, 3).astype(BF16)
+    datagen.save_array(tmp_path / "d.bin", data)
+    datagen.save_array(tmp_path / "d.npy", data)
+    assert (tmp_path / "d.bin").read_bytes() == data.tobytes()  # raw, little-endian
+    np.testing.assert_array_equal(datagen.load_array(tmp_path / "d.npy", "bfloat16"), data)
+    np.testing.assert_array_equal(datagen.load_array(tmp_path / "d.bin", "bf16", (2, 3)), data)
+    assert datagen.dtype_from_name("float") == np.float32  # CANN's "float" is float32
+    assert datagen.dtype_from_name("DT_FLOAT16") == np.float16
+    with pytest.raises(ValueError, match="whole number"):
+        datagen.read_bin(tmp_path / "d.bin", "float64")
+    with pytest.raises(ValueError, match="do not fill"):
+        datagen.read_bin(tmp_path / "d.bin", "float16", (4, 4))
+
+
+# -- run -------------------------------------------------------------------------------------
+ADD = {"op": "Add",
+       "input_desc": [{"format": "ND", "shape": [8, 16], "type": "float16"},
+                      {"format": "ND", "shape": [8, 16], "type": "float16",
+                       "data_distribution": ["normal"]}],
+       "output_desc": [{"format": "ND", "shape": [8, 16], "type": "float16"}]}
+MATMUL = {"op": "MatMul",
+          "input_desc": [{"format": "ND", "shape": [4, 3], "type": "float", "name": "a"},
+                         {"format": "ND", "shape": [5, 3], "type": "float", "name": "b"}],
+          "output_desc": [{"format": "ND", "shape": [4, 5], "type": "float", "name": "c"}],
+          "attr": [{"name": "transpose_x1", "type": "bool", "value": False},
+                   {"name": "transpose_x2", "type": "bool", "value": True}]}
+
+
+def test_run_add_float16(threaded_runtime, tmp_path, capsys):
+    case = write_json(tmp_path / "add.json", ADD)  # one object: outputs straight in -o
+    assert main(["op", "run", case, "-o", str(tmp_path / "out")]) == 0
+    assert "case 0_Add: Add -> y [8, 16] float16" in capsys.readouterr().out
+    x1 = datagen.read_bin(tmp_path / "out/input/x1.bin", "float16", (8, 16))
+    x2 = datagen.read_bin(tmp_path / "out/input/x2.bin", "float16", (8, 16))
+    y = datagen.read_bin(tmp_path / "out/output/y.bin", "float16", (8, 16))
+    np.testing.assert_array_equal(y, x1 + x2)
+    np.testing.assert_array_equal(np.load(tmp_path / "out/output/y.npy"), y)
+
+
+def test_run_list_of_cases_with_attrs_and_data_file(threaded_runtime, tmp_path):
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    datagen.write_bin(tmp_path / "a.bin", a)
+    matmul = {**MATMUL, "input_desc": [{**MATMUL["input_desc"][0], "data_file": "a.bin"},
+                                       MATMUL["input_desc"][1]]}
+    case = write_json(tmp_path / "cases.json", [ADD, {**matmul, "name": "mm"}])
+    assert main(["op", "run", case, "-o", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out/0_Add/output/y.bin").exists()
+    b = datagen.read_bin(tmp_path / "out/mm/input/b.bin", "float32", (5, 3))
+    c = datagen.load_array(tmp_path / "out/mm/output/c.npy")
+    np.testing.assert_array_equal(datagen.read_bin(tmp_path / "out/mm/input/a.bin", "float"),
+                                  a.reshape(-1))
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-6)
+
+
+def test_run_reads_input_dir_and_verifies(threaded_runtime, tmp_path, capsys):
+    x1 = np.full((8, 16), 1.5, np.float16)
+    x2 = np.full((8, 16), 2.0, np.float16)
+    datagen.write_bin(tmp_path / "in/x1.bin", x1)
+    datagen.write_bin(tmp_path / "in/x2.bin", x2)
+    datagen.write_bin(tmp_path / "golden.bin", x1 + x2)
+    case = write_json(tmp_path / "add.json", ADD)
+    assert main(["op", "run", case, "-o", str(tmp_path / "out"), "--input-dir",
+                 str(tmp_path / "in")]) == 0
+    assert main(["op", "verify", str(tmp_path / "out/output/y.bin"),
+                 str(tmp_path / "golden.bin"), "--dtype", "float16"]) == 0
+    assert capsys.readouterr().out.strip().endswith("test pass")
+
+
+def test_run_without_a_runtime_initialises_one(tmp_path):
+    case = write_json(tmp_path / "add.json", ADD)
+    assert main(["op", "run", case, "-o", str(tmp_path / "out")]) == 0
+    import openacl
+    assert not openacl.is_initialized()
+
+
+@pytest.mark.parametrize("case, message", [
+    ({**ADD, "op": "NoSuchOp"}, "NoSuchOp"),
+    ({**MATMUL, "attr": [{"name": "transpose_x1", "type": "tensor", "value": 1}]},
+     "unknown type 'tensor'"),
+    ({**ADD, "output_desc": [{"format": "ND", "shape": [8, 15], "type": "float16"}]},
+     "output 'y'"),
+])
+def test_run_reports_a_failing_case(threaded_runtime, tmp_path, capsys, case, message):
+    path = write_json(tmp_path / "bad.json", [ADD, case])
+    assert main(["op", "run", path, "-o", str(tmp_path / "out")]) == 1
+    assert message in capsys.readouterr().err
+    assert (tmp_path / "out/0_Add/output/y.bin").exists()  # the good case still ran
+
+
+# -- verify ----------------------------------------------------------------------------------
+def test_verify_cli_pass_and_fail(tmp_path, capsys):
+    golden = np.linspace(1, 2, 64, dtype=np.float32).astype(np.float16)
+    bad = golden.copy()
+    bad[[5, 40]] += np.float16(0.25)
+    datagen.write_bin(tmp_path / "golden.bin", golden)
+    datagen.write_bin(tmp_path / "good.bin", golden)
+    datagen.write_bin(tmp_path / "bad.bin", bad)
+    args = [str(tmp_path / "golden.bin"), "--dtype", "float16"]
+    assert main(["op", "verify", str(tmp_path / "good.bin"), *args]) == 0
+    assert "test pass" in capsys.readouterr().out
+    for standard in ("single_benchmark", "double_thousandth", "ratio", "mixed"):
+        status = main(["op", "verify", str(tmp_path / "bad.bin"), *args, "--standard",
+                       standard, "--shape", "8,8"])
+        out = capsys.readouterr().out
+        assert status == 1, standard
+        assert "data index: (0, 5), expected: " in out and "data index: (5, 0)" in out
+        assert "error ratio: 0.0312" in out and "MERE" in out and "[ERROR] result error" in out
+
+
+def test_verify_cli_float32_golden_and_bad_files(tmp_path, capsys):
+    golden = np.linspace(-1, 1, 16)
+    datagen.write_bin(tmp_path / "g32.bin", golden.astype(np.float32))
+    datagen.write_bin(tmp_path / "y.bin", golden.astype(np.float16))
+    assert main(["op", "verify", str(tmp_path / "y.bin"), str(tmp_path / "g32.bin"),
+                 "--dtype", "float16", "--golden-dtype", "float32"]) == 0
+    assert main(["op", "verify", str(tmp_path / "missing.bin"), str(tmp_path / "g32.bin"),
+                 "--dtype", "float16"]) == 2
+    assert main(["op", "verify", str(tmp_path / "y.bin"), str(tmp_path / "g32.bin"),
+                 "--dtype", "float16"]) == 2  # 16 float16 vs 32 "float16" elements
+    assert "elements" in capsys.readouterr().err
