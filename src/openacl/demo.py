@@ -1,8 +1,14 @@
-"""The classic ACL flow, end to end, with real data and a checked result.
+"""The classic ACL flow, then a custom operator's aclnn flow, end to end, with real data and
+checked results.
 
-init -> set device -> create context and stream -> malloc device and host memory ->
-memcpy host to device -> run work on the stream -> synchronize -> memcpy device to host ->
-check -> free -> destroy -> reset device -> finalize.
+1. Runtime: init -> set device -> create context and stream -> malloc device and host
+   memory -> memcpy host to device -> run work on the stream -> synchronize -> memcpy device
+   to host -> check -> free -> destroy -> reset device -> finalize.
+2. AddCustom (the AclNNInvocation sample's flow): register the custom operator
+   (``openacl.demo_ops``: OpDef, tiling, per-block kernel) -> x, y uniform in [1, 100)
+   float16 [8, 2048] on the device -> phase 1 ``aclnnAddCustomGetWorkspaceSize`` -> workspace
+   if asked -> phase 2 ``aclnnAddCustom`` on a stream -> synchronize (5000 ms timeout) ->
+   verify against numpy with the samples' ratio rule -> free -> finalize.
 
 Run it with ``openacl demo`` or ``python -m openacl.demo``.
 """
@@ -16,11 +22,15 @@ from collections.abc import Callable
 import numpy as np
 
 import openacl
-from openacl import rt
+from openacl import aclnn, custom, demo_ops, rt
 from openacl.constants import ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE
 from openacl.util import ptr_to_numpy
+from openacl.verify import verify
 
 DEMO_ELEMENTS = 1 << 20  # float32 elements moved through the device (4 MiB)
+ADD_CUSTOM_SHAPE = (8, 2048)  # the AddCustom sample's shape (float16)
+ADD_CUSTOM_RANGE = (1, 100)  # the sample's uniform input range, high end excluded
+SYNC_TIMEOUT_MS = 5000  # the sample's aclrtSynchronizeStreamWithTimeout
 
 
 def _saxpy_on_device(x_ptr: int, y_ptr: int, count: int, alpha: float) -> Callable[[], None]:
@@ -35,13 +45,8 @@ def _saxpy_on_device(x_ptr: int, y_ptr: int, count: int, alpha: float) -> Callab
     return kernel
 
 
-def run(elements: int = DEMO_ELEMENTS, out=sys.stdout) -> bool:
-    """Run the demo; returns True when the device result matches numpy exactly."""
-    started = time.perf_counter()
-
-    def step(text: str) -> None:
-        print(f"[{(time.perf_counter() - started) * 1e3:8.2f} ms] {text}", file=out)
-
+def _runtime_flow(elements: int, step: Callable[[str], None]) -> bool:
+    """The runtime flow; True when the device result matches numpy exactly."""
     nbytes = elements * np.dtype(np.float32).itemsize
     openacl.init()
     step(f"init: backend {rt.get_soc_name()}, {rt.get_device_count()} device(s)")
@@ -83,6 +88,60 @@ def run(elements: int = DEMO_ELEMENTS, out=sys.stdout) -> bool:
     openacl.finalize()
     step(f"freed, destroyed, reset, finalized; device bytes in use at the end: "
          f"{stats['allocated_bytes.all.current']}")
+    return ok
+
+
+def _add_custom_flow(step: Callable[[str], None]) -> bool:
+    """AddCustom through its two-phase aclnn API; True when it passes the ratio rule."""
+    rng = np.random.default_rng(0)
+    x_host, y_host = (rng.uniform(*ADD_CUSTOM_RANGE, ADD_CUSTOM_SHAPE).astype(np.float16)
+                      for _ in range(2))
+    openacl.init()
+    registered = False
+    try:
+        registered = demo_ops.register_add_custom()
+        step(f"custom op {demo_ops.OP_TYPE} {'registered' if registered else 'already registered'}"
+             f": aclnnAddCustomGetWorkspaceSize / aclnnAddCustom (OpDef, tiling, kernel "
+             f"on {demo_ops.BLOCK_DIM} blocks)")
+        rt.set_device(0)
+        stream = rt.create_stream()
+        x, y = openacl.to_device(x_host), openacl.to_device(y_host)
+        z = openacl.empty(ADD_CUSTOM_SHAPE, np.float16)
+        workspace_size, executor = aclnn.add_custom_get_workspace_size(x, y, z)
+        workspace = rt.malloc(workspace_size) if workspace_size else 0
+        aclnn.add_custom(workspace, workspace_size, executor, stream)
+        rt.synchronize_stream_with_timeout(stream, SYNC_TIMEOUT_MS)
+        step(f"AddCustom on float16 {list(ADD_CUSTOM_SHAPE)}: phase 1 (workspace "
+             f"{workspace_size} bytes), phase 2 on a stream, synchronized")
+        report = verify(z.numpy(), x_host + y_host, np.float16, standard="ratio")
+        step(f"check against numpy (ratio rule, rtol 1e-3, atol 1e-5): "
+             f"{'pass' if report.passed else 'FAIL'}, {report.mismatch_count} mismatches of "
+             f"{report.total} (z[0, :3] = {np.array2string(z.numpy()[0, :3])})")
+        if workspace:
+            rt.free(workspace)
+        for tensor in (x, y, z):
+            tensor.free()
+        rt.destroy_stream(stream)
+        rt.reset_device(0)
+        return report.passed
+    except openacl.AclError as exc:
+        step(f"AddCustom flow failed: {exc}")
+        return False
+    finally:
+        if registered:
+            custom.unregister_op(demo_ops.OP_TYPE)
+        openacl.finalize()
+
+
+def run(elements: int = DEMO_ELEMENTS, out=sys.stdout) -> bool:
+    """Run the demo; returns True when both flows check out."""
+    started = time.perf_counter()
+
+    def step(text: str) -> None:
+        print(f"[{(time.perf_counter() - started) * 1e3:8.2f} ms] {text}", file=out)
+
+    ok = _runtime_flow(elements, step)
+    ok = _add_custom_flow(step) and ok
     print("demo " + ("PASSED" if ok else "FAILED"), file=out)
     return ok
 

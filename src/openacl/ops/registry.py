@@ -13,6 +13,7 @@ self="selfRef", out="selfRef")``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class OpDef:
 REGISTRY: dict[str, OpDef] = {}
 
 
+@functools.cache
 def snake_case(name: str) -> str:
     """CANN CamelCase -> Python: GeluV2 -> gelu_v2, MaxPool2dWithIndices ->
     max_pool2d_with_indices, SWhere -> s_where."""
