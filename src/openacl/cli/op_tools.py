@@ -2,6 +2,8 @@
 
 Examples::
 
+    openacl op new AddCustom --input x:float16,float32 --input y:float16,float32 \\
+        --output z:float16,float32 --attr alpha:float=1.0 -o add_custom   # a project
     openacl op gen-data case.json -o build          # build/input/<name>.bin per input
     openacl op run add.json -o build                # CANN single-op JSON -> build/output/*.bin
     openacl op verify build/output/y.bin golden.bin --dtype float16 --standard ratio
@@ -343,13 +345,76 @@ def add_verify(subcommands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_cmd_verify)
 
 
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_gen_data, add_run,
-                                                                   add_verify]
+# -- new ---------------------------------------------------------------------------------------
+def _cmd_new(args: argparse.Namespace) -> int:
+    import shlex
+
+    from openacl.cli import scaffold
+
+    words = ["openacl", "op", "new", args.op_type]
+    for flag, values in (("--input", args.inputs), ("--output", args.outputs),
+                         ("--attr", args.attrs)):
+        for value in values:
+            words += [flag, value]
+    command = shlex.join(words + (["-o", args.output] if args.output else []))
+    try:
+        spec = scaffold.build_spec(args.op_type, args.inputs, args.outputs, args.attrs)
+        written = scaffold.generate(spec, args.output, args.force, command)
+    except scaffold.ScaffoldError as exc:
+        return _fail("new", exc)
+    except OSError as exc:
+        return _fail("new", f"cannot write the project: {exc}")
+    root = written[0].parent.parent
+    print(f"created {spec.op_type} in {root}/ ({len(written)} files, "
+          f"{len(spec.columns)} dtype column(s)):")
+    for path in written:
+        print(f"  {path.relative_to(root)}")
+    print(f"next: cd {root} && python -m pytest -q tests && bash run.sh")
+    return STATUS_OK
+
+
+def add_new(subcommands: argparse._SubParsersAction) -> None:
+    from openacl.cli.scaffold import ATTR_KINDS
+
+    parser = subcommands.add_parser(
+        "new", help="scaffold a custom-op project that passes its own tests",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Create a custom operator project: op/__init__.py (OpDef, infer-shape, "
+                    "tiling, kernel),\ngolden.py (numpy reference), tests/test_op.py, "
+                    "scripts/gen_data.py, run_op.py,\nverify_result.py, run.sh and README.md. "
+                    "The generated kernel computes a placeholder\n(every output = the sum of "
+                    "the inputs, times a float attr 'alpha' if declared) that\nits tests "
+                    "check; replace it where the code says TODO(author).",
+        epilog="example:\n  openacl op new AddCustom --input x:float16,float32 "
+               "--input y:float16,float32 \\\n      --output z:float16,float32 "
+               "--attr alpha:float=1.0 -o add_custom\n  cd add_custom && python -m pytest "
+               "-q tests && bash run.sh\n\nExits 2 with a message naming the flag when a "
+               "flag or the directory cannot be used.")
+    parser.add_argument("op_type", metavar="OP_TYPE", help="CamelCase op type, e.g. AddCustom")
+    parser.add_argument("--input", dest="inputs", action="append", required=True,
+                        metavar="NAME:DTYPES",
+                        help="an input and its dtypes, one per supported combination "
+                             "(x:float16,float32); repeat for each input, in order")
+    parser.add_argument("--output", dest="outputs", action="append", required=True,
+                        metavar="NAME:DTYPES", help="an output, as --input")
+    parser.add_argument("--attr", dest="attrs", action="append", default=[],
+                        metavar="NAME:TYPE[=DEFAULT]",
+                        help=f"an attribute; TYPE is one of {', '.join(ATTR_KINDS)}; lists "
+                             f"as 1,2,3; no default makes it REQUIRED")
+    parser.add_argument("-o", "--output-dir", dest="output",
+                        help="project directory (default: ./<op_type in snake_case>)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty directory, overwriting generated files")
+    parser.set_defaults(handler=_cmd_new)
+
+
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_new, add_gen_data,
+                                                                   add_run, add_verify]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the ``op`` command group and its subcommands to the ``openacl`` parser."""
-    group = commands.add_parser("op", help="operator developer tools: gen-data, run, verify",
+    group = commands.add_parser("op", help="operator developer tools: new, gen-data, run, verify",
                                 description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("Examples::")[1].split("Each ")[0])
