@@ -1249,7 +1249,11 @@ def create_handle(op_type: str, input_desc: Sequence[int], output_desc: Sequence
 def create_handle_for_cast(src_desc: int, dst_desc: int, truncate: Any = 0) -> int:
     """aclopCreateHandleForCast: a handle converting src_desc's dtype to dst_desc's."""
     _check_truncate(truncate)
-    return create_handle("Cast", [src_desc], [dst_desc], _cast_attr(dst_desc))
+    attr = _cast_attr(dst_desc)
+    try:
+        return create_handle("Cast", [src_desc], [dst_desc], attr)
+    finally:
+        destroy_attr(attr)
 
 
 def _lookup_handle(handle: Any) -> OpHandle:

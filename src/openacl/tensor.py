@@ -670,6 +670,8 @@ class Tensor:
     def __repr__(self) -> str:
         if self.handle is None:
             return "<Tensor (freed)>"
+        if not core.is_initialized() or core.current().generation != self._generation:
+            return f"<Tensor {self.handle:#x} of a finalized runtime>"
         meta = self._meta
         return (f"<Tensor shape={meta.view_dims} dtype={meta.data_type.name} "
                 f"data={meta.data:#x} handle={self.handle:#x}>")

@@ -7,16 +7,25 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_SUCCESS, AclError
+from openacl.errors import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_SUCCESS,
+    AclError,
+    error_name,
+    set_recent_err_msg,
+)
 
 INVALID_HANDLE = 0  # what a failed constructor returns, as a C constructor returns NULL
 
 
 def _code_of(exc: Exception, bad_call_code: int) -> int:
+    """The code to return for ``exc``; its message is the thread's recent error."""
     if isinstance(exc, AclError):
-        return exc.code
+        return exc.code  # AclError recorded its message when it was made
     # a wrong number or type of arguments: report it as CANN would report a bad parameter
-    return AclError(bad_call_code, f"{type(exc).__name__}: {exc}").code
+    set_recent_err_msg(f"{error_name(bad_call_code)} ({bad_call_code}): "
+                       f"{type(exc).__name__}: {exc}")
+    return bad_call_code
 
 
 def returning_code(fn: Callable[..., Any], bad_call_code: int = ACL_ERROR_INVALID_PARAM

@@ -16,11 +16,19 @@ Arguments are passed as given: device pointers stay ints (a kernel views them wi
 ``global_buffer``, bounds-checked), ``openacl.Tensor`` objects become numpy views, scalars
 stay scalars. The launch is asynchronous; a block that raises fails the stream with
 ``ACL_ERROR_RT_AICORE_EXCEPTION`` (507015) and the block's message (``blocks.py``).
+
+Memory a launch may touch is captured when it is launched: every int argument that points
+into a live allocation pins that allocation and records the launch's stream on it, and
+``global_buffer`` inside the kernel resolves against those captured allocations first. So
+memory freed (and even handed out again) while the launch is queued is never written by
+it: the free waits for the stream (stream-ordered reuse), and the kernel still sees the
+memory it was given.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +42,8 @@ from openacl.runtime.memory import pinned_view, use_on_stream
 from openacl.runtime.stream import resolve_stream
 from openacl.tensor import Tensor, lookup_tensor, tensor_view
 
+_launch = threading.local()  # .regions: the allocations captured by the running launch
+
 
 def global_buffer(ptr: int, dtype: Any, length: int, offset: int = 0) -> np.ndarray:
     """A bounds-checked numpy view of ``length`` elements of ``dtype`` at element ``offset``
@@ -45,11 +55,33 @@ def global_buffer(ptr: int, dtype: Any, length: int, offset: int = 0) -> np.ndar
     address = ptr + offset * np_dtype.itemsize
     if nbytes == 0:
         return np.empty(0, np_dtype)
+    for region in getattr(_launch, "regions", ()):
+        if region.start <= address and address + nbytes <= region.end:
+            return np.asarray(pinned_view(region, address - region.start, nbytes)).view(
+                np_dtype)
     region, start = core.current().pointers.resolve(address, nbytes, "ptr")
     return np.asarray(pinned_view(region, start, nbytes)).view(np_dtype)
 
 
-def _convert(argument: Any, index: int, stream) -> Any:
+def _run_with_regions(fn: Callable[..., Any], regions: tuple, *args: Any) -> None:
+    """One block of a launch, with the launch's captured allocations visible."""
+    outer = getattr(_launch, "regions", ())
+    _launch.regions = regions
+    try:
+        fn(*args)
+    finally:
+        _launch.regions = outer
+
+
+def _capture(address: int, stream, regions: list) -> None:
+    """Pin the live allocation ``address`` points into, for the launch on ``stream``."""
+    region = core.current().pointers.lookup(address)
+    if region is not None and region not in regions:
+        use_on_stream(region, stream)
+        regions.append(region)
+
+
+def _convert(argument: Any, index: int, stream, regions: list) -> Any:
     """What a kernel receives for one launch argument (resolved at launch, synchronously)."""
     if isinstance(argument, Tensor):
         view, keep = tensor_view(lookup_tensor(argument.handle, f"args[{index}]"),
@@ -57,7 +89,10 @@ def _convert(argument: Any, index: int, stream) -> Any:
         if keep is not None:
             use_on_stream(keep[0], stream)
         return view
-    if isinstance(argument, (bool, int, float, complex, np.generic, str, bytes, type(None))):
+    if isinstance(argument, int) and not isinstance(argument, bool):
+        _capture(argument, stream, regions)  # maybe a device pointer
+        return argument
+    if isinstance(argument, (bool, float, complex, np.generic, str, bytes, type(None))):
         return argument
     if isinstance(argument, np.ndarray):
         raise AclError(ACL_ERROR_INVALID_PARAM,
@@ -65,6 +100,7 @@ def _convert(argument: Any, index: int, stream) -> Any:
                        f"(openacl.to_device) and pass the Tensor or its pointer")
     index_value = core.as_index(argument)
     if index_value is not None:  # DeviceBuffer, HostBuffer and other pointer-likes
+        _capture(index_value, stream, regions)
         return index_value
     return argument
 
@@ -84,8 +120,10 @@ class _Launch:
 
     def __call__(self, *args: Any) -> None:
         target = resolve_stream(self.stream)
-        converted = tuple(_convert(a, i, target) for i, a in enumerate(args))
-        target.submit(functools.partial(run_blocks, self.kernel.fn, self.block_dim, converted,
+        regions: list = []
+        converted = tuple(_convert(a, i, target, regions) for i, a in enumerate(args))
+        body = functools.partial(_run_with_regions, self.kernel.fn, tuple(regions))
+        target.submit(functools.partial(run_blocks, body, self.block_dim, converted,
                                         self.kernel.__name__))
 
 

@@ -30,6 +30,7 @@ from openacl.errors import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_KERNEL_ALREADY_REGISTERED,
     ACL_ERROR_OP_NOT_FOUND,
+    ACLNN_ERR_INNER_INFERSHAPE_ERROR,
     ACLNN_ERR_INNER_TILING_ERROR,
     AclError,
 )
@@ -124,6 +125,18 @@ def _contiguous_out(target: np.ndarray) -> tuple[np.ndarray, bool]:
     return np.empty(target.shape, target.dtype), True
 
 
+def _call_user(fn, context: Any, op: OpDef, code: int) -> None:
+    """Run the author's infer-shape or tiling function; its exceptions carry ``code``."""
+    try:
+        fn(context)
+    except AclError:
+        raise
+    except Exception as exc:
+        what = getattr(fn, "__name__", "function")
+        raise AclError(code, f"aclnn{op.op_type}: {what} raised {type(exc).__name__}: "
+                             f"{exc}") from exc
+
+
 def _make_prepare(op: OpDef, platform: PlatformInfo):
     def prepare(c: Call) -> Kernel:
         column = _combination(c, op)
@@ -141,13 +154,19 @@ def _make_prepare(op: OpDef, platform: PlatformInfo):
         infer = InferShapeContext(shapes, in_dtypes, attrs,
                                   [first_shape] * len(op.outputs), list(out_dtypes))
         if op.infer_shape is not None:
-            op.infer_shape(infer)
+            _call_user(op.infer_shape, infer, op, ACLNN_ERR_INNER_INFERSHAPE_ERROR)
+        for index, shape in enumerate(infer.output_shapes):
+            if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
+                raise AclError(ACLNN_ERR_INNER_INFERSHAPE_ERROR,
+                               f"aclnn{op.op_type}: the infer-shape function gave output "
+                               f"'{op.outputs[index].name}' the shape {list(shape)}; dims must "
+                               f"be ints >= 0")
         for param, shape, dtype in zip(op.outputs, infer.output_shapes, infer.output_dtypes,
                                        strict=True):
             c.check_out(param.name, shape, dtype, exact_dtype=True)
         tiling = TilingContext(shapes, in_dtypes, list(infer.output_shapes),
                                list(infer.output_dtypes), attrs, platform)
-        op.tiling(tiling)
+        _call_user(op.tiling, tiling, op, ACLNN_ERR_INNER_TILING_ERROR)
         block_dim = tiling.block_dim
         if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or any(
                 size < 0 for size in tiling.workspace_sizes):

@@ -191,14 +191,32 @@ def _pow_prepare(c: Call) -> Kernel:
     tensors = [n for n in ("self", "exponent") if isinstance(c[n], TensorArg)]
     c.check_out("out", c.broadcast(*tensors), dtype)
 
+    integer = promotion.category(dtype) == promotion.INTEGER
+    exponent_arg = c["exponent"]
+    if integer and not isinstance(exponent_arg, TensorArg) and exponent_arg.value < 0:
+        raise c.fail("exponent", "integers to negative integer powers are not allowed")
     read_base, read_exponent = _operand(c, "self", dtype), _operand(c, "exponent", dtype)
 
     def kernel(v) -> None:
         base, exponent = read_base(v), read_exponent(v)
-        if promotion.category(dtype) == promotion.INTEGER and np.any(np.asarray(exponent) < 0):
-            raise ValueError("integers to negative integer powers are not allowed")
-        v.write("out", np.power(base, exponent))
+        if integer:
+            v.write("out", _integer_power(base, exponent))
+        else:
+            v.write("out", np.power(base, exponent))
     return kernel
+
+
+def _integer_power(base, exponent):
+    """PyTorch's integer pow: a negative exponent gives 1 for base 1, +-1 for base -1
+    (by the exponent's parity), and 0 otherwise."""
+    base, exponent = np.broadcast_arrays(np.asarray(base), np.asarray(exponent))
+    negative = exponent < 0
+    result = np.power(base, np.where(negative, 0, exponent))
+    if negative.any():
+        odd = (exponent % 2) != 0
+        tiny = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
+        result = np.where(negative, tiny.astype(result.dtype), result)
+    return result
 
 
 pow_tensor_tensor = register("PowTensorTensor", "self: tensor, exponent: tensor, out: tensor!"

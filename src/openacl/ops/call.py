@@ -257,7 +257,32 @@ class Call:
             raise self.fail(name, f"dtype must be {dtype}")
         if not promotion.can_cast(dtype, out.dtype):
             raise self.fail(name, f"the result dtype {dtype} cannot be cast to {out.dtype}")
+        self.check_no_overlap(name, out)
         self.inferred[self._name(name)] = (shape, out.dtype)
+
+    def check_no_overlap(self, name: str, out: TensorArg) -> None:
+        """PyTorch's rule for outputs: no element written twice (a zero stride on a dim > 1)
+        and no partial overlap with an input. The very same view as an input is fine (an
+        in-place call); interleaved strided views are not judged (torch: "too hard")."""
+        if out.numel and any(s == 0 and d > 1
+                             for s, d in zip(out.meta.strides, out.shape, strict=True)):
+            raise self.fail(name, "has a zero stride on a dim larger than 1: several "
+                                  "elements would be written to one memory location")
+        out_span = _byte_span(out)
+        if out_span is None:
+            return
+        for other in self.tensors():
+            if other is out or other.output:
+                continue
+            span = _byte_span(other)
+            if span is None or span[1] <= out_span[0] or out_span[1] <= span[0]:
+                continue
+            same_view = (other.meta.data == out.meta.data and other.meta.offset ==
+                         out.meta.offset and other.meta.strides == out.meta.strides and
+                         other.shape == out.shape and other.dtype == out.dtype)
+            if not same_view:
+                raise self.fail(name, f"partly overlaps input '{other.name}' in memory: "
+                                      f"write the result to separate memory")
 
     def check_out_list(self, name: str, shapes: Sequence[Sequence[int]],
                        dtype: np.dtype) -> None:
@@ -287,6 +312,11 @@ class Call:
             raise self.fail(name, "a scalar is required here")
         if not promotion.can_cast(value.dtype, dtype):
             raise self.fail(name, f"a {value.dtype} scalar cannot be used with dtype {dtype}")
+        if np.dtype(dtype).kind in "iu" and not isinstance(value.value, bool):
+            info = np.iinfo(dtype)
+            if not info.min <= int(value.value) <= info.max:
+                raise self.fail(name, f"{value.value} cannot be converted to {dtype} "
+                                      f"without overflow")
         return np.array(value.value).astype(promotion.compute_dtype(dtype))[()]
 
     def normalize_dim(self, name: str, dim: int, ndim: int) -> int:
@@ -382,6 +412,15 @@ _RESOLVERS: dict[str, Callable[[Call, Param, Any], Any]] = {
 }
 
 
+
+
+def _byte_span(arg: TensorArg) -> tuple[int, int] | None:
+    """The bytes a dense (contiguous) tensor occupies; None for empty, unset or strided."""
+    meta = arg.meta
+    if meta.data == 0 or arg.numel == 0 or not meta.is_contiguous():
+        return None
+    start = meta.data + meta.offset * arg.dtype.itemsize
+    return start, start + arg.numel * arg.dtype.itemsize
 
 
 class Views(dict):

@@ -148,16 +148,18 @@ def _set_addr(executor: Any, pool_name: str, index: Any, tensor: Any, addr: Any)
     address = core.as_index(addr)
     if address is None:
         raise AclError(ACLNN_ERR_PARAM_INVALID, f"argument 'addr' = {addr!r} is not a pointer")
+    meta = None
     if tensor is not None:
         meta = core.current().handles.get(tensor, AclTensor, "tensor", ACLNN_ERR_PARAM_INVALID)
         if meta.view_dims != arg.meta.view_dims or meta.data_type != arg.meta.data_type:
             raise AclError(ACLNN_ERR_PARAM_INVALID,
                            f"argument 'tensor' does not match {pool_name}[{position}] "
                            f"('{arg.name}') of aclnn{exe.op_name}")
-        meta.data = address
     candidate = AclTensor(arg.meta.view_dims, arg.meta.data_type, arg.meta.strides,
                           arg.meta.offset, arg.meta.format, arg.meta.storage_dims, address)
-    tensor_view(candidate, arg.name, write=arg.output)  # bounds-check the new address now
+    tensor_view(candidate, "addr", write=arg.output)  # bounds-check first, then change
+    if meta is not None:
+        meta.data = address
     arg.meta.data = address
     exe._cache = None
 

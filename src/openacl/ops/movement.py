@@ -78,8 +78,6 @@ MAX_ARRAY_BYTES = np.iinfo(np.intp).max  # numpy cannot describe a bigger array,
 POINTER_KINDS = frozenset({"int_array", "float_array", "bool_array", "scalars"})
 
 
-_op = register
-_op_inplace = register_inplace
 
 
 # -- shared helpers ---------------------------------------------------------------------------
@@ -160,7 +158,7 @@ def _check_index_range(op: str, name: str, index: np.ndarray, size: int,
 
 
 # -- Cast and copies ---------------------------------------------------------------------------
-@_op("Cast", "self: tensor, dtype: dtype, out: tensor!")
+@register("Cast", "self: tensor, dtype: dtype, out: tensor!")
 def cast(c: Call) -> Kernel:
     """Convert ``self`` to ``dtype`` (float to integer truncates; complex to real keeps the
     real part; anything to bool tests for non-zero)."""
@@ -193,7 +191,7 @@ def _inplace_copy(c: Call) -> Kernel:
     return kernel
 
 
-_op_inplace("InplaceCopy", "selfRef: tensor!, src: tensor", _inplace_copy,
+register_inplace("InplaceCopy", "selfRef: tensor!, src: tensor", _inplace_copy,
                  selfRef="selfRef")
 
 
@@ -203,7 +201,7 @@ def _is_legacy_empty(tensor: TensorArg) -> bool:
     return tensor.shape == (0,)
 
 
-@_op("Cat", "tensors: tensors, dim: int, out: tensor!")
+@register("Cat", "tensors: tensors, dim: int, out: tensor!")
 def cat(c: Call) -> Kernel:
     """Concatenate ``tensors`` along ``dim``; dtypes promote as in ``torch.cat``."""
     tensors: list[TensorArg] = c["tensors"]
@@ -267,7 +265,7 @@ def _split_dim(c: Call) -> tuple[TensorArg, int]:
     return self, c.normalize_dim("dim", c["dim"], self.ndim)
 
 
-@_op("SplitTensor", "self: tensor, splitSections: int, dim: int, out: tensors!")
+@register("SplitTensor", "self: tensor, splitSections: int, dim: int, out: tensors!")
 def split_tensor(c: Call) -> Kernel:
     """Split ``self`` along ``dim`` into pieces of ``splitSections`` (the last may be
     smaller), as ``torch.split(self, splitSections, dim)``."""
@@ -280,7 +278,7 @@ def split_tensor(c: Call) -> Kernel:
     return _split(c, sizes, dim)
 
 
-@_op("SplitWithSize", "self: tensor, splitSize: int_array, dim: int, out: tensors!")
+@register("SplitWithSize", "self: tensor, splitSize: int_array, dim: int, out: tensors!")
 def split_with_size(c: Call) -> Kernel:
     """Split ``self`` along ``dim`` into pieces of the given sizes
     (``torch.split_with_sizes``)."""
@@ -293,7 +291,7 @@ def split_with_size(c: Call) -> Kernel:
 
 
 # -- views made concrete ----------------------------------------------------------------------
-@_op("Slice", "self: tensor, dim: int, start: int, end: int, step: int, out: tensor!")
+@register("Slice", "self: tensor, dim: int, start: int, end: int, step: int, out: tensor!")
 def slice_(c: Call) -> Kernel:
     """``self[..., start:end:step, ...]`` along ``dim``; start and end are clamped as in
     Python slicing, ``step`` must be positive."""
@@ -315,7 +313,7 @@ def slice_(c: Call) -> Kernel:
     return kernel
 
 
-@_op("Permute", "self: tensor, dims: int_array, out: tensor!")
+@register("Permute", "self: tensor, dims: int_array, out: tensor!")
 def permute(c: Call) -> Kernel:
     """Reorder the dims of ``self``: ``out.shape[i] = self.shape[dims[i]]``."""
     self = c.tensor("self")
@@ -330,7 +328,7 @@ def permute(c: Call) -> Kernel:
     return kernel
 
 
-@_op("Expand", "self: tensor, size: int_array, out: tensor!")
+@register("Expand", "self: tensor, size: int_array, out: tensor!")
 def expand(c: Call) -> Kernel:
     """Broadcast ``self`` to ``size`` (``-1`` keeps a dim; new dims lead), as
     ``Tensor.expand``."""
@@ -356,7 +354,7 @@ def expand(c: Call) -> Kernel:
     return kernel
 
 
-@_op("Flip", "self: tensor, dims: int_array, out: tensor!")
+@register("Flip", "self: tensor, dims: int_array, out: tensor!")
 def flip(c: Call) -> Kernel:
     """Reverse ``self`` along each of ``dims``."""
     self = c.tensor("self")
@@ -370,7 +368,7 @@ def flip(c: Call) -> Kernel:
     return kernel
 
 
-@_op("Roll", "x: tensor, shifts: int_array, dims: int_array, out: tensor!")
+@register("Roll", "x: tensor, shifts: int_array, dims: int_array, out: tensor!")
 def roll(c: Call) -> Kernel:
     """Rotate ``x`` by ``shifts`` along ``dims``; with no dims, the flattened tensor is
     rotated by ``shifts[0]`` (``torch.roll``)."""
@@ -414,11 +412,11 @@ def _triangle(keep_lower: bool):
     return prepare
 
 
-tril = _op("Tril", "self: tensor, diagonal: int, out: tensor!")(_triangle(True))
-triu = _op("Triu", "self: tensor, diagonal: int, out: tensor!")(_triangle(False))
-_op_inplace("InplaceTril", "selfRef: tensor!, diagonal: int", tril, self="selfRef",
+tril = register("Tril", "self: tensor, diagonal: int, out: tensor!")(_triangle(True))
+triu = register("Triu", "self: tensor, diagonal: int, out: tensor!")(_triangle(False))
+register_inplace("InplaceTril", "selfRef: tensor!, diagonal: int", tril, self="selfRef",
                  out="selfRef")
-_op_inplace("InplaceTriu", "selfRef: tensor!, diagonal: int", triu, self="selfRef",
+register_inplace("InplaceTriu", "selfRef: tensor!, diagonal: int", triu, self="selfRef",
                  out="selfRef")
 
 
@@ -428,7 +426,7 @@ def _index_tensor(c: Call, name: str) -> TensorArg:
     return c.tensor(name)
 
 
-@_op("Gather", "self: tensor, dim: int, index: tensor, out: tensor!")
+@register("Gather", "self: tensor, dim: int, index: tensor, out: tensor!")
 def gather(c: Call) -> Kernel:
     """``out[i][j] = self[index[i][j]][j]`` for dim 0 (``torch.gather``)."""
     self = c.tensor("self")
@@ -452,7 +450,7 @@ def gather(c: Call) -> Kernel:
     return kernel
 
 
-@_op("IndexSelect", "self: tensor, dim: int, index: tensor, out: tensor!")
+@register("IndexSelect", "self: tensor, dim: int, index: tensor, out: tensor!")
 def index_select(c: Call) -> Kernel:
     """The entries of ``self`` at ``index`` along ``dim`` (``torch.index_select``)."""
     self = c.tensor("self")
@@ -473,7 +471,7 @@ def index_select(c: Call) -> Kernel:
     return kernel
 
 
-@_op("Embedding", "weight: tensor, indices: tensor, out: tensor!")
+@register("Embedding", "weight: tensor, indices: tensor, out: tensor!")
 def embedding(c: Call) -> Kernel:
     """Rows of the 2-D ``weight`` picked by ``indices`` (``F.embedding``)."""
     weight = c.tensor("weight")
@@ -489,7 +487,7 @@ def embedding(c: Call) -> Kernel:
     return kernel
 
 
-@_op("GatherNd", "self: tensor, indices: tensor, negativeIndexSupport: bool, "
+@register("GatherNd", "self: tensor, indices: tensor, negativeIndexSupport: bool, "
                       "out: tensor!")
 def gather_nd(c: Call) -> Kernel:
     """Slices of ``self`` addressed by the last dim of ``indices``:
@@ -573,7 +571,7 @@ def _inplace_scatter_update(c: Call) -> Kernel:
     return kernel
 
 
-_op_inplace("InplaceScatterUpdate", "data: tensor!, indices: tensor, updates: tensor, "
+register_inplace("InplaceScatterUpdate", "data: tensor!, indices: tensor, updates: tensor, "
                                          "axis: int", _inplace_scatter_update, data="data")
 
 
@@ -599,7 +597,7 @@ def _padded(x: np.ndarray, pairs: list[tuple[int, int]], **pad_args: Any) -> np.
     return grown[window]
 
 
-@_op("ConstantPadNd", "self: tensor, pad: int_array, value: scalar, out: tensor!")
+@register("ConstantPadNd", "self: tensor, pad: int_array, value: scalar, out: tensor!")
 def constant_pad_nd(c: Call) -> Kernel:
     """Pad ``self`` with ``value``; ``pad`` lists (before, after) pairs from the last dim
     backwards; negative pads crop (``F.pad(mode="constant")``)."""
@@ -625,7 +623,7 @@ def constant_pad_nd(c: Call) -> Kernel:
     return kernel
 
 
-@_op("ReflectionPad2d", "self: tensor, padding: int_array, out: tensor!")
+@register("ReflectionPad2d", "self: tensor, padding: int_array, out: tensor!")
 def reflection_pad2d(c: Call) -> Kernel:
     """Pad the last two dims by reflection; ``padding`` is (left, right, top, bottom) and
     each must be smaller than the dim it pads (``F.pad(mode="reflect")``)."""
@@ -676,12 +674,12 @@ def _inplace_zero(c: Call) -> Kernel:
     return kernel
 
 
-_op_inplace("InplaceFillScalar", "selfRef: tensor!, value: scalar", _inplace_fill_scalar,
+register_inplace("InplaceFillScalar", "selfRef: tensor!, value: scalar", _inplace_fill_scalar,
                  selfRef="selfRef")
-_op_inplace("InplaceZero", "selfRef: tensor!", _inplace_zero, selfRef="selfRef")
+register_inplace("InplaceZero", "selfRef: tensor!", _inplace_zero, selfRef="selfRef")
 
 
-@_op("Arange", "start: scalar, end: scalar, step: scalar, out: tensor!")
+@register("Arange", "start: scalar, end: scalar, step: scalar, out: tensor!")
 def arange(c: Call) -> Kernel:
     """``start, start + step, ...`` up to but excluding ``end`` (``torch.arange``); the
     one-shot helper picks int64 for integer scalars, else float32, as torch does."""
@@ -714,7 +712,7 @@ def arange(c: Call) -> Kernel:
     return kernel
 
 
-@_op("OneHot", "self: tensor, numClasses: int, onValue: tensor, offValue: tensor, "
+@register("OneHot", "self: tensor, numClasses: int, onValue: tensor, offValue: tensor, "
                     "axis: int, out: tensor!")
 def one_hot(c: Call) -> Kernel:
     """One-hot encode ``self`` with ``numClasses`` classes, inserting the new dim at
@@ -777,7 +775,7 @@ def _nearest_source(in_size: int, out_size: int) -> np.ndarray:
     return np.minimum(index, in_size - 1)
 
 
-@_op("UpsampleNearest2d", "self: tensor, outputSize: int_array, out: tensor!")
+@register("UpsampleNearest2d", "self: tensor, outputSize: int_array, out: tensor!")
 def upsample_nearest2d(c: Call) -> Kernel:
     """Nearest-neighbour resize of (N, C, H, W) to ``outputSize``
     (``F.interpolate(mode="nearest")``)."""
@@ -809,7 +807,7 @@ def _linear_weights(in_size: int, out_size: int, align_corners: bool, scale: flo
     return low, high, weight
 
 
-@_op("UpsampleBilinear2d", "self: tensor, outputSize: int_array, alignCorners: bool, "
+@register("UpsampleBilinear2d", "self: tensor, outputSize: int_array, alignCorners: bool, "
                                 "scalesH: float, scalesW: float, out: tensor!")
 def upsample_bilinear2d(c: Call) -> Kernel:
     """Bilinear resize of (N, C, H, W) to ``outputSize``

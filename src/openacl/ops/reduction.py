@@ -65,10 +65,10 @@ INDEX_DTYPES = frozenset({INT64})
 
 
 # -- argument helpers ------------------------------------------------------------------------
-def _axes(c: Call, name: str, ndim: int, nullable: bool = False) -> tuple[int, ...]:
+def _axes(c: Call, name: str, ndim: int) -> tuple[int, ...]:
     """The reduced axes named by int array ``name``: normalized, unique; empty (or null,
-    where ``nullable``) means every axis. A 0-dim tensor has no axes to reduce."""
-    dims = c[name] if nullable else c[name]
+    where the signature makes it optional) means every axis. A 0-dim tensor has no axes."""
+    dims = c[name]
     normalized = [c.normalize_dim(name, d, ndim) for d in (dims or ())]
     if len(set(normalized)) != len(normalized):
         raise c.fail(name, "a dim appears more than once")
@@ -301,7 +301,7 @@ def _moment(root: bool, correction_of: Callable[[Call], int]) -> Callable[[Call]
     def prepare(c: Call) -> Kernel:
         self = c.tensor("self")
         source = c.check_dtype("self", MOMENT_DTYPES)
-        axes = _axes(c, "dim", self.ndim, nullable=True)
+        axes = _axes(c, "dim", self.ndim)
         keep = bool(c["keepdim"])
         correction = correction_of(c)
         _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), source)
@@ -388,8 +388,7 @@ def _sorted_outputs(v, compute: np.dtype, axis: int | None, descending: bool,
 def sort(c: Call) -> Kernel:
     """Sort along ``dim``; the order is always stable (a legal result when not asked)."""
     self = c.tensor("self")
-    source = c.check_dtype("self", SORT_DTYPES)
-    c["stable"]
+    source = c.check_dtype("self", SORT_DTYPES)  # 'stable' needs nothing: we always are
     dim = _dim(c, "dim", self.ndim)
     descending = bool(c["descending"])
     c.check_out("valuesOut", self.shape, source, exact_dtype=True)
@@ -414,8 +413,7 @@ def topk(c: Call) -> Kernel:
     size = self.shape[dim] if self.ndim else 1
     if not 0 <= k <= size:
         raise c.fail("k", f"k must be in [0, {size}] (the size of dim {dim})")
-    largest = bool(c["largest"])
-    c["sorted"]
+    largest = bool(c["largest"])  # 'sorted' needs nothing: results always are
     shape = tuple(k if i == dim else s for i, s in enumerate(self.shape))
     c.check_out("valuesOut", shape, source, exact_dtype=True)
     c.check_out("indicesOut", shape, INT64, exact_dtype=True)
