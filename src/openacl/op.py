@@ -36,6 +36,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -1122,6 +1123,7 @@ class _Program:
         self.in_bytes = self._bytes(inputs, len(input_desc))
         self.out_bytes = [math.prod(o.dims) * o.dtype.itemsize for o in outputs.values()]
         self.steps: list[_Step] = []
+        self._run_lock = threading.Lock()  # addresses set + launch is one step per run
         try:
             _read_values(b, value_buffers)
             if spec.rule is not None:
@@ -1148,17 +1150,19 @@ class _Program:
         addresses = {"in": self._addresses("inputs", inputs, self.in_bytes),
                      "out": self._addresses("outputs", outputs, self.out_bytes)}
         target = resolve_stream(stream)
-        for step in self.steps:
-            for index, source in enumerate(step.sources):
-                if source is not None:
-                    set_tensor_addr(step.executor, index, None, addresses[source[0]][source[1]])
-        for step in self.steps:
-            workspace = memory.malloc(step.workspace_bytes) if step.workspace_bytes else 0
-            try:
-                find_executor(step.executor).launch(workspace, step.workspace_bytes, target)
-            finally:
-                if workspace:
-                    memory.free(workspace)  # stream-ordered: reused only after this work
+        with self._run_lock:  # two threads running one handle must not mix their buffers
+            for step in self.steps:
+                for index, source in enumerate(step.sources):
+                    if source is not None:
+                        set_tensor_addr(step.executor, index, None,
+                                        addresses[source[0]][source[1]])
+            for step in self.steps:
+                workspace = memory.malloc(step.workspace_bytes) if step.workspace_bytes else 0
+                try:
+                    find_executor(step.executor).launch(workspace, step.workspace_bytes, target)
+                finally:
+                    if workspace:
+                        memory.free(workspace)  # stream-ordered: reused after this work
 
     def _addresses(self, argument: str, buffers: Sequence[Any], sizes: list[int]) -> list[int]:
         if buffers is None or isinstance(buffers, (str, bytes)) or \
