@@ -162,3 +162,16 @@ def test_kernel_launch_keeps_its_memory_when_freed_while_queued(gate):
     rt.synchronize_stream(stream)
     assert (openacl.util.ptr_to_numpy(newcomer, (256,), np.float32) == 0).all()
     rt.free(newcomer)
+
+
+def test_in_place_arguments_count_as_inputs_and_outputs():
+    target = openacl.to_device(np.zeros(4, np.float32))
+    other = openacl.to_device(np.ones(4, np.float32))
+    moved = openacl.to_device(np.full(4, 10, np.float32))
+    _, executor = aclnn.inplace_add_get_workspace_size(target, other, None)
+    aclnn.set_executor_repeatable(executor)
+    aclnn.set_input_tensor_addr(executor, 0, target, moved.data_ptr)  # index 0 is selfRef
+    aclnn.inplace_add(0, 0, executor, 0)
+    np.testing.assert_array_equal(moved.numpy(), np.full(4, 11, np.float32))
+    np.testing.assert_array_equal(other.numpy(), np.ones(4, np.float32))
+    aclnn.destroy_executor(executor)

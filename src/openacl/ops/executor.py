@@ -13,7 +13,8 @@ Design note (invariants)
   ``ACLNN_ERR_INNER_NULLPTR`` 561103). ``set_executor_repeatable`` right after phase 1 makes
   it reusable: it then runs any number of times, takes new tensor addresses through
   ``set_input_tensor_addr`` / ``set_output_tensor_addr`` / ``set_tensor_addr``, and lives
-  until ``destroy_executor``.
+  until ``destroy_executor``. Input and output indices count the tensor arguments in
+  declaration order; an in-place argument (``selfRef``) is both an input and an output.
 * A queued task holds its own views (and references keeping the memory alive); changing an
   executor's addresses afterwards affects only later launches.
 * A repeatable executor caches its resolved views between launches on the same stream; the
@@ -48,9 +49,10 @@ class OpExecutor:
         self.kernel = kernel
         self.workspace_bytes = call.workspace_bytes
         declared = call.tensors()
-        self.inputs = [t for t in declared if not t.output]
+        in_out = set(call.aliases.values())  # in-place arguments (selfRef) are read and written
+        self.inputs = [t for t in declared if not t.output or t.name in in_out]
         self.outputs = [t for t in declared if t.output]
-        self.tensors = self.inputs + self.outputs
+        self.tensors = self.inputs + [t for t in self.outputs if t.name not in in_out]
         self.repeatable = False
         self._cache: tuple[Views, list, Any] | None = None  # views, keep, stream
         self.handle = core.current().handles.add(self)
