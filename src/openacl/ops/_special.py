@@ -8,6 +8,7 @@ for large arguments, where ``1 - erf`` would lose every digit (GELU's erf form n
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -51,3 +52,14 @@ def erf(x: np.ndarray) -> np.ndarray:
     small = np.abs(wide) < TAYLOR_LIMIT  # where 1 - erfc would lose the relative precision
     result[small] = _erf_series(wide[small])
     return result.astype(x.dtype)
+
+
+def quiet(fn):
+    """``fn`` with numpy's floating-point warnings off: NaN/inf inputs and results are legal
+    in operators. (Stream workers already run quietly; this covers inline mode, where
+    kernels run on the caller's thread and must not change its numpy error state.)"""
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    return wrapped

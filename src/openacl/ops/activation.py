@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from openacl.ops import promotion
-from openacl.ops._special import erfc
+from openacl.ops._special import erfc, quiet
 from openacl.ops.call import COMPLEX_DTYPES, FLOAT_DTYPES, Call, Kernel
 from openacl.ops.registry import register, register_inplace
 
@@ -33,15 +33,6 @@ RELU_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (np.int8, np.uint8, 
                                                              np.int64))
 HARDSIGMOID_DTYPES = FLOAT_DTYPES | frozenset({np.dtype(np.int32)})
 SIGMOID_DTYPES = FLOAT_DTYPES | COMPLEX_DTYPES
-
-
-def _quiet(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    """``fn`` with numpy's floating-point warnings off (NaN/inf inputs are legal)."""
-    def wrapped(*args):
-        with np.errstate(all="ignore"):
-            return fn(*args)
-    wrapped.__name__ = fn.__name__
-    return wrapped
 
 
 # -- kernels (functions of arrays in the compute dtype) -----------------------------------------
@@ -93,7 +84,7 @@ def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: b
                  self_name: str = "self", out_name: str = "out") -> Callable[[Call], Kernel]:
     """``out = fn(self)``. ``exact_out``: the output dtype must equal the input's (the aclnn
     doc says so), else any dtype the input's can be cast to."""
-    kernel_fn = _quiet(fn)
+    kernel_fn = quiet(fn)
 
     def prepare(c: Call) -> Kernel:
         dtype = c.check_dtype(self_name, supported)
@@ -136,7 +127,7 @@ def gelu_v2(c: Call) -> Kernel:
         raise c.fail("approximate", "expected 0 (none, the erf form) or 1 (tanh)")
     dtype = c.check_dtype("x", FLOAT_DTYPES)
     c.check_out("y", c.tensor("x").shape, dtype, exact_dtype=True)
-    fn = _quiet(_gelu_tanh if approximate == GELU_TANH else _gelu_erf)
+    fn = quiet(_gelu_tanh if approximate == GELU_TANH else _gelu_erf)
     compute = promotion.compute_dtype(dtype)
 
     def kernel(v) -> None:
@@ -158,7 +149,7 @@ def leaky_relu(c: Call) -> Kernel:
     _, compute = _float_input(c)
     slope = c.scalar("negativeSlope", compute)
 
-    @_quiet
+    @quiet
     def kernel(v) -> None:
         x = v.compute("self", compute)
         v.write("out", np.where(x > 0, x, x * slope))
@@ -176,7 +167,7 @@ def softplus(c: Call) -> Kernel:
     beta = c.scalar("beta", compute)
     threshold = c.scalar("threshold", compute)
 
-    @_quiet
+    @quiet
     def kernel(v) -> None:
         x = v.compute("self", compute)
         scaled = x * beta
@@ -191,7 +182,7 @@ def elu(c: Call) -> Kernel:
     _, compute = _float_input(c)
     alpha, scale, input_scale = (c.scalar(n, compute) for n in ("alpha", "scale", "inputScale"))
 
-    @_quiet
+    @quiet
     def kernel(v) -> None:
         x = v.compute("self", compute)
         negative = alpha * scale * np.expm1(np.minimum(x, 0) * input_scale)
@@ -220,7 +211,7 @@ def prelu(c: Call) -> Kernel:
     # weight reshaped to broadcast along dim 1
     weight_shape = (1, channels) + (1,) * (self_arg.ndim - 2) if weight.numel > 1 else ()
 
-    @_quiet
+    @quiet
     def kernel(v) -> None:
         x = v.compute("self", compute)
         w = v.compute("weight", compute).reshape(weight_shape)
@@ -239,7 +230,7 @@ def _softmax(log: bool) -> Callable[[Call], Kernel]:
         c.check_out("out", shape, dtype)
         compute = promotion.compute_dtype(dtype)
 
-        @_quiet
+        @quiet
         def kernel(v) -> None:
             x = v.compute("self", compute)
             if x.size == 0:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from openacl.ops import promotion
-from openacl.ops._special import erf
+from openacl.ops._special import erf, quiet
 from openacl.ops.call import (
     BOOL_DTYPES,
     COMPLEX_DTYPES,
@@ -319,24 +319,17 @@ def _reciprocal(x: np.ndarray) -> np.ndarray:
         return np.reciprocal(x.astype(_float_result(x.dtype), copy=False))
 
 
-def _quiet(fn: Callable) -> Callable:
-    def wrapped(x: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return fn(x)
-    return wrapped
-
-
 SIGNED_ARITH = ARITH_DTYPES - BOOL_DTYPES - {np.dtype(np.uint8)}
 _UNARY = {
     # name: (function, supported dtypes, integer -> float32, integer unchanged)
     "Neg": (np.negative, SIGNED_ARITH, False, False),
     "Abs": (np.abs, REAL_DTYPES, False, False),
     "Reciprocal": (_reciprocal, ARITH_DTYPES, True, False),
-    "Sqrt": (_quiet(np.sqrt), ARITH_DTYPES, True, False),
+    "Sqrt": (quiet(np.sqrt), ARITH_DTYPES, True, False),
     "Rsqrt": (_rsqrt, ARITH_DTYPES, True, False),
-    "Exp": (_quiet(np.exp), ARITH_DTYPES, True, False),
-    "Log": (_quiet(np.log), ARITH_DTYPES, True, False),
-    "Log2": (_quiet(np.log2), ARITH_DTYPES, True, False),
+    "Exp": (quiet(np.exp), ARITH_DTYPES, True, False),
+    "Log": (quiet(np.log), ARITH_DTYPES, True, False),
+    "Log2": (quiet(np.log2), ARITH_DTYPES, True, False),
     "Sin": (np.sin, ARITH_DTYPES, True, False),
     "Cos": (np.cos, ARITH_DTYPES, True, False),
     "Tanh": (np.tanh, ARITH_DTYPES, True, False),

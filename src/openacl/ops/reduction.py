@@ -31,6 +31,7 @@ import numpy as np
 from openacl import dtypes
 from openacl.errors import AclError
 from openacl.ops import promotion
+from openacl.ops._special import quiet
 from openacl.ops.call import (
     BOOL_DTYPES,
     COMPLEX_DTYPES,
@@ -151,11 +152,6 @@ def _store(v, name: str, value) -> None:
     v.write(name, value)
 
 
-def _quiet(fn: Callable[[], np.ndarray]) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return fn()
-
-
 # -- sum, mean, prod ---------------------------------------------------------------------------
 @register("ReduceSum", "self: tensor, dims: int_array = [], keepDims: bool = False, "
                        "dtype: dtype?, out: tensor!")
@@ -204,7 +200,7 @@ def mean(c: Call) -> Kernel:
     def kernel(v) -> None:
         x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
         total = np.sum(x, axis=axes, keepdims=keep)
-        _store(v, "out", _quiet(lambda: total / count) if count else
+        _store(v, "out", quiet(lambda: total / count)() if count else
                np.full(total.shape, np.nan, accumulate))
     return kernel
 
@@ -222,7 +218,7 @@ def _prod_prepare(c: Call, axes: tuple[int, ...], keep: bool) -> Kernel:
 
     def kernel(v) -> None:
         x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
-        _store(v, "out", _quiet(lambda: np.prod(x, axis=axes, keepdims=keep)))
+        _store(v, "out", quiet(lambda: np.prod(x, axis=axes, keepdims=keep))())
     return kernel
 
 
@@ -316,7 +312,7 @@ def _moment(root: bool, correction_of: Callable[[Call], int]) -> Callable[[Call]
                 centred = x - np.sum(x, axis=axes, keepdims=True) / count
                 value = np.sum(centred * centred, axis=axes, keepdims=keep) / divisor
                 return np.sqrt(value) if root else value
-            _store(v, "out", _quiet(compute))
+            _store(v, "out", quiet(compute)())
         return kernel
     return prepare
 
