@@ -47,13 +47,14 @@ def _binary(c: Call, a: str, b: str, out: str, supported, result: np.dtype | Non
     return promoted, result
 
 
-def _operand(c: Call, name: str, dtype: np.dtype) -> Callable:
+def _operand(c: Call, name: str, dtype: np.dtype, convert: bool = True) -> Callable:
     """Phase 1 decides how phase 2 reads operand ``name`` in the compute dtype of ``dtype``:
-    the view itself, a converted copy of it, or a scalar constant."""
+    the view itself, a converted copy of it, or a scalar constant. With ``convert=False`` a
+    tensor is read as it is (a ufunc given ``dtype=`` converts it chunk by chunk instead)."""
     compute = promotion.compute_dtype(dtype)
     value = c[name]
     if isinstance(value, TensorArg):
-        if value.dtype == compute:
+        if value.dtype == compute or not convert:
             return operator.itemgetter(name)  # C-level: the hot path of small ops
         return lambda v: v[name].astype(compute)
     constant = c.scalar(name, dtype)
@@ -72,9 +73,12 @@ def _add_like(sign: int, allow_bool: bool):
         combine = np.logical_or if dtype == np.bool_ else (np.add if sign > 0 else np.subtract)
         left, right = _operand(c, "self", dtype), _operand(c, "other", dtype)
         out = c._name("out")
-        if alpha is None or alpha == 1:
+        if alpha is None or alpha == 1:  # one buffered pass: inputs widened chunk by chunk
+            left, right = _operand(c, "self", dtype, False), _operand(c, "other", dtype, False)
+            wide = promotion.compute_dtype(dtype)
+
             def kernel(v) -> None:
-                combine(left(v), right(v), out=v[out], casting="unsafe")
+                combine(left(v), right(v), out=v[out], dtype=wide, casting="unsafe")
             return kernel
         scale = np.logical_and if dtype == np.bool_ else np.multiply
 
@@ -113,9 +117,13 @@ def _simple_binary(fn: Callable, supported, result: Callable[[np.dtype], np.dtyp
 
         left, right = _operand(c, "self", compute), _operand(c, "other", compute)
         out = c._name("out")
-        if isinstance(fn, np.ufunc):
+        if isinstance(fn, np.ufunc):  # one buffered pass: inputs widened chunk by chunk
+            left, right = _operand(c, "self", compute, False), _operand(c, "other", compute,
+                                                                         False)
+            wide = promotion.compute_dtype(compute)
+
             def kernel(v) -> None:
-                fn(left(v), right(v), out=v[out], casting="unsafe")
+                fn(left(v), right(v), out=v[out], dtype=wide, casting="unsafe")
             return kernel
 
         def kernel(v) -> None:
