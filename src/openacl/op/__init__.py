@@ -1,0 +1,217 @@
+"""Single operators by CANN op type (the aclop face): ``execute_v2("MatMul", ...)``.
+
+An aclop call names a CANN operator type (``"Add"``, ``"MatMulV2"``, ``"SoftmaxV2"``...),
+describes its tensors with TensorDescs (dims, dtype, format), passes their memory as
+DataBuffers and its attributes as an aclopAttr. Here every call is lowered onto the aclnn
+operator library: ``OP_TYPES`` is the one table that says, per op type, its inputs, outputs
+and attributes (names and defaults from the CANN IR, ``REG_OP(...)`` in the ``*_proto.h``
+files of hicann/ops-math and hicann/ops-nn) and which aclnn calls compute it.
+
+Layout: ``attr`` (aclopAttr), ``types`` (``OP_TYPES`` and each op type's lowering),
+``lowering`` (the ``_Lowering`` machinery a lowering calls), ``program`` (binding and running
+a call; its docstring holds the design note: binding, running, value inputs, error codes)
+and this module, the public functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from openacl.dtypes import DataType
+from openacl.errors import ACL_ERROR_OP_INPUT_NOT_MATCH, AclError
+from openacl.op.attr import (  # OpAttr and the kind tables are re-exported
+    ATTR_KIND_NAMES,
+    ATTR_KINDS,
+    COMPATIBLE_KINDS,
+    OpAttr,
+    _bad,
+    _is_bool,
+    _is_int,
+    create_attr,
+    destroy_attr,
+    set_attr_bool,
+    set_attr_data_type,
+    set_attr_float,
+    set_attr_int,
+    set_attr_list_bool,
+    set_attr_list_float,
+    set_attr_list_int,
+    set_attr_list_list_int,
+    set_attr_list_string,
+    set_attr_string,
+)
+from openacl.op.lowering import _Lowering
+from openacl.op.program import (
+    _bind_inputs,
+    _bind_outputs,
+    _desc,
+    _Program,
+    _read_values,
+    _resolve_attrs,
+)
+from openacl.op.types import (  # the table's constants are re-exported
+    CUSTOM_ATTR_KINDS,
+    OP_TYPES,
+    REDUCTIONS,
+    REQUIRED,
+    SUGGESTIONS,
+    AttrDef,
+    OpType,
+    _spec,
+)
+from openacl.runtime import core
+
+
+# -- the public functions ------------------------------------------------------------------------
+def execute_v2(op_type: str, input_desc: Sequence[int], inputs: Sequence[int],
+               output_desc: Sequence[int], outputs: Sequence[int], attr: int | None,
+               stream: Any = None) -> None:
+    """aclopExecuteV2: run CANN op ``op_type`` on ``stream`` (asynchronous).
+
+    Args:
+        op_type: the CANN op type ("Add", "MatMulV2", "SoftmaxV2"...; see ``OP_TYPES``).
+        input_desc, inputs: TensorDesc and DataBuffer handles, one per input, in IR order
+            (a trailing optional input may be left out, or given a desc of
+            ``ACL_DT_UNDEFINED``).
+        output_desc, outputs: the same for the outputs.
+        attr: an aclopAttr handle (``create_attr``), or None for all defaults.
+        stream: the stream (None: the current one).
+
+    Raises:
+        AclError: 100024 unknown op type; 100021/100022 inputs/outputs that do not match;
+            100023 a bad or missing attribute; 100000 a buffer smaller than its desc.
+    """
+    if inputs is None or not hasattr(inputs, "__len__") or len(inputs) != len(input_desc):
+        raise _bad("inputs", inputs, f"expected {len(input_desc)} data buffer handles, one "
+                                     f"per input desc")
+    program = _Program(op_type, input_desc, output_desc, attr, inputs)
+    try:
+        program.run(inputs, outputs, stream)
+    finally:
+        program.release()
+
+
+class OpHandle:
+    """aclopHandle: an op call bound once, run with new buffers by execute_with_handle."""
+
+    def __init__(self, program: _Program) -> None:
+        self.program = program
+        self.handle = core.current().handles.add(self)
+
+    def __repr__(self) -> str:
+        return f"<aclopHandle {self.program.spec.name} {self.handle:#x}>"
+
+
+def create_handle(op_type: str, input_desc: Sequence[int], output_desc: Sequence[int],
+                  attr: int | None = None) -> int:
+    """aclopCreateHandle: validate and bind ``op_type`` once; returns the handle.
+
+    Inputs whose values decide shapes (Slice offsets, Transpose perm...) must have const
+    descs (``set_tensor_const``).
+    """
+    return OpHandle(_Program(op_type, input_desc, output_desc, attr, None)).handle
+
+
+def create_handle_for_cast(src_desc: int, dst_desc: int, truncate: Any = 0) -> int:
+    """aclopCreateHandleForCast: a handle converting src_desc's dtype to dst_desc's."""
+    _check_truncate(truncate)
+    attr = _cast_attr(dst_desc)
+    try:
+        return create_handle("Cast", [src_desc], [dst_desc], attr)
+    finally:
+        destroy_attr(attr)
+
+
+def _lookup_handle(handle: Any) -> OpHandle:
+    return core.current().handles.get(handle, OpHandle, "handle")
+
+
+def execute_with_handle(handle: int, inputs: Sequence[int], outputs: Sequence[int],
+                        stream: Any = None) -> None:
+    """aclopExecWithHandle: run a bound op with these buffers on ``stream``."""
+    program = _lookup_handle(handle).program
+    program.run(inputs, outputs, stream)
+
+
+def destroy_handle(handle: int) -> None:
+    """aclopDestroyHandle."""
+    target = _lookup_handle(handle)
+    target.program.release()
+    core.current().handles.remove(target.handle)
+
+
+def infer_shape(op_type: str, input_desc: Sequence[int], inputs: Sequence[int] | None,
+                num_outputs: int, attr: int | None = None,
+                output_desc: Sequence[int] | None = None
+                ) -> list[tuple[tuple[int, ...], DataType]]:
+    """aclopInferShape: the outputs' ``(dims, data_type)`` from the inputs' descs (and the
+    values of value inputs, read from ``inputs`` or const descs).
+
+    As aclopInferShape, when ``output_desc`` (a list of ``num_outputs`` desc handles) is
+    given their dims are updated in place; the data types are returned but the descs keep
+    theirs (CANN updates shapes only).
+    """
+    spec = _spec(op_type)
+    if not _is_int(num_outputs):
+        raise _bad("numOutputs", num_outputs, "expected an integer")
+    inputs_bound = _bind_inputs(spec, input_desc, concrete=False)
+    _bind_outputs(spec, None, int(num_outputs), concrete=False)
+    if output_desc is not None and len(output_desc) != num_outputs:
+        raise _bad("outputDesc", output_desc, f"expected {num_outputs} desc handles")
+    for value in inputs_bound.values():
+        for operand in value if isinstance(value, list) else [value]:
+            if operand is not None and any(d < 0 for d in operand.dims):
+                raise AclError(ACL_ERROR_OP_INPUT_NOT_MATCH,
+                               f"{spec.name}: input '{operand.name}' has unknown dims "
+                               f"{list(operand.dims)}; shapes are inferred from known dims")
+    attrs, explicit = _resolve_attrs(spec, attr)
+    b = _Lowering(spec, inputs_bound, {}, attrs, infer=True)
+    b.explicit = explicit
+    try:
+        _read_values(b, inputs)
+        if spec.rule is not None:
+            b.inferred.update(spec.rule(b))
+        else:
+            spec.lower(b)
+    finally:
+        b.release_temporaries()
+    result = []
+    for name in spec.outputs:
+        shape, data_type = b.inferred[name]
+        result.append((tuple(shape), b.infer_dtypes.get(name, data_type)))
+    for desc, (shape, _) in zip(output_desc or (), result, strict=False):
+        target = _desc(desc, "outputDesc")
+        target.dims, target.dim_ranges = tuple(shape), []
+    return result
+
+
+def _check_truncate(truncate: Any) -> None:
+    if not (_is_int(truncate) or _is_bool(truncate)):
+        raise _bad("truncate", truncate, "expected 0 or 1 (reserved by CANN)")
+
+
+def _cast_attr(dst_desc: Any) -> int:
+    attr = create_attr()
+    set_attr_int(attr, "dst_type", int(_desc(dst_desc, "dstDesc").data_type))
+    return attr
+
+
+def cast(input_desc: int, input: int, output_desc: int, output: int, truncate: Any = 0,
+         stream: Any = None) -> None:
+    """aclopCast: convert ``input`` to ``output_desc``'s data type on ``stream``
+    (``truncate`` is reserved, as in CANN)."""
+    _check_truncate(truncate)
+    attr = _cast_attr(output_desc)
+    try:
+        execute_v2("Cast", [input_desc], [input], [output_desc], [output], attr, stream)
+    finally:
+        destroy_attr(attr)
+
+
+__all__ = ["OP_TYPES", "OpType", "AttrDef", "create_attr", "destroy_attr", "set_attr_bool",
+           "set_attr_int", "set_attr_float", "set_attr_string", "set_attr_data_type",
+           "set_attr_list_bool", "set_attr_list_int", "set_attr_list_float",
+           "set_attr_list_string", "set_attr_list_list_int", "execute_v2", "create_handle",
+           "create_handle_for_cast", "execute_with_handle", "destroy_handle", "infer_shape",
+           "cast"]

@@ -1,0 +1,568 @@
+"""The op types: ``OP_TYPES``, one declaration per CANN op type (``_define``: inputs,
+outputs, attributes, value inputs) next to the lowering that computes it with aclnn calls.
+
+Names and defaults come from the CANN IR, ``REG_OP(...)`` in the ``*_proto.h`` files of
+hicann/ops-math and hicann/ops-nn. ``_spec`` finds an op type by name, falling back to a
+registered custom operator (``_custom_spec``). Adding an op type touches this module only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from openacl import dtypes
+from openacl.dtypes import DataType
+from openacl.errors import ACL_ERROR_OP_NOT_FOUND, AclError
+from openacl.op.attr import _bad
+from openacl.op.lowering import _Lowering
+from openacl.ops import REGISTRY
+from openacl.tensor import contiguous_strides
+
+SUGGESTIONS = 6  # op types listed when an op type is unknown
+REQUIRED = "<required>"  # an attribute without a default (REQUIRED_ATTR)
+CUSTOM_ATTR_KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str",
+                     "list_int": "list_int", "list_float": "list_float",
+                     "list_bool": "list_bool"}  # custom OpDef attr kind -> aclop attr kind
+
+
+@dataclass(frozen=True)
+class AttrDef:
+    """One attribute of an op type: CANN name, kind (``ATTR_KINDS``) and default."""
+
+    name: str
+    kind: str
+    default: Any = REQUIRED
+
+
+@dataclass(frozen=True)
+class OpType:
+    """One CANN op type and how it maps onto aclnn.
+
+    ``inputs`` are CANN's input names in IR order: ``"bias?"`` is an optional input,
+    ``"x*"`` a dynamic one (one or more). ``values`` are the inputs read on the host.
+    ``lower(b)`` issues the aclnn calls through the ``_Lowering`` ``b``. ``rule``, where
+    given, returns ``{output: (shape, DataType)}`` for lowerings that write in place.
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: tuple[AttrDef, ...]
+    lower: Callable[[_Lowering], None]
+    values: frozenset[str] = frozenset()
+    rule: Callable[[_Lowering], dict[str, tuple[tuple[int, ...], DataType]]] | None = None
+
+    def attr(self, name: str) -> AttrDef | None:
+        return next((a for a in self.attrs if a.name == name), None)
+
+
+OP_TYPES: dict[str, OpType] = {}
+
+
+def _define(name: str, inputs: str, outputs: str, lower: Callable[[_Lowering], None],
+            attrs: Sequence[AttrDef] = (), values: str = "", rule=None) -> None:
+    if name in OP_TYPES:
+        raise ValueError(f"op type {name} is defined twice")
+    OP_TYPES[name] = OpType(name, tuple(inputs.split()), tuple(outputs.split()), tuple(attrs),
+                            lower, frozenset(values.split()), rule)
+
+
+# -- lowerings ---------------------------------------------------------------------------------
+def _unary(aclnn: str) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        b.call(aclnn, self=b.x("x"), out=b.y("y"))
+    return lower
+
+
+def _binary(aclnn: str, **extra: Any) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        b.call(aclnn, self=b.x("x1"), other=b.x("x2"), out=b.y("y"), **extra)
+    return lower
+
+
+def _pow(b: _Lowering) -> None:
+    b.call("PowTensorTensor", self=b.x("x"), exponent=b.x("exponent"), out=b.y("y"))
+
+
+def _integer(dtype: np.dtype) -> bool:
+    return dtype.kind in "iub"
+
+
+def _div(b: _Lowering) -> None:
+    """Div / RealDiv: true division for floats; integers truncate, as TensorFlow's Div."""
+    if _integer(b.operand("x1").dtype) and _integer(b.operand("x2").dtype):
+        b.call("DivMod", self=b.x("x1"), other=b.x("x2"), mode=1, out=b.y("y"))
+    else:
+        b.call("Div", self=b.x("x1"), other=b.x("x2"), out=b.y("y"))
+
+
+# -- lowerings with attributes ---------------------------------------------------------------
+def _exp_log(aclnn: str) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        b.only_default("base", "scale", "shift")
+        _unary(aclnn)(b)
+    return lower
+
+
+def _transposed(b: _Lowering, name: str, transpose: bool) -> int:
+    """Input ``name`` with its last two dims swapped when ``transpose`` (a strided view)."""
+    dims = b.shape(name)
+    if not transpose:
+        return b.x(name)
+    strides = list(contiguous_strides(dims))
+    view = list(dims)
+    view[-1], view[-2] = view[-2], view[-1]
+    strides[-1], strides[-2] = strides[-2], strides[-1]
+    return b.view(name, view, strides)
+
+
+def _matmul(first: str, second: str, batched: bool) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        for name in ("x1", "x2"):
+            rank = len(b.shape(name))
+            if (rank != 2) if not batched else (rank < 2):
+                raise b.fail_input(name, f"has {rank} dims {list(b.shape(name))}; "
+                                         f"{b.op_type} takes {'2' if not batched else '>= 2'}")
+        if b.has("offset_w"):
+            raise b.fail_input("offset_w", "quantized matmul (offset_w) is not supported")
+        if b.spec.attr("offset_x") is not None:
+            b.only_default("offset_x")
+        b.call("Matmul", {"self": "x1", "mat2": "x2"},
+               self=_transposed(b, "x1", b.attr(first)),
+               mat2=_transposed(b, "x2", b.attr(second)), out=b.y("y"), cubeMathType=0)
+        if b.has("bias") and not b.infer:
+            b.call("InplaceAdd", selfRef=b.y("y"), other=b.x("bias"), alpha=None)
+    return lower
+
+
+def _softmax(aclnn: str, x: str, y: str) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        axes = b.attr("axes")
+        if len(axes) != 1:
+            raise b.fail_attr("axes", "exactly one axis is supported (aclnn softmax takes one "
+                                      "dim)")
+        b.call(aclnn, {"dim": "axes"}, self=b.x(x), dim=axes[0], out=b.y(y))
+    return lower
+
+
+def _layer_norm(b: _Lowering) -> None:
+    """LayerNorm: y, mean and variance over the dims from begin_norm_axis on (mean and
+    variance keep them as 1, CANN's infershape); gamma/beta cover the dims from
+    begin_params_axis on and are broadcast over the rest."""
+    shape = b.shape("x")
+    rank = len(shape)
+    norm = b.axis("begin_norm_axis", b.attr("begin_norm_axis"), rank)
+    params = b.axis("begin_params_axis", b.attr("begin_params_axis"), rank)
+    if params < norm:
+        raise b.fail_attr("begin_params_axis", f"must not come before begin_norm_axis {norm}")
+    normalized = shape[norm:]
+    weights = []
+    for name in ("gamma", "beta"):
+        if b.shape(name) != shape[params:]:
+            raise b.fail_input(name, f"shape {list(b.shape(name))} must be x's dims from "
+                                     f"begin_params_axis: {list(shape[params:])}")
+        if params == norm:
+            weights.append(b.x(name))
+        else:  # broadcast over the leading normalized dims with zero strides
+            strides = [0] * (params - norm) + list(contiguous_strides(shape[params:]))
+            weights.append(b.view(name, normalized, strides))
+    b.call("LayerNorm", {"normalizedShape": "begin_norm_axis", "eps": "epsilon"},
+           input=b.x("x"), normalizedShape=list(normalized), weightOptional=weights[0],
+           biasOptional=weights[1], eps=b.attr("epsilon"), out=b.y("y"),
+           meanOutOptional=b.y("mean"), rstdOutOptional=None)
+    b.call("VarCorrection", self=b.x("x"), dim=list(range(norm, rank)), correction=0,
+           keepdim=True, out=b.y("variance"))
+
+
+def _cast(b: _Lowering) -> None:
+    try:
+        target = dtypes.to_data_type(b.attr("dst_type"), "dst_type")
+    except AclError:
+        raise b.fail_attr("dst_type", "is not an aclDataType") from None
+    if not b.infer and b.outputs["y"].data_type != target:
+        raise b.fail_output("y", f"dtype {b.outputs['y'].data_type.name} differs from "
+                                 f"dst_type {target.name}")
+    b.call("Cast", {"dtype": "dst_type"}, self=b.x("x"), dtype=target, out=b.y("y"))
+
+
+def _copy_of(b: _Lowering, view: int) -> None:
+    """Output y = ``view`` of input x (a copy through aclnnCast to x's own dtype)."""
+    b.call("Cast", {"self": "x"}, self=view, dtype=b.operand("x").data_type,
+           out=b.y("y"))
+
+
+def _slice_from(offsets_name: str, size_name: str, from_inputs: bool
+                ) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        shape = b.shape("x")
+        get = b.values.__getitem__ if from_inputs else b.attr
+        fail = b.fail_input if from_inputs else b.fail_attr
+        offsets, size = list(get(offsets_name)), list(get(size_name))
+        for name, value in ((offsets_name, offsets), (size_name, size)):
+            if len(value) != len(shape):
+                raise fail(name, f"has {len(value)} entries; x has {len(shape)} dims")
+        dims = []
+        for k, (start, count, extent) in enumerate(zip(offsets, size, shape, strict=True)):
+            if not 0 <= start <= extent:
+                raise fail(offsets_name, f"entry {k} = {start} is outside dim {k} of size "
+                                         f"{extent}")
+            count = extent - start if count == -1 else count
+            if count < 0 or start + count > extent:
+                raise fail(size_name, f"entry {k} = {size[k]} runs past dim {k} of size "
+                                      f"{extent} from offset {start}")
+            dims.append(count)
+        strides = contiguous_strides(shape)
+        offset = sum(s * o for s, o in zip(strides, offsets, strict=True)) if all(dims) else 0
+        _copy_of(b, b.view("x", dims, strides, offset))
+    return lower
+
+
+def _reshaped(b: _Lowering, dims: Sequence[int]) -> None:
+    if math.prod(dims) != math.prod(b.shape("x")):
+        raise b.fail_output("y", f"shape {list(dims)} does not hold the "
+                                 f"{math.prod(b.shape('x'))} elements of x")
+    _copy_of(b, b.view("x", dims))
+
+
+def _reshape(b: _Lowering) -> None:
+    b.only_default("axis", "num_axes")
+    shape, target = b.shape("x"), list(b.values["shape"])
+    target = [shape[k] if d == 0 and k < len(shape) else d for k, d in enumerate(target)]
+    if target.count(-1) > 1:
+        raise b.fail_input("shape", f"{target} has more than one -1")
+    if -1 in target:
+        known = math.prod(d for d in target if d != -1)
+        target[target.index(-1)] = math.prod(shape) // known if known else 0
+    _reshaped(b, target)
+
+
+def _squeeze(b: _Lowering) -> None:
+    shape = b.shape("x")
+    axes = {b.axis("axis", a, len(shape)) for a in b.attr("axis")}
+    for a in axes:
+        if shape[a] != 1:
+            raise b.fail_attr("axis", f"dim {a} has size {shape[a]}, not 1")
+    keep = [d for k, d in enumerate(shape) if (k not in axes if axes else d != 1)]
+    _reshaped(b, keep)
+
+
+def _unsqueeze(b: _Lowering) -> None:
+    dims = list(b.shape("x"))
+    rank = len(dims) + len(b.attr("axes"))
+    for a in sorted(b.axis("axes", a, rank) for a in b.attr("axes")):
+        dims.insert(a, 1)
+    _reshaped(b, dims)
+
+
+def _concat(dim_from_input: bool) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        pieces = b.inputs["x"]
+        count = b.attrs.get("N")
+        if count is not None and count != len(pieces) and "N" in b.explicit:
+            raise b.fail_attr("N", f"but {len(pieces)} x inputs were given")
+        if dim_from_input:
+            values = b.values["concat_dim"]
+            if len(values) != 1:
+                raise b.fail_input("concat_dim", f"must hold one value, not {list(values)}")
+            dim = values[0]
+        else:
+            dim = b.attr("concat_dim")
+        b.call("Cat", {"dim": "concat_dim"}, tensors=b.xs("x"), dim=dim, out=b.y("y"))
+    return lower
+
+
+def _transpose(from_input: bool) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        perm = b.values["perm"] if from_input else b.attr("perm")
+        b.call("Permute", {"dims": "perm"}, self=b.x("x"), dims=list(perm),
+               out=b.y("y"))
+    return lower
+
+
+REDUCTIONS = {"Sum": ("ReduceSum", "dims", "keepDims"), "Mean": ("Mean", "dim", "keepDim"),
+              "Max": ("Amax", "dim", "keepDim"), "Min": ("Amin", "dim", "keepDim"),
+              "All": ("All", "dim", "keepdim"), "Any": ("Any", "dim", "keepdim")}
+
+
+def _reduce(kind: str, axes_from_input: bool) -> Callable[[_Lowering], None]:
+    aclnn, dims_arg, keep_arg = REDUCTIONS[kind]
+
+    def lower(b: _Lowering) -> None:
+        axes = list(b.values["axes"] if axes_from_input else b.attr("axes"))
+        if not axes and b.attrs.get("noop_with_empty_axes", False):
+            _copy_of(b, b.x("x"))  # empty axes with noop_with_empty_axes: no reduction
+            return
+        extra = {"dtype": None} if aclnn in ("ReduceSum", "Mean") else {}
+        b.call(aclnn, {dims_arg: "axes", keep_arg: "keep_dims"}, self=b.x("x"),
+               **{dims_arg: axes, keep_arg: b.attr("keep_dims")}, **extra, out=b.y("y"))
+    return lower
+
+
+def _arg_extremum(aclnn: str, from_input: bool) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        if from_input:
+            values = b.values["dimension"]
+            if len(values) != 1:
+                raise b.fail_input("dimension", f"must hold one value, not {list(values)}")
+            dim = values[0]
+        else:
+            dim = b.attr("dimension")
+        wanted = dtypes.to_data_type(b.attr("dtype"), "dtype")
+        if wanted not in (DataType.ACL_INT32, DataType.ACL_INT64):
+            raise b.fail_attr("dtype", "must be ACL_INT32 or ACL_INT64")
+        if not b.infer and b.outputs["y"].data_type != wanted:
+            raise b.fail_output("y", f"dtype {b.outputs['y'].data_type.name} differs from "
+                                     f"the dtype attribute {wanted.name}")
+        b.infer_dtypes["y"] = wanted
+        b.call(aclnn, {"dim": "dimension"}, self=b.x("x"), dim=dim, keepdim=False,
+               out=b.y("y"))
+    return lower
+
+
+def _select(condition: str, first: str, second: str, out: str) -> Callable[[_Lowering], None]:
+    def lower(b: _Lowering) -> None:
+        b.call("SWhere", condition=b.x(condition), self=b.x(first), other=b.x(second),
+               out=b.y(out))
+    return lower
+
+
+def _fill(b: _Lowering) -> None:
+    b.call("Expand", {"size": "dims"}, self=b.x("value"), size=list(b.values["dims"]),
+           out=b.y("y"))
+
+
+def _expand(from_input: bool) -> Callable[[_Lowering], None]:
+    """Expand (ONNX): the output is the broadcast of x's shape and ``shape``."""
+    def lower(b: _Lowering) -> None:
+        shape = list(b.values["shape"] if from_input else b.attr("shape"))
+        try:
+            target = np.broadcast_shapes(tuple(b.shape("x")), tuple(shape))
+        except ValueError:
+            reason = f"{shape} does not broadcast with x's shape {list(b.shape('x'))}"
+            raise (b.fail_input("shape", reason) if from_input
+                   else b.fail_attr("shape", reason)) from None
+        b.call("Expand", {"size": "shape"}, self=b.x("x"), size=list(target),
+               out=b.y("y"))
+    return lower
+
+
+def _like_rule(b: _Lowering) -> dict[str, tuple[tuple[int, ...], DataType]]:
+    return {"y": (b.shape("x"), b.operand("x").data_type)}
+
+
+def _zeros_like(b: _Lowering) -> None:
+    b.call("InplaceZero", selfRef=b.y("y"))
+
+
+def _ones_like(b: _Lowering) -> None:
+    b.call("InplaceFillScalar", selfRef=b.y("y"), value=b.scalar(1, DataType.ACL_INT64))
+
+
+def _scalar_attrs(aclnn: str, **mapping: str) -> Callable[[_Lowering], None]:
+    """A unary aclnn op whose aclScalar arguments come from float attributes."""
+    def lower(b: _Lowering) -> None:
+        scalars = {param: b.scalar(b.attr(attr)) for param, attr in mapping.items()}
+        b.call(aclnn, dict(mapping), self=b.x("x"), out=b.y("y"), **scalars)
+    return lower
+
+
+def _softplus(b: _Lowering) -> None:
+    """Softplus: log(1 + exp(x)), aclnnSoftplus with beta 1 and its default threshold."""
+    b.call("Softplus", self=b.x("x"), beta=b.scalar(1.0), threshold=b.scalar(20.0),
+           out=b.y("y"))
+
+
+def _round(b: _Lowering) -> None:
+    b.only_default("decimals")
+    _unary("Round")(b)
+
+
+def _clip(b: _Lowering) -> None:
+    b.call("ClampTensor", self=b.x("x"), clipValueMin=b.x("clip_value_min"),
+           clipValueMax=b.x("clip_value_max"), out=b.y("y"))
+
+
+def _square(b: _Lowering) -> None:
+    b.call("Mul", self=b.x("x"), other=b.x("x"), out=b.y("y"))
+
+
+def _one_hot(b: _Lowering) -> None:
+    depth = b.values["depth"]
+    if len(depth) != 1:
+        raise b.fail_input("depth", f"must hold one value, not {list(depth)}")
+    b.call("OneHot", {"numClasses": "depth"}, self=b.x("x"), numClasses=depth[0],
+           onValue=b.x("on_value"), offValue=b.x("off_value"), axis=b.attr("axis"),
+           out=b.y("y"))
+
+
+def _cumsum(b: _Lowering) -> None:
+    b.only_default("exclusive", "reverse")
+    axis = b.values["axis"]
+    if len(axis) != 1:
+        raise b.fail_input("axis", f"must hold one value, not {list(axis)}")
+    b.call("Cumsum", {"dim": "axis"}, self=b.x("x"), dim=axis[0], dtype=None,
+           out=b.y("y"))
+
+
+def _identity(b: _Lowering) -> None:
+    _copy_of(b, b.x("x"))
+
+
+# -- the table: names verified against CANN's REG_OP definitions (see the module docstring) ----
+def _attr(name: str, kind: str, default: Any = REQUIRED) -> AttrDef:
+    return AttrDef(name, kind, default)
+
+
+_EXP_LOG_ATTRS = (_attr("base", "float", -1.0), _attr("scale", "float", 1.0),
+                  _attr("shift", "float", 0.0))
+_KEEP = _attr("keep_dims", "bool", False)
+
+for _name, _aclnn in (("Add", "Add"), ("AddV2", "Add"), ("Sub", "Sub"), ("Mul", "Mul"),
+                      ("Maximum", "Maximum"), ("Minimum", "Minimum"),
+                      ("Less", "LtTensor"), ("Greater", "GtTensor"), ("Equal", "EqTensor"),
+                      ("LessEqual", "LeTensor"), ("GreaterEqual", "GeTensor"),
+                      ("NotEqual", "NeTensor"), ("LogicalAnd", "LogicalAnd"),
+                      ("LogicalOr", "LogicalOr"), ("FloorMod", "RemainderTensorTensor"),
+                      ("Mod", "FmodTensor")):
+    _define(_name, "x1 x2", "y", _binary(_aclnn))
+_define("FloorDiv", "x1 x2", "y", _binary("DivMod", mode=2))
+_define("RealDiv", "x1 x2", "y", _div)
+_define("Div", "x1 x2", "y", _div)
+_define("Pow", "x exponent", "y", _pow)
+for _name, _aclnn in (("Neg", "Neg"), ("Abs", "Abs"), ("Sqrt", "Sqrt"), ("Rsqrt", "Rsqrt"),
+                      ("Reciprocal", "Reciprocal"), ("Tanh", "Tanh"), ("Sigmoid", "Sigmoid"),
+                      ("Relu", "Relu"), ("Gelu", "Gelu"), ("Erf", "Erf"), ("Sin", "Sin"),
+                      ("Cos", "Cos"), ("Floor", "Floor"), ("Ceil", "Ceil"), ("Sign", "Sign"),
+                      ("Mish", "Mish"),
+                      ("LogicalNot", "LogicalNot")):
+    _define(_name, "x", "y", _unary(_aclnn))
+_define("Exp", "x", "y", _exp_log("Exp"), _EXP_LOG_ATTRS)
+_define("Log", "x", "y", _exp_log("Log"), _EXP_LOG_ATTRS)
+_define("Round", "x", "y", _round, (_attr("decimals", "int", 0),))
+_define("Square", "x", "y", _square)
+_define("Softplus", "x", "y", _softplus)
+_define("LeakyRelu", "x", "y", _scalar_attrs("LeakyRelu", negativeSlope="negative_slope"),
+        (_attr("negative_slope", "float", 0.0),))
+_define("Elu", "x", "y", _scalar_attrs("Elu", alpha="alpha", scale="scale",
+                                       inputScale="input_scale"),
+        (_attr("alpha", "float", 1.0), _attr("scale", "float", 1.0),
+         _attr("input_scale", "float", 1.0)))
+_define("ClipByValue", "x clip_value_min clip_value_max", "y", _clip)
+_define("MatMul", "x1 x2 bias?", "y", _matmul("transpose_x1", "transpose_x2", False),
+        (_attr("transpose_x1", "bool", False), _attr("transpose_x2", "bool", False)))
+_define("MatMulV2", "x1 x2 bias? offset_w?", "y",
+        _matmul("transpose_x1", "transpose_x2", False),
+        (_attr("transpose_x1", "bool", False), _attr("transpose_x2", "bool", False),
+         _attr("offset_x", "int", 0)))
+_define("BatchMatMul", "x1 x2", "y", _matmul("adj_x1", "adj_x2", True),
+        (_attr("adj_x1", "bool", False), _attr("adj_x2", "bool", False)))
+_define("BatchMatMulV2", "x1 x2 bias? offset_w?", "y", _matmul("adj_x1", "adj_x2", True),
+        (_attr("adj_x1", "bool", False), _attr("adj_x2", "bool", False),
+         _attr("offset_x", "int", 0)))
+_define("SoftmaxV2", "x", "y", _softmax("Softmax", "x", "y"),
+        (_attr("axes", "list_int", [-1]), _attr("half_to_float", "bool", False)))
+_define("LogSoftmaxV2", "logits", "logsoftmax", _softmax("LogSoftmax", "logits", "logsoftmax"),
+        (_attr("axes", "list_int", [-1]),))
+_define("LayerNorm", "x gamma beta", "y mean variance", _layer_norm,
+        (_attr("begin_norm_axis", "int", 0), _attr("begin_params_axis", "int", 0),
+         _attr("epsilon", "float", 1e-7)))
+_define("Cast", "x", "y", _cast, (_attr("dst_type", "int"),))
+_define("Slice", "x offsets size", "y", _slice_from("offsets", "size", True),
+        values="offsets size")
+_define("SliceD", "x", "y", _slice_from("offsets", "size", False),
+        (_attr("offsets", "list_int"), _attr("size", "list_int")))
+_define("ConcatD", "x*", "y", _concat(False),
+        (_attr("concat_dim", "int"), _attr("N", "int", 1)))
+_define("ConcatV2D", "x*", "y", _concat(False),
+        (_attr("concat_dim", "int"), _attr("N", "int", 1)))
+_define("ConcatV2", "x* concat_dim", "y", _concat(True), (_attr("N", "int", 1),),
+        values="concat_dim")
+_define("Concat", "concat_dim x*", "y", _concat(True), (_attr("N", "int", 1),),
+        values="concat_dim")
+_define("Transpose", "x perm", "y", _transpose(True), values="perm")
+_define("TransposeD", "x", "y", _transpose(False), (_attr("perm", "list_int"),))
+for _kind in ("Sum", "Max", "Min"):
+    _define(f"Reduce{_kind}D", "x", "y", _reduce(_kind, False),
+            (_attr("axes", "list_int"), _KEEP))
+_define("ReduceMeanD", "x", "y", _reduce("Mean", False),
+        (_attr("axes", "list_int"), _KEEP, _attr("noop_with_empty_axes", "bool", False)))
+for _kind in ("Sum", "Mean", "Max", "Min"):
+    _define(f"Reduce{_kind}", "x axes", "y", _reduce(_kind, True),
+            (_KEEP, _attr("noop_with_empty_axes", "bool", True)), values="axes")
+for _kind in ("All", "Any"):
+    _define(f"Reduce{_kind}", "x axes", "y", _reduce(_kind, True), (_KEEP,), values="axes")
+_define("ArgMaxD", "x", "y", _arg_extremum("ArgMax", False),
+        (_attr("dimension", "int"), _attr("dtype", "type", DataType.ACL_INT64)))
+_define("ArgMaxV2", "x dimension", "y", _arg_extremum("ArgMax", True),
+        (_attr("dtype", "type", DataType.ACL_INT64),), values="dimension")
+_define("ArgMin", "x dimension", "y", _arg_extremum("ArgMin", True),
+        (_attr("dtype", "type", DataType.ACL_INT64),), values="dimension")
+_define("Select", "condition x1 x2", "y", _select("condition", "x1", "x2", "y"))
+_define("SelectV2", "condition then else", "result",
+        _select("condition", "then", "else", "result"))
+_define("Fill", "dims value", "y", _fill, values="dims")
+_define("ZerosLike", "x", "y", _zeros_like, rule=_like_rule)
+_define("OnesLike", "x", "y", _ones_like, rule=_like_rule)
+_define("ExpandD", "x", "y", _expand(False), (_attr("shape", "list_int"),))
+_define("Expand", "x shape", "y", _expand(True), values="shape")
+_define("BroadcastTo", "x shape", "y", _expand(True), values="shape")
+_define("Identity", "x", "y", _identity)
+_define("Reshape", "x shape", "y", _reshape,
+        (_attr("axis", "int", 0), _attr("num_axes", "int", -1)), values="shape")
+_define("Squeeze", "x", "y", _squeeze, (_attr("axis", "list_int", []),))
+_define("Unsqueeze", "x", "y", _unsqueeze, (_attr("axes", "list_int", []),))
+_define("OneHot", "x depth on_value off_value", "y", _one_hot, (_attr("axis", "int", -1),),
+        values="depth")
+_define("Cumsum", "x axis", "y", _cumsum,
+        (_attr("exclusive", "bool", False), _attr("reverse", "bool", False)), values="axis")
+del _name, _aclnn, _kind
+
+
+# -- finding an op type ------------------------------------------------------------------------
+def _spec(op_type: Any) -> OpType:
+    if not isinstance(op_type, str) or not op_type:
+        raise _bad("opType", op_type, "expected a non-empty op type name")
+    spec = OP_TYPES.get(op_type) or _custom_spec(op_type)
+    if spec is None:
+        lowered = {name.lower(): name for name in OP_TYPES}
+        near = ([lowered[op_type.lower()]] if op_type.lower() in lowered else []) + \
+            difflib.get_close_matches(op_type, list(OP_TYPES), n=SUGGESTIONS, cutoff=0.5)
+        near = list(dict.fromkeys(near))[:SUGGESTIONS]
+        hint = f"; near it: {', '.join(near)}" if near else ""
+        raise AclError(ACL_ERROR_OP_NOT_FOUND,
+                       f"op type '{op_type}' is not a single operator OpenACL can run "
+                       f"({len(OP_TYPES)} are: see openacl.op.OP_TYPES){hint}")
+    return spec
+
+
+def _custom_spec(op_type: str) -> OpType | None:
+    """A registered custom operator run by name: its declaration is its IR, and its aclnn
+    operator (same name, same argument names) computes it."""
+    definition = REGISTRY.get(op_type)
+    declaration = getattr(definition, "ir", None)
+    if declaration is None:
+        return None
+    suffix = {"optional": "?", "dynamic": "*"}
+    inputs = tuple(p.name + suffix.get(p.kind, "") for p in declaration.inputs)
+    outputs = tuple(p.name for p in declaration.outputs)
+    attrs = tuple(AttrDef(a.name, CUSTOM_ATTR_KINDS[a.kind],
+                          REQUIRED if a.required else a.default) for a in declaration.attrs)
+
+    def lower(b: _Lowering) -> None:
+        raw: dict[str, Any] = {}
+        for param in declaration.inputs:
+            if param.kind == "dynamic":
+                raw[param.name] = b.xs(param.name)
+            elif b.has(param.name):
+                raw[param.name] = b.x(param.name)
+        raw.update({a.name: b.attr(a.name) for a in declaration.attrs})
+        raw.update({name: b.y(name) for name in outputs})
+        b.call(op_type, **raw)
+
+    return OpType(op_type, inputs, outputs, attrs, lower)
