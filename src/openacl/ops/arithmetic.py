@@ -61,6 +61,21 @@ def _operand(c: Call, name: str, dtype: np.dtype, convert: bool = True) -> Calla
     return lambda v: constant
 
 
+def _ufunc_kernel(c: Call, fn: np.ufunc, left: Callable, right: Callable, out: str,
+                  wide: np.dtype) -> Kernel:
+    """``out = fn(self, other)`` in one ufunc call: positional and cast-free when every
+    tensor already has the compute dtype (the dispatch-critical case), else computing in
+    ``wide`` and rounding once into the output."""
+    if all(t.dtype == wide for t in c.tensors()):
+        def kernel(v) -> None:
+            fn(left(v), right(v), v[out])
+        return kernel
+
+    def kernel(v) -> None:
+        fn(left(v), right(v), out=v[out], dtype=wide, casting="unsafe")
+    return kernel
+
+
 def _add_like(sign: int, allow_bool: bool):
     def prepare(c: Call) -> Kernel:
         supported = ARITH_DTYPES if allow_bool else ARITH_DTYPES - BOOL_DTYPES
@@ -75,11 +90,7 @@ def _add_like(sign: int, allow_bool: bool):
         out = c._name("out")
         if alpha is None or alpha == 1:  # one buffered pass: inputs widened chunk by chunk
             left, right = _operand(c, "self", dtype, False), _operand(c, "other", dtype, False)
-            wide = promotion.compute_dtype(dtype)
-
-            def kernel(v) -> None:
-                combine(left(v), right(v), out=v[out], dtype=wide, casting="unsafe")
-            return kernel
+            return _ufunc_kernel(c, combine, left, right, out, promotion.compute_dtype(dtype))
         scale = np.logical_and if dtype == np.bool_ else np.multiply
 
         def kernel(v) -> None:
@@ -120,11 +131,7 @@ def _simple_binary(fn: Callable, supported, result: Callable[[np.dtype], np.dtyp
         if isinstance(fn, np.ufunc):  # one buffered pass: inputs widened chunk by chunk
             left, right = _operand(c, "self", compute, False), _operand(c, "other", compute,
                                                                          False)
-            wide = promotion.compute_dtype(compute)
-
-            def kernel(v) -> None:
-                fn(left(v), right(v), out=v[out], dtype=wide, casting="unsafe")
-            return kernel
+            return _ufunc_kernel(c, fn, left, right, out, promotion.compute_dtype(compute))
 
         def kernel(v) -> None:
             v.store("out", fn, left(v), right(v))
