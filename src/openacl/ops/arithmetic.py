@@ -68,7 +68,7 @@ def _ufunc_kernel(c: Call, fn: np.ufunc, left: Callable, right: Callable, out: s
     ``wide`` and rounding once into the output."""
     if all(t.dtype == wide for t in c.tensors()):
         def kernel(v) -> None:
-            fn(left(v), right(v), v[out])
+            fn(left(v), right(v), out=v[out])
         return kernel
 
     def kernel(v) -> None:
