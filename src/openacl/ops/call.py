@@ -184,17 +184,13 @@ class Call:
             raise AclError(ACLNN_ERR_PARAM_INVALID,
                            f"aclnn{self.op_name}: argument '{name or param.name}' has dtype "
                            f"{meta.data_type.name}, which no aclnn operator here computes in")
-        if math.prod(max(d, 1) for d in meta.view_dims) * np_dtype.itemsize >= 1 << 62:
-            raise AclError(ACLNN_ERR_PARAM_INVALID,
-                           f"aclnn{self.op_name}: argument '{name or param.name}' has dims "
-                           f"{list(meta.view_dims)} that overflow int64 bytes")
+        # (dims that overflow int64 bytes never get here: create_tensor refuses them)
         return TensorArg(name or param.name, dataclasses.replace(meta), np_dtype, param.output)
 
     def _scalar(self, param: Param, value: Any) -> ScalarArg:
         scalar = core.current().handles.get(value, AclScalar, param.name,
                                             ACLNN_ERR_PARAM_INVALID)
         return ScalarArg(scalar.value.item(), dtypes.to_numpy_dtype(scalar.data_type))
-
 
     # -- validation helpers ------------------------------------------------------------
     def dtype(self, name: str) -> np.dtype:
