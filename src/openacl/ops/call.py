@@ -15,7 +15,7 @@ inferred ``(shape, dtype)`` is recorded so the caller can allocate them.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -117,6 +117,7 @@ class Call:
         self.values: dict[str, Any] = {}
         for param in params:
             self.values[param.name] = self._resolve(param, raw.get(param.name))
+        self._tensors = self._collect_tensors()
 
     # -- argument access -------------------------------------------------------------------
     def _name(self, name: str) -> str:
@@ -133,6 +134,9 @@ class Call:
 
     def tensors(self) -> list[TensorArg]:
         """Every tensor argument (lists expanded), inputs then outputs, declaration order."""
+        return self._tensors
+
+    def _collect_tensors(self) -> list[TensorArg]:
         found: list[TensorArg] = []
         for param in self.params.values():
             value = self.values[param.name]
@@ -185,7 +189,8 @@ class Call:
                            f"aclnn{self.op_name}: argument '{name or param.name}' has dtype "
                            f"{meta.data_type.name}, which no aclnn operator here computes in")
         # (dims that overflow int64 bytes never get here: create_tensor refuses them)
-        return TensorArg(name or param.name, dataclasses.replace(meta), np_dtype, param.output)
+        # a snapshot: later changes to the user's aclTensor do not reach this call
+        return TensorArg(name or param.name, copy.copy(meta), np_dtype, param.output)
 
     def _scalar(self, param: Param, value: Any) -> ScalarArg:
         scalar = core.current().handles.get(value, AclScalar, param.name,
