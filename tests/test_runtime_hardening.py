@@ -167,3 +167,16 @@ def test_elapsed_time_needs_the_time_line_flag(threaded_runtime):
     with pytest.raises(AclError) as info:
         rt.event_elapsed_time(start, end)
     assert "ACL_EVENT_TIME_LINE" in str(info.value)
+
+
+def test_bytes_registrations_are_bounded(threaded_runtime, monkeypatch):
+    from openacl.runtime import memory
+
+    monkeypatch.setattr(memory, "MAX_HELD_BUFFERS", 8)
+    frames = [bytes([i]) * 64 for i in range(20)]  # alive here, so no address is reused
+    pointers = [util.bytes_to_ptr(frame) for frame in frames]  # a frame per call
+    assert len(core.current().held_buffers) == 8
+    latest = pointers[-1]
+    assert util.ptr_to_bytes(latest, 64) == bytes([19]) * 64
+    with pytest.raises(AclError):  # the oldest registrations were forgotten
+        util.ptr_to_bytes(pointers[0], 64)

@@ -70,6 +70,8 @@ class Runtime:
         self.lock = threading.RLock()
         self.callback_subscriptions: Any = None  # openacl.runtime.callback._Subscriptions
         self.deferred: collections.deque[Callable[[], None]] = collections.deque()
+        # start -> Region of registered bytes-like objects held alive (see memory._hold)
+        self.held_buffers: collections.OrderedDict[int, Any] = collections.OrderedDict()
 
     def busy(self) -> bool:
         """Whether the calling thread is inside the allocator, pointer or handle table."""

@@ -63,6 +63,8 @@ MEM_ATTRS = {
     7: "ACL_DDR_MEM_P2P_NORMAL", 8: "ACL_HBM_MEM_P2P_HUGE", 9: "ACL_HBM_MEM_P2P_NORMAL",
 }
 HOST_MEM_ATTRS = frozenset({0, 2, 3, 6, 7})
+MAX_HELD_BUFFERS = 4096  # registrations of non-numpy buffers kept alive at once
+MAX_HELD_BYTES = 1 << 30  # bytes those registrations may hold alive at once
 BYTE_MASK = 0xFF
 
 
@@ -241,10 +243,27 @@ def register_buffer(obj: Any) -> int:
                                       .from_address(address))
         # pyACL lets programs write into bytes through bytes_to_ptr; other read-only
         # buffers (a read-only mmap, say) may not be mapped writable, so they stay read-only.
-        runtime.pointers.add(Region(address, flat.size, MemoryKind.REGISTERED, alias,
-                                    owner=(obj, view),
-                                    writable=isinstance(obj, bytes) or not view.readonly))
+        region = runtime.pointers.add(Region(
+            address, flat.size, MemoryKind.REGISTERED, alias, owner=(obj, view),
+            writable=isinstance(obj, bytes) or not view.readonly))
+        _hold(runtime, region)
     return address
+
+
+def _hold(runtime: core.Runtime, region: Region) -> None:
+    """Keep a held (strongly referenced) registration, forgetting the oldest ones beyond
+    ``MAX_HELD_BUFFERS`` / ``MAX_HELD_BYTES``: a program that registers a new ``bytes`` per
+    frame (pyACL's ``bytes_to_ptr(frame.tobytes())``) must not grow without bound. An old
+    pointer then reads as freed (a clean error); queued work keeps its own reference."""
+    held = runtime.held_buffers
+    held.pop(region.start, None)
+    held[region.start] = region
+    total = sum(r.size for r in held.values())
+    while len(held) > MAX_HELD_BUFFERS or (total > MAX_HELD_BYTES and len(held) > 1):
+        _, oldest = held.popitem(last=False)
+        total -= oldest.size
+        if oldest.live:
+            runtime.pointers.retire(oldest)
 
 
 def unregister_buffer(ptr: int) -> None:
