@@ -1,4 +1,4 @@
-"""``openacl``: the command-line tool (info, demo, ops, op).
+"""``openacl``: the command-line tool (info, demo, ops, op, convert).
 
 Examples::
 
@@ -10,6 +10,8 @@ Examples::
     openacl op gen-data case.json -o build        # a case's inputs as build/input/*.bin
     openacl op run add.json -o build              # CANN single-op JSON through execute_v2
     openacl op verify y.bin golden.bin --dtype float16   # CANN's precision report
+    openacl run-pyacl sample.py --device 0    # an unchanged pyACL program (import acl)
+    openacl convert --singleop ops.json -o op_models   # single-op models for set_model_dir
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from openacl.cli import op_tools
+from openacl.compat import runner as pyacl_runner
 
 GIB = 1 << 30  # bytes in a GiB, for display
 MIB = 1 << 20  # bytes in a MiB, for display
@@ -117,6 +120,29 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+STATUS_BAD_INPUT = 2  # exit status of unusable input (files, JSON, flags)
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    if not args.singleop:
+        print("openacl convert: ONNX conversion is not available yet; only "
+              "--singleop ops.json -o DIR (single-op models) is supported", file=sys.stderr)
+        return STATUS_BAD_INPUT
+    from openacl import singleop
+    from openacl.errors import AclError
+
+    try:
+        written = singleop.compile_singleop(args.singleop, args.output)
+    except AclError as exc:
+        print(f"openacl convert: {exc}", file=sys.stderr)
+        return STATUS_BAD_INPUT
+    for path in written:
+        print(f"  {path}")
+    print(f"{len(written)} single-op model(s) in {args.output}/ (use "
+          f"acl.op.set_model_dir('{args.output}'))")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openacl", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -132,6 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--grep", help="only operators whose name contains this text")
     ops.set_defaults(handler=_cmd_ops)
     op_tools.register(commands)
+    pyacl_runner.register(commands)
+    convert = commands.add_parser(
+        "convert", help="build single-op models (ATC's --singleop role)",
+        description="Validate a CANN single-op JSON (the atc --singleop input: one object or a "
+                    "list of {\"op\", \"input_desc\", \"output_desc\", \"attr\"}) and write "
+                    "one compiled single-op file per op plus index.json into DIR, for "
+                    "acl.op.set_model_dir(DIR). Exits 2 on unusable input. ONNX model "
+                    "conversion is not available yet.")
+    convert.add_argument("model", nargs="?", help="an ONNX model (not available yet)")
+    convert.add_argument("--singleop", metavar="OPS_JSON", help="the single-op JSON")
+    convert.add_argument("-o", "--output", default="op_models",
+                         help="output directory (default: op_models)")
+    convert.set_defaults(handler=_cmd_convert)
     return parser
 
 

@@ -26,7 +26,6 @@ from typing import Any
 STATUS_OK = 0
 STATUS_FAILED = 1  # a verification or an operator failed
 STATUS_BAD_INPUT = 2  # a file or a description could not be used
-ABSENT_TYPES = ("UNDEFINED", "DT_UNDEFINED")  # single-op "type" of an absent optional input
 
 
 def _load_json(path: str) -> Any:
@@ -115,24 +114,11 @@ def _io_names(op_type: str, count: int, outputs: bool) -> list[str]:
 
 
 def _set_attr(handle: int, attr: Mapping[str, Any]) -> None:
-    """One single-op JSON attr ({"name", "type", "value"}) onto an aclopAttr."""
-    from openacl import dtypes, op
-    from openacl.datagen import dtype_from_name
+    """One single-op JSON attr ({"name", "type", "value"}) onto an aclopAttr (parsed by
+    ``openacl.singleop``, the one reader of CANN's single-op JSON)."""
+    from openacl import singleop
 
-    name, kind, value = attr.get("name"), str(attr.get("type", "")).lower(), attr.get("value")
-    setters = {"bool": op.set_attr_bool, "int": op.set_attr_int, "float": op.set_attr_float,
-               "string": op.set_attr_string, "str": op.set_attr_string,
-               "list_bool": op.set_attr_list_bool, "list_int": op.set_attr_list_int,
-               "list_float": op.set_attr_list_float, "list_string": op.set_attr_list_string,
-               "list_str": op.set_attr_list_string,
-               "list_list_int": op.set_attr_list_list_int}
-    if kind in ("data_type", "type"):
-        op.set_attr_data_type(handle, name, dtypes.from_numpy_dtype(dtype_from_name(value)))
-    elif kind in setters:
-        setters[kind](handle, name, value)
-    else:
-        raise ValueError(f"attr '{name}': unknown type {attr.get('type')!r} (expected one of "
-                         f"{', '.join([*setters, 'data_type'])})")
+    singleop.apply_attr(handle, *singleop.parse_attr(attr, "attr"))
 
 
 def _case_inputs(case: Mapping[str, Any], names: list[str], base: Path,
@@ -141,12 +127,12 @@ def _case_inputs(case: Mapping[str, Any], names: list[str], base: Path,
     ``data_file`` / ``input_dir/<name>.bin`` when given, else generated."""
     import numpy as np
 
-    from openacl import datagen
+    from openacl import datagen, singleop
 
     arrays: list[Any] = []
     for index, desc in enumerate(case.get("input_desc", [])):
         name = desc.get("name") or names[index]
-        if str(desc.get("type", "")).upper() in ABSENT_TYPES:
+        if str(desc.get("type", "")).upper() in singleop.ABSENT_TYPES:
             arrays.append(None)
             continue
         dtype = datagen.dtype_from_name(desc["type"])

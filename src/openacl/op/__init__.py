@@ -28,6 +28,7 @@ from openacl.op.attr import (  # OpAttr and the kind tables are re-exported
     _bad,
     _is_bool,
     _is_int,
+    attr_values,
     create_attr,
     destroy_attr,
     set_attr_bool,
@@ -186,6 +187,20 @@ def infer_shape(op_type: str, input_desc: Sequence[int], inputs: Sequence[int] |
     return result
 
 
+def check_call(op_type: str, input_desc: Sequence[int], output_desc: Sequence[int],
+               attr: int | None = None) -> None:
+    """Validate a call (op type, descs, attributes) without binding or running it; dims may
+    be unknown (-1). What aclopCompile and aclopUpdateParams check.
+
+    Raises:
+        AclError: as ``execute_v2``'s binding does.
+    """
+    spec = _spec(op_type)
+    _bind_inputs(spec, input_desc, concrete=False)
+    _bind_outputs(spec, output_desc, None, concrete=False)
+    _resolve_attrs(spec, attr)
+
+
 def _check_truncate(truncate: Any) -> None:
     if not (_is_int(truncate) or _is_bool(truncate)):
         raise _bad("truncate", truncate, "expected 0 or 1 (reserved by CANN)")
@@ -214,4 +229,4 @@ __all__ = ["OP_TYPES", "OpType", "AttrDef", "create_attr", "destroy_attr", "set_
            "set_attr_list_bool", "set_attr_list_int", "set_attr_list_float",
            "set_attr_list_string", "set_attr_list_list_int", "execute_v2", "create_handle",
            "create_handle_for_cast", "execute_with_handle", "destroy_handle", "infer_shape",
-           "cast"]
+           "cast", "check_call", "attr_values"]

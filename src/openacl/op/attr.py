@@ -91,6 +91,11 @@ def _list(args: tuple, check: Callable[[Any], bool], convert: Callable[[Any], An
     return [convert(v) for v in values]
 
 
+def attr_values(attr: Any) -> dict[str, tuple[str, Any]]:
+    """The attributes set on an aclopAttr: name -> (kind, value); ``{}`` for None or 0."""
+    return {} if attr is None or attr == 0 else dict(_lookup_attr(attr).values)
+
+
 def create_attr() -> int:
     """aclopCreateAttr: an empty attribute set; returns its handle."""
     return OpAttr().handle
