@@ -175,3 +175,16 @@ def test_in_place_arguments_count_as_inputs_and_outputs():
     np.testing.assert_array_equal(moved.numpy(), np.full(4, 11, np.float32))
     np.testing.assert_array_equal(other.numpy(), np.ones(4, np.float32))
     aclnn.destroy_executor(executor)
+
+
+def test_a_wrong_argument_list_is_an_acl_error_in_every_face():
+    from openacl.compat import aclnn as c_aclnn
+
+    x = openacl.to_device(np.ones(2, np.float32))
+    with pytest.raises(AclError) as info:
+        aclnn.add_get_workspace_size(x)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'other'" in info.value.message
+    with pytest.raises(AclError) as info:
+        openacl.ops.add(x, x, bogus=1)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "bogus" in info.value.message
+    assert c_aclnn.aclnnAddGetWorkspaceSize(x)[-1] == ACLNN_ERR_PARAM_INVALID

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openacl.ops import REGISTRY
-from openacl.ops.dispatch import phase1, phase2
+from openacl.ops.dispatch import bind_arguments, phase1, phase2
 from openacl.ops.executor import (  # noqa: F401 - re-exported as the aclnn executor API
     destroy_executor,
     set_executor_repeatable,
@@ -35,7 +35,7 @@ def _make_phase1(op: OpDef) -> Callable[..., tuple[int, int]]:
     signature = python_signature(op.params)
 
     def get_workspace_size(*args: Any, **kwargs: Any) -> tuple[int, int]:
-        return phase1(op, signature.bind(*args, **kwargs).arguments)
+        return phase1(op, bind_arguments(op, signature, args, kwargs))
 
     get_workspace_size.__name__ = f"{op.snake_name}_get_workspace_size"
     get_workspace_size.__qualname__ = get_workspace_size.__name__

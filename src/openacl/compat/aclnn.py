@@ -13,7 +13,7 @@ from openacl.compat.convention import returning_code, returning_handle, returnin
 from openacl.errors import ACLNN_ERR_PARAM_INVALID
 from openacl.ops import REGISTRY
 from openacl.ops import executor as _executor
-from openacl.ops.dispatch import phase1, phase2
+from openacl.ops.dispatch import bind_arguments, phase1, phase2
 from openacl.ops.registry import OpDef
 from openacl.ops.signature import python_signature
 
@@ -22,7 +22,7 @@ def _c_phase1(op: OpDef):
     signature = python_signature(op.params)
 
     def get_workspace_size(*args: Any, **kwargs: Any) -> tuple[int, int]:
-        return phase1(op, signature.bind(*args, **kwargs).arguments)
+        return phase1(op, bind_arguments(op, signature, args, kwargs))
 
     get_workspace_size.__name__ = f"{op.c_name}GetWorkspaceSize"
     get_workspace_size.__doc__ = f"{op.c_name}GetWorkspaceSize -> (workspace_size, executor, ret)"

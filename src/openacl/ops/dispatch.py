@@ -3,6 +3,7 @@ and the one-shot helpers."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from openacl.errors import ACLNN_ERR_INNER, ACLNN_ERR_PARAM_INVALID, AclError
@@ -30,3 +31,18 @@ def phase2(op: OpDef, workspace: int, workspace_size: int, executor: Any, stream
         raise AclError(ACLNN_ERR_PARAM_INVALID,
                        f"{op.c_name}: argument 'executor' was made by aclnn{exe.op_name}")
     exe.launch(workspace, workspace_size, stream)
+
+
+def bind_arguments(op: OpDef, signature: inspect.Signature, args: tuple,
+                   kwargs: dict[str, Any], defaults: bool = False) -> dict[str, Any]:
+    """Match a call's arguments to ``op``'s parameters; a wrong count or an unknown keyword
+    is ``ACLNN_ERR_PARAM_INVALID`` naming the expected arguments (not a bare TypeError)."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        expected = ", ".join(signature.parameters)
+        raise AclError(ACLNN_ERR_PARAM_INVALID,
+                       f"{op.c_name}: {exc}; the arguments are ({expected})") from None
+    if defaults:
+        bound.apply_defaults()
+    return dict(bound.arguments)

@@ -15,6 +15,7 @@ import numpy as np
 
 from openacl.dtypes import from_numpy_dtype
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, AclError
+from openacl.ops.dispatch import bind_arguments
 from openacl.ops.registry import OpDef
 from openacl.ops.signature import python_signature
 from openacl.runtime import memory
@@ -48,9 +49,7 @@ def make_one_shot(op: OpDef, phase1: Callable, phase2: Callable) -> Callable[...
     inplace = list(dict.fromkeys(a for _, a in op.aliases))
 
     def one_shot(*args: Any, stream: Any = None, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        raw = dict(bound.arguments)
+        raw = bind_arguments(op, signature, args, kwargs, defaults=True)
         temporaries: list[Tensor] = []
         scalars: list[int] = []
         try:
