@@ -1,0 +1,180 @@
+"""Lowering: each graph node becomes aclnn operator calls (``Step``s) over graph values.
+
+A lowering function, registered per ONNX op type with ``@lowering("Relu")``, receives the
+node and a ``Builder`` and issues ``builder.call("Relu", self=Ref(x), out=Ref(y))`` (aclnn
+operator name and CANN argument names), may create temporaries (``builder.temp``) and
+constants (``builder.constant``), and may make an output a zero-copy view of an input
+(``builder.view``: reshapes and friends). Steps hold only JSON-able data, so a lowered graph
+can be written into an offline model file and replayed.
+
+An op type without a lowering is ``ACL_ERROR_OP_NOT_FOUND`` naming the node and the op; a
+lowering that meets an attribute it cannot honour raises ``unsupported`` naming the node,
+the op and the attribute: never a wrong result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from openacl.errors import ACL_ERROR_OP_NOT_FOUND, ACL_ERROR_PARSE_MODEL, AclError
+from openacl.model.ir import Graph, Node, Value
+from openacl.ops import REGISTRY
+
+LOWERINGS: dict[str, Callable[[Node, Builder], None]] = {}
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A graph value passed as an aclTensor."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class RefList:
+    """Graph values passed as an aclTensorList."""
+
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A constant passed as an aclScalar of ``dtype`` (a numpy dtype name)."""
+
+    value: Any
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One aclnn call: operator name and its arguments by CANN name."""
+
+    op: str
+    args: tuple[tuple[str, Any], ...]
+    node: str = ""  # the graph node it came from, for errors and profiles
+
+
+@dataclass
+class Lowered:
+    """A graph's steps, its zero-copy views (output -> source) and the graph itself."""
+
+    graph: Graph
+    steps: list[Step] = field(default_factory=list)
+    views: dict[str, str] = field(default_factory=dict)
+
+
+def lowering(*op_types: str) -> Callable:
+    """Register a lowering function for ONNX ``op_types``."""
+    def decorate(fn: Callable[[Node, Builder], None]) -> Callable[[Node, Builder], None]:
+        for op_type in op_types:
+            if op_type in LOWERINGS:
+                raise ValueError(f"{op_type} is lowered twice")
+            LOWERINGS[op_type] = fn
+        return fn
+    return decorate
+
+
+def unsupported(node: Node, what: str) -> AclError:
+    """The error for an attribute or input form a lowering cannot honour (not raised)."""
+    return AclError(ACL_ERROR_PARSE_MODEL,
+                    f"node {node.name!r} ({node.op_type}): {what} is not supported")
+
+
+class Builder:
+    """What a lowering function uses to emit steps."""
+
+    def __init__(self, lowered: Lowered) -> None:
+        self.lowered = lowered
+        self.graph = lowered.graph
+        self.node: Node | None = None
+        self._temps = 0
+
+    def value(self, name: str) -> Value:
+        return self.graph.value(name)
+
+    def constant_of(self, name: str) -> np.ndarray | None:
+        """The initializer behind input ``name``, if it is one (for shape-like inputs)."""
+        return self.graph.initializers.get(name)
+
+    def call(self, op: str, /, **args: Any) -> None:
+        if op not in REGISTRY:
+            raise AclError(ACL_ERROR_OP_NOT_FOUND, f"lowering of {self.node.name!r} calls "
+                                                   f"unknown aclnn operator {op}")
+        self.lowered.steps.append(Step(op, tuple(args.items()),
+                                       self.node.name if self.node else ""))
+
+    def temp(self, shape: tuple[int, ...], dtype: Any) -> str:
+        """A new intermediate value (placed in the arena like any other)."""
+        self._temps += 1
+        name = f"{self.node.name}/tmp{self._temps}" if self.node else f"tmp{self._temps}"
+        self.graph.values[name] = Value(name, np.dtype(dtype), tuple(int(d) for d in shape))
+        return name
+
+    def constant(self, array: np.ndarray, hint: str = "const") -> str:
+        """A new initializer holding ``array``."""
+        self._temps += 1
+        name = f"{self.node.name if self.node else ''}/{hint}{self._temps}"
+        array = np.ascontiguousarray(array)
+        self.graph.initializers[name] = array
+        self.graph.values[name] = Value(name, array.dtype, tuple(array.shape))
+        return name
+
+    def view(self, output: str, source: str) -> None:
+        """Make ``output`` share ``source``'s memory (same element count, contiguous)."""
+        out, src = self.value(output), self.value(source)
+        if out.nbytes != src.nbytes:
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"node {self.node.name!r}: view {output!r} {out.shape} does not "
+                           f"hold the bytes of {source!r} {src.shape}")
+        root = self.lowered.views.get(source, source)
+        self.lowered.views[output] = root
+
+
+def lower(graph: Graph) -> Lowered:
+    """Lower every node of ``graph`` (which is extended with temporaries and constants)."""
+    from openacl.model import onnx_ops  # noqa: F401 - registers the ONNX lowerings
+
+    lowered = Lowered(graph)
+    builder = Builder(lowered)
+    for node in graph.nodes:
+        fn = LOWERINGS.get(node.op_type)
+        if fn is None:
+            raise AclError(ACL_ERROR_OP_NOT_FOUND,
+                           f"node {node.name!r}: ONNX op {node.op_type} is not supported by the "
+                           f"converter (supported: {len(LOWERINGS)} op types, see "
+                           f"openacl.model.lowering.LOWERINGS)")
+        builder.node = node
+        fn(node, builder)
+    builder.node = None
+    return lowered
+
+
+def encode_arg(arg: Any) -> Any:
+    """A step argument as JSON-able data (for the offline model file)."""
+    if isinstance(arg, Ref):
+        return {"value": arg.value}
+    if isinstance(arg, RefList):
+        return {"values": list(arg.values)}
+    if isinstance(arg, Scalar):
+        return {"scalar": arg.value, "dtype": arg.dtype}
+    if isinstance(arg, tuple):
+        return list(arg)
+    return arg
+
+
+def decode_arg(data: Any) -> Any:
+    if isinstance(data, dict):
+        if set(data) == {"value"}:
+            return Ref(str(data["value"]))
+        if set(data) == {"values"}:
+            return RefList(tuple(str(v) for v in data["values"]))
+        if set(data) == {"scalar", "dtype"}:
+            return Scalar(data["scalar"], str(data["dtype"]))
+        raise AclError(ACL_ERROR_PARSE_MODEL, f"bad step argument {data!r}")
+    if isinstance(data, list):
+        return tuple(data)
+    return data

@@ -1,0 +1,86 @@
+"""``InferenceSession``: onnxruntime's shape of API over the engine.
+
+    session = openacl.InferenceSession("model.onnx")          # converted on the fly
+    (y,) = session.run(None, {"x": x})
+
+The runtime is initialised (and device 0 made current) if the program has not done so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from openacl.errors import ACL_ERROR_MODEL_OUTPUT_NOT_MATCH, AclError
+from openacl.model.engine import Engine
+from openacl.model.lowering import lower
+from openacl.model.onnx_import import import_onnx
+from openacl.model.plan import plan_memory
+from openacl.runtime import core
+from openacl.runtime.context import current_context
+
+_ONNX_TYPES = {"float32": "tensor(float)", "float16": "tensor(float16)",
+               "float64": "tensor(double)", "int64": "tensor(int64)", "int32": "tensor(int32)",
+               "int8": "tensor(int8)", "uint8": "tensor(uint8)", "bool": "tensor(bool)"}
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """An input or output as onnxruntime describes it."""
+
+    name: str
+    shape: list[int]
+    type: str
+
+
+def _ensure_runtime() -> None:
+    if not core.is_initialized():
+        core.init()
+    if current_context(required=False) is None:
+        from openacl.runtime.device import set_device
+
+        set_device(0)
+
+
+class InferenceSession:
+    """Load a model (.onnx, converted on the fly) and run it on numpy arrays."""
+
+    def __init__(self, path: str | os.PathLike | Any,
+                 input_shapes: dict[str, Sequence[int]] | None = None, **_: Any) -> None:
+        _ensure_runtime()
+        graph = import_onnx(path, {k: tuple(v) for k, v in (input_shapes or {}).items()})
+        lowered = lower(graph)
+        self.engine = Engine(lowered, plan_memory(lowered))
+        self.graph = graph
+
+    def _args(self, names: list[str]) -> list[NodeArg]:
+        args = []
+        for name in names:
+            value = self.graph.value(name)
+            args.append(NodeArg(name, list(value.shape),
+                                _ONNX_TYPES.get(value.dtype.name, str(value.dtype))))
+        return args
+
+    def get_inputs(self) -> list[NodeArg]:
+        return self._args(self.graph.inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return self._args(self.graph.outputs)
+
+    def run(self, output_names: Sequence[str] | None, feeds: dict[str, np.ndarray],
+            stream: Any = None) -> list[np.ndarray]:
+        """Run on host arrays; returns the named outputs (all when ``output_names`` is None)."""
+        results = dict(zip(self.graph.outputs, self.engine.run(feeds, stream), strict=True))
+        wanted = list(self.graph.outputs) if output_names is None else list(output_names)
+        missing = [n for n in wanted if n not in results]
+        if missing:
+            raise AclError(ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
+                           f"unknown output(s) {missing}; the model has {self.graph.outputs}")
+        return [results[n] for n in wanted]
+
+    def close(self) -> None:
+        self.engine.close()

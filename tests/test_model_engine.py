@@ -1,0 +1,129 @@
+"""The model pipeline: ONNX import, lowering, memory plan, engine; against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import openacl  # noqa: E402
+from openacl.errors import (  # noqa: E402
+    ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+    ACL_ERROR_OP_NOT_FOUND,
+    ACL_ERROR_PARSE_MODEL,
+    AclError,
+)
+from openacl.model.lowering import lower  # noqa: E402
+from openacl.model.onnx_import import import_onnx  # noqa: E402
+from openacl.model.plan import plan_memory  # noqa: E402
+from openacl.model.session import InferenceSession  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+        [numpy_helper.from_array(a, n) for n, a in initializers])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _compare(model, feeds, atol=1e-5):
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    session = InferenceSession(model)
+    try:
+        got = session.run(None, feeds)
+    finally:
+        session.close()
+    for ours, theirs in zip(got, expected, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=atol)
+
+
+def test_tiny_matmul_relu_matches_onnxruntime():
+    weight = RNG.standard_normal((32, 64)).astype(np.float32)
+    model = _model([helper.make_node("MatMul", ["x", "W"], ["h"]),
+                    helper.make_node("Relu", ["h"], ["y"])],
+                   [("x", [1, 32])], [("y", [1, 64])], [("W", weight)])
+    _compare(model, {"x": RNG.standard_normal((1, 32)).astype(np.float32)})
+
+
+def test_mlp_with_gemm_and_softmax_matches_onnxruntime():
+    w1 = (RNG.standard_normal((64, 128)) * 0.1).astype(np.float32)
+    w2 = (RNG.standard_normal((10, 128)) * 0.1).astype(np.float32)  # transB
+    b1, b2 = np.full(128, 0.1, np.float32), np.zeros(10, np.float32)
+    nodes = [helper.make_node("Gemm", ["x", "W1", "b1"], ["h"], alpha=0.5, beta=2.0),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "W2", "b2"], ["y"], transB=1),
+             helper.make_node("Softmax", ["y"], ["p"], axis=-1)]
+    model = _model(nodes, [("x", [8, 64])], [("p", [8, 10])],
+                   [("W1", w1), ("b1", b1), ("W2", w2), ("b2", b2)])
+    _compare(model, {"x": RNG.standard_normal((8, 64)).astype(np.float32)})
+
+
+def test_reshape_is_a_view_and_binary_ops_broadcast():
+    shape = np.array([2, 6], np.int64)
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Add", ["r", "b"], ["a"]),
+             helper.make_node("Mul", ["a", "r"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "test", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])],
+        [numpy_helper.from_array(shape, "shape"),
+         numpy_helper.from_array(np.arange(6, dtype=np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    lowered = lower(import_onnx(model))
+    assert lowered.views == {"r": "x"}
+    _compare(model, {"x": RNG.standard_normal((3, 4)).astype(np.float32)})
+
+
+def test_memory_plan_reuses_dead_values():
+    nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"]) for i in range(6)]
+    model = _model(nodes, [("v0", [256, 256])], [("v6", [256, 256])])
+    lowered = lower(import_onnx(model))
+    plan = plan_memory(lowered)
+    size = 256 * 256 * 4
+    assert plan.arena_bytes == 2 * size  # a chain needs two live buffers at a time
+    assert plan.naive_bytes == 7 * size
+    _compare(model, {"v0": RNG.standard_normal((256, 256)).astype(np.float32)})
+
+
+def test_unsupported_op_and_attribute_are_named():
+    model = _model([helper.make_node("Celu", ["x"], ["y"])], [("x", [2])], [("y", [2])])
+    with pytest.raises(AclError) as info:
+        InferenceSession(model)
+    assert info.value.code == ACL_ERROR_OP_NOT_FOUND and "Celu" in str(info.value)
+    model = _model([helper.make_node("MatMul", ["x", "x"], ["y"], bogus=1)],
+                   [("x", [2, 2])], [("y", [2, 2])])
+    with pytest.raises(AclError) as info:
+        InferenceSession(model)
+    assert info.value.code == ACL_ERROR_PARSE_MODEL and "bogus" in str(info.value)
+
+
+def test_bad_feeds_and_dynamic_inputs():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", [2, 3])], [("y", [2, 3])])
+    session = InferenceSession(model)
+    with pytest.raises(AclError) as info:
+        session.run(None, {"x": np.ones((3, 2), np.float32)})
+    assert info.value.code == ACL_ERROR_MODEL_INPUT_NOT_MATCH
+    with pytest.raises(AclError):
+        session.run(None, {})
+    session.close()
+    dynamic = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", ["N", 3])],
+                     [("y", ["N", 3])])
+    with pytest.raises(AclError) as info:
+        InferenceSession(dynamic)
+    assert "dynamic" in str(info.value)
+    fixed = InferenceSession(dynamic, input_shapes={"x": (4, 3)})
+    assert fixed.get_inputs()[0].shape == [4, 3]
+    fixed.close()
+    assert openacl.memory_stats()["allocated_bytes.all.current"] == 0
