@@ -26,6 +26,7 @@ Design note (invariants)
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from openacl.errors import (
@@ -71,22 +72,35 @@ class OpExecutor:
                     break
             else:
                 return cache[0], cache[1]
+        views, keep = self._resolve()
+        for region, _ in keep:
+            use_on_stream(region, stream)
+        if self.repeatable:
+            self._cache = (views, keep, stream)
+        return views, keep
+
+    def _resolve(self) -> tuple[Views, list]:
+        """Views of every tensor argument (bounds-checked now) and what keeps them alive."""
         arrays: dict[str, Any] = {}
         keep = []
         for arg in self.tensors:
             view, keepalive = tensor_view(arg.meta, arg.name, write=arg.output)
             if keepalive is not None:
-                use_on_stream(keepalive[0], stream)
                 keep.append(keepalive)
             base, _, index = arg.name.partition("[")
             if index:
                 arrays.setdefault(base, []).append(view)
             else:
                 arrays[arg.name] = view
-        views = Views(arrays, self.call.aliases)
-        if self.repeatable:
-            self._cache = (views, keep, stream)
-        return views, keep
+        return Views(arrays, self.call.aliases), keep
+
+    def bound_kernel(self, workspace: Any = None) -> Callable[[], None]:
+        """The kernel bound to its views, for a caller that runs it itself on the host, in
+        order and synchronously (the model engine's ``run``). The caller owns the memory and
+        keeps it allocated while it uses the callable."""
+        views, _ = self._resolve()
+        views.workspace = workspace
+        return functools.partial(self.kernel, views)
 
     def launch(self, workspace: int, workspace_size: int, stream: Any) -> None:
         size = workspace_size if type(workspace_size) is int else core.as_index(workspace_size)

@@ -1,0 +1,190 @@
+"""Model engine vs onnxruntime (and PyTorch where a model has a torch twin), in one run.
+
+Models: the seed's tiny model (x[1,32] @ W[32,64], then ReLU) and an MLP (batch 64,
+784-1024-1024-10 with ReLU), both built here with onnx.helper; plus the real models in
+../shared/models when present (MiniLM batch 1 and 8, seq 128; PP-OCRv4 det 1x3x640x640),
+skipped with a note otherwise. For each: latency medians with spread (p10-p90) over repeated
+runs, as a ratio to onnxruntime's ``run``; and peak RSS of a fresh process per runtime that
+loads the model and runs it (``resource.getrusage`` max RSS).
+
+Run: ``.venv/bin/python bench/engine_bench.py [--json PATH] [--markdown PATH] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SHARED_MODELS = Path(__file__).resolve().parent.parent.parent / "shared" / "models"
+RUNS = 30  # timed runs per model and runtime (after WARMUP)
+WARMUP = 3
+TARGETS = {"tiny": 1.0, "mlp": 1.0, "minilm-b1": 1.2, "minilm-b8": 1.1, "ppocr-det": 1.5}
+
+_RSS_SCRIPT = """
+import resource, sys, numpy as np
+kind, path, feeds_path = sys.argv[1:4]
+feeds = dict(np.load(feeds_path))
+if kind == "openacl":
+    from openacl.model.session import InferenceSession
+    session = InferenceSession(path)
+else:
+    import onnxruntime
+    options = onnxruntime.SessionOptions(); options.intra_op_num_threads = 2
+    session = onnxruntime.InferenceSession(path, options)
+for _ in range(5):
+    session.run(None, feeds)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def _tiny_model(rng):
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = rng.standard_normal((32, 64)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [numpy_helper.from_array(weight, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model, {"x": rng.standard_normal((1, 32)).astype(np.float32)}
+
+
+def _mlp_model(rng):
+    from onnx import TensorProto, helper, numpy_helper
+
+    sizes = [784, 1024, 1024, 10]
+    nodes, inits, current = [], [], "x"
+    for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
+        w = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32)
+        b = np.zeros(n_out, np.float32)
+        inits += [numpy_helper.from_array(w, f"W{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes.append(helper.make_node("Gemm", [current, f"W{i}", f"b{i}"], [f"g{i}"]))
+        current = f"g{i}"
+        if i < len(sizes) - 2:
+            nodes.append(helper.make_node("Relu", [current], [f"r{i}"]))
+            current = f"r{i}"
+    graph = helper.make_graph(nodes, "mlp",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 784])],
+                              [helper.make_tensor_value_info(current, TensorProto.FLOAT,
+                                                             [64, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model, {"x": rng.standard_normal((64, 784)).astype(np.float32)}
+
+
+def _real_models(rng, quick: bool):
+    models = []
+    minilm = SHARED_MODELS / "all-MiniLM-L6-v2.seq128.onnx"
+    if minilm.exists():
+        for batch in ((1,) if quick else (1, 8)):
+            ids = rng.integers(1000, 5000, (batch, 128)).astype(np.int64)
+            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                     "token_type_ids": np.zeros_like(ids)}
+            models.append((f"minilm-b{batch}", str(minilm), feeds,
+                           {k: v.shape for k, v in feeds.items()}))
+    ppocr = SHARED_MODELS / "ch_PP-OCRv4_det_infer.onnx"
+    if ppocr.exists() and not quick:
+        x = rng.random((1, 3, 640, 640), dtype=np.float32)
+        models.append(("ppocr-det", str(ppocr), {"x": x}, {"x": x.shape}))
+    return models
+
+
+def _time(fn, runs: int) -> tuple[float, float, float]:
+    for _ in range(WARMUP):
+        fn()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    samples.sort()
+    return (statistics.median(samples), samples[len(samples) // 10],
+            samples[(len(samples) * 9) // 10])
+
+
+def _peak_rss(kind: str, path: str, feeds: dict) -> int | None:
+    with tempfile.NamedTemporaryFile(suffix=".npz", delete=False) as handle:
+        np.savez(handle, **feeds)
+    try:
+        done = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, kind, path, handle.name],
+                              capture_output=True, text=True, timeout=600, check=False)
+        return int(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    finally:
+        os.unlink(handle.name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", help="write the numbers here")
+    parser.add_argument("--markdown", help="write a markdown table here")
+    parser.add_argument("--quick", action="store_true", help="fewer runs, small models only")
+    args = parser.parse_args()
+    import onnx
+    import onnxruntime
+
+    from openacl.model.session import InferenceSession
+
+    rng = np.random.default_rng(0)
+    runs = 10 if args.quick else RUNS
+    cases = []
+    workdir = Path(tempfile.mkdtemp(prefix="openacl-bench-"))
+    for name, build in (("tiny", _tiny_model), ("mlp", _mlp_model)):
+        model, feeds = build(rng)
+        path = workdir / f"{name}.onnx"
+        onnx.save(model, path)
+        cases.append((name, str(path), feeds, None))
+    cases += _real_models(rng, args.quick)
+    rows, results = [], {}
+    from openacl.errors import AclError
+
+    for name, path, feeds, shapes in cases:
+        try:
+            ours = InferenceSession(path, input_shapes=shapes)
+        except AclError as exc:  # a model the converter cannot take yet: say why
+            results[name] = {"error": str(exc)}
+            rows.append((name, "not converted", "", "", "", "", str(exc)[:80]))
+            continue
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 2
+        theirs = onnxruntime.InferenceSession(path, options)
+        expected = theirs.run(None, feeds)[0]
+        got = ours.run(None, feeds)[0]
+        diff = float(np.abs(got.astype(np.float64) - expected).max())
+        t_ours = _time(lambda s=ours, f=feeds: s.run(None, f), runs)
+        t_theirs = _time(lambda s=theirs, f=feeds: s.run(None, f), runs)
+        ours.close()
+        ratio = t_ours[0] / t_theirs[0]
+        rss_ours = _peak_rss("openacl", path, feeds)
+        rss_theirs = _peak_rss("onnxruntime", path, feeds)
+        target = TARGETS.get(name)
+        verdict = "" if target is None else ("PASS" if ratio <= target else "SHORT")
+        results[name] = {"openacl_ms": t_ours[0] * 1e3, "openacl_p10_p90_ms":
+                         [t_ours[1] * 1e3, t_ours[2] * 1e3], "onnxruntime_ms": t_theirs[0] * 1e3,
+                         "ratio": ratio, "target": target, "max_abs_diff": diff,
+                         "peak_rss_mb": {"openacl": rss_ours, "onnxruntime": rss_theirs}}
+        rows.append((name, f"{t_ours[0] * 1e3:.3f} ({t_ours[1] * 1e3:.3f}-"
+                     f"{t_ours[2] * 1e3:.3f})", f"{t_theirs[0] * 1e3:.3f}", f"{ratio:.2f}",
+                     f"<= {target} {verdict}" if target else "", f"{diff:.1e}",
+                     f"{rss_ours} / {rss_theirs}"))
+    headers = ("model", "openacl ms (p10-p90)", "onnxruntime ms", "ratio", "target",
+               "max |diff|", "peak RSS MB (ours / ort)")
+    table = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    table += ["| " + " | ".join(row) + " |" for row in rows]
+    print("\n".join(table))
+    if args.markdown:
+        Path(args.markdown).write_text("\n".join(table) + "\n", encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
