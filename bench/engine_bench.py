@@ -5,7 +5,7 @@ Models: the seed's tiny model (x[1,32] @ W[32,64], then ReLU) and an MLP (batch 
 ../shared/models when present (MiniLM batch 1 and 8, seq 128; PP-OCRv4 det 1x3x640x640),
 skipped with a note otherwise. For each: latency medians with spread (p10-p90) over repeated
 runs, as a ratio to onnxruntime's ``run``; and peak RSS of a fresh process per runtime that
-loads the model and runs it (``resource.getrusage`` max RSS).
+loads the model and runs it (``VmHWM``: ``ru_maxrss`` can carry the parent's across exec).
 
 Run: ``.venv/bin/python bench/engine_bench.py [--json PATH] [--markdown PATH] [--quick]``.
 """
@@ -30,7 +30,7 @@ WARMUP = 3
 TARGETS = {"tiny": 1.0, "mlp": 1.0, "minilm-b1": 1.2, "minilm-b8": 1.1, "ppocr-det": 1.5}
 
 _RSS_SCRIPT = """
-import resource, sys, numpy as np
+import sys, numpy as np
 kind, path, feeds_path = sys.argv[1:4]
 feeds = dict(np.load(feeds_path))
 if kind == "openacl":
@@ -42,7 +42,9 @@ else:
     session = onnxruntime.InferenceSession(path, options)
 for _ in range(5):
     session.run(None, feeds)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+# VmHWM (peak RSS of this process image); ru_maxrss may carry the parent's across exec
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(int(hwm.split()[1]) // 1024)
 """
 
 
