@@ -11,6 +11,7 @@ Examples::
     openacl op run add.json -o build              # CANN single-op JSON through execute_v2
     openacl op verify y.bin golden.bin --dtype float16   # CANN's precision report
     openacl run-pyacl sample.py --device 0    # an unchanged pyACL program (import acl)
+    openacl convert model.onnx -o model.om --input-shape "x:1,3,640,640"   # ATC's role
     openacl convert --singleop ops.json -o op_models   # single-op models for set_model_dir
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -123,23 +125,80 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 STATUS_BAD_INPUT = 2  # exit status of unusable input (files, JSON, flags)
 
 
+def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    """ATC's ``--input-shape``: ``"x:1,3,640,640;mask:1,128"`` -> {name: dims}.
+
+    Raises:
+        ValueError: naming the part that is not ``name:d1,d2,...`` with dims >= 0.
+    """
+    shapes: dict[str, tuple[int, ...]] = {}
+    for part in filter(None, (item.strip() for item in text.split(";"))):
+        name, colon, dims = part.rpartition(":")
+        try:
+            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        except ValueError:
+            shape = (-1,)
+        if not colon or not name or any(d < 0 for d in shape) or name in shapes:
+            raise ValueError(f"--input-shape part {part!r} is not name:d1,d2,... with fixed "
+                             f"dims >= 0 (each name once)")
+        shapes[name] = shape
+    return shapes
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
-    if not args.singleop:
-        print("openacl convert: ONNX conversion is not available yet; only "
-              "--singleop ops.json -o DIR (single-op models) is supported", file=sys.stderr)
+    if args.singleop:
+        return _convert_singleop(args)
+    if not args.model:
+        print("openacl convert: give an ONNX model (openacl convert model.onnx -o model.om) "
+              "or --singleop ops.json", file=sys.stderr)
         return STATUS_BAD_INPUT
+    refused = [flag for flag, given in (("--dynamic-batch", args.dynamic_batch),
+                                        (f"--precision {args.precision}",
+                                         args.precision not in (None, "fp32"))) if given]
+    if refused:
+        print(f"openacl convert: {' and '.join(refused)} is not available yet (the converter "
+              f"writes fp32 models with static input shapes)", file=sys.stderr)
+        return STATUS_BAD_INPUT
+    try:
+        shapes = parse_input_shapes(args.input_shape or "")
+    except ValueError as exc:
+        print(f"openacl convert: {exc}", file=sys.stderr)
+        return STATUS_BAD_INPUT
+    import openacl
+    from openacl.errors import AclError
+    from openacl.model import converter
+
+    output = args.output or os.path.splitext(args.model)[0] + ".om"
+    started_runtime = not openacl.is_initialized()
+    if started_runtime:  # constant folding may run a node through the engine
+        openacl.init()
+        openacl.rt.set_device(0)
+    try:
+        report = converter.convert_onnx(args.model, output, shapes)
+    except AclError as exc:
+        print(f"openacl convert: {exc}", file=sys.stderr)
+        return STATUS_BAD_INPUT
+    finally:
+        if started_runtime:
+            openacl.finalize()
+    print(converter.format_report(report))
+    return 0
+
+
+def _convert_singleop(args: argparse.Namespace) -> int:
     from openacl import singleop
     from openacl.errors import AclError
 
+    output = args.output or "op_models"
     try:
-        written = singleop.compile_singleop(args.singleop, args.output)
+        written = singleop.compile_singleop(args.singleop, output)
     except AclError as exc:
         print(f"openacl convert: {exc}", file=sys.stderr)
         return STATUS_BAD_INPUT
     for path in written:
         print(f"  {path}")
-    print(f"{len(written)} single-op model(s) in {args.output}/ (use "
-          f"acl.op.set_model_dir('{args.output}'))")
+    print(f"{len(written)} single-op model(s) in {output}/ (use "
+          f"acl.op.set_model_dir('{output}'))")
     return 0
 
 
@@ -160,16 +219,27 @@ def build_parser() -> argparse.ArgumentParser:
     op_tools.register(commands)
     pyacl_runner.register(commands)
     convert = commands.add_parser(
-        "convert", help="build single-op models (ATC's --singleop role)",
-        description="Validate a CANN single-op JSON (the atc --singleop input: one object or a "
-                    "list of {\"op\", \"input_desc\", \"output_desc\", \"attr\"}) and write "
-                    "one compiled single-op file per op plus index.json into DIR, for "
-                    "acl.op.set_model_dir(DIR). Exits 2 on unusable input. ONNX model "
-                    "conversion is not available yet.")
-    convert.add_argument("model", nargs="?", help="an ONNX model (not available yet)")
+        "convert", help="ONNX model -> offline model .om (ATC's role); single-op models",
+        description="Convert an ONNX model (opsets 11-21) into an OpenACL offline model "
+                    "(.om): import with fixed input shapes, constant folding and dead code "
+                    "elimination, lowering to aclnn operators, a static memory plan, weights "
+                    "in one memory-mappable blob. Prints op counts before and after, weights, "
+                    "arena and activation memory. Only fp32 models with static shapes are "
+                    "produced: --precision fp16/mixed and --dynamic-batch are refused (not "
+                    "available yet). With --singleop, validate a CANN single-op JSON and "
+                    "write one single-op file per op plus index.json into the -o directory, "
+                    "for acl.op.set_model_dir. Exits 2 on unusable input.")
+    convert.add_argument("model", nargs="?", help="the ONNX model")
     convert.add_argument("--singleop", metavar="OPS_JSON", help="the single-op JSON")
-    convert.add_argument("-o", "--output", default="op_models",
-                         help="output directory (default: op_models)")
+    convert.add_argument("-o", "--output",
+                         help="the .om file (default: the model's name with .om), or the "
+                              "directory of --singleop (default: op_models)")
+    convert.add_argument("--input-shape", metavar="SHAPES",
+                         help='fixed input shapes, ATC\'s spelling: "x:1,3,640,640;mask:1,128"')
+    convert.add_argument("--precision", choices=("fp32", "fp16", "mixed"),
+                         help="precision mode; only fp32 (the default) is available yet")
+    convert.add_argument("--dynamic-batch", metavar="SIZES",
+                         help="dynamic batch sizes such as 1,2,4,8 (not available yet)")
     convert.set_defaults(handler=_cmd_convert)
     return parser
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from openacl import dtypes
 from openacl.errors import ACL_ERROR_OP_NOT_FOUND, ACL_ERROR_PARSE_MODEL, AclError
 from openacl.model.ir import Graph, Node, Value
 from openacl.ops import REGISTRY
@@ -118,7 +119,7 @@ class Builder:
         """A new initializer holding ``array``."""
         self._temps += 1
         name = f"{self.node.name if self.node else ''}/{hint}{self._temps}"
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # keeps 0-d constants 0-d
         self.graph.initializers[name] = array
         self.graph.values[name] = Value(name, array.dtype, tuple(array.shape))
         return name
@@ -136,7 +137,7 @@ class Builder:
 
 def lower(graph: Graph) -> Lowered:
     """Lower every node of ``graph`` (which is extended with temporaries and constants)."""
-    from openacl.model import onnx_ops  # noqa: F401 - registers the ONNX lowerings
+    from openacl.model import onnx_ops, onnx_ops_nn  # noqa: F401 - register the ONNX lowerings
 
     lowered = Lowered(graph)
     builder = Builder(lowered)
@@ -162,7 +163,11 @@ def encode_arg(arg: Any) -> Any:
     if isinstance(arg, Scalar):
         return {"scalar": arg.value, "dtype": arg.dtype}
     if isinstance(arg, tuple):
-        return list(arg)
+        return [encode_arg(a) for a in arg]
+    if isinstance(arg, np.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)):
+        return int(dtypes.from_numpy_dtype(arg))  # an aclDataType value (dtype arguments)
+    if isinstance(arg, np.generic):
+        return arg.item()
     return arg
 
 

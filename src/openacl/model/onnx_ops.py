@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from openacl.model.ir import Node
-from openacl.model.lowering import Builder, Ref, Scalar, lowering, unsupported
+from openacl.model.lowering import Builder, Ref, RefList, Scalar, lowering, unsupported
+from openacl.model.passes import onnx_slice as _onnx_slice
 
 KEEP_DTYPE = 0  # cubeMathType: compute in the tensors' dtype
 
@@ -23,7 +24,10 @@ def _only(node: Node, *known: str) -> None:
 
 # -- elementwise ---------------------------------------------------------------------------------
 _BINARY = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Max": "Maximum",
-           "Min": "Minimum", "Pow": "PowTensorTensor"}
+           "Min": "Minimum", "Pow": "PowTensorTensor", "Equal": "EqTensor",
+           "Less": "LtTensor", "Greater": "GtTensor", "LessOrEqual": "LeTensor",
+           "GreaterOrEqual": "GeTensor", "And": "LogicalAnd", "Or": "LogicalOr",
+           "Xor": "LogicalXor"}
 _WITH_ALPHA = {"Add", "Sub"}  # aclnn signatures that take an alpha scalar
 
 
@@ -31,11 +35,22 @@ _WITH_ALPHA = {"Add", "Sub"}  # aclnn signatures that take an alpha scalar
 def binary(node: Node, b: Builder) -> None:
     _only(node)
     if node.op_type in ("Max", "Min") and len(node.inputs) != 2:
-        raise unsupported(node, f"{len(node.inputs)} inputs (only 2)")
+        if len(node.inputs) == 1:
+            b.call("InplaceCopy", selfRef=Ref(node.outputs[0]), src=Ref(node.inputs[0]))
+            return
+        raise unsupported(node, f"{len(node.inputs)} inputs (only 1 or 2)")
     x, y = node.inputs
     args = {"self": Ref(x), "other": Ref(y), "out": Ref(node.outputs[0])}
     op = _BINARY[node.op_type]
     if op == "PowTensorTensor":
+        exponent = b.constant_of(y)
+        if exponent is not None and exponent.size == 1 and \
+                b.value(node.outputs[0]).shape == b.value(x).shape and \
+                np.issubdtype(b.value(x).dtype, np.floating):
+            b.call("PowTensorScalar", self=Ref(x),
+                   exponent=Scalar(exponent.reshape(()).item(), exponent.dtype.name),
+                   out=Ref(node.outputs[0]))
+            return
         args = {"self": Ref(x), "exponent": Ref(y), "out": Ref(node.outputs[0])}
     if node.op_type in _WITH_ALPHA:
         args["alpha"] = None
@@ -55,6 +70,95 @@ _UNARY = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "L
 def unary(node: Node, b: Builder) -> None:
     _only(node)
     b.call(_UNARY[node.op_type], self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
+
+
+GELU_APPROXIMATE = {"none": 0, "tanh": 1}  # ONNX Gelu's approximate -> aclnnGeluV2's
+
+
+@lowering("Gelu")
+def gelu(node: Node, b: Builder) -> None:
+    _only(node, "approximate")
+    approximate = node.attrs.get("approximate", "none")
+    if approximate not in GELU_APPROXIMATE:
+        raise unsupported(node, f"approximate={approximate!r}")
+    b.call("GeluV2", x=Ref(node.inputs[0]), approximate=GELU_APPROXIMATE[approximate],
+           y=Ref(node.outputs[0]))
+
+
+@lowering("HardSigmoid")
+def hard_sigmoid(node: Node, b: Builder) -> None:
+    """max(0, min(1, alpha * x + beta)) with the node's own alpha and beta (Muls, Adds,
+    Clamp in place: aclnnHardsigmoid's fixed 1/6 would round differently)."""
+    _only(node, "alpha", "beta")
+    x, y = node.inputs[0], node.outputs[0]
+    dtype = b.value(y).dtype.name
+    alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
+    b.call("Muls", self=Ref(x), other=Scalar(alpha, dtype), out=Ref(y))
+    b.call("InplaceAdds", selfRef=Ref(y), other=Scalar(beta, dtype), alpha=None)
+    b.call("Clamp", self=Ref(y), clipValueMin=Scalar(0.0, dtype),
+           clipValueMax=Scalar(1.0, dtype), out=Ref(y))
+
+
+@lowering("HardSwish")
+def hard_swish(node: Node, b: Builder) -> None:
+    _only(node)
+    b.call("Hardswish", self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
+
+
+@lowering("LeakyRelu")
+def leaky_relu(node: Node, b: Builder) -> None:
+    _only(node, "alpha")
+    dtype = b.value(node.outputs[0]).dtype.name
+    b.call("LeakyRelu", self=Ref(node.inputs[0]),
+           negativeSlope=Scalar(float(node.attrs.get("alpha", 0.01)), dtype),
+           out=Ref(node.outputs[0]))
+
+
+@lowering("Clip")
+def clip(node: Node, b: Builder) -> None:
+    """min(max(x, min), max); constant bounds become scalars, others ClampTensor."""
+    _only(node, "min", "max")
+    x, y = node.inputs[0], node.outputs[0]
+    dtype = b.value(y).dtype.name
+    bounds = list(node.inputs[1:3]) + [""] * (3 - len(node.inputs))
+    if "min" in node.attrs or "max" in node.attrs:  # opset < 11
+        low, high = node.attrs.get("min"), node.attrs.get("max")
+        b.call("Clamp", self=Ref(x), out=Ref(y),
+               clipValueMin=None if low is None else Scalar(float(low), dtype),
+               clipValueMax=None if high is None else Scalar(float(high), dtype))
+        return
+    constants = [b.constant_of(name) if name else None for name in bounds[:2]]
+    if all(name == "" or array is not None
+           for name, array in zip(bounds[:2], constants, strict=True)):
+        scalars = [None if array is None else Scalar(array.reshape(()).item(), dtype)
+                   for array in constants]
+        if scalars == [None, None]:
+            b.call("InplaceCopy", selfRef=Ref(y), src=Ref(x))
+            return
+        b.call("Clamp", self=Ref(x), clipValueMin=scalars[0], clipValueMax=scalars[1],
+               out=Ref(y))
+        return
+    b.call("ClampTensor", self=Ref(x), out=Ref(y),
+           clipValueMin=Ref(bounds[0]) if bounds[0] else None,
+           clipValueMax=Ref(bounds[1]) if bounds[1] else None)
+
+
+@lowering("Where")
+def where(node: Node, b: Builder) -> None:
+    _only(node)
+    condition, x, y = node.inputs
+    b.call("SWhere", condition=Ref(condition), self=Ref(x), other=Ref(y),
+           out=Ref(node.outputs[0]))
+
+
+@lowering("Cast")
+def cast(node: Node, b: Builder) -> None:
+    _only(node, "to", "saturate")
+    source, target = b.value(node.inputs[0]), b.value(node.outputs[0])
+    if source.dtype == target.dtype:
+        b.view(node.outputs[0], node.inputs[0])
+        return
+    b.call("Cast", self=Ref(node.inputs[0]), dtype=target.dtype, out=Ref(node.outputs[0]))
 
 
 # -- linear algebra ------------------------------------------------------------------------------
@@ -98,6 +202,186 @@ def gemm(node: Node, b: Builder) -> None:
 def view(node: Node, b: Builder) -> None:
     _only(node, "allowzero", "axis", "axes")
     b.view(node.outputs[0], node.inputs[0])
+
+
+@lowering("Dropout")
+def dropout(node: Node, b: Builder) -> None:
+    """Inference: the identity (a view); the mask output and training mode are refused."""
+    _only(node, "seed", "ratio")
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise unsupported(node, "the mask output")
+    if len(node.inputs) > 2 and node.inputs[2]:
+        mode = b.constant_of(node.inputs[2])
+        if mode is None or bool(mode.reshape(())):
+            raise unsupported(node, "training_mode other than a constant false")
+    b.view(node.outputs[0], node.inputs[0])
+
+
+# -- data movement ---------------------------------------------------------------------------
+@lowering("Transpose")
+def transpose(node: Node, b: Builder) -> None:
+    _only(node, "perm")
+    rank = len(b.value(node.inputs[0]).shape)
+    perm = [int(p) for p in node.attrs.get("perm", range(rank - 1, -1, -1))]
+    b.call("Permute", self=Ref(node.inputs[0]), dims=tuple(perm), out=Ref(node.outputs[0]))
+
+
+@lowering("Concat")
+def concat(node: Node, b: Builder) -> None:
+    _only(node, "axis")
+    inputs = tuple(name for name in node.inputs if name and b.value(name).nbytes)
+    if not inputs:
+        inputs = tuple(name for name in node.inputs if name)
+    if len(inputs) == 1:
+        b.call("InplaceCopy", selfRef=Ref(node.outputs[0]), src=Ref(inputs[0]))
+        return
+    b.call("Cat", tensors=RefList(inputs), dim=int(node.attrs["axis"]),
+           out=Ref(node.outputs[0]))
+
+
+@lowering("Expand")
+def expand(node: Node, b: Builder) -> None:
+    _only(node)
+    shape = b.value(node.outputs[0]).shape
+    if b.value(node.inputs[0]).shape == shape:
+        b.view(node.outputs[0], node.inputs[0])
+        return
+    b.call("Expand", self=Ref(node.inputs[0]), size=tuple(shape), out=Ref(node.outputs[0]))
+
+
+def _constant_input(node: Node, b: Builder, position: int, what: str) -> np.ndarray | None:
+    """Input ``position`` as a constant (None when absent); a computed one is refused."""
+    if len(node.inputs) <= position or not node.inputs[position]:
+        return None
+    array = b.constant_of(node.inputs[position])
+    if array is None:
+        raise unsupported(node, f"a computed (non-constant) {what} input")
+    return array
+
+
+@lowering("Gather")
+def gather(node: Node, b: Builder) -> None:
+    """ONNX Gather: IndexSelect on the flattened indices, its output a view of the result
+    (Embedding for 2-D data along axis 0). Constant negative indices are wrapped here; a
+    computed negative index is refused at run time by the kernel's range check."""
+    _only(node, "axis")
+    data, indices = node.inputs
+    out = node.outputs[0]
+    shape = b.value(data).shape
+    axis = int(node.attrs.get("axis", 0))
+    axis = axis + len(shape) if axis < 0 else axis
+    constant = b.constant_of(indices)
+    if constant is not None:
+        wrapped = np.where(constant < 0, constant + shape[axis], constant).astype(np.int64)
+    if axis == 0 and len(shape) == 2:
+        source = indices if constant is None else b.constant(wrapped, "indices")
+        b.call("Embedding", weight=Ref(data), indices=Ref(source), out=Ref(out))
+        return
+    if constant is not None:
+        indices = b.constant(wrapped.reshape(-1), "indices")
+    index_value = b.value(indices)
+    if constant is None:
+        flat = b.temp((int(np.prod(index_value.shape)),), index_value.dtype)
+        b.view(flat, indices)
+        indices = flat
+    count = b.value(indices).shape[0]
+    result = b.temp((*shape[:axis], count, *shape[axis + 1:]), b.value(out).dtype)
+    b.view(result, out)
+    b.call("IndexSelect", self=Ref(data), dim=axis, index=Ref(indices), out=Ref(result))
+
+
+@lowering("GatherND")
+def gather_nd(node: Node, b: Builder) -> None:
+    _only(node, "batch_dims")
+    if int(node.attrs.get("batch_dims", 0)) != 0:
+        raise unsupported(node, f"batch_dims={node.attrs['batch_dims']}")
+    b.call("GatherNd", self=Ref(node.inputs[0]), indices=Ref(node.inputs[1]),
+           negativeIndexSupport=True, out=Ref(node.outputs[0]))
+
+
+@lowering("Slice")
+def slice_(node: Node, b: Builder) -> None:
+    """Constant starts/ends/axes/steps: one aclnnSlice per sliced axis (chained through
+    temporaries); a negative step becomes an IndexSelect with the constant positions."""
+    _only(node)
+    x, out = node.inputs[0], node.outputs[0]
+    shape = list(b.value(x).shape)
+    starts = _constant_input(node, b, 1, "starts")
+    ends = _constant_input(node, b, 2, "ends")
+    axes = _constant_input(node, b, 3, "axes")
+    steps = _constant_input(node, b, 4, "steps")
+    starts, ends = starts.reshape(-1).tolist(), ends.reshape(-1).tolist()
+    axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
+    steps = [1] * len(starts) if steps is None else steps.reshape(-1).tolist()
+    plans = []
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        axis = axis + len(shape) if axis < 0 else axis
+        window = _onnx_slice(int(start), int(end), int(step), shape[axis])
+        positions = range(shape[axis])[window]
+        if len(positions) == shape[axis] and step > 0:
+            continue  # the whole axis
+        plans.append((axis, window, positions))
+    if not plans:
+        b.view(out, x)
+        return
+    dtype = b.value(out).dtype
+    current = x
+    for index, (axis, window, positions) in enumerate(plans):
+        shape[axis] = len(positions)
+        target = out if index == len(plans) - 1 else b.temp(tuple(shape), dtype)
+        if window.step > 0:
+            b.call("Slice", self=Ref(current), dim=axis, start=window.start, end=window.stop,
+                   step=window.step, out=Ref(target))
+        else:
+            positions = b.constant(np.array(list(positions), np.int64), "positions")
+            b.call("IndexSelect", self=Ref(current), dim=axis, index=Ref(positions),
+                   out=Ref(target))
+        current = target
+
+
+# -- reductions ------------------------------------------------------------------------------
+_REDUCE = {"ReduceMean": "Mean", "ReduceSum": "ReduceSum", "ReduceMax": "Amax",
+           "ReduceMin": "Amin", "ReduceL2": "ReduceSum", "ReduceSumSquare": "ReduceSum"}
+_SQUARED = {"ReduceL2", "ReduceSumSquare"}  # reduce x * x
+
+
+@lowering(*_REDUCE)
+def reduce(node: Node, b: Builder) -> None:
+    """Axes from the attribute (older opsets) or a constant input; an empty axes list
+    reduces everything unless ``noop_with_empty_axes``."""
+    _only(node, "axes", "keepdims", "noop_with_empty_axes")
+    x, out = node.inputs[0], node.outputs[0]
+    rank = len(b.value(x).shape)
+    if "axes" in node.attrs:
+        axes = [int(a) for a in node.attrs["axes"]]
+    else:
+        constant = _constant_input(node, b, 1, "axes")
+        axes = [] if constant is None else [int(a) for a in constant.reshape(-1)]
+    if not axes:
+        if int(node.attrs.get("noop_with_empty_axes", 0)):
+            if node.op_type in _SQUARED:
+                raise unsupported(node, "noop_with_empty_axes with a squaring reduction")
+            b.view(out, x)
+            return
+        axes = list(range(rank))
+    axes = sorted({a + rank if a < 0 else a for a in axes})
+    keep = bool(int(node.attrs.get("keepdims", 1)))
+    dtype = b.value(out).dtype
+    source = x
+    if node.op_type in _SQUARED:
+        source = b.temp(b.value(x).shape, b.value(x).dtype)
+        b.call("Mul", self=Ref(x), other=Ref(x), out=Ref(source))
+    op = _REDUCE[node.op_type]
+    if op == "Mean":
+        b.call("Mean", self=Ref(source), dim=tuple(axes), keepDim=keep, dtype=dtype,
+               out=Ref(out))
+    elif op == "ReduceSum":
+        b.call("ReduceSum", self=Ref(source), dims=tuple(axes), keepDims=keep, dtype=dtype,
+               out=Ref(out))
+    else:
+        b.call(op, self=Ref(source), dim=tuple(axes), keepDim=keep, out=Ref(out))
+    if node.op_type == "ReduceL2":
+        b.call("InplaceSqrt", selfRef=Ref(out))
 
 
 # -- activations with attributes ------------------------------------------------------------

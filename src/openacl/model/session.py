@@ -1,6 +1,7 @@
 """``InferenceSession``: onnxruntime's shape of API over the engine.
 
     session = openacl.InferenceSession("model.onnx")          # converted on the fly
+    session = openacl.InferenceSession("model.om")            # or `openacl convert`ed
     (y,) = session.run(None, {"x": x})
 
 The runtime is initialised (and device 0 made current) if the program has not done so.
@@ -15,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from openacl.errors import ACL_ERROR_MODEL_OUTPUT_NOT_MATCH, AclError
+from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_MODEL_OUTPUT_NOT_MATCH, AclError
+from openacl.model.converter import compile_onnx
 from openacl.model.engine import Engine
-from openacl.model.lowering import lower
-from openacl.model.onnx_import import import_onnx
-from openacl.model.plan import plan_memory
+from openacl.model.lowering import Lowered
+from openacl.model.om import is_model_file, load_model
+from openacl.model.plan import MemoryPlan
 from openacl.runtime import core
 from openacl.runtime.context import current_context
 
@@ -46,15 +48,34 @@ def _ensure_runtime() -> None:
         set_device(0)
 
 
+def _load_offline_model(source: Any, input_shapes: dict[str, Sequence[int]] | None
+                        ) -> tuple[Lowered, MemoryPlan]:
+    """An offline model's lowered graph and plan; its input shapes are fixed at conversion."""
+    lowered, plan, _ = load_model(source)
+    graph = lowered.graph
+    fixed = {name: tuple(graph.values[name].shape) for name in graph.inputs}
+    for name, shape in (input_shapes or {}).items():
+        if fixed.get(name) != tuple(shape):
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'input_shapes' = {dict(input_shapes)!r} is invalid: the "
+                           f"offline model was converted for {fixed} (convert it again with "
+                           f"--input-shape)")
+    return lowered, plan
+
+
 class InferenceSession:
-    """Load a model (.onnx, converted on the fly) and run it on numpy arrays."""
+    """Load a model (.om, or .onnx converted on the fly) and run it on numpy arrays."""
 
     def __init__(self, path: str | os.PathLike | Any,
                  input_shapes: dict[str, Sequence[int]] | None = None, **_: Any) -> None:
         _ensure_runtime()
-        graph = import_onnx(path, {k: tuple(v) for k, v in (input_shapes or {}).items()})
-        lowered = lower(graph)
-        self.engine = Engine(lowered, plan_memory(lowered))
+        if is_model_file(path):  # an offline model (.om), told apart by its magic
+            lowered, plan = _load_offline_model(path, input_shapes)
+            self.engine = Engine(lowered, plan)
+            self.graph = lowered.graph
+            return
+        graph, lowered, plan = compile_onnx(path, input_shapes)
+        self.engine = Engine(lowered, plan)
         self.graph = graph
 
     def _args(self, names: list[str]) -> list[NodeArg]:

@@ -1,0 +1,327 @@
+"""ONNX neural-network operators lowered onto aclnn: convolutions, normalizations, pooling,
+resizing and padding (the ONNX operator specification's semantics; anything the aclnn
+operator cannot honour exactly is refused with ``unsupported``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from openacl.model.ir import Node
+from openacl.model.lowering import Builder, Ref, Scalar, lowering, unsupported
+from openacl.model.onnx_ops import KEEP_DTYPE, _constant_input, _only
+
+SPATIAL_2D = 2  # (H, W): the dims of the 2-d pooling and resize operators
+
+
+# -- padding helpers ----------------------------------------------------------------------------
+def _spatial_ints(node: Node, name: str, spatial: int, default: int) -> list[int]:
+    values = [int(v) for v in node.attrs.get(name, [default] * spatial)]
+    if len(values) != spatial:
+        raise unsupported(node, f"{name}={values} for {spatial} spatial dims")
+    return values
+
+
+def _pads(node: Node, in_size, kernel, strides, dilations) -> list[tuple[int, int]]:
+    """(begin, end) padding per spatial dim from ``pads`` or ``auto_pad``."""
+    spatial = len(in_size)
+    auto_pad = node.attrs.get("auto_pad", "NOTSET")
+    if auto_pad == "VALID":
+        return [(0, 0)] * spatial
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pairs = []
+        for size, k, s, d in zip(in_size, kernel, strides, dilations, strict=True):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + d * (k - 1) + 1 - size)
+            small = total // 2
+            pairs.append((small, total - small) if auto_pad == "SAME_UPPER"
+                         else (total - small, small))
+        return pairs
+    if auto_pad != "NOTSET":
+        raise unsupported(node, f"auto_pad={auto_pad!r}")
+    pads = [int(p) for p in node.attrs.get("pads", [0] * (2 * spatial))]
+    if len(pads) != 2 * spatial or any(p < 0 for p in pads):
+        raise unsupported(node, f"pads={pads}")
+    return [(pads[i], pads[i + spatial]) for i in range(spatial)]
+
+
+def _torch_pad(pairs: list[tuple[int, int]]) -> tuple[int, ...]:
+    """(begin, end) pairs, first spatial dim first -> F.pad's order (last dim first)."""
+    return tuple(v for begin, end in reversed(pairs) for v in (begin, end))
+
+
+# -- convolution --------------------------------------------------------------------------------
+@lowering("Conv")
+def conv(node: Node, b: Builder) -> None:
+    """aclnnConvolution; asymmetric pads go to CANN's (top, bottom, left, right) form for
+    conv1d/2d, and through an explicit ConstantPadNd for conv3d."""
+    _only(node, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+    x, weight = node.inputs[0], node.inputs[1]
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    x_value, w_value = b.value(x), b.value(weight)
+    spatial = len(x_value.shape) - 2
+    if not 1 <= spatial <= 3:
+        raise unsupported(node, f"a {spatial}-d convolution")
+    kernel = list(w_value.shape[2:])
+    if [int(k) for k in node.attrs.get("kernel_shape", kernel)] != kernel:
+        raise unsupported(node, f"kernel_shape {node.attrs['kernel_shape']} that differs "
+                                f"from the weight's {kernel}")
+    strides = _spatial_ints(node, "strides", spatial, 1)
+    dilations = _spatial_ints(node, "dilations", spatial, 1)
+    pairs = _pads(node, x_value.shape[2:], kernel, strides, dilations)
+    if all(begin == end for begin, end in pairs):
+        padding = tuple(begin for begin, _ in pairs)
+    elif spatial <= 2:
+        padding = tuple(v for pair in pairs for v in pair)
+    else:
+        padded_shape = (*x_value.shape[:2], *(n + p + q for n, (p, q) in
+                                              zip(x_value.shape[2:], pairs, strict=True)))
+        padded = b.temp(padded_shape, x_value.dtype)
+        b.call("ConstantPadNd", self=Ref(x), pad=_torch_pad(pairs),
+               value=Scalar(0, x_value.dtype.name), out=Ref(padded))
+        x, padding = padded, (0,) * spatial
+    b.call("Convolution", input=Ref(x), weight=Ref(weight),
+           bias=Ref(bias) if bias else None, stride=tuple(strides), padding=padding,
+           dilation=tuple(dilations), transposed=False, outputPadding=None,
+           groups=int(node.attrs.get("group", 1)), output=Ref(node.outputs[0]),
+           cubeMathType=KEEP_DTYPE)
+
+
+@lowering("ConvTranspose")
+def conv_transpose(node: Node, b: Builder) -> None:
+    """aclnnConvolution with ``transposed``; explicit ``pads`` and ``output_padding`` only
+    (``output_shape`` and SAME auto-padding are refused)."""
+    _only(node, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
+          "output_padding")
+    x, weight = node.inputs[0], node.inputs[1]
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    x_value, w_value = b.value(x), b.value(weight)
+    spatial = len(x_value.shape) - 2
+    if not 1 <= spatial <= 3:
+        raise unsupported(node, f"a {spatial}-d transposed convolution")
+    kernel = list(w_value.shape[2:])
+    if [int(k) for k in node.attrs.get("kernel_shape", kernel)] != kernel:
+        raise unsupported(node, f"kernel_shape {node.attrs['kernel_shape']} that differs "
+                                f"from the weight's {kernel}")
+    if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise unsupported(node, f"auto_pad={node.attrs['auto_pad']!r}")
+    strides = _spatial_ints(node, "strides", spatial, 1)
+    dilations = _spatial_ints(node, "dilations", spatial, 1)
+    output_padding = _spatial_ints(node, "output_padding", spatial, 0)
+    pairs = _pads(node, x_value.shape[2:], kernel, strides, dilations)
+    if all(begin == end for begin, end in pairs):
+        padding = tuple(begin for begin, _ in pairs)
+    elif spatial == SPATIAL_2D:
+        padding = tuple(v for pair in pairs for v in pair)
+    else:
+        raise unsupported(node, f"asymmetric pads {node.attrs.get('pads')} in a "
+                                f"{spatial}-d transposed convolution")
+    expected = tuple((n - 1) * s + d * (k - 1) + 1 + op - p - q for n, s, d, k, op, (p, q) in
+                     zip(x_value.shape[2:], strides, dilations, kernel, output_padding, pairs,
+                         strict=True))
+    if tuple(b.value(node.outputs[0]).shape[2:]) != expected:
+        raise unsupported(node, f"an output size {b.value(node.outputs[0]).shape[2:]} other "
+                                f"than the attributes give ({list(expected)})")
+    b.call("Convolution", input=Ref(x), weight=Ref(weight),
+           bias=Ref(bias) if bias else None, stride=tuple(strides), padding=padding,
+           dilation=tuple(dilations), transposed=True, outputPadding=tuple(output_padding),
+           groups=int(node.attrs.get("group", 1)), output=Ref(node.outputs[0]),
+           cubeMathType=KEEP_DTYPE)
+
+
+# -- normalization -------------------------------------------------------------------------------
+@lowering("BatchNormalization")
+def batch_normalization(node: Node, b: Builder) -> None:
+    """Inference batch normalization (aclnnBatchNorm, training false)."""
+    _only(node, "epsilon", "momentum", "training_mode")
+    if int(node.attrs.get("training_mode", 0)):
+        raise unsupported(node, "training_mode=1")
+    if any(node.outputs[1:]):
+        raise unsupported(node, "the running-statistics outputs (training)")
+    x, scale, bias, mean, var = node.inputs[:5]
+    b.call("BatchNorm", input=Ref(x), weight=Ref(scale), bias=Ref(bias),
+           runningMean=Ref(mean), runningVar=Ref(var), training=False,
+           momentum=float(node.attrs.get("momentum", 0.9)),
+           eps=float(node.attrs.get("epsilon", 1e-5)), output=Ref(node.outputs[0]),
+           saveMean=None, saveInvstd=None)
+
+
+@lowering("LayerNormalization")
+def layer_normalization(node: Node, b: Builder) -> None:
+    """aclnnLayerNorm over the dims from ``axis`` on; Mean and InvStdDev outputs map to
+    its mean and rstd (same kept-dim shapes)."""
+    _only(node, "axis", "epsilon", "stash_type")
+    if int(node.attrs.get("stash_type", 1)) != 1:
+        raise unsupported(node, f"stash_type={node.attrs['stash_type']}")
+    x = node.inputs[0]
+    shape = b.value(x).shape
+    axis = int(node.attrs.get("axis", -1))
+    axis = axis + len(shape) if axis < 0 else axis
+    normalized = tuple(shape[axis:])
+    params = []
+    for position in (1, 2):
+        name = node.inputs[position] if len(node.inputs) > position else ""
+        if name and b.value(name).shape != normalized:
+            array = b.constant_of(name)
+            if array is None or math.prod(array.shape) > math.prod(normalized):
+                raise unsupported(node, f"a computed or non-broadcastable scale/bias {name!r}")
+            name = b.constant(np.broadcast_to(array, normalized).copy(), "norm_param")
+        params.append(Ref(name) if name else None)
+    outputs = list(node.outputs) + [""] * (3 - len(node.outputs))
+    b.call("LayerNorm", input=Ref(x), normalizedShape=normalized, weightOptional=params[0],
+           biasOptional=params[1], eps=float(node.attrs.get("epsilon", 1e-5)),
+           out=Ref(outputs[0]),
+           meanOutOptional=Ref(outputs[1]) if outputs[1] else None,
+           rstdOutOptional=Ref(outputs[2]) if outputs[2] else None)
+
+
+# -- pooling ------------------------------------------------------------------------------------
+@lowering("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(node: Node, b: Builder) -> None:
+    _only(node)
+    x = node.inputs[0]
+    axes = tuple(range(2, len(b.value(x).shape)))
+    if node.op_type == "GlobalAveragePool":
+        b.call("Mean", self=Ref(x), dim=axes, keepDim=True, dtype=None,
+               out=Ref(node.outputs[0]))
+    else:
+        b.call("Amax", self=Ref(x), dim=axes, keepDim=True, out=Ref(node.outputs[0]))
+
+
+def _pool_geometry(node: Node, b: Builder) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+    """(kernel, strides, pads) of a 2-d pool; ``ceil_mode`` is accepted only where it
+    changes nothing (no window would start in the padding or past the input)."""
+    x_shape = b.value(node.inputs[0]).shape
+    if len(x_shape) != 2 + SPATIAL_2D:
+        raise unsupported(node, f"a {len(x_shape) - 2}-d pool (only 2-d)")
+    kernel = [int(k) for k in node.attrs["kernel_shape"]]
+    strides = _spatial_ints(node, "strides", SPATIAL_2D, 1)
+    if any(d != 1 for d in _spatial_ints(node, "dilations", SPATIAL_2D, 1)):
+        raise unsupported(node, f"dilations={node.attrs['dilations']}")
+    pairs = _pads(node, x_shape[2:], kernel, strides, [1, 1])
+    floor = tuple((n + p + q - k) // s + 1 for n, (p, q), k, s in
+                  zip(x_shape[2:], pairs, kernel, strides, strict=True))
+    if tuple(b.value(node.outputs[0]).shape[2:]) != floor:
+        raise unsupported(node, "ceil_mode windows that overhang the input")
+    return kernel, strides, pairs
+
+
+@lowering("AveragePool")
+def average_pool(node: Node, b: Builder) -> None:
+    _only(node, "auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
+          "pads", "strides")
+    kernel, strides, pairs = _pool_geometry(node, b)
+    if any(p != q or 2 * p > k for (p, q), k in zip(pairs, kernel, strict=True)):
+        raise unsupported(node, f"pads {pairs} (symmetric, at most half the kernel)")
+    b.call("AvgPool2d", self=Ref(node.inputs[0]), kernelSize=tuple(kernel),
+           strides=tuple(strides), paddings=tuple(p for p, _ in pairs), ceilMode=False,
+           countIncludePad=bool(int(node.attrs.get("count_include_pad", 0))),
+           divisorOverride=0, cubeMathType=KEEP_DTYPE, out=Ref(node.outputs[0]))
+
+
+@lowering("MaxPool")
+def max_pool(node: Node, b: Builder) -> None:
+    _only(node, "auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides",
+          "storage_order")
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise unsupported(node, "the Indices output")
+    kernel, strides, pairs = _pool_geometry(node, b)
+    (top, bottom), (left, right) = pairs
+    b.call("MaxPool", self=Ref(node.inputs[0]), kernelShape=tuple(kernel),
+           strides=tuple(strides), autoPad=0, pads=(top, left, bottom, right),
+           dilations=(1, 1), ceilMode=0, out=Ref(node.outputs[0]))
+
+
+# -- resize --------------------------------------------------------------------------------------
+_HALF_PIXEL = ("half_pixel", "pytorch_half_pixel")
+
+
+@lowering("Resize")
+def resize(node: Node, b: Builder) -> None:
+    """4-d (N, C, H, W) resizes of H and W. ``nearest`` maps onto aclnnUpsampleNearest2d
+    (floor(dst * in / out)) where ONNX picks the same pixels: ``asymmetric`` + ``floor`` with
+    integer factors, and half-pixel rounding modes for integer upscales. ``linear`` maps
+    onto aclnnUpsampleBilinear2d with ``half_pixel`` / ``pytorch_half_pixel`` (corners not
+    aligned, the ONNX scale passed through) or ``align_corners``."""
+    _only(node, "mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+          "exclude_outside", "extrapolation_value", "antialias", "keep_aspect_ratio_policy")
+    x, out = node.inputs[0], node.outputs[0]
+    in_shape, out_shape = b.value(x).shape, b.value(out).shape
+    if len(in_shape) != 2 + SPATIAL_2D or in_shape[:2] != out_shape[:2]:
+        raise unsupported(node, f"a resize of {list(in_shape)} to {list(out_shape)} (only H "
+                                f"and W of a 4-d tensor)")
+    if int(node.attrs.get("antialias", 0)) or int(node.attrs.get("exclude_outside", 0)):
+        raise unsupported(node, "antialias / exclude_outside")
+    if node.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise unsupported(node, f"keep_aspect_ratio_policy="
+                                f"{node.attrs['keep_aspect_ratio_policy']!r}")
+    scales = _constant_input(node, b, 2, "scales")
+    if scales is not None and scales.size:
+        if scales.size != len(in_shape) or scales[0] != 1 or scales[1] != 1:
+            raise unsupported(node, f"scales {scales.tolist()}")
+        factors = [float(s) for s in scales[2:]]
+    else:
+        factors = [o / i for i, o in zip(in_shape[2:], out_shape[2:], strict=True)]
+    mode = node.attrs.get("mode", "nearest")
+    transform = node.attrs.get("coordinate_transformation_mode", "half_pixel")
+    pairs = list(zip(in_shape[2:], out_shape[2:], strict=True))
+    if mode == "nearest":
+        rounding = node.attrs.get("nearest_mode", "round_prefer_floor")
+        integer_factor = all(f == o / i and (o % i == 0 or i % o == 0)
+                             for f, (i, o) in zip(factors, pairs, strict=True))
+        upscale = all(o % i == 0 for i, o in pairs)
+        same = integer_factor and (
+            (transform == "asymmetric" and rounding == "floor")
+            or (transform in _HALF_PIXEL and rounding in ("round_prefer_floor",
+                                                          "round_prefer_ceil") and upscale))
+        if not same:
+            raise unsupported(node, f"nearest resize with {transform!r} / {rounding!r} and "
+                                    f"scales {factors} (only the pixels floor(dst * in / out) "
+                                    f"picks)")
+        b.call("UpsampleNearest2d", self=Ref(x), outputSize=tuple(out_shape[2:]),
+               out=Ref(out))
+        return
+    if mode == "linear":
+        if transform == "align_corners":
+            align, scale_args = True, (0.0, 0.0)
+        elif transform == "half_pixel" or (transform == "pytorch_half_pixel" and
+                                           all(o > 1 for _, o in pairs)):
+            align, scale_args = False, tuple(factors)
+        else:
+            raise unsupported(node, f"linear resize with coordinate_transformation_mode="
+                                    f"{transform!r}")
+        b.call("UpsampleBilinear2d", self=Ref(x), outputSize=tuple(out_shape[2:]),
+               alignCorners=align, scalesH=scale_args[0], scalesW=scale_args[1],
+               out=Ref(out))
+        return
+    raise unsupported(node, f"mode={mode!r}")
+
+
+# -- padding ---------------------------------------------------------------------------------
+@lowering("Pad")
+def pad(node: Node, b: Builder) -> None:
+    """Constant mode through aclnnConstantPadNd, reflect (last two dims of a 4-d tensor)
+    through aclnnReflectionPad2d; constant ``pads`` only."""
+    _only(node, "mode")
+    x, out = node.inputs[0], node.outputs[0]
+    shape = b.value(x).shape
+    pads = _constant_input(node, b, 1, "pads")
+    if pads is None or len(node.inputs) > 3 and node.inputs[3]:
+        raise unsupported(node, "missing pads or an axes input")
+    pads = [int(p) for p in pads.reshape(-1)]
+    rank = len(shape)
+    pairs = [(pads[i], pads[i + rank]) for i in range(rank)]
+    mode = node.attrs.get("mode", "constant")
+    if mode == "constant":
+        value = _constant_input(node, b, 2, "constant_value")
+        fill = 0 if value is None or not value.size else value.reshape(()).item()
+        b.call("ConstantPadNd", self=Ref(x), pad=_torch_pad(pairs),
+               value=Scalar(fill, b.value(x).dtype.name), out=Ref(out))
+        return
+    if mode == "reflect" and rank == 2 + SPATIAL_2D and pairs[:2] == [(0, 0), (0, 0)] and \
+            all(p >= 0 for p in pads):
+        b.call("ReflectionPad2d", self=Ref(x), padding=_torch_pad(pairs[2:]), out=Ref(out))
+        return
+    raise unsupported(node, f"mode={mode!r} with pads {pads}")

@@ -1,0 +1,435 @@
+"""Graph passes run between ONNX import and lowering: constant folding and dead code
+elimination (``optimize`` runs both).
+
+Constant folding evaluates, at conversion time, every node whose inputs are all
+initializers (and every ``Shape`` / ``Size``, whose answer the concrete shapes already
+know), and replaces it by initializers. Shape plumbing (Shape -> Gather -> Concat ->
+Reshape, Range, ConstantOfShape, Expand of masks...) is evaluated with numpy by the
+``_FOLDERS`` below; any other node with a lowering is run once through a one-node engine
+when the runtime is up. A node is left in place (and lowered as usual) when its result
+would be large (``FOLD_GROWTH_BYTES``) or its numpy result disagrees with the shape and
+dtype that shape inference declared: folding never changes what the model computes.
+
+Dead code elimination drops nodes none of whose outputs reach a graph output, then the
+initializers nothing reads any more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from openacl.model.ir import Graph, Node
+
+FOLD_GROWTH_BYTES = 4 << 20  # a folded result bigger than this and than its inputs stays a node
+
+
+def optimize(graph: Graph) -> Graph:
+    """Fold constants, then drop dead code; ``graph`` is changed in place and returned."""
+    fold_constants(graph)
+    eliminate_dead_code(graph)
+    return graph
+
+
+# -- constant folding -------------------------------------------------------------------------
+def fold_constants(graph: Graph) -> int:
+    """Replace constant nodes by initializers; returns how many nodes were folded."""
+    kept: list[Node] = []
+    folded = 0
+    for node in graph.nodes:
+        results = _evaluate(graph, node)
+        if results is None:
+            kept.append(node)
+            continue
+        for name, array in zip(node.outputs, results, strict=False):
+            if name:
+                graph.initializers[name] = array
+        folded += 1
+    graph.nodes = kept
+    return folded
+
+
+def _evaluate(graph: Graph, node: Node) -> list[np.ndarray] | None:
+    """The node's outputs computed now, or None when it cannot (or should not) be."""
+    inputs = [name for name in node.inputs if name]
+    if node.op_type not in ("Shape", "Size") and not all(
+            name in graph.initializers for name in inputs):
+        return None
+    if node.op_type in ("Shape", "Size") and not inputs:
+        return None
+    outputs = [name for name in node.outputs if name]
+    if not outputs or any(name not in graph.values for name in outputs):
+        return None
+    out_bytes = sum(graph.values[name].nbytes for name in outputs)
+    in_bytes = sum(graph.initializers[name].nbytes for name in inputs
+                   if name in graph.initializers)
+    if out_bytes > max(FOLD_GROWTH_BYTES, in_bytes):
+        return None
+    folder = _FOLDERS.get(node.op_type)
+    try:
+        if folder is not None:
+            arrays = [graph.initializers.get(name) if name else None for name in node.inputs]
+            results = folder(node, arrays, lambda name: graph.value(name).shape)
+        else:
+            results = _run_engine(graph, node)
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError):
+        return None
+    if results is None:
+        return None
+    checked = []
+    for name, result in zip(node.outputs, results, strict=False):
+        if not name:
+            checked.append(None)
+            continue
+        value = graph.values[name]
+        array = np.asarray(result)
+        if tuple(array.shape) != tuple(value.shape):
+            return None
+        checked.append(np.array(array, dtype=value.dtype, order="C"))
+    return checked
+
+
+def _run_engine(graph: Graph, node: Node) -> list[np.ndarray] | None:
+    """Evaluate ``node`` by lowering it alone and running it on a tiny engine."""
+    from openacl.errors import AclError
+    from openacl.model.engine import Engine
+    from openacl.model.ir import Graph as SubGraph
+    from openacl.model.lowering import LOWERINGS, lower
+    from openacl.model.plan import plan_memory
+    from openacl.runtime import core
+    from openacl.runtime.context import current_context
+
+    if not core.is_initialized() or current_context(required=False) is None:
+        return None
+    from openacl.model import onnx_ops  # noqa: F401 - registers the lowerings
+
+    if node.op_type not in LOWERINGS:
+        return None
+    names = [name for name in node.inputs if name]
+    outputs = [name for name in node.outputs if name]
+    sub = SubGraph(f"fold:{node.name}", [], outputs,
+                   {name: graph.values[name] for name in names + outputs},
+                   [node], {name: graph.initializers[name] for name in names}, graph.opset)
+    try:
+        lowered = lower(sub)
+        engine = Engine(lowered, plan_memory(lowered))
+    except AclError:
+        return None
+    try:
+        results = dict(zip(outputs, engine.run({}), strict=True))
+    except AclError:
+        return None
+    finally:
+        engine.close()
+    return [results.get(name) if name else None for name in node.outputs]
+
+
+# -- folding before import (where ONNX shape inference needs it) -----------------------------------
+MAX_ONNX_FOLD_ROUNDS = 8  # shape inference / folding rounds before giving up on unknown shapes
+
+
+def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None):
+    """An ONNX model with its constant subgraphs folded into initializers, so that ONNX
+    shape inference (which stops at e.g. a Range whose limit comes from a Shape) can give
+    every value a concrete shape. Graph inputs are fixed to ``input_shapes`` first; dims
+    left dynamic simply keep their Shape nodes. ``model`` (a path or a ModelProto) is not
+    modified; the result goes to ``import_onnx``."""
+    import onnx
+    from onnx import numpy_helper, shape_inference
+
+    from openacl.model.onnx_import import _attribute, _load
+
+    proto = onnx.ModelProto()
+    proto.CopyFrom(_load(model))
+    graph = proto.graph
+    del graph.value_info[:]  # stale symbolic shapes (a "batch" dim) would fight the fixed ones
+    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    for value in graph.input:
+        dims = (input_shapes or {}).get(value.name)
+        if dims is None or value.name in constants:
+            continue
+        for dim, size in zip(value.type.tensor_type.shape.dim, dims, strict=False):
+            dim.ClearField("dim_param")
+            dim.dim_value = int(size)
+    for _ in range(MAX_ONNX_FOLD_ROUNDS):
+        inferred = shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        shapes = {}
+        for info in list(inferred.graph.input) + list(inferred.graph.value_info):
+            dims = info.type.tensor_type.shape.dim
+            if info.type.tensor_type.HasField("shape") and all(
+                    d.HasField("dim_value") for d in dims):
+                shapes[info.name] = tuple(d.dim_value for d in dims)
+
+        def shape_of(name: str, shapes: dict = shapes) -> tuple[int, ...]:
+            return constants[name].shape if name in constants else shapes[name]
+
+        kept, folded = [], []
+        for index, proto_node in enumerate(graph.node):
+            node = Node(proto_node.op_type, proto_node.name or f"{proto_node.op_type}_{index}",
+                        list(proto_node.input), list(proto_node.output),
+                        {a.name: _attribute(a) for a in proto_node.attribute})
+            results = None
+            if proto_node.domain in ("", "ai.onnx"):
+                if node.op_type == "Constant" and "value" in node.attrs:
+                    constants[node.outputs[0]] = np.asarray(node.attrs["value"])
+                else:
+                    results = _fold_onnx_node(node, constants, shape_of)
+            if results is None:
+                kept.append(proto_node)
+                continue
+            for name, array in zip(node.outputs, results, strict=False):
+                constants[name] = array
+                folded.append(numpy_helper.from_array(array, name))
+        if not folded:
+            break
+        del graph.node[:]
+        graph.node.extend(kept)
+        graph.initializer.extend(folded)
+        produced = {name for n in kept for name in n.output}
+        if produced <= set(shapes):
+            break
+    return proto
+
+
+def _fold_onnx_node(node: Node, constants: dict, shape_of) -> list[np.ndarray] | None:
+    folder = _FOLDERS.get(node.op_type)
+    inputs = [name for name in node.inputs if name]
+    if folder is None or not inputs or not all(name for name in node.outputs):
+        return None
+    if node.op_type in ("Shape", "Size"):
+        ready = inputs[0] in constants or _known(shape_of, inputs[0])
+    else:
+        ready = all(name in constants for name in inputs)
+    if not ready:
+        return None
+    try:
+        results = folder(node, [constants.get(name) if name else None
+                                for name in node.inputs], shape_of)
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError):
+        return None
+    arrays = [np.array(r, order="C") for r in results]
+    in_bytes = sum(constants[name].nbytes for name in inputs if name in constants)
+    if sum(a.nbytes for a in arrays) > max(FOLD_GROWTH_BYTES, in_bytes):
+        return None
+    return arrays
+
+
+def _known(shape_of, name: str) -> bool:
+    try:
+        shape_of(name)
+    except KeyError:
+        return False
+    return True
+
+
+# -- dead code elimination ----------------------------------------------------------------------
+def eliminate_dead_code(graph: Graph) -> int:
+    """Drop nodes whose outputs nothing needs and unread initializers; returns nodes removed."""
+    needed = set(graph.outputs)
+    kept: list[Node] = []
+    for node in reversed(graph.nodes):
+        if any(name in needed for name in node.outputs if name):
+            kept.append(node)
+            needed.update(name for name in node.inputs if name)
+    removed = len(graph.nodes) - len(kept)
+    graph.nodes = kept[::-1]
+    for name in list(graph.initializers):
+        if name not in needed:
+            del graph.initializers[name]
+    for name in list(graph.values):
+        if name not in needed and name not in graph.inputs and not any(
+                name in node.outputs for node in graph.nodes):
+            del graph.values[name]
+    for name, array in graph.initializers.items():  # folded values: exact dtype and shape
+        graph.values[name].dtype = array.dtype
+        graph.values[name].shape = tuple(array.shape)
+    return removed
+
+
+# -- numpy evaluators ---------------------------------------------------------------------------
+ShapeOf = Callable[[str], tuple]
+Folder = Callable[[Node, list, ShapeOf], list]
+_FOLDERS: dict[str, Folder] = {}
+
+
+def _folds(*op_types: str) -> Callable[[Folder], Folder]:
+    def decorate(fn: Folder) -> Folder:
+        for op_type in op_types:
+            _FOLDERS[op_type] = fn
+        return fn
+    return decorate
+
+
+def _ints(array) -> list[int]:
+    return [int(v) for v in np.asarray(array).reshape(-1)]
+
+
+def _axes(node: Node, arrays: list, position: int) -> list[int] | None:
+    """Axes from the attribute (older opsets) or from input ``position`` (newer)."""
+    if "axes" in node.attrs:
+        return [int(a) for a in node.attrs["axes"]]
+    if len(arrays) > position and arrays[position] is not None:
+        return _ints(arrays[position])
+    return None
+
+
+@_folds("Shape")
+def _shape(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    shape = tuple(shape_of(node.inputs[0]))
+    rank = len(shape)
+    start, end = int(node.attrs.get("start", 0)), int(node.attrs.get("end", rank))
+    start, end = (max(0, min(rank, v + rank if v < 0 else v)) for v in (start, end))
+    return [np.array(shape[start:end], np.int64)]
+
+
+@_folds("Size")
+def _size(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    return [np.array(int(np.prod(shape_of(node.inputs[0]))), np.int64)]
+
+
+@_folds("Identity")
+def _identity(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    return [arrays[0]]
+
+
+@_folds("Cast")
+def _cast(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    return [arrays[0].astype(tensor_dtype_to_np_dtype(int(node.attrs["to"])))]
+
+
+@_folds("Gather")
+def _gather(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    data, indices = arrays
+    axis = int(node.attrs.get("axis", 0))
+    axis = axis + data.ndim if axis < 0 else axis
+    size = data.shape[axis]
+    if np.any(indices < -size) or np.any(indices >= size):
+        raise IndexError("Gather index out of range")
+    return [np.take(data, np.where(indices < 0, indices + size, indices), axis=axis)]
+
+
+@_folds("Concat")
+def _concat(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    return [np.concatenate(arrays, axis=int(node.attrs["axis"]))]
+
+
+@_folds("Unsqueeze")
+def _unsqueeze(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    rank = arrays[0].ndim + len(_axes(node, arrays, 1))
+    result = arrays[0]
+    for axis in sorted(a + rank if a < 0 else a for a in _axes(node, arrays, 1)):
+        result = np.expand_dims(result, axis)
+    return [result]
+
+
+@_folds("Squeeze")
+def _squeeze(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    axes = _axes(node, arrays, 1)
+    return [np.squeeze(arrays[0], axis=None if axes is None else tuple(axes))]
+
+
+@_folds("Reshape")
+def _reshape(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    data, shape = arrays[0], _ints(arrays[1])
+    if not int(node.attrs.get("allowzero", 0)):
+        shape = [data.shape[k] if d == 0 else d for k, d in enumerate(shape)]
+    return [data.reshape(shape)]
+
+
+@_folds("Flatten")
+def _flatten(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    data = arrays[0]
+    axis = int(node.attrs.get("axis", 1))
+    axis = axis + data.ndim if axis < 0 else axis
+    return [data.reshape(int(np.prod(data.shape[:axis])), -1)]
+
+
+@_folds("Transpose")
+def _transpose(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    perm = node.attrs.get("perm")
+    return [np.transpose(arrays[0], None if perm is None else [int(p) for p in perm])]
+
+
+@_folds("Expand")
+def _expand(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    shape = np.broadcast_shapes(arrays[0].shape, tuple(_ints(arrays[1])))
+    return [np.broadcast_to(arrays[0], shape)]
+
+
+@_folds("ConstantOfShape")
+def _constant_of_shape(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    fill = np.asarray(node.attrs.get("value", np.zeros(1, np.float32))).reshape(-1)
+    return [np.full(_ints(arrays[0]), fill[0], fill.dtype)]
+
+
+@_folds("Range")
+def _range(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    start, limit, delta = (np.asarray(a).reshape(()) for a in arrays)
+    count = max(int(np.ceil((limit - start) / delta)), 0)
+    return [(start + np.arange(count) * delta).astype(start.dtype)]
+
+
+@_folds("Slice")
+def _slice(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    data = arrays[0]
+    starts, ends = _ints(arrays[1]), _ints(arrays[2])
+    axes = _ints(arrays[3]) if len(arrays) > 3 and arrays[3] is not None else \
+        list(range(len(starts)))
+    steps = _ints(arrays[4]) if len(arrays) > 4 and arrays[4] is not None else [1] * len(starts)
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        index[axis] = onnx_slice(start, end, step, data.shape[axis])
+    return [data[tuple(index)]]
+
+
+def onnx_slice(start: int, end: int, step: int, size: int) -> slice:
+    """ONNX Slice's clamping rules as a Python slice over a dim of ``size``."""
+    if step == 0:
+        raise ValueError("Slice step 0")
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    if step > 0:
+        return slice(max(0, min(start, size)), max(0, min(end, size)), step)
+    start = max(-1, min(start, size - 1))
+    end = max(-1, min(end, size - 1))
+    return slice(start, end if end >= 0 else None, step)
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero (ONNX), not flooring (numpy)."""
+    quotient = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -quotient, quotient)
+
+
+_ELEMENTWISE: dict[str, Callable] = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Neg": np.negative,
+    "Abs": np.abs, "Equal": np.equal, "Less": np.less, "Greater": np.greater,
+    "LessOrEqual": np.less_equal, "GreaterOrEqual": np.greater_equal, "Not": np.logical_not,
+    "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor, "Where": np.where,
+    "Floor": np.floor, "Ceil": np.ceil, "Sqrt": np.sqrt, "Max": np.maximum, "Min": np.minimum,
+}
+
+
+@_folds(*_ELEMENTWISE)
+def _elementwise(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    fn = _ELEMENTWISE[node.op_type]
+    if node.op_type in ("Max", "Min"):
+        result = arrays[0]
+        for other in arrays[1:]:
+            result = fn(result, other)
+        return [result]
+    return [fn(*arrays)]
+
+
+@_folds("Div")
+def _div(node: Node, arrays: list, shape_of: ShapeOf) -> list:
+    a, b = arrays
+    if np.issubdtype(a.dtype, np.integer):
+        if np.any(b == 0):
+            raise ArithmeticError("integer division by zero")
+        return [_int_div(a, b)]
+    return [np.divide(a, b)]

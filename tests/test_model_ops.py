@@ -1,0 +1,366 @@
+"""ONNX op lowerings and graph passes, each against onnxruntime; the real models end to end."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError  # noqa: E402
+from openacl.model.onnx_import import import_onnx  # noqa: E402
+from openacl.model.passes import fold_onnx, optimize  # noqa: E402
+from openacl.model.session import InferenceSession  # noqa: E402
+
+RNG = np.random.default_rng(0)
+MODELS = os.environ.get("OPENACL_MODELS", os.path.join(os.path.dirname(__file__), "..", "..",
+                                                       "shared", "models"))
+MINILM = os.path.join(MODELS, "all-MiniLM-L6-v2.seq128.onnx")
+PPOCR_DET = os.path.join(MODELS, "ch_PP-OCRv4_det_infer.onnx")
+ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
+              np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.int32): TensorProto.INT32}
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _model(nodes, feeds, initializers=None, opset=17):
+    """A model over ``feeds`` (name -> array); its outputs are the last node's, typed by
+    onnxruntime's shape inference."""
+    inputs = [helper.make_tensor_value_info(n, ONNX_TYPES[a.dtype], a.shape)
+              for n, a in feeds.items()]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None)
+               for n in nodes[-1].output if n]
+    graph = helper.make_graph(nodes, "test", inputs, outputs,
+                              [numpy_helper.from_array(np.asarray(a), n)
+                               for n, a in (initializers or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    inferred = onnx.shape_inference.infer_shapes(model)
+    del model.graph.output[:]
+    model.graph.output.extend(inferred.graph.output)
+    return model
+
+
+def _compare(model, feeds, atol=1e-5, rtol=1e-5):
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    session = InferenceSession(model)
+    try:
+        got = session.run(None, feeds)
+    finally:
+        session.close()
+    for ours, theirs in zip(got, expected, strict=True):
+        assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+        np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol)
+
+
+def _node(op, inputs, outputs=("y",), **attrs):
+    return helper.make_node(op, list(inputs), list(outputs), **attrs)
+
+
+# -- elementwise and activations -----------------------------------------------------------------
+@pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
+def test_comparisons(op):
+    x = RNG.integers(0, 3, (2, 3)).astype(np.float32)
+    _compare(_model([_node(op, ["x", "z"])], {"x": x, "z": x[:1] * 0 + 1}), {"x": x,
+                                                                            "z": x[:1] * 0 + 1})
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_logical(op):
+    feeds = {"a": RNG.random((3, 4)) > 0.5, "b": RNG.random((4,)) > 0.5}
+    _compare(_model([_node(op, ["a", "b"])], feeds), feeds)
+
+
+@pytest.mark.parametrize("op, attrs", [("Gelu", {}), ("Gelu", {"approximate": "tanh"}),
+                                       ("HardSigmoid", {"alpha": 0.16666670143604279}),
+                                       ("HardSigmoid", {}), ("HardSwish", {}),
+                                       ("LeakyRelu", {"alpha": 0.2}), ("Erf", {}),
+                                       ("Sigmoid", {}), ("Sqrt", {})])
+def test_activations(op, attrs):
+    x = _f32(2, 3, 8) * 4
+    if op == "Sqrt":
+        x = np.abs(x)
+    _compare(_model([_node(op, ["x"], **attrs)], {"x": x}, opset=20), {"x": x})
+
+
+def test_pow_with_a_constant_exponent_and_a_tensor_exponent():
+    x = np.abs(_f32(3, 4)) + 0.5
+    _compare(_model([_node("Pow", ["x", "e"])], {"x": x}, {"e": np.float32(2.0)}), {"x": x})
+    feeds = {"x": x, "e": _f32(4)}
+    _compare(_model([_node("Pow", ["x", "e"])], feeds), feeds)
+
+
+def test_clip_constant_computed_and_missing_bounds():
+    x = _f32(4, 5) * 3
+    _compare(_model([_node("Clip", ["x", "lo", "hi"])], {"x": x},
+                    {"lo": np.float32(-1), "hi": np.float32(0.5)}), {"x": x})
+    _compare(_model([_node("Clip", ["x", "", "hi"])], {"x": x}, {"hi": np.float32(0.5)}),
+             {"x": x})
+    feeds = {"x": x, "v": np.array([-0.5, 0.2], np.float32)}  # a computed 0-d lower bound
+    _compare(_model([_node("ReduceMin", ["v"], ["lo"], keepdims=0),
+                     _node("Clip", ["x", "lo"])], feeds, opset=13), feeds)
+
+
+def test_where_and_cast():
+    feeds = {"c": RNG.random((2, 3)) > 0.5, "x": _f32(2, 3), "z": _f32(3)}
+    _compare(_model([_node("Where", ["c", "x", "z"])], feeds), feeds)
+    feeds = {"m": RNG.integers(0, 2, (2, 5)).astype(np.int64)}
+    _compare(_model([_node("Cast", ["m"], to=TensorProto.BOOL)], feeds), feeds)
+    _compare(_model([_node("Cast", ["m"], to=TensorProto.FLOAT)], feeds), feeds)
+
+
+def test_max_min_of_one_and_two_inputs():
+    feeds = {"a": _f32(3, 4), "b": _f32(4)}
+    _compare(_model([_node("Max", ["a", "b"])], feeds), feeds)
+    _compare(_model([_node("Min", ["a"])], {"a": feeds["a"]}), {"a": feeds["a"]})
+
+
+# -- data movement --------------------------------------------------------------------------------
+def test_transpose_concat_expand():
+    x = _f32(2, 3, 4)
+    _compare(_model([_node("Transpose", ["x"], perm=[0, 2, 1])], {"x": x}), {"x": x})
+    _compare(_model([_node("Transpose", ["x"])], {"x": x}), {"x": x})
+    feeds = {"a": _f32(2, 3), "b": _f32(2, 5)}
+    _compare(_model([_node("Concat", ["a", "b"], axis=-1)], feeds), feeds)
+    _compare(_model([_node("Expand", ["x", "s"])], {"x": x}, {"s": np.array([3, 1, 1, 4])}),
+             {"x": x})
+
+
+@pytest.mark.parametrize("axis, indices", [(0, np.array([[0, 2], [1, 1]])), (1, np.array(2)),
+                                           (1, np.array([-1, 0])), (2, np.array([[3], [0]]))])
+def test_gather_constant_indices(axis, indices):
+    x = _f32(3, 4, 5)
+    model = _model([_node("Gather", ["x", "i"], axis=axis)], {"x": x},
+                   {"i": indices.astype(np.int64)})
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    session = InferenceSession(model)  # not folded: x is an input
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], expected)
+    session.close()
+
+
+def test_gather_computed_indices_embedding_and_axis():
+    table = _f32(10, 6)
+    feeds = {"i": RNG.integers(0, 10, (2, 3)).astype(np.int64)}
+    _compare(_model([_node("Gather", ["t", "i"])], feeds, {"t": table}), feeds)
+    data = _f32(4, 10, 3)
+    _compare(_model([_node("Gather", ["t", "i"], axis=1)], feeds, {"t": data}), feeds)
+
+
+def test_gather_nd():
+    feeds = {"x": _f32(3, 4, 5)}
+    indices = np.array([[[0, 1]], [[2, -1]]], np.int64)
+    _compare(_model([_node("GatherND", ["x", "i"])], feeds, {"i": indices}), feeds)
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ([1], [3], [1], [1]), ([0, -3], [2, 100], [0, 2], [1, 2]), ([3], [0], [1], [-1]),
+    ([-1], [-100], [2], [-2]), ([0], [100], [0], [1])])
+def test_slice(starts, ends, axes, steps):
+    x = _f32(3, 4, 6)
+    consts = {"s": np.array(starts), "e": np.array(ends), "a": np.array(axes),
+              "p": np.array(steps)}
+    _compare(_model([_node("Slice", ["x", "s", "e", "a", "p"])], {"x": x}, consts), {"x": x})
+
+
+# -- reductions ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                                "ReduceL2", "ReduceSumSquare"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reductions(op, keepdims):
+    x = _f32(2, 3, 4)
+    model = _model([_node(op, ["x", "axes"], keepdims=keepdims)], {"x": x},
+                   {"axes": np.array([-1, 1])}, opset=18)
+    _compare(model, {"x": x})
+
+
+def test_reduce_with_attribute_axes_and_all_axes():
+    x = _f32(2, 3, 4)
+    _compare(_model([_node("ReduceMean", ["x"], axes=[1])], {"x": x}, opset=13), {"x": x})
+    _compare(_model([_node("ReduceSum", ["x"], keepdims=0)], {"x": x}, opset=13), {"x": x})
+
+
+def test_layer_normalization_with_statistics():
+    x = _f32(2, 5, 8)
+    model = _model([_node("LayerNormalization", ["x", "g", "b"], ["y", "m", "r"], axis=-1,
+                          epsilon=1e-6)], {"x": x}, {"g": _f32(8), "b": _f32(8)})
+    _compare(model, {"x": x})
+    model = _model([_node("LayerNormalization", ["x", "g"], axis=1)], {"x": x},
+                   {"g": _f32(5, 8)})
+    _compare(model, {"x": x})
+
+
+def test_batch_normalization_inference():
+    x = _f32(2, 4, 5, 5)
+    consts = {"s": _f32(4), "b": _f32(4), "m": _f32(4), "v": np.abs(_f32(4)) + 0.1}
+    _compare(_model([_node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)],
+                    {"x": x}, consts), {"x": x})
+
+
+# -- convolution, pooling, resize, pad -------------------------------------------------------
+@pytest.mark.parametrize("attrs, w_shape", [
+    ({"pads": [1, 1, 1, 1]}, (6, 4, 3, 3)),
+    ({"pads": [0, 1, 2, 1], "strides": [2, 1]}, (6, 4, 3, 3)),
+    ({"group": 4, "pads": [2, 2, 2, 2], "dilations": [2, 2]}, (8, 1, 3, 3)),
+    ({"group": 2, "auto_pad": "SAME_UPPER", "strides": [2, 2]}, (6, 2, 5, 5)),
+    ({"auto_pad": "VALID"}, (3, 4, 1, 1))])
+def test_conv2d(attrs, w_shape):
+    x = _f32(1, 4, 9, 9)
+    _compare(_model([_node("Conv", ["x", "w", "b"], **attrs)], {"x": x},
+                    {"w": _f32(*w_shape), "b": _f32(w_shape[0])}), {"x": x}, atol=1e-4)
+
+
+def test_conv1d_and_asymmetric_conv3d():
+    x = _f32(1, 2, 10)
+    _compare(_model([_node("Conv", ["x", "w"], pads=[2, 1])], {"x": x}, {"w": _f32(3, 2, 3)}),
+             {"x": x}, atol=1e-4)
+    x = _f32(1, 2, 4, 5, 5)
+    _compare(_model([_node("Conv", ["x", "w"], pads=[0, 1, 1, 1, 0, 1])], {"x": x},
+                    {"w": _f32(3, 2, 2, 3, 3)}), {"x": x}, atol=1e-4)
+
+
+@pytest.mark.parametrize("attrs", [{"strides": [2, 2]},
+                                   {"strides": [2, 2], "pads": [1, 1, 1, 1],
+                                    "output_padding": [1, 1]},
+                                   {"strides": [2, 2], "group": 2, "pads": [0, 1, 1, 0]}])
+def test_conv_transpose(attrs):
+    x = _f32(1, 4, 5, 5)
+    _compare(_model([_node("ConvTranspose", ["x", "w", "b"], **attrs)], {"x": x},
+                    {"w": _f32(4, 3, 3, 3), "b": _f32(3 * attrs.get("group", 1))}), {"x": x},
+             atol=1e-4)
+
+
+def test_pools():
+    x = _f32(1, 3, 8, 8)
+    for op in ("GlobalAveragePool", "GlobalMaxPool"):
+        _compare(_model([_node(op, ["x"])], {"x": x}), {"x": x})
+    _compare(_model([_node("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2],
+                           pads=[1, 1, 1, 1])], {"x": x}), {"x": x})
+    _compare(_model([_node("AveragePool", ["x"], kernel_shape=[2, 2], strides=[2, 2],
+                           count_include_pad=1)], {"x": x}), {"x": x})
+    _compare(_model([_node("MaxPool", ["x"], kernel_shape=[3, 3], strides=[2, 2],
+                           pads=[0, 0, 1, 1])], {"x": x}), {"x": x})
+
+
+@pytest.mark.parametrize("attrs, scales, sizes", [
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+      "nearest_mode": "floor"}, [1, 1, 2, 2], None),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+      "nearest_mode": "floor"}, None, [1, 2, 18, 3]),
+    ({"mode": "nearest"}, [1, 1, 4, 2], None),
+    ({"mode": "linear"}, [1, 1, 2, 1.5], None),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, None,
+     [1, 2, 7, 11]),
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, None,
+     [1, 2, 4, 3])])
+def test_resize(attrs, scales, sizes):
+    x = _f32(1, 2, 6, 6)
+    consts = {"roi": np.zeros(0, np.float32),
+              "scales": np.array(scales or [], np.float32)}
+    inputs = ["x", "roi", "scales"]
+    if sizes is not None:
+        consts["sizes"] = np.array(sizes, np.int64)
+        inputs.append("sizes")
+    _compare(_model([_node("Resize", inputs, **attrs)], {"x": x}, consts), {"x": x})
+
+
+def test_resize_modes_it_cannot_honour_are_refused():
+    x = _f32(1, 2, 6, 6)
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 1.5, 1.5], np.float32)}
+    for attrs in ({"mode": "nearest"}, {"mode": "cubic"},
+                  {"mode": "linear", "coordinate_transformation_mode": "asymmetric"}):
+        with pytest.raises(AclError) as info:
+            InferenceSession(_model([_node("Resize", ["x", "roi", "scales"], **attrs)],
+                                    {"x": x}, consts))
+        assert info.value.code == ACL_ERROR_PARSE_MODEL and "Resize" in str(info.value)
+
+
+def test_pad_constant_and_reflect():
+    x = _f32(1, 2, 4, 5)
+    pads = {"p": np.array([0, 0, 1, 2, 0, 0, 2, 1])}
+    _compare(_model([_node("Pad", ["x", "p", "v"])], {"x": x},
+                    {**pads, "v": np.float32(1.5)}), {"x": x})
+    _compare(_model([_node("Pad", ["x", "p"], mode="reflect")], {"x": x}, pads), {"x": x})
+
+
+# -- passes ---------------------------------------------------------------------------------------
+def _shape_plumbing_model():
+    """y = Reshape(x, Concat(Shape(x)[0], -1)) + Range(0, Size(x)/Shape(x)[0]) as float:
+    everything but the Reshape and the Add folds."""
+    nodes = [_node("Shape", ["x"], ["shape"]),
+             _node("Gather", ["shape", "zero"], ["batch"], axis=0),
+             _node("Unsqueeze", ["batch", "zero"], ["batch1"]),
+             _node("Concat", ["batch1", "minus1"], ["target"], axis=0),
+             _node("Reshape", ["x", "target"], ["flat"]),
+             _node("Size", ["x"], ["size"]),
+             _node("Div", ["size", "batch"], ["width"]),
+             _node("Range", ["zero", "width", "one"], ["positions"]),
+             _node("Cast", ["positions"], ["pos_f"], to=TensorProto.FLOAT),
+             _node("Neg", ["pos_f"], ["unused"]),
+             _node("Add", ["flat", "pos_f"], ["y"])]
+    consts = {"zero": np.array(0, np.int64), "one": np.array(1, np.int64),
+              "minus1": np.array([-1], np.int64)}
+    return _model(nodes, {"x": _f32(2, 3, 4)}, consts)
+
+
+def test_constant_folding_and_dead_code():
+    model = _shape_plumbing_model()
+    graph = optimize(import_onnx(fold_onnx(model)))
+    assert [n.op_type for n in graph.nodes] == ["Reshape", "Add"]
+    assert "unused" not in graph.values and "one" not in graph.initializers
+    np.testing.assert_array_equal(graph.initializers["pos_f"], np.arange(12, dtype=np.float32))
+    x = _f32(2, 3, 4)
+    _compare(model, {"x": x})
+
+
+def test_folding_leaves_large_results_as_nodes():
+    model = _model([_node("Expand", ["c", "s"], ["big"]), _node("Add", ["x", "big"])],
+                   {"x": _f32(1024, 2048)},
+                   {"c": np.float32(1), "s": np.array([1024, 2048])})
+    graph = optimize(import_onnx(fold_onnx(model)))
+    assert [n.op_type for n in graph.nodes] == ["Expand", "Add"]
+
+
+# -- real models ---------------------------------------------------------------------------------
+def _agree(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
+    a, b = ours.astype(np.float64).ravel(), theirs.astype(np.float64).ravel()
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), float(np.abs(a - b).max())
+
+
+def _real_model(path: str, feeds: dict) -> None:
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is absent (see shared/models/README.md)")
+    start = time.perf_counter()
+    session = InferenceSession(path, input_shapes={k: v.shape for k, v in feeds.items()})
+    try:
+        ours = session.run(None, feeds)[0]
+    finally:
+        session.close()
+    theirs = ort.InferenceSession(path).run(None, feeds)[0]
+    cosine, max_abs = _agree(ours, theirs)
+    assert ours.shape == theirs.shape
+    assert cosine >= 0.9999 and max_abs <= 1e-4, (cosine, max_abs)
+    assert time.perf_counter() - start < 30
+
+
+def test_minilm_matches_onnxruntime():
+    ids = RNG.integers(0, 30522, (1, 128)).astype(np.int64)
+    mask = np.ones((1, 128), np.int64)
+    mask[:, 90:] = 0
+    _real_model(MINILM, {"input_ids": ids, "attention_mask": mask,
+                         "token_type_ids": np.zeros((1, 128), np.int64)})
+
+
+def test_ppocr_det_matches_onnxruntime():
+    image = RNG.random((1, 3, 320, 320)).astype(np.float32)
+    _real_model(PPOCR_DET, {"x": image})
