@@ -87,7 +87,7 @@ from openacl.tensor import (
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("aclnn", "ops", "op")  # heavy: imported on first use, not by `import openacl`
+_LAZY_SUBMODULES = ("aclnn", "ops", "op", "mdl")  # heavy: imported on first use, not eagerly
 
 
 def __getattr__(name: str):

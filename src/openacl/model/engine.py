@@ -5,32 +5,49 @@ Design note (invariants)
 * Loading allocates everything a run needs: the weights (one device allocation holding
   every initializer), the arena (one allocation, offsets from ``plan.py``), one workspace
   sized for the largest step, an aclTensor per value, and a *repeatable* aclnn executor per
-  step (phase 1 runs here, once). A run copies the inputs in, replays phase 2 of every
-  executor in order on one stream, synchronizes and copies the outputs out: no allocation,
-  no per-operator validation.
+  step (phase 1 runs here, once). Nothing is allocated after loading, and no operator is
+  validated again.
+* Two ways to run, one replay (``_replay``: phase 2 of every executor, in order, on one
+  stream):
+  - ``run(feeds)`` (host arrays): copies the inputs in, replays, synchronizes, copies the
+    outputs out into new host arrays.
+  - ``launch(inputs, outputs, stream)`` (device buffers, as aclmdlExecuteAsync): every
+    (address, size) pair is checked first (count, size, bounds), so a bad call enqueues
+    nothing; then device-to-device ``memcpy_async`` of the inputs into the arena, the
+    replay, and ``memcpy_async`` of the outputs out, all on ``stream``, and it returns.
 * Views share their root value's memory (same address, new dims).
-* One run at a time per engine (a lock): runs share the arena. Several engines (models)
-  may run at once from several threads and streams.
+* Runs share the arena, so they are serialized: the lock covers the enqueueing of a run,
+  and a launch on another stream than the previous launch first makes its stream wait for
+  the previous launch's last task (a timeline wait, the primitive events use); ``run``
+  waits on the host for it. Several engines (models) may run at once from several threads
+  and streams.
 * ``close()`` destroys the executors, tensors and scalars and frees the memory; it is
-  idempotent, and the engine is unusable afterwards.
+  idempotent, and the engine is unusable afterwards. A launch still queued keeps the
+  memory it touches alive (its tasks hold their views; see ``runtime/memory.py``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from openacl import dtypes
-from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_MODEL_INPUT_NOT_MATCH, AclError
+from openacl.errors import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+    ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
+    AclError,
+)
 from openacl.model.lowering import Lowered, Ref, RefList, Scalar
 from openacl.model.plan import ARENA_ALIGNMENT, MemoryPlan
 from openacl.ops import REGISTRY
 from openacl.ops.dispatch import phase1
 from openacl.ops.executor import find_executor
-from openacl.runtime import memory
-from openacl.runtime.stream import resolve_stream
+from openacl.runtime import core, memory
+from openacl.runtime.stream import Stream, resolve_stream
 from openacl.tensor import create_scalar, create_tensor, destroy_scalar, destroy_tensor
 
 ACL_MEMCPY_DEFAULT = 4
@@ -54,6 +71,7 @@ class Engine:
         self._executors: list[tuple[int, int]] = []  # (executor, workspace bytes)
         self.workspace_bytes = 0
         self._workspace = 0
+        self._last_launch: tuple[Stream, int] | None = None  # (stream, its last task)
         self.closed = False
         try:
             self._load()
@@ -113,18 +131,90 @@ class Engine:
         return arg
 
     # -- running ----------------------------------------------------------------------------
-    def run(self, feeds: dict[str, np.ndarray], stream: Any = None) -> list[np.ndarray]:
-        """Run the model on host arrays; returns the outputs in graph order."""
+    def _check_open(self) -> None:
         if self.closed:
             raise AclError(ACL_ERROR_INVALID_PARAM, "the model was closed (unloaded)")
+
+    def run(self, feeds: dict[str, np.ndarray], stream: Any = None) -> list[np.ndarray]:
+        """Run the model on host arrays; returns the outputs in graph order."""
+        self._check_open()
         with self._lock:
             target = resolve_stream(stream)
+            self._wait_previous_launch()
             for name in self.graph.inputs:
                 self._copy_in(name, feeds)
-            for executor, workspace in self._executors:
-                find_executor(executor).launch(self._workspace, workspace, target)
+            self._replay(target)
             target.synchronize()
             return [self._copy_out(name) for name in self.graph.outputs]
+
+    def launch(self, inputs: Sequence[tuple[int, int]], outputs: Sequence[tuple[int, int]],
+               stream: Any = None) -> None:
+        """Enqueue one run on device buffers (aclmdlExecuteAsync); returns at once.
+
+        Args:
+            inputs, outputs: one (address, size in bytes) pair per graph input / output, in
+                graph order; a size may exceed what the value needs, never fall short.
+            stream: the stream (None: the calling thread's current one).
+
+        Raises:
+            AclError: ACL_ERROR_MODEL_INPUT_NOT_MATCH / ACL_ERROR_MODEL_OUTPUT_NOT_MATCH for
+                a wrong count or a buffer too small, ACL_ERROR_INVALID_PARAM for an address
+                the runtime does not know; nothing is enqueued then.
+        """
+        self._check_open()
+        sources = self._check_buffers(inputs, self.graph.inputs, "input",
+                                      ACL_ERROR_MODEL_INPUT_NOT_MATCH, write=False)
+        targets = self._check_buffers(outputs, self.graph.outputs, "output",
+                                      ACL_ERROR_MODEL_OUTPUT_NOT_MATCH, write=True)
+        with self._lock:
+            self._check_open()
+            target = resolve_stream(stream)
+            self._order_after_previous_launch(target)
+            for name, (address, nbytes) in zip(self.graph.inputs, sources, strict=True):
+                if nbytes:
+                    memory.memcpy_async(self._address(name), nbytes, address, nbytes,
+                                        ACL_MEMCPY_DEFAULT, target)
+            self._replay(target)
+            for name, (address, nbytes) in zip(self.graph.outputs, targets, strict=True):
+                if nbytes:
+                    memory.memcpy_async(address, nbytes, self._address(name), nbytes,
+                                        ACL_MEMCPY_DEFAULT, target)
+            self._last_launch = (target, target.queue.submitted)
+
+    def _check_buffers(self, buffers: Sequence[tuple[int, int]], names: list[str], kind: str,
+                       code: int, write: bool) -> list[tuple[int, int]]:
+        """(address, bytes to copy) per value, after checking count, sizes and bounds."""
+        if len(buffers) != len(names):
+            raise AclError(code, f"the model has {len(names)} {kind}(s) ({', '.join(names)}); "
+                                 f"got {len(buffers)} {kind} buffer(s)")
+        pointers = core.current().pointers
+        checked = []
+        for index, (name, (address, size)) in enumerate(zip(names, buffers, strict=True)):
+            needed = self.graph.value(name).nbytes
+            if size < needed:
+                raise AclError(code, f"{kind} {index} ({name!r}): the buffer holds {size} "
+                                     f"bytes; the model needs {needed}")
+            if needed:
+                pointers.resolve(address, needed, f"{kind}s[{index}]", write)
+            checked.append((address, needed))
+        return checked
+
+    def _order_after_previous_launch(self, target: Stream) -> None:
+        """Make ``target`` wait for the previous launch when that ran on another stream."""
+        last = self._last_launch
+        if last is None or last[0] is target or last[0].queue.done(last[1]):
+            return
+        timeline, value = last[0].queue.timeline, last[1]
+        target.submit(lambda: timeline.wait(value))
+
+    def _wait_previous_launch(self) -> None:
+        last = self._last_launch
+        if last is not None:
+            last[0].queue.timeline.wait(last[1])
+
+    def _replay(self, target: Stream) -> None:
+        for executor, workspace in self._executors:
+            find_executor(executor).launch(self._workspace, workspace, target)
 
     def _copy_in(self, name: str, feeds: dict[str, np.ndarray]) -> None:
         value = self.graph.value(name)

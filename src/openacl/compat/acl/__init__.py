@@ -14,7 +14,7 @@ raises for a bad argument: the code (or the placeholder) comes back and the mess
 for ``acl.get_recent_err_msg()``.
 
 Submodules: ``acl.rt`` (runtime), ``acl.util`` (pointers, threads), ``acl.media`` (DVPP
-memory), ``acl.op`` (single-op models, when present). ``acl.mdl`` is not provided yet.
+memory), ``acl.op`` (single-op models, when present), ``acl.mdl`` (the model runtime).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from openacl import dtypes as _dtypes
 from openacl import rt as _rt
 from openacl import tensor as _tensor
 from openacl.compat.acl import constants as _constants
-from openacl.compat.acl import media, rt, util
+from openacl.compat.acl import mdl, media, rt, util
 from openacl.compat.acl._face import HANDLE, RET, VALUE, VOID, generate, outputs
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.errors import get_recent_err_msg as get_recent_err_msg  # aclGetRecentErrMsg
@@ -125,7 +125,7 @@ for _name in _constants.ACL_NAMES:
     globals()[_name] = getattr(_constants, _name)
 del _name
 
-__all__ = [*FUNCTIONS, *_constants.ACL_NAMES, "constants", "media", "rt", "util"]
+__all__ = [*FUNCTIONS, *_constants.ACL_NAMES, "constants", "mdl", "media", "rt", "util"]
 
 # acl.op (single-op models) lives in its own module; it is part of `acl` when present.
 try:

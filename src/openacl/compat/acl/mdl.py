@@ -1,0 +1,90 @@
+"""pyACL's ``acl.mdl``: the model runtime of ``openacl.mdl`` with pyACL's conventions.
+
+Checked against the pyACL API reference ("aclpythondevg", aclmdl pages):
+``model_id, ret = acl.mdl.load_from_file(path)``; ``model_id, ret =
+acl.mdl.load_from_mem(model, model_size)`` (``model`` is an address, e.g. from
+``acl.util.bytes_to_ptr``); ``ret = acl.mdl.unload(model_id)``; ``model_desc =
+acl.mdl.create_desc()``; ``ret = acl.mdl.get_desc(model_desc, model_id)``; getters that C
+declares returning the value return it alone (``acl.mdl.get_num_inputs(model_desc)``,
+``acl.mdl.get_input_size_by_index(model_desc, i)``, ``acl.mdl.get_input_name_by_index``,
+``get_input_data_type``, ``get_input_format``); ``dims, ret = acl.mdl.get_input_dims(
+model_desc, i)`` with ``dims = {"name": ..., "dimCount": ..., "dims": [...]}`` (also
+``get_output_dims``, ``get_cur_output_dims``); ``index, ret =
+acl.mdl.get_input_index_by_name(model_desc, name)``; ``dataset = acl.mdl.create_dataset()``;
+``dataset, ret = acl.mdl.add_dataset_buffer(dataset, data_buffer)``; ``data_buffer =
+acl.mdl.get_dataset_buffer(dataset, i)``; ``ret = acl.mdl.execute(model_id, input,
+output)``; ``ret = acl.mdl.execute_async(model_id, input, output, stream)``. Nothing raises
+for a bad argument: the code comes back and the message is kept for
+``acl.get_recent_err_msg()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openacl import mdl as _mdl
+from openacl.compat.acl._face import HANDLE, RET, VALUE, generate, outputs
+
+ACL_DT_UNDEFINED = -1  # what the data-type getters report on failure
+ACL_FORMAT_UNDEFINED = -1  # what the format getters report on failure
+
+
+def _dims(io_dims: _mdl.IODims) -> dict[str, Any]:
+    """aclmdlIODims as pyACL hands it out."""
+    return {"name": io_dims.name, "dimCount": io_dims.dim_count, "dims": list(io_dims.dims)}
+
+
+def _get_input_dims(model_desc: int, index: int) -> dict[str, Any]:
+    """aclmdlGetInputDims: ``{"name", "dimCount", "dims"}`` of input ``index``."""
+    return _dims(_mdl.get_input_dims(model_desc, index))
+
+
+def _get_output_dims(model_desc: int, index: int) -> dict[str, Any]:
+    """aclmdlGetOutputDims: ``{"name", "dimCount", "dims"}`` of output ``index``."""
+    return _dims(_mdl.get_output_dims(model_desc, index))
+
+
+def _get_cur_output_dims(model_desc: int, index: int) -> dict[str, Any]:
+    """aclmdlGetCurOutputDims: the real dims of output ``index``."""
+    return _dims(_mdl.get_cur_output_dims(model_desc, index))
+
+
+_NO_DIMS = ({"name": "", "dimCount": 0, "dims": []},)
+
+_TABLE = [
+    # loading
+    ("load_from_file", _mdl.load_from_file, outputs("model_id")),
+    ("load_from_mem", _mdl.load_from_mem, outputs("model_id")),
+    ("unload", _mdl.unload, RET),
+    # aclmdlDesc
+    ("create_desc", _mdl.create_desc, HANDLE),
+    ("destroy_desc", _mdl.destroy_desc, RET),
+    ("get_desc", _mdl.get_desc, RET),
+    ("get_num_inputs", _mdl.get_num_inputs, VALUE(0)),
+    ("get_num_outputs", _mdl.get_num_outputs, VALUE(0)),
+    ("get_input_size_by_index", _mdl.get_input_size_by_index, VALUE(0)),
+    ("get_output_size_by_index", _mdl.get_output_size_by_index, VALUE(0)),
+    ("get_input_dims", _get_input_dims, outputs("dims", failure=_NO_DIMS)),
+    ("get_output_dims", _get_output_dims, outputs("dims", failure=_NO_DIMS)),
+    ("get_cur_output_dims", _get_cur_output_dims, outputs("dims", failure=_NO_DIMS)),
+    ("get_input_name_by_index", _mdl.get_input_name_by_index, VALUE("")),
+    ("get_output_name_by_index", _mdl.get_output_name_by_index, VALUE("")),
+    ("get_input_data_type", _mdl.get_input_data_type, VALUE(ACL_DT_UNDEFINED)),
+    ("get_output_data_type", _mdl.get_output_data_type, VALUE(ACL_DT_UNDEFINED)),
+    ("get_input_format", _mdl.get_input_format, VALUE(ACL_FORMAT_UNDEFINED)),
+    ("get_output_format", _mdl.get_output_format, VALUE(ACL_FORMAT_UNDEFINED)),
+    ("get_input_index_by_name", _mdl.get_input_index_by_name, outputs("index")),
+    ("get_output_index_by_name", _mdl.get_output_index_by_name, outputs("index")),
+    # aclmdlDataset
+    ("create_dataset", _mdl.create_dataset, HANDLE),
+    ("destroy_dataset", _mdl.destroy_dataset, RET),
+    ("add_dataset_buffer", _mdl.add_dataset_buffer, outputs("dataset")),
+    ("get_dataset_buffer", _mdl.get_dataset_buffer, VALUE(0)),
+    ("get_dataset_num_buffers", _mdl.get_dataset_num_buffers, VALUE(0)),
+    # execution
+    ("execute", _mdl.execute, RET),
+    ("execute_async", _mdl.execute_async, RET),
+]
+
+FUNCTIONS = generate(_TABLE, globals())
+__all__ = list(FUNCTIONS)
