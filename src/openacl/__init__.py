@@ -91,6 +91,10 @@ _LAZY_SUBMODULES = ("aclnn", "ops", "op", "mdl")  # heavy: imported on first use
 
 
 def __getattr__(name: str):
+    if name == "InferenceSession":  # loads the model engine (and onnx) on first use only
+        from openacl.model.session import InferenceSession
+
+        return InferenceSession
     if name in _LAZY_SUBMODULES:
         import importlib
 
