@@ -35,7 +35,7 @@ kind, path, feeds_path = sys.argv[1:4]
 feeds = dict(np.load(feeds_path))
 if kind == "openacl":
     from openacl.model.session import InferenceSession
-    session = InferenceSession(path)
+    session = InferenceSession(path, input_shapes={k: v.shape for k, v in feeds.items()})
 else:
     import onnxruntime
     options = onnxruntime.SessionOptions(); options.intra_op_num_threads = 2

@@ -39,6 +39,7 @@ from openacl.errors import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_MODEL_INPUT_NOT_MATCH,
     ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
+    ACL_ERROR_RT_AICORE_EXCEPTION,
     AclError,
 )
 from openacl.model.lowering import Lowered, Ref, RefList, Scalar
@@ -48,7 +49,14 @@ from openacl.ops.dispatch import phase1
 from openacl.ops.executor import find_executor
 from openacl.runtime import core, memory
 from openacl.runtime.stream import Stream, resolve_stream
-from openacl.tensor import create_scalar, create_tensor, destroy_scalar, destroy_tensor
+from openacl.tensor import (
+    create_scalar,
+    create_tensor,
+    destroy_scalar,
+    destroy_tensor,
+    lookup_tensor,
+    tensor_view,
+)
 
 ACL_MEMCPY_DEFAULT = 4
 
@@ -72,6 +80,7 @@ class Engine:
         self.workspace_bytes = 0
         self._workspace = 0
         self._last_launch: tuple[Stream, int] | None = None  # (stream, its last task)
+        self._host: tuple[dict[str, np.ndarray], list] | None = None  # see _run_here
         self.closed = False
         try:
             self._load()
@@ -136,8 +145,15 @@ class Engine:
             raise AclError(ACL_ERROR_INVALID_PARAM, "the model was closed (unloaded)")
 
     def run(self, feeds: dict[str, np.ndarray], stream: Any = None) -> list[np.ndarray]:
-        """Run the model on host arrays; returns the outputs in graph order."""
+        """Run the model on host arrays; returns the outputs in graph order.
+
+        Without ``stream`` on the CPU backend the kernels run right here, on the calling
+        thread (the run is synchronous anyway), through views prepared at the first run:
+        no stream round trip, no pointer resolution, no allocation but the outputs.
+        """
         self._check_open()
+        if stream is None and core.current().backend.name == "cpu":
+            return self._run_here(feeds)
         with self._lock:
             target = resolve_stream(stream)
             self._wait_previous_launch()
@@ -212,21 +228,61 @@ class Engine:
         if last is not None:
             last[0].queue.timeline.wait(last[1])
 
+    def _run_here(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        with self._lock:
+            self._check_open()
+            self._wait_previous_launch()
+            if self._host is None:
+                self._host = self._prepare_host()
+            views, tasks = self._host
+            for name in self.graph.inputs:
+                np.copyto(views[name], self._checked_feed(name, feeds), casting="no")
+            for task, step in tasks:
+                try:
+                    task()
+                except AclError:
+                    raise
+                except Exception as exc:
+                    raise AclError(ACL_ERROR_RT_AICORE_EXCEPTION,
+                                   f"model {self.graph.name!r}: node {step.node!r} "
+                                   f"(aclnn{step.op}) failed: {type(exc).__name__}: {exc}"
+                                   ) from exc
+            return [np.array(views[name]) for name in self.graph.outputs]
+
+    def _prepare_host(self) -> tuple[dict[str, np.ndarray], list]:
+        """Views of the inputs/outputs and every executor's kernel bound to its views."""
+        views = {name: tensor_view(lookup_tensor(self._tensors[name]), name, write=True)[0]
+                 for name in (*self.graph.inputs, *self.graph.outputs)}
+        workspace = None
+        if self.workspace_bytes:
+            region, offset = core.current().pointers.resolve(
+                self._workspace, self.workspace_bytes, "workspace", write=True)
+            workspace = region.view(offset, self.workspace_bytes)
+        tasks = [(find_executor(executor).bound_kernel(workspace), step)
+                 for (executor, _), step in zip(self._executors, self.lowered.steps,
+                                                strict=True)]
+        return views, tasks
+
     def _replay(self, target: Stream) -> None:
         for executor, workspace in self._executors:
             find_executor(executor).launch(self._workspace, workspace, target)
 
-    def _copy_in(self, name: str, feeds: dict[str, np.ndarray]) -> None:
+    def _checked_feed(self, name: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
         value = self.graph.value(name)
         if name not in feeds:
             raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
                            f"input {name!r} is missing (the model takes "
                            f"{', '.join(self.graph.inputs)})")
-        host = np.ascontiguousarray(feeds[name])
+        host = np.asarray(feeds[name], order="C")  # keeps 0-d inputs 0-d
         if host.shape != value.shape or host.dtype != value.dtype:
             raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
                            f"input {name!r} must be {value.dtype} {list(value.shape)}; got "
                            f"{host.dtype} {list(host.shape)}")
+        return host
+
+    def _copy_in(self, name: str, feeds: dict[str, np.ndarray]) -> None:
+        value = self.graph.value(name)
+        host = self._checked_feed(name, feeds)
         if host.nbytes:
             memory.memcpy(self._address(name), value.nbytes, memory.register_buffer(host),
                           host.nbytes, ACL_MEMCPY_DEFAULT)
@@ -247,6 +303,7 @@ class Engine:
     # -- teardown -------------------------------------------------------------------------------
     def close(self) -> None:
         self.closed = True
+        self._host = None
         for executor, _ in self._executors:
             try:
                 find_executor(executor).release()
