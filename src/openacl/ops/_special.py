@@ -13,21 +13,35 @@ import math
 
 import numpy as np
 
+ERFCC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+         -1.13520398, 1.48851587, -0.82215223, 0.17087277)  # Numerical Recipes' erfcc
+
 
 def _erfc_abs(a: np.ndarray) -> np.ndarray:
-    """erfc(a) for a >= 0 (float64)."""
-    t = 1.0 / (1.0 + 0.5 * a)
-    poly = -a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
-        0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
-            1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
-    return t * np.exp(poly)
+    """erfc(a) for a >= 0, in ``a``'s dtype (float32 is enough for float32 results: the
+    fit's own error, 1.2e-7, is below float32's epsilon; float32 halves the memory traffic).
+    Horner's rule with in-place updates: few temporaries, few passes."""
+    shape, a = a.shape, a.reshape(-1)  # 1-d: in-place ufuncs need arrays, not 0-d scalars
+    dtype = a.dtype.type
+    t = np.add(dtype(1.0), dtype(0.5) * a)
+    np.reciprocal(t, out=t)
+    poly = np.full_like(a, dtype(ERFCC[-1]))
+    for coefficient in reversed(ERFCC[1:-1]):
+        np.multiply(poly, t, out=poly)
+        poly += dtype(coefficient)
+    np.multiply(poly, t, out=poly)
+    poly += dtype(ERFCC[0])
+    poly -= a * a
+    np.exp(poly, out=poly)
+    return np.multiply(poly, t, out=poly).reshape(shape)
 
 
 def erfc(z: np.ndarray) -> np.ndarray:
     if z.dtype == np.float64:
         return np.frompyfunc(math.erfc, 1, 1)(z).astype(np.float64)
-    upper = _erfc_abs(np.abs(z).astype(np.float64))
-    return np.where(z >= 0, upper, 2.0 - upper).astype(z.dtype)
+    work = z.astype(np.float32, copy=False)
+    upper = _erfc_abs(np.abs(work))
+    return np.where(work >= 0, upper, np.float32(2.0) - upper).astype(z.dtype, copy=False)
 
 
 TAYLOR_LIMIT = 0.5  # |x| below which erf uses its Maclaurin series (exact 0 at 0)
