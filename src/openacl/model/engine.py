@@ -29,7 +29,8 @@ Design note (invariants)
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,7 @@ from openacl.tensor import (
 )
 
 ACL_MEMCPY_DEFAULT = 4
+StepClock = Callable[[int, int, int], None]  # (step index, start ns, end ns)
 
 
 def _aligned(size: int) -> int:
@@ -228,7 +230,30 @@ class Engine:
         if last is not None:
             last[0].queue.timeline.wait(last[1])
 
-    def _run_here(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def run_profiled(self, feeds: dict[str, np.ndarray], record: StepClock,
+                     stream: Any = None) -> list[np.ndarray]:
+        """One ``run`` that reports every step's time: ``record(step_index, start_ns,
+        end_ns)`` (``time.perf_counter_ns``). Without ``stream`` on the CPU backend the
+        kernels run here as in ``run``; on a stream each step is launched and waited for
+        alone, so a step's time includes one stream round trip (the profile's lane says
+        which). Timing policy (aggregation, reports) lives in ``profile.py``."""
+        self._check_open()
+        if stream is None and core.current().backend.name == "cpu":
+            return self._run_here(feeds, record)
+        with self._lock:
+            target = resolve_stream(stream)
+            self._wait_previous_launch()
+            for name in self.graph.inputs:
+                self._copy_in(name, feeds)
+            for index, (executor, workspace) in enumerate(self._executors):
+                start = time.perf_counter_ns()
+                find_executor(executor).launch(self._workspace, workspace, target)
+                target.synchronize()
+                record(index, start, time.perf_counter_ns())
+            return [self._copy_out(name) for name in self.graph.outputs]
+
+    def _run_here(self, feeds: dict[str, np.ndarray],
+                  record: StepClock | None = None) -> list[np.ndarray]:
         with self._lock:
             self._check_open()
             self._wait_previous_launch()
@@ -237,9 +262,15 @@ class Engine:
             views, tasks = self._host
             for name in self.graph.inputs:
                 np.copyto(views[name], self._checked_feed(name, feeds), casting="no")
-            for task, step in tasks:
+            clock = time.perf_counter_ns
+            for index, (task, step) in enumerate(tasks):
                 try:
-                    task()
+                    if record is None:
+                        task()
+                    else:
+                        start = clock()
+                        task()
+                        record(index, start, clock())
                 except AclError:
                     raise
                 except Exception as exc:

@@ -103,5 +103,15 @@ class InferenceSession:
                            f"unknown output(s) {missing}; the model has {self.graph.outputs}")
         return [results[n] for n in wanted]
 
+    def profile(self, feeds: dict[str, np.ndarray] | None = None, runs: int = 10,
+                warmup: int = 1, stream: Any = None) -> Any:
+        """Per-operator timing over ``runs`` runs (synthetic inputs when ``feeds`` is None):
+        a ``Profile`` with ``table()`` and ``write_chrome_trace(path)``."""
+        from openacl.model.profile import profile_engine, synthetic_feeds
+
+        if feeds is None:
+            feeds = synthetic_feeds(self.graph)
+        return profile_engine(self.engine, feeds, runs, warmup, stream)
+
     def close(self) -> None:
         self.engine.close()

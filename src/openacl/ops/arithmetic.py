@@ -277,16 +277,12 @@ def _clamp(low: str | None, high: str | None) -> Callable[[Call], Kernel]:
         read_low = _operand(c, low, dtype) if low is not None and c.has(low) else None
         read_high = _operand(c, high, dtype) if high is not None and c.has(high) else None
 
-        def kernel(v) -> None:
+        def kernel(v) -> None:  # np.maximum/np.minimum propagate a NaN from either side
             x = v.compute("self", dtype)
             if read_low is not None:
-                lo = read_low(v)
-                x = np.where(np.isnan(x) if x.dtype.kind == "f" else False, x,
-                             np.maximum(x, lo))
+                x = np.maximum(x, read_low(v))
             if read_high is not None:
-                hi = read_high(v)
-                x = np.where(np.isnan(x) if x.dtype.kind == "f" else False, x,
-                             np.minimum(x, hi))
+                x = np.minimum(x, read_high(v))
             v.write("out", x)
         return kernel
     return prepare

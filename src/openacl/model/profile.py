@@ -1,0 +1,221 @@
+"""Profiling a loaded model: per-operator time, call counts and shares, memory, a trace.
+
+    profile = profile_engine(engine, feeds, runs=10)
+    print(profile.table())                       # the terminal summary
+    profile.write_chrome_trace("trace.json")     # opens in Perfetto / chrome://tracing
+
+The engine reports each step's start and end (``Engine.run_profiled``); this module owns the
+policy: warm-up runs that are not recorded, aggregation by aclnn operator or by graph node,
+shares of the total, and the Chrome trace (one process per device, one lane per stream, or
+one "host" lane when the CPU backend runs the kernels on the calling thread). Memory is
+static (the plan fixes it at load): weights, activation arena and workspace, plus the
+process's peak resident set as the operating system reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+from openacl.model.engine import Engine
+from openacl.model.ir import Graph
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One executed step: which run, which step, its node and aclnn operator, its time."""
+
+    run: int
+    step: int
+    node: str
+    op: str
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Aggregated time of one operator (or node) over the recorded runs."""
+
+    name: str
+    calls: int  # executions per run
+    total_ns: int  # over all recorded runs
+    share: float  # of the summed step time
+
+    def mean_us(self, runs: int) -> float:
+        """Time per run, in microseconds."""
+        return self.total_ns / runs / 1e3
+
+
+@dataclass
+class Profile:
+    """What ``profile_engine`` measured."""
+
+    model: str
+    runs: int
+    lane: str  # "host" or the stream's name
+    records: list[StepRecord] = field(default_factory=list)
+    run_ns: list[int] = field(default_factory=list)  # wall time of each recorded run
+    weights_bytes: int = 0
+    arena_bytes: int = 0
+    workspace_bytes: int = 0
+    peak_rss_bytes: int | None = None
+
+    @property
+    def device_bytes(self) -> int:
+        """Device memory the loaded model holds: its peak, as nothing is allocated later."""
+        return self.weights_bytes + self.arena_bytes + self.workspace_bytes
+
+    def summary(self, by: str = "op") -> list[Entry]:
+        """Entries by aclnn operator (``by="op"``) or graph node (``"node"``), slowest first."""
+        if by not in ("op", "node"):
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'by' = {by!r} is invalid: use 'op' or 'node'")
+        totals: dict[str, list[int]] = {}
+        for record in self.records:
+            key = record.op if by == "op" else record.node or f"step {record.step}"
+            entry = totals.setdefault(key, [0, 0])
+            entry[0] += 1
+            entry[1] += record.duration_ns
+        summed = sum(total for _, total in totals.values()) or 1
+        entries = [Entry(name, count // max(self.runs, 1), total, total / summed)
+                   for name, (count, total) in totals.items()]
+        return sorted(entries, key=lambda entry: entry.total_ns, reverse=True)
+
+    def table(self, by: str = "op", top: int | None = 20) -> str:
+        """The terminal summary: a header, the slowest ``top`` entries, the memory."""
+        entries = self.summary(by)
+        median = float(np.median(self.run_ns)) / 1e6 if self.run_ns else 0.0
+        steps_ms = sum(entry.total_ns for entry in entries) / max(self.runs, 1) / 1e6
+        lines = [f"model {self.model!r}: {self.runs} run(s), median {median:.3f} ms per run, "
+                 f"steps {steps_ms:.3f} ms per run (lane: {self.lane})",
+                 f"{'aclnn operator' if by == 'op' else 'node':<40} {'calls':>6} "
+                 f"{'ms/run':>9} {'share':>7}"]
+        shown = entries if top is None else entries[:top]
+        for entry in shown:
+            lines.append(f"{entry.name[:40]:<40} {entry.calls:>6} "
+                         f"{entry.mean_us(self.runs) / 1e3:>9.3f} {entry.share:>7.1%}")
+        if len(shown) < len(entries):
+            rest = entries[len(shown):]
+            share = sum(entry.share for entry in rest)
+            total = sum(entry.total_ns for entry in rest) / max(self.runs, 1) / 1e6
+            lines.append(f"{f'({len(rest)} more)':<40} {'':>6} {total:>9.3f} {share:>7.1%}")
+        rss = (f", peak RSS {self.peak_rss_bytes / MIB:.1f} MB"
+               if self.peak_rss_bytes is not None else "")
+        lines.append(f"memory: weights {self.weights_bytes / MIB:.2f} MB, arena "
+                     f"{self.arena_bytes / MIB:.2f} MB, workspace "
+                     f"{self.workspace_bytes / MIB:.2f} MB (device peak "
+                     f"{self.device_bytes / MIB:.2f} MB){rss}")
+        return "\n".join(lines)
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The records as Chrome trace events (microseconds from the first step)."""
+        origin = min((record.start_ns for record in self.records), default=0)
+        events: list[dict[str, Any]] = [
+            {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "device 0"}},
+            {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": self.lane}},
+        ]
+        for record in self.records:
+            events.append({"ph": "X", "pid": 0, "tid": 0, "cat": record.op,
+                           "name": f"aclnn{record.op}",
+                           "ts": (record.start_ns - origin) / 1e3,
+                           "dur": record.duration_ns / 1e3,
+                           "args": {"node": record.node, "step": record.step,
+                                    "run": record.run}})
+        return {"traceEvents": events, "displayTimeUnit": "ms",
+                "otherData": {"model": self.model, "runs": self.runs,
+                              "device_bytes": self.device_bytes}}
+
+    def write_chrome_trace(self, path: str | os.PathLike) -> None:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(self.chrome_trace(), handle)
+
+
+def profile_engine(engine: Engine, feeds: dict[str, np.ndarray], runs: int = 10,
+                   warmup: int = 1, stream: Any = None) -> Profile:
+    """Run ``engine`` ``warmup`` times unrecorded, then ``runs`` times recording every step."""
+    for argument, value, least in (("runs", runs, 1), ("warmup", warmup, 0)):
+        if type(value) is not int or value < least:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument {argument!r} = {value!r} is invalid: an int >= {least}")
+    import time
+
+    from openacl.runtime import core
+    from openacl.runtime.stream import resolve_stream
+
+    for _ in range(warmup):
+        engine.run(feeds, stream)
+    on_host = stream is None and core.current().backend.name == "cpu"
+    if on_host:
+        lane = "host (synchronous run)"
+    else:
+        target = resolve_stream(stream)
+        lane = "default stream" if target.is_default else f"stream {target.handle:#x}"
+    profile = Profile(engine.graph.name, runs, lane, weights_bytes=engine.weights_bytes,
+                      arena_bytes=engine.plan.arena_bytes,
+                      workspace_bytes=engine.workspace_bytes)
+    steps = engine.lowered.steps
+    for run in range(runs):
+        def record(index: int, start: int, end: int, run: int = run) -> None:
+            step = steps[index]
+            profile.records.append(StepRecord(run, index, step.node, step.op, start, end))
+
+        started = time.perf_counter_ns()
+        engine.run_profiled(feeds, record, stream)
+        profile.run_ns.append(time.perf_counter_ns() - started)
+    profile.peak_rss_bytes = peak_rss_bytes()
+    return profile
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident set size, or None where the OS does not say."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+def synthetic_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs for a timing run: standard normal floats, ones for integers (valid token ids,
+    masks and type ids alike), True for booleans."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name in graph.inputs:
+        value = graph.value(name)
+        if value.dtype.kind == "f":
+            feeds[name] = rng.standard_normal(value.shape).astype(value.dtype)
+        else:
+            feeds[name] = np.ones(value.shape, value.dtype)
+    return feeds
+
+
+def load_feeds(pairs: Sequence[str], graph: Graph) -> dict[str, np.ndarray]:
+    """``name=path.npy`` pairs as feeds, the others synthetic; errors name the pair."""
+    feeds = synthetic_feeds(graph)
+    for pair in pairs:
+        name, equals, path = pair.partition("=")
+        if not equals or name not in graph.inputs:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'input' = {pair!r} is invalid: give name=file.npy with a "
+                           f"name among {graph.inputs}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'input' = {pair!r}: cannot read {path!r}: {exc}") from exc
+    return feeds
