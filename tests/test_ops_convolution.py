@@ -60,6 +60,14 @@ CASES = {
                              None, 20),
     "2d-depth-multiplier": ((1, 3, 6, 6), (6, 1, 3, 3), [1, 1], [0, 0], [1, 1], False, None,
                             3),
+    # stride 1, one group, >= SHIFTED_MIN_CHANNELS inputs: the shifted-windows kernel
+    "1d-shifted": ((2, 16, 9), (6, 16, 3), [1], [1], [2], False, None, 1),
+    "2d-shifted": ((2, 16, 7, 8), (5, 16, 3, 3), [1, 1], [1, 1], [1, 1], False, None, 1),
+    "2d-shifted-dilation-asym": ((1, 20, 9, 8), (4, 20, 3, 2), [1, 1], [2, 0], [2, 1], False,
+                                 None, 1),
+    "2d-shifted-1x1": ((1, 16, 5, 6), (7, 16, 1, 1), [1, 1], [0, 0], [1, 1], False, None, 1),
+    "3d-shifted": ((1, 16, 4, 5, 4), (3, 16, 3, 2, 3), [1, 1, 1], [1, 0, 1], [1, 1, 2], False,
+                   None, 1),
     "3d": ((1, 2, 5, 6, 5), (3, 2, 3, 2, 3), [1, 2, 1], [1, 0, 1], [1, 1, 2], False, None, 1),
     "1d-transposed": ((2, 4, 7), (4, 3, 3), [3], [1], [2], True, [1], 1),
     "2d-transposed": ((2, 4, 5, 6), (4, 3, 3, 3), [2, 2], [1, 0], [1, 1], True, [1, 1], 2),
@@ -85,6 +93,28 @@ def test_convolution_matches_torch(name, dtype, with_bias):
     result = openacl.ops.convolution(_dev(x), _dev(w), None if b is None else _dev(b), stride,
                                      padding, dilation, transposed, output_padding, groups)
     assert_close(result.numpy(), golden, f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("shape_x, shape_w, stride, padding, dilation", [
+    ((2, 3, 400, 400), (3, 1, 3, 3), [2, 2], [1, 1], [2, 2]),
+    ((1, 2, 70001), (2, 1, 3), [1], [1], [1]),
+], ids=["2d", "1d"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_depthwise_planes_larger_than_a_tile(shape_x, shape_w, stride, padding, dilation,
+                                              dtype):
+    # a plane over DEPTHWISE_TILE_ELEMENTS is split by output rows, the last tile partial;
+    # positive data keeps the results clear of cancellation near zero (the standard's
+    # small-value rule)
+    rng = np.random.default_rng(7)
+    x = random_array(shape_x, dtype, rng, 0.5, 2)
+    w = random_array(shape_w, dtype, rng, 0.1, 1)
+    b = random_array((shape_w[0],), dtype, rng, 0.1, 1)
+    groups = shape_w[0]
+    golden = _golden(x, w, b, stride, padding, dilation, False, [0] * len(stride), groups,
+                     dtype)
+    result = openacl.ops.convolution(_dev(x), _dev(w), _dev(b), stride, padding, dilation,
+                                     False, None, groups)
+    assert_close(result.numpy(), golden, f"depthwise {shape_x} {dtype}")
 
 
 def test_asymmetric_padding_four_values():
