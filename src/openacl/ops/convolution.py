@@ -22,7 +22,8 @@ Kernels (no per-pixel Python loops):
 * dense and grouped: im2col through ``sliding_window_view`` into one contiguous column
   buffer, then one batched matmul over the groups (BLAS); with one group and one image
   the product is written straight into the output.
-* stride 1, one group, at least ``SHIFTED_MIN_CHANNELS`` input channels: no im2col. The
+* stride 1, one group, at least ``SHIFTED_MIN_CHANNELS`` input channels, and an im2col
+  buffer of at least ``SHIFTED_MIN_COLUMN_BYTES``: no im2col. The
   padded input is flattened, and each kernel tap is one matmul of its (C_out, C_in) weight
   slice with a *shifted window* of that flat buffer (a strided view BLAS reads in place),
   accumulated on the padded output grid; the valid columns are copied out at the end.
@@ -49,7 +50,11 @@ from openacl.ops.registry import register
 CONV_DTYPES = FLOAT_DTYPES  # CANN: FLOAT, FLOAT16, BFLOAT16; float64 accepted on CPU
 MIN_DIMS, MAX_DIMS = 3, 5  # conv1d .. conv3d: (N, C, *1-3 spatial dims)
 MAX_GROUPS = 65535
-SHIFTED_MIN_CHANNELS = 16  # below this a per-tap matmul is too thin for BLAS: im2col wins
+# shifted windows replace im2col where its column buffer would be large (memory-bound copy)
+# and the per-tap matmuls are not too thin for BLAS (measured: 96->24 3x3 at 160x160, 88 MB
+# of columns, 33 -> 12 ms; 64->64 at 56x56, 7 MB, and 3->16 at 640x640 stay faster im2col)
+SHIFTED_MIN_CHANNELS = 16
+SHIFTED_MIN_COLUMN_BYTES = 16 << 20
 DEPTHWISE_TILE_ELEMENTS = 1 << 16  # output elements per multiply-add pass (depthwise);
 # measured on PP-OCR's depthwise layers: 2^16 beats 2^14 (call overhead) and 2^18 (cache)
 
@@ -161,7 +166,9 @@ def convolution(c: Call) -> Kernel:
         body = _transposed
     elif w.shape[1] == 1 and w.shape[0] == groups:
         body = _depthwise
-    elif groups == 1 and c_in >= SHIFTED_MIN_CHANNELS and all(s == 1 for s in stride):
+    elif (groups == 1 and c_in >= SHIFTED_MIN_CHANNELS and all(s == 1 for s in stride)
+          and c_in * math.prod(kernel_size) * n * math.prod(out_size) * compute.itemsize
+          >= SHIFTED_MIN_COLUMN_BYTES):
         body = _shifted_windows
     else:
         body = _im2col
