@@ -39,8 +39,9 @@ SIGMOID_DTYPES = FLOAT_DTYPES | COMPLEX_DTYPES
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     if x.dtype.kind == "c":
         return 1.0 / (1.0 + np.exp(-x))
-    e = np.exp(-np.abs(x))  # never exp of a positive number: no overflow
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    # never exp of a positive number (no overflow): e / (1 + e) below 0, 1 / (1 + e) above,
+    # the numerator exp(min(x, 0)) chosen without np.where (branch mispredictions)
+    return np.exp(np.minimum(x, 0)) / (1.0 + np.exp(-np.abs(x)))
 
 
 def _softplus_unit(x: np.ndarray) -> np.ndarray:
@@ -152,7 +153,13 @@ def leaky_relu(c: Call) -> Kernel:
     @quiet
     def kernel(v) -> None:
         x = v.compute("self", compute)
-        v.write("out", np.where(x > 0, x, x * slope))
+        if np.isfinite(slope):  # max(x, 0) + slope * min(x, 0): branch-free, same rounding
+            result = np.minimum(x, 0)
+            result *= slope
+            result += np.maximum(x, 0)
+        else:
+            result = np.where(x > 0, x, x * slope)
+        v.write("out", result)
     return kernel
 
 
