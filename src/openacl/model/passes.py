@@ -1,5 +1,5 @@
-"""Graph passes run between ONNX import and lowering: constant folding and dead code
-elimination (``optimize`` runs both).
+"""Graph passes run between ONNX import and lowering: constant folding, the fusions of
+``fusions.py`` and dead code elimination (``optimize`` runs all three).
 
 Constant folding evaluates, at conversion time, every node whose inputs are all
 initializers (and every ``Shape`` / ``Size``, whose answer the concrete shapes already
@@ -27,8 +27,12 @@ FOLD_GROWTH_BYTES = 4 << 20  # a folded result bigger than this and than its inp
 
 
 def optimize(graph: Graph) -> Graph:
-    """Fold constants, then drop dead code; ``graph`` is changed in place and returned."""
+    """Fold constants, fuse patterns (``fusions.py``), then drop dead code; ``graph`` is
+    changed in place and returned."""
+    from openacl.model.fusions import fuse
+
     fold_constants(graph)
+    fuse(graph)
     eliminate_dead_code(graph)
     return graph
 

@@ -1,0 +1,157 @@
+"""Graph fusions: Conv + constant affine / BatchNormalization folding, HardSwish; each case
+checks the node counts after ``optimize`` and the results against onnxruntime."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from openacl.model.fusions import fold_conv_affine, fuse_hard_swish  # noqa: E402
+from openacl.model.onnx_import import import_onnx  # noqa: E402
+from openacl.model.passes import optimize  # noqa: E402
+from openacl.model.session import InferenceSession  # noqa: E402
+
+RNG = np.random.default_rng(3)
+X_SHAPE, C_OUT = [1, 3, 8, 8], 4
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _f32(*shape, low=-1.0, high=1.0):
+    return RNG.uniform(low, high, shape).astype(np.float32)
+
+
+def _model(nodes, initializers, outputs=("y",), input_shape=X_SHAPE, output_shapes=None):
+    graph = helper.make_graph(
+        nodes, "fusions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, input_shape)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in initializers.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _optimized_ops(model):
+    graph = optimize(import_onnx(model))
+    graph.validate()
+    return collections.Counter(node.op_type for node in graph.nodes)
+
+
+def _check(model, expected_ops, atol=1e-5):
+    assert _optimized_ops(model) == collections.Counter(expected_ops)
+    x = _f32(*[d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim], low=-5,
+             high=5)
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    session = InferenceSession(model)
+    try:
+        got = session.run(None, {"x": x})
+    finally:
+        session.close()
+    for ours, theirs in zip(got, expected, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=atol)
+
+
+def _conv(output="c", bias=True, weight="W"):
+    return helper.make_node("Conv", ["x", weight, "B"] if bias else ["x", weight], [output],
+                            pads=[1, 1, 1, 1], name=f"conv_{output}")
+
+
+WEIGHTS = {"W": _f32(C_OUT, 3, 3, 3), "B": _f32(C_OUT)}
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_conv_mul_add_fold_into_the_conv(bias):
+    model = _model([_conv(bias=bias),
+                    helper.make_node("Mul", ["c", "s"], ["m"]),
+                    helper.make_node("Add", ["t", "m"], ["a"]),  # constant first
+                    helper.make_node("Relu", ["a"], ["y"])],
+                   {**WEIGHTS, "s": np.array([1.5], np.float32),
+                    "t": _f32(1, C_OUT, 1, 1)})
+    _check(model, ["Conv", "Relu"])
+
+
+def test_conv_div_sub_and_batchnorm_fold():
+    model = _model([_conv(), helper.make_node("Div", ["c", "d"], ["q"]),
+                    helper.make_node("Sub", ["q", "e"], ["r"]),
+                    helper.make_node("BatchNormalization", ["r", "g", "b", "mu", "var"], ["y"],
+                                     epsilon=1e-3)],
+                   {**WEIGHTS, "d": np.float32(2.0), "e": _f32(C_OUT, 1, 1),
+                    "g": _f32(C_OUT), "b": _f32(C_OUT), "mu": _f32(C_OUT),
+                    "var": _f32(C_OUT, low=0.5, high=2.0)})
+    _check(model, ["Conv"])
+
+
+@pytest.mark.parametrize("case", ["conv-output-also-read", "non-constant", "constant-minus-x",
+                                  "spatial-constant", "x-over-constant-is-fine"])
+def test_affine_not_folded_where_it_would_change_results(case):
+    nodes, extra, outputs, expected = [_conv()], {}, ("y",), ["Conv", "Mul"]
+    if case == "conv-output-also-read":
+        nodes.append(helper.make_node("Mul", ["c", "s"], ["y"]))
+        nodes.append(helper.make_node("Relu", ["c"], ["z"]))
+        extra, outputs, expected = {"s": np.float32(2.0)}, ("y", "z"), ["Conv", "Mul", "Relu"]
+    elif case == "non-constant":
+        nodes.append(helper.make_node("Mul", ["c", "c"], ["y"]))
+    elif case == "constant-minus-x":
+        nodes.append(helper.make_node("Sub", ["s", "c"], ["y"]))
+        extra, expected = {"s": np.float32(2.0)}, ["Conv", "Sub"]
+    elif case == "spatial-constant":  # varies along H: not one value per channel
+        nodes.append(helper.make_node("Mul", ["c", "s"], ["y"]))
+        extra = {"s": _f32(1, 1, 8, 1)}
+    else:
+        nodes.append(helper.make_node("Div", ["c", "s"], ["y"]))
+        extra, expected = {"s": np.float32(4.0)}, ["Conv"]
+    _check(_model(nodes, {**WEIGHTS, **extra}, outputs), expected)
+
+
+def test_shared_weight_is_not_changed_for_the_other_conv():
+    model = _model([_conv("c1"), _conv("c2"), helper.make_node("Mul", ["c1", "s"], ["m"]),
+                    helper.make_node("Add", ["m", "c2"], ["y"])],
+                   {**WEIGHTS, "s": np.float32(3.0)})
+    graph = import_onnx(model)
+    assert fold_conv_affine(graph) == 1
+    np.testing.assert_array_equal(graph.initializers["W"], WEIGHTS["W"])
+    _check(model, ["Conv", "Conv", "Add"])
+
+
+def _hard_swish_nodes(order="x-first", last="Div"):
+    product = ["x", "clipped"] if order == "x-first" else ["clipped", "x"]
+    return [helper.make_node("Add", ["x", "three"], ["shifted"]),
+            helper.make_node("Clip", ["shifted", "zero", "six"], ["clipped"]),
+            helper.make_node("Mul", product, ["product"]),
+            helper.make_node(last, ["product", "six" if last == "Div" else "sixth"], ["y"])]
+
+
+HARD_SWISH_CONSTANTS = {"three": np.float32(3), "zero": np.float32(0), "six": np.float32(6),
+                        "sixth": np.float32(1 / 6)}
+
+
+@pytest.mark.parametrize("order, last", [("x-first", "Div"), ("x-second", "Div"),
+                                         ("x-first", "Mul")])
+def test_hard_swish_pattern_becomes_one_node(order, last):
+    model = _model(_hard_swish_nodes(order, last), HARD_SWISH_CONSTANTS)
+    graph = import_onnx(model)
+    assert fuse_hard_swish(graph) == 1
+    _check(model, ["HardSwish"])
+
+
+@pytest.mark.parametrize("case", ["other-offset", "other-limit", "intermediate-read"])
+def test_hard_swish_lookalikes_are_left_alone(case):
+    constants, outputs = dict(HARD_SWISH_CONSTANTS), ("y",)
+    nodes = _hard_swish_nodes()
+    if case == "other-offset":
+        constants["three"] = np.float32(2)
+    elif case == "other-limit":
+        nodes[1] = helper.make_node("Clip", ["shifted", "zero", "five"], ["clipped"])
+        constants["five"] = np.float32(5)
+    else:
+        outputs = ("y", "clipped")
+    model = _model(nodes, constants, outputs)
+    assert fuse_hard_swish(import_onnx(model)) == 0
+    _check(model, ["Add", "Clip", "Mul", "Div"])
