@@ -661,7 +661,7 @@ def test_one_hot_values_out_of_range_and_errors():
 def test_upsample_nearest2d_matches_torch(dtype):
     values = _data((2, 3, 5, 4), dtype, 0, 200)
     t, x = to_torch(values), strided(values, "transpose")
-    for size in ([10, 8], [7, 3], [5, 4], [2, 9], [1, 1]):
+    for size in ([10, 8], [15, 12], [10, 4], [7, 3], [5, 4], [2, 9], [1, 1]):  # whole factors too
         golden = from_torch(F.interpolate(t, size=size, mode="nearest"))
         _exact(openacl.ops.upsample_nearest2d(x, size).numpy(), golden, str(size))
 
