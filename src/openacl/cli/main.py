@@ -255,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
         "convert", help="ONNX model -> offline model .om (ATC's role); single-op models",
         description="Convert an ONNX model (opsets 11-21) into an OpenACL offline model "
                     "(.om): import with fixed input shapes, constant folding, fusions (Conv + "
-                    "BatchNorm / constant affine, HardSwish), dead code elimination, lowering to aclnn operators, a static memory plan, weights "
+                    "BatchNorm / constant affine, HardSwish), dead code elimination, "
+                    "lowering to aclnn operators, a static memory plan, weights "
                     "in one memory-mappable blob. Prints op counts before and after, weights, "
                     "arena and activation memory. Only fp32 models with static shapes are "
                     "produced: --precision fp16/mixed and --dynamic-batch are refused (not "
