@@ -27,6 +27,9 @@ from openacl.ops.registry import register, register_inplace
 GELU_NONE, GELU_TANH = 0, 1  # aclnnGeluV2's approximate: 0 = erf form, 1 = tanh form
 GELU_TANH_COEFF = 0.044715  # cubic term of the tanh approximation
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# elements per pass of a composite elementwise kernel over a large tensor: its temporaries
+# stay in cache (measured: Hardswish on 2.4M floats 4.1 -> 1.9 ms; 2^13 pays call overhead)
+ELEMENTWISE_CHUNK = 1 << 15
 HARD_SIGMOID_SLOPE, HARD_SIGMOID_OFFSET = 1.0 / 6.0, 0.5  # Hardsigmoid = clip(x/6 + 1/2, 0, 1)
 
 RELU_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int32,
@@ -93,9 +96,28 @@ def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: b
         compute = promotion.compute_dtype(dtype)
 
         def kernel(v) -> None:
-            v.write(out_name, kernel_fn(v.compute(self_name, compute)))
+            x, out = v.compute(self_name, compute), v[out_name]
+            if x.size <= ELEMENTWISE_CHUNK or not _chunkable(x, out):
+                v.write(out_name, kernel_fn(x))
+                return
+            flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+            for start in range(0, flat_x.size, ELEMENTWISE_CHUNK):
+                stop = start + ELEMENTWISE_CHUNK
+                np.copyto(flat_out[start:stop], kernel_fn(flat_x[start:stop]),
+                          casting="unsafe")
         return kernel
     return prepare
+
+
+def _chunkable(x: np.ndarray, out: np.ndarray) -> bool:
+    """Chunk-by-chunk evaluation computes the same: both contiguous, and either apart in
+    memory or the very same elements (an in-place call)."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous):
+        return False
+    if not np.may_share_memory(x, out):
+        return True
+    return (x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+            and x.dtype.itemsize == out.dtype.itemsize)
 
 
 # name: (kernel, supported dtypes, output dtype must equal input's, in-place (name, ref arg))
