@@ -296,6 +296,7 @@ def test_phase_one_errors():
 
 
 CHUNKED = {"relu": torch.relu, "gelu": lambda x: F.gelu(x, approximate="tanh"),
+           "gelu_v2": F.gelu,  # the erf form
            "silu": F.silu, "sigmoid": torch.sigmoid, "hardsigmoid": F.hardsigmoid,
            "hardswish": F.hardswish, "mish": F.mish}
 
@@ -313,5 +314,16 @@ def test_elementwise_over_many_chunks(name, dtype, inplace):
         getattr(openacl.ops, f"inplace_{name}")(target)
         result = target
     else:
-        result = getattr(openacl.ops, name)(target)
+        extra = (0,) if name == "gelu_v2" else ()
+        result = getattr(openacl.ops, name)(target, *extra)
     assert_close(result.numpy(), _golden(CHUNKED[name], a), f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), FLOATS[1]], ids=str)
+def test_softmax_over_row_blocks(name, dtype):
+    # last dim of a large contiguous tensor: blocks of ELEMENTWISE_CHUNK // 130 rows, the
+    # last one partial
+    a = random_array((2, 300, 130), dtype, np.random.default_rng(9), -3, 3)
+    golden = _golden(lambda x: getattr(torch, name)(x, -1), a)
+    assert_close(getattr(openacl.ops, name)(_dev(a), -1).numpy(), golden, f"{name} {dtype}")

@@ -96,17 +96,21 @@ def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: b
         compute = promotion.compute_dtype(dtype)
 
         def kernel(v) -> None:
-            x, out = v.compute(self_name, compute), v[out_name]
-            if x.size <= ELEMENTWISE_CHUNK or not _chunkable(x, out):
-                v.write(out_name, kernel_fn(x))
-                return
-            flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-            for start in range(0, flat_x.size, ELEMENTWISE_CHUNK):
-                stop = start + ELEMENTWISE_CHUNK
-                np.copyto(flat_out[start:stop], kernel_fn(flat_x[start:stop]),
-                          casting="unsafe")
+            _apply(kernel_fn, v, v.compute(self_name, compute), out_name)
         return kernel
     return prepare
+
+
+def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: str) -> None:
+    """``out = fn(x)``, chunk by chunk over large contiguous tensors (``ELEMENTWISE_CHUNK``)."""
+    out = v[out_name]
+    if x.size <= ELEMENTWISE_CHUNK or not _chunkable(x, out):
+        v.write(out_name, fn(x))
+        return
+    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+    for start in range(0, flat_x.size, ELEMENTWISE_CHUNK):
+        stop = start + ELEMENTWISE_CHUNK
+        np.copyto(flat_out[start:stop], fn(flat_x[start:stop]), casting="unsafe")
 
 
 def _chunkable(x: np.ndarray, out: np.ndarray) -> bool:
@@ -154,7 +158,7 @@ def gelu_v2(c: Call) -> Kernel:
     compute = promotion.compute_dtype(dtype)
 
     def kernel(v) -> None:
-        v.write("y", fn(v.compute("x", compute)))
+        _apply(fn, v, v.compute("x", compute), "y")
     return kernel
 
 
@@ -259,20 +263,31 @@ def _softmax(log: bool) -> Callable[[Call], Kernel]:
         c.check_out("out", shape, dtype)
         compute = promotion.compute_dtype(dtype)
 
-        @quiet
-        def kernel(v) -> None:
-            x = v.compute("self", compute)
-            if x.size == 0:
-                return
-            work = x.reshape(1) if x.ndim == 0 else x
-            shifted = work - np.max(work, axis=axis, keepdims=True)
+        def rows(work: np.ndarray, along: int) -> np.ndarray:
+            shifted = work - np.max(work, axis=along, keepdims=True)
             exp = np.exp(shifted)
             if log:  # log of a sum near 1 cancels: take it in float64, round once
-                total = np.sum(exp, axis=axis, keepdims=True, dtype=np.float64)
-                result = shifted - np.log(total)
-            else:
-                result = exp / np.sum(exp, axis=axis, keepdims=True)
-            v.write("out", result.reshape(x.shape))
+                total = np.sum(exp, axis=along, keepdims=True, dtype=np.float64)
+                return shifted - np.log(total)
+            return exp / np.sum(exp, axis=along, keepdims=True)
+
+        @quiet
+        def kernel(v) -> None:
+            x, out = v.compute("self", compute), v["out"]
+            if x.size == 0:
+                return
+            if (axis != x.ndim - 1 or x.size <= ELEMENTWISE_CHUNK
+                    or not _chunkable(x, out)):
+                work = x.reshape(1) if x.ndim == 0 else x
+                v.write("out", rows(work, axis).reshape(x.shape))
+                return
+            # the last dim, large and contiguous: blocks of whole rows that stay in cache
+            length = x.shape[-1]
+            flat_x, flat_out = x.reshape(-1, length), out.reshape(-1, length)
+            block = max(1, ELEMENTWISE_CHUNK // length)
+            for start in range(0, flat_x.shape[0], block):
+                np.copyto(flat_out[start:start + block],
+                          rows(flat_x[start:start + block], 1), casting="unsafe")
         return kernel
     return prepare
 
