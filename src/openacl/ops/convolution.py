@@ -23,13 +23,14 @@ Kernels (no per-pixel Python loops):
   buffer, then one batched matmul over the groups (BLAS); with one group and one image
   the product is written straight into the output.
 * stride 1, one group, at least ``SHIFTED_MIN_CHANNELS`` input channels, and an im2col
-  buffer of at least ``SHIFTED_MIN_COLUMN_BYTES``: no im2col. The
-  padded input is flattened, and each kernel tap is one matmul of its (C_out, C_in) weight
-  slice with a *shifted window* of that flat buffer (a strided view BLAS reads in place),
-  accumulated on the padded output grid; the valid columns are copied out at the end.
+  buffer of at least ``SHIFTED_MIN_COLUMN_BYTES``: no im2col. The padded input is
+  flattened (``_FlatLayout``), and each kernel tap is one matmul of its (C_out, C_in)
+  weight slice with a *shifted window* of that flat buffer (a strided view BLAS reads in
+  place), accumulated on the padded output grid; the valid columns are copied out at the end.
 * depthwise (one input and one output channel per group): a loop over the kernel taps, each
-  a vectorized multiply-add over a tile (a block of channels, or of output rows of one
-  channel when a plane is large) of about ``DEPTHWISE_TILE_ELEMENTS`` that stays in cache.
+  a vectorized multiply-add; with stride 1 over the flat layout's shifted windows (long
+  contiguous rows), otherwise over strided slices; tile by tile (channels x rows or grid
+  columns) of about ``DEPTHWISE_TILE_ELEMENTS`` so that the accumulator stays in cache.
 * transposed: the adjoint; one batched matmul gives every tap's contribution, then col2im
   adds them in with a loop over the kernel taps only.
 """
@@ -165,7 +166,7 @@ def convolution(c: Call) -> Kernel:
     if transposed:
         body = _transposed
     elif w.shape[1] == 1 and w.shape[0] == groups:
-        body = _depthwise
+        body = _depthwise_flat if all(s == 1 for s in stride) else _depthwise
     elif (groups == 1 and c_in >= SHIFTED_MIN_CHANNELS and all(s == 1 for s in stride)
           and c_in * math.prod(kernel_size) * n * math.prod(out_size) * compute.itemsize
           >= SHIFTED_MIN_COLUMN_BYTES):
@@ -260,41 +261,94 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
     _finish(out, result, bias, compute)
 
 
+class _FlatLayout:
+    """Stride 1: the zero-padded input flattened to one row per (image, channel), so that
+    kernel tap t reads the window ``flat[:, offsets[t]:offsets[t] + grid_length]`` for every
+    output position at once, on a grid of whole padded rows (``valid`` drops the extra
+    columns)."""
+
+    def __init__(self, spatial: tuple[int, ...], g: _Geometry, rows: int, compute) -> None:
+        self.padded = tuple(size + before + after for size, (before, after) in zip(
+            spatial, g.pads, strict=True))
+        plane = math.prod(self.padded)
+        self.grid_length = g.out_size[0] * math.prod(self.padded[1:])
+        dim_strides = [math.prod(self.padded[i + 1:]) for i in range(len(self.padded))]
+        self.taps = list(itertools.product(*(range(k) for k in g.kernel_size)))
+        self.offsets = [sum(t * d * stride for t, d, stride in zip(
+            tap, g.dilation, dim_strides, strict=True)) for tap in self.taps]
+        # the last tap's window runs past the plane by less than a row: zeros there
+        self.flat = np.zeros((rows, plane + max(0, self.offsets[-1] + self.grid_length
+                                                - plane)), compute)
+        self.image = self.flat[:, :plane].reshape(rows, *self.padded)
+        self.interior = (slice(None), *(slice(before, before + size) for size, (before, _) in
+                                        zip(spatial, g.pads, strict=True)))
+        self.out_size = g.out_size
+
+    def window(self, tap: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        base = self.offsets[tap]
+        return self.flat[:, base + start:base + (self.grid_length if stop is None else stop)]
+
+    def valid(self, grid: np.ndarray, leading: tuple[int, ...]) -> np.ndarray:
+        """The output positions of a (rows, grid_length) result, as (*leading, *out_size)."""
+        shaped = grid.reshape(*leading, self.out_size[0], *self.padded[1:])
+        return shaped[(*(slice(None),) * (len(leading) + 1),
+                       *(slice(0, size) for size in self.out_size[1:]))]
+
+
 def _shifted_windows(out, x, w, bias, g: _Geometry, compute) -> None:
     """Stride-1 dense convolution as one matmul per kernel tap over shifted views of the
     flattened padded input (see the module notes); image by image."""
     n, c_in = x.shape[:2]
-    c_out, spatial = w.shape[0], x.shape[2:]
-    padded = tuple(size + before + after for size, (before, after) in zip(spatial, g.pads,
-                                                                          strict=True))
-    plane = math.prod(padded)
-    grid_length = g.out_size[0] * math.prod(padded[1:])  # whole padded rows of output
-    dim_strides = [math.prod(padded[i + 1:]) for i in range(len(padded))]
-    taps = list(itertools.product(*(range(k) for k in g.kernel_size)))
-    offsets = [sum(t * d * stride for t, d, stride in zip(tap, g.dilation, dim_strides,
-                                                           strict=True)) for tap in taps]
-    # the last tap's window runs past the plane by less than a row: zeros there
-    flat = np.zeros((c_in, plane + max(0, offsets[-1] + grid_length - plane)), compute)
-    image = flat[:, :plane].reshape(c_in, *padded)
-    interior = (slice(None), *(slice(before, before + size) for size, (before, _) in zip(
-        spatial, g.pads, strict=True)))
-    weights = np.ascontiguousarray(w.reshape(c_out, c_in, len(taps)).transpose(2, 0, 1))
-    grid = np.empty((c_out, grid_length), compute)
-    partial = np.empty((c_out, grid_length), compute) if len(taps) > 1 else None
-    valid = (slice(None), slice(None), *(slice(0, size) for size in g.out_size[1:]))
+    c_out = w.shape[0]
+    layout = _FlatLayout(x.shape[2:], g, c_in, compute)
+    taps = len(layout.taps)
+    weights = np.ascontiguousarray(w.reshape(c_out, c_in, taps).transpose(2, 0, 1))
+    grid = np.empty((c_out, layout.grid_length), compute)
+    partial = np.empty((c_out, layout.grid_length), compute) if taps > 1 else None
     for index in range(n):
-        image[interior] = x[index]
-        for tap, offset in enumerate(offsets):
-            window = flat[:, offset:offset + grid_length]
+        layout.image[layout.interior] = x[index]
+        for tap in range(taps):
             if tap == 0:
-                np.matmul(weights[0], window, out=grid)
+                np.matmul(weights[0], layout.window(0), out=grid)
             else:
-                np.matmul(weights[tap], window, out=partial)
+                np.matmul(weights[tap], layout.window(tap), out=partial)
                 grid += partial
-        result = grid.reshape(c_out, g.out_size[0], *padded[1:])[valid]
+        result = layout.valid(grid, (c_out,))
         if bias is not None:
             result += bias.reshape((-1,) + (1,) * (result.ndim - 1))
         np.copyto(out[index], result, casting="unsafe")
+
+
+def _depthwise_flat(out, x, w, bias, g: _Geometry, compute) -> None:
+    """Stride-1 depthwise: a multiply-add per tap over the flat layout's windows (long
+    contiguous rows), tile by tile (channel rows x grid columns) to stay in cache."""
+    n, channels = x.shape[:2]
+    rows = n * channels
+    layout = _FlatLayout(x.shape[2:], g, rows, compute)
+    layout.image.reshape(n, channels, *layout.padded)[(slice(None), *layout.interior)] = x
+    weights = np.tile(w.reshape(channels, -1), (n, 1))  # (N * C, taps)
+    grid_length = layout.grid_length
+    result = np.empty((rows, grid_length), compute)
+    if grid_length >= DEPTHWISE_TILE_ELEMENTS:
+        row_block, column_block = 1, DEPTHWISE_TILE_ELEMENTS
+    else:
+        row_block, column_block = DEPTHWISE_TILE_ELEMENTS // grid_length, grid_length
+    scratch = np.empty((min(row_block, rows), column_block), compute)
+    for first in range(0, rows, row_block):
+        block = slice(first, first + row_block)
+        for start in range(0, grid_length, column_block):
+            stop = min(start + column_block, grid_length)
+            acc = result[block, start:stop]
+            tmp = scratch[:acc.shape[0], :stop - start]
+            for tap in range(len(layout.taps)):
+                source = layout.window(tap, start, stop)[block]
+                factor = weights[block, tap:tap + 1]
+                if tap == 0:
+                    np.multiply(source, factor, out=acc)
+                else:
+                    np.multiply(source, factor, out=tmp)
+                    acc += tmp
+    _finish(out, layout.valid(result, (n, channels)), bias, compute)
 
 
 def _depthwise(out, x, w, bias, g: _Geometry, compute) -> None:
