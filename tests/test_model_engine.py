@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import openacl  # noqa: E402
 from openacl.errors import (  # noqa: E402
     ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+    ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
     ACL_ERROR_OP_NOT_FOUND,
     ACL_ERROR_PARSE_MODEL,
     AclError,
@@ -127,3 +128,23 @@ def test_bad_feeds_and_dynamic_inputs():
     assert fixed.get_inputs()[0].shape == [4, 3]
     fixed.close()
     assert openacl.memory_stats()["allocated_bytes.all.current"] == 0
+
+
+def test_session_outputs_by_name_and_unknown_names():
+    model = _model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["z"])],
+                   [("x", [2, 3])], [("y", [2, 3]), ("z", [2, 3])])
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    session = InferenceSession(model)
+    try:
+        y, z = session.run(None, {"x": x})
+        np.testing.assert_array_equal(y, np.maximum(x, 0))
+        np.testing.assert_array_equal(z, -x)
+        (only_z,) = session.run(["z"], {"x": x})
+        np.testing.assert_array_equal(only_z, -x)
+        swapped = session.run(["z", "y"], {"x": x})
+        np.testing.assert_array_equal(swapped[1], y)
+        with pytest.raises(AclError) as info:
+            session.run(["y", "w"], {"x": x})
+        assert info.value.code == ACL_ERROR_MODEL_OUTPUT_NOT_MATCH and "'w'" in str(info.value)
+    finally:
+        session.close()

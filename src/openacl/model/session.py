@@ -95,8 +95,10 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, feeds: dict[str, np.ndarray],
             stream: Any = None) -> list[np.ndarray]:
         """Run on host arrays; returns the named outputs (all when ``output_names`` is None)."""
+        if output_names is None:  # the common call: the engine's outputs are in graph order
+            return self.engine.run(feeds, stream)
         results = dict(zip(self.graph.outputs, self.engine.run(feeds, stream), strict=True))
-        wanted = list(self.graph.outputs) if output_names is None else list(output_names)
+        wanted = list(output_names)
         missing = [n for n in wanted if n not in results]
         if missing:
             raise AclError(ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
