@@ -172,8 +172,9 @@ def reduce_sum(c: Call) -> Kernel:
     accumulate = _accumulator(result)
 
     def kernel(v) -> None:
-        x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
-        _store(v, "out", np.sum(x, axis=axes, keepdims=keep))
+        # dtype= widens buffer by buffer inside the reduction: no widened copy of the input
+        x = np.asarray(v["self"]).astype(result, copy=False)
+        _store(v, "out", np.sum(x, axis=axes, keepdims=keep, dtype=accumulate))
     return kernel
 
 
@@ -198,8 +199,8 @@ def mean(c: Call) -> Kernel:
     count = _count(self.shape, axes)
 
     def kernel(v) -> None:
-        x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
-        total = np.sum(x, axis=axes, keepdims=keep)
+        x = np.asarray(v["self"]).astype(result, copy=False)
+        total = np.sum(x, axis=axes, keepdims=keep, dtype=accumulate)  # no widened copy
         _store(v, "out", quiet(lambda: total / count)() if count else
                np.full(total.shape, np.nan, accumulate))
     return kernel
