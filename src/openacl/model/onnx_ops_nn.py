@@ -53,21 +53,28 @@ def _torch_pad(pairs: list[tuple[int, int]]) -> tuple[int, ...]:
 
 
 # -- convolution --------------------------------------------------------------------------------
+def _conv_operands(node: Node, b: Builder, what: str) -> tuple:
+    """Conv / ConvTranspose inputs: (x, weight, bias or None, x's Value, spatial dims,
+    kernel size), with the rank and ``kernel_shape`` checked."""
+    x, weight = node.inputs[0], node.inputs[1]
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    x_value = b.value(x)
+    spatial = len(x_value.shape) - 2
+    if not 1 <= spatial <= 3:
+        raise unsupported(node, f"a {spatial}-d {what}")
+    kernel = list(b.value(weight).shape[2:])
+    if [int(k) for k in node.attrs.get("kernel_shape", kernel)] != kernel:
+        raise unsupported(node, f"kernel_shape {node.attrs['kernel_shape']} that differs "
+                                f"from the weight's {kernel}")
+    return x, weight, bias, x_value, spatial, kernel
+
+
 @lowering("Conv")
 def conv(node: Node, b: Builder) -> None:
     """aclnnConvolution; asymmetric pads go to CANN's (top, bottom, left, right) form for
     conv1d/2d, and through an explicit ConstantPadNd for conv3d."""
     _only(node, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
-    x, weight = node.inputs[0], node.inputs[1]
-    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
-    x_value, w_value = b.value(x), b.value(weight)
-    spatial = len(x_value.shape) - 2
-    if not 1 <= spatial <= 3:
-        raise unsupported(node, f"a {spatial}-d convolution")
-    kernel = list(w_value.shape[2:])
-    if [int(k) for k in node.attrs.get("kernel_shape", kernel)] != kernel:
-        raise unsupported(node, f"kernel_shape {node.attrs['kernel_shape']} that differs "
-                                f"from the weight's {kernel}")
+    x, weight, bias, x_value, spatial, kernel = _conv_operands(node, b, "convolution")
     strides = _spatial_ints(node, "strides", spatial, 1)
     dilations = _spatial_ints(node, "dilations", spatial, 1)
     pairs = _pads(node, x_value.shape[2:], kernel, strides, dilations)
@@ -95,16 +102,8 @@ def conv_transpose(node: Node, b: Builder) -> None:
     (``output_shape`` and SAME auto-padding are refused)."""
     _only(node, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
           "output_padding")
-    x, weight = node.inputs[0], node.inputs[1]
-    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
-    x_value, w_value = b.value(x), b.value(weight)
-    spatial = len(x_value.shape) - 2
-    if not 1 <= spatial <= 3:
-        raise unsupported(node, f"a {spatial}-d transposed convolution")
-    kernel = list(w_value.shape[2:])
-    if [int(k) for k in node.attrs.get("kernel_shape", kernel)] != kernel:
-        raise unsupported(node, f"kernel_shape {node.attrs['kernel_shape']} that differs "
-                                f"from the weight's {kernel}")
+    x, weight, bias, x_value, spatial, kernel = _conv_operands(node, b,
+                                                               "transposed convolution")
     if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         raise unsupported(node, f"auto_pad={node.attrs['auto_pad']!r}")
     strides = _spatial_ints(node, "strides", spatial, 1)
