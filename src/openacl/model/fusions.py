@@ -109,6 +109,7 @@ def _affine_step(graph: Graph, node: Node, conv_output: str, channels: int,
 def fold_conv_affine(graph: Graph) -> int:
     """Fold constant per-channel affine steps and BatchNormalization into the Conv before."""
     folded = 0
+    uses = _Uses(graph)  # rebuilt after each rewrite only
     for conv in list(graph.nodes):
         if conv.op_type != "Conv" or len(conv.inputs) < 2:
             continue
@@ -121,7 +122,6 @@ def fold_conv_affine(graph: Graph) -> int:
         scale, shift = np.ones(channels), np.zeros(channels)
         absorbed: list[Node] = []
         while True:
-            uses = _Uses(graph)
             output = conv.outputs[0]
             follower = uses.only_reader(output)
             step = follower and _affine_step(graph, follower, output, channels, rank)
@@ -131,6 +131,7 @@ def fold_conv_affine(graph: Graph) -> int:
             conv.outputs = [follower.outputs[0]]
             graph.nodes.remove(follower)
             absorbed.append(follower)
+            uses = _Uses(graph)
         if not absorbed:
             continue
         folded += len(absorbed)
@@ -158,8 +159,8 @@ def _fresh_name(graph: Graph, name: str) -> str:
 def fuse_hard_swish(graph: Graph) -> int:
     """``x * clip(x + 3, 0, 6) / 6`` -> ``HardSwish(x)``."""
     fused = 0
+    uses = _Uses(graph)  # rebuilt after each rewrite only
     for last in list(graph.nodes):
-        uses = _Uses(graph)
         match = _hard_swish_at(graph, uses, last)
         if match is None:
             continue
@@ -171,6 +172,7 @@ def fuse_hard_swish(graph: Graph) -> int:
         for node in removed[1:]:
             graph.nodes.remove(node)
         fused += 1
+        uses = _Uses(graph)
     return fused
 
 
