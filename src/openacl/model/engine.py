@@ -153,17 +153,7 @@ class Engine:
         thread (the run is synchronous anyway), through views prepared at the first run:
         no stream round trip, no pointer resolution, no allocation but the outputs.
         """
-        self._check_open()
-        if stream is None and core.current().backend.name == "cpu":
-            return self._run_here(feeds)
-        with self._lock:
-            target = resolve_stream(stream)
-            self._wait_previous_launch()
-            for name in self.graph.inputs:
-                self._copy_in(name, feeds)
-            self._replay(target)
-            target.synchronize()
-            return [self._copy_out(name) for name in self.graph.outputs]
+        return self._run(feeds, stream, None)
 
     def launch(self, inputs: Sequence[tuple[int, int]], outputs: Sequence[tuple[int, int]],
                stream: Any = None) -> None:
@@ -237,19 +227,26 @@ class Engine:
         kernels run here as in ``run``; on a stream each step is launched and waited for
         alone, so a step's time includes one stream round trip (the profile's lane says
         which). Timing policy (aggregation, reports) lives in ``profile.py``."""
+        return self._run(feeds, stream, record)
+
+    @staticmethod
+    def runs_here(stream: Any) -> bool:
+        """Whether ``run(feeds, stream)`` executes the kernels on the calling thread (no
+        stream given, CPU backend) rather than enqueueing them on a stream."""
+        return stream is None and core.current().backend.name == "cpu"
+
+    def _run(self, feeds: dict[str, np.ndarray], stream: Any,
+             record: StepClock | None) -> list[np.ndarray]:
         self._check_open()
-        if stream is None and core.current().backend.name == "cpu":
+        if self.runs_here(stream):
             return self._run_here(feeds, record)
         with self._lock:
             target = resolve_stream(stream)
             self._wait_previous_launch()
             for name in self.graph.inputs:
                 self._copy_in(name, feeds)
-            for index, (executor, workspace) in enumerate(self._executors):
-                start = time.perf_counter_ns()
-                find_executor(executor).launch(self._workspace, workspace, target)
-                target.synchronize()
-                record(index, start, time.perf_counter_ns())
+            self._replay(target, record)
+            target.synchronize()
             return [self._copy_out(name) for name in self.graph.outputs]
 
     def _run_here(self, feeds: dict[str, np.ndarray],
@@ -294,9 +291,14 @@ class Engine:
                                                 strict=True)]
         return views, tasks
 
-    def _replay(self, target: Stream) -> None:
-        for executor, workspace in self._executors:
+    def _replay(self, target: Stream, record: StepClock | None = None) -> None:
+        """Enqueue every step on ``target``; with ``record``, wait for each and time it."""
+        for index, (executor, workspace) in enumerate(self._executors):
+            start = time.perf_counter_ns() if record is not None else 0
             find_executor(executor).launch(self._workspace, workspace, target)
+            if record is not None:
+                target.synchronize()
+                record(index, start, time.perf_counter_ns())
 
     def _checked_feed(self, name: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
         value = self.graph.value(name)

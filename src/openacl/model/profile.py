@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ import numpy as np
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.model.engine import Engine
 from openacl.model.ir import Graph
+from openacl.runtime.stream import resolve_stream
 
 MIB = 1 << 20
 
@@ -151,15 +153,9 @@ def profile_engine(engine: Engine, feeds: dict[str, np.ndarray], runs: int = 10,
         if type(value) is not int or value < least:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"argument {argument!r} = {value!r} is invalid: an int >= {least}")
-    import time
-
-    from openacl.runtime import core
-    from openacl.runtime.stream import resolve_stream
-
     for _ in range(warmup):
         engine.run(feeds, stream)
-    on_host = stream is None and core.current().backend.name == "cpu"
-    if on_host:
+    if engine.runs_here(stream):
         lane = "host (synchronous run)"
     else:
         target = resolve_stream(stream)
