@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 import openacl
@@ -195,6 +195,8 @@ def test_binary_into_strided_output(name, data):
 def test_unary_matches_torch(name, data):
     shape = data.draw(shapes, label="shape")
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    # CANN's Hardsigmoid takes INT32 and torch's does not: there is no oracle for that case
+    assume(not (name == "hardsigmoid" and dtype == np.int32))
     source = data.draw(arrays(shape, dtype), label="input")
     layout = data.draw(st.sampled_from(LAYOUTS), label="layout")
     golden = _torch_reference(UNARY[name], source)

@@ -324,8 +324,11 @@ def strided_array(buffer: Any, dtype: np.dtype, dims: Sequence[int],
     """Elements of ``dtype`` read from the byte array ``buffer`` with element ``strides``
     starting ``offset`` elements in (works for every dtype, ml_dtypes' float8 included)."""
     itemsize = dtype.itemsize
-    return np.ndarray(shape=tuple(dims), dtype=dtype, buffer=buffer, offset=offset * itemsize,
-                      strides=tuple(s * itemsize for s in strides))
+    if isinstance(buffer, np.ndarray):
+        return np.ndarray(shape=tuple(dims), dtype=dtype, buffer=buffer,
+                          offset=offset * itemsize, strides=tuple(s * itemsize for s in strides))
+    return core.current().backend.strided(buffer, dtype, tuple(dims),
+                                          tuple(s * itemsize for s in strides), offset * itemsize)
 
 
 # -- scalars, arrays and lists --------------------------------------------------------------------

@@ -18,9 +18,9 @@ def create_backend(name: str, device_count: int, stream_mode: str) -> Backend:
 
         return CpuBackend(device_count, stream_mode)
     if name == "cuda":
-        raise LookupError(
-            "the CUDA backend is not available in this build yet (it needs CuPy and an NVIDIA GPU)"
-        )
+        from openacl.backends.cuda import CudaBackend
+
+        return CudaBackend(device_count, stream_mode)
     raise LookupError(f"unknown backend {name!r}; expected one of {BACKEND_NAMES}")
 
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from openacl.backends.host_queue import HostQueue
+
+
+def quiet_floating_point() -> None:
+    """Kernels behave like the device's: inf/NaN results, no floating-point warnings.
+    (numpy's error state is per thread; inline mode keeps the caller's.)"""
+    np.seterr(all="ignore")
 
 
 class Backend:
@@ -44,13 +52,32 @@ class Backend:
         """A byte view of ``nbytes`` at ``offset`` inside an allocation handle."""
         raise NotImplementedError
 
+    def strided(self, buffer: Any, dtype: np.dtype, dims: tuple[int, ...],
+                strides: tuple[int, ...], offset: int) -> Any:
+        """The array of ``dtype`` elements read from the byte view ``buffer`` with byte
+        ``strides``, starting ``offset`` bytes in (works for every dtype, ml_dtypes' too)."""
+        return np.ndarray(shape=dims, dtype=dtype, buffer=buffer, offset=offset,
+                          strides=strides)
+
+    def array_module(self, array: Any) -> Any:
+        """The array namespace (``xp``) of a view this backend made: numpy or cupy."""
+        return np
+
     def _copy(self, dst: Any, src: Any) -> None:
-        """Copy between two byte views of equal length (any memory kinds)."""
+        """Copy between two byte views of equal length (any memory kinds); done on return."""
         raise NotImplementedError
 
+    def _copy_async(self, dst: Any, src: Any) -> None:
+        """Enqueue the same copy on the current stream (called from inside a queue task)."""
+        self._copy(dst, src)
+
     def _fill(self, dst: Any, byte: int) -> None:
-        """Set every byte of a view to ``byte``."""
+        """Set every byte of a view to ``byte``; done on return."""
         raise NotImplementedError
+
+    def _fill_async(self, dst: Any, byte: int) -> None:
+        """Enqueue the same fill on the current stream (called from inside a queue task)."""
+        self._fill(dst, byte)
 
     def total_memory(self, device: int) -> int:
         """Physical memory of ``device`` in bytes."""

@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from openacl.backends.base import Backend
+from openacl.backends.base import Backend, quiet_floating_point
 from openacl.backends.host_queue import HostQueue, make_executor
 
 ALLOCATION_ALIGNMENT = 4096  # bytes; base alignment of every raw allocation (a page)
@@ -26,12 +26,6 @@ def _aligned_bytes(nbytes: int) -> tuple[int, np.ndarray]:
     skip = (-base) % ALLOCATION_ALIGNMENT
     buffer = raw[skip : skip + nbytes]
     return base + skip, buffer
-
-
-def _quiet_floating_point() -> None:
-    """Kernels behave like the device's: inf/NaN results, no floating-point warnings.
-    (numpy's error state is per thread; inline mode keeps the caller's.)"""
-    np.seterr(all="ignore")
 
 
 def _meminfo_bytes(field: str) -> int | None:
@@ -53,7 +47,7 @@ class CpuBackend(Backend):
     def __init__(self, device_count: int, stream_mode: str) -> None:
         super().__init__(device_count)
         self.stream_mode = stream_mode
-        self._executor = make_executor(stream_mode, _quiet_floating_point)
+        self._executor = make_executor(stream_mode, quiet_floating_point)
         self._raw: dict[int, weakref.ref] = {}  # id -> raw arrays handed out, for owns()
 
     def _reserve(self, nbytes: int) -> tuple[int, np.ndarray]:

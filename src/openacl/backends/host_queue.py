@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 logger = logging.getLogger("openacl")
@@ -91,8 +92,9 @@ class HostQueue:
         """Value of the newest submitted task (0 when nothing was ever submitted)."""
         return self._submitted
 
-    def submit(self, task: Task) -> int:
-        """Enqueue ``task``; returns its value on this queue's timeline."""
+    def submit(self, task: Task, host: bool = False) -> int:
+        """Enqueue ``task``; returns its value on this queue's timeline. ``host`` marks work
+        that reads results on the host (callbacks); here every task is host work."""
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"queue {self.name} is closed")
@@ -114,6 +116,14 @@ class HostQueue:
     def done(self, value: int | None = None) -> bool:
         """Whether task ``value`` (default: everything submitted so far) has run."""
         return self.timeline.value >= (self._submitted if value is None else value)
+
+    def stamp(self) -> float:
+        """A time-stamp of "now" on this queue, taken from inside a task (events)."""
+        return time.perf_counter()
+
+    def elapsed_ms(self, start: float, end: float) -> float:
+        """Milliseconds between two ``stamp`` results."""
+        return (end - start) * 1000.0
 
     def close(self) -> None:
         """Refuse new tasks; queued ones still run. Idempotent."""

@@ -28,6 +28,7 @@ Design note (invariants)
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +50,7 @@ from openacl.ops import REGISTRY
 from openacl.ops.dispatch import phase1
 from openacl.ops.executor import find_executor
 from openacl.runtime import core, memory
+from openacl.runtime.memory import use_on_stream
 from openacl.runtime.stream import Stream, resolve_stream
 from openacl.tensor import (
     create_scalar,
@@ -292,7 +294,20 @@ class Engine:
         return views, tasks
 
     def _replay(self, target: Stream, record: StepClock | None = None) -> None:
-        """Enqueue every step on ``target``; with ``record``, wait for each and time it."""
+        """Enqueue every step on ``target``; with ``record``, wait for each and time it.
+
+        On a device backend an untimed replay is one stream task that issues every step's
+        kernels in order (one completion signal per run instead of one per step); the
+        kernels themselves still run asynchronously on the stream."""
+        if record is None and core.current().backend.name != "cpu":
+            if self._host is None:
+                self._host = self._prepare_host()
+            for address in self._pointers:
+                region, _ = core.current().pointers.resolve(address, 1, "model memory")
+                use_on_stream(region, target)
+            kernels = [task for task, _ in self._host[1]]
+            target.submit(functools.partial(_run_steps, kernels))
+            return
         for index, (executor, workspace) in enumerate(self._executors):
             start = time.perf_counter_ns() if record is not None else 0
             find_executor(executor).launch(self._workspace, workspace, target)
@@ -352,3 +367,9 @@ class Engine:
         for pointer in self._pointers:
             memory.free(pointer)
         self._pointers = []
+
+
+def _run_steps(kernels: list[Callable[[], None]]) -> None:
+    """One stream task: every step of a model run, in order."""
+    for kernel in kernels:
+        kernel()

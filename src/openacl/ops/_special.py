@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,19 @@ def _erfc_abs(a: np.ndarray) -> np.ndarray:
     return np.multiply(poly, t, out=poly).reshape(shape)
 
 
+def _device_special(x: np.ndarray) -> Any:
+    """cupyx.scipy.special for a CuPy array (its erf/erfc kernels), None for numpy."""
+    if type(x) is np.ndarray or isinstance(x, np.generic):
+        return None
+    import cupyx.scipy.special
+
+    return cupyx.scipy.special
+
+
 def erfc(z: np.ndarray) -> np.ndarray:
+    special = _device_special(z)
+    if special is not None:
+        return special.erfc(z)
     if z.dtype == np.float64:
         return np.frompyfunc(math.erfc, 1, 1)(z).astype(np.float64)
     work = z.astype(np.float32, copy=False)
@@ -66,6 +79,9 @@ def _erf_series(x: np.ndarray) -> np.ndarray:
 
 
 def erf(x: np.ndarray) -> np.ndarray:
+    special = _device_special(x)
+    if special is not None:
+        return special.erf(x)
     if x.dtype == np.float64:
         return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
     wide = x.astype(np.float64)

@@ -49,11 +49,11 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def _softplus_unit(x: np.ndarray) -> np.ndarray:
     """log(1 + exp(x)) without overflow."""
-    return np.logaddexp(np.zeros((), x.dtype), x)
+    return np.logaddexp(x.dtype.type(0), x)
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, np.zeros((), x.dtype))  # NaN propagates, as in torch
+    return np.maximum(x, x.dtype.type(0))  # NaN propagates, as in torch
 
 
 _NO_FLOATING_POINT_WARNINGS = {_relu}  # np.maximum never warns, not even on NaN
@@ -66,7 +66,7 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 
 def _gelu_erf(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * erfc(-x / np.asarray(math.sqrt(2.0), x.dtype))
+    return 0.5 * x * erfc(-x / x.dtype.type(math.sqrt(2.0)))
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
@@ -119,6 +119,8 @@ def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: s
 def _chunkable(x: np.ndarray, out: np.ndarray) -> bool:
     """Chunk-by-chunk evaluation computes the same: both contiguous, and either apart in
     memory or the very same elements (an in-place call)."""
+    if type(x) is not np.ndarray or type(out) is not np.ndarray:
+        return False  # device arrays: one kernel over the whole tensor (no host cache)
     if not (x.flags.c_contiguous and out.flags.c_contiguous):
         return False
     if not np.may_share_memory(x, out):

@@ -438,14 +438,17 @@ class Views(dict):
 
     def compute(self, name: str, dtype: np.dtype) -> np.ndarray:
         """Input ``name`` converted to the compute dtype of a result of ``dtype``."""
-        return np.asarray(self[name]).astype(promotion.compute_dtype(dtype), copy=False)
+        value = self[name]
+        if not hasattr(value, "astype"):  # a list or a Python number
+            value = np.asarray(value)
+        return value.astype(promotion.compute_dtype(dtype), copy=False)
 
     def write(self, name: str, value: Any) -> None:
         """Store ``value`` (broadcast, cast) into output ``name``."""
         target = self[name]
         if isinstance(target, list):
             raise TypeError(f"output {name} is a tensor list; use write_item")
-        np.copyto(target, value, casting="unsafe")
+        np.copyto(target, _like(target, value), casting="unsafe")
 
     def store(self, name: str, fn: Callable[..., Any], *operands: Any) -> None:
         """Output ``name`` = ``fn(*operands)``. A numpy ufunc writes straight into the output
@@ -455,7 +458,26 @@ class Views(dict):
         if isinstance(fn, np.ufunc):
             fn(*operands, out=target, casting="unsafe")
         else:
-            np.copyto(target, fn(*operands), casting="unsafe")
+            np.copyto(target, _like(target, fn(*operands)), casting="unsafe")
 
     def write_item(self, name: str, index: int, value: Any) -> None:
-        np.copyto(self[name][index], value, casting="unsafe")
+        target = self[name][index]
+        np.copyto(target, _like(target, value), casting="unsafe")
+
+
+def _like(target: Any, value: Any) -> Any:
+    """``value`` moved to the device of ``target`` when a host array is written into device
+    memory (numpy's copyto hands a device target to its own module, which takes no host
+    arrays)."""
+    if type(value) is np.ndarray and type(target) is not np.ndarray:
+        return array_module(target).asarray(value)
+    return value
+
+
+def array_module(array: Any) -> Any:
+    """The array namespace (``xp``) of a kernel's array: numpy, or cupy for device memory."""
+    if type(array) is np.ndarray or isinstance(array, np.generic):
+        return np
+    from openacl.runtime import core
+
+    return core.current().backend.array_module(array)

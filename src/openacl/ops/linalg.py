@@ -44,6 +44,7 @@ from openacl.ops.call import (
     Call,
     Kernel,
     TensorArg,
+    array_module,
 )
 from openacl.ops.registry import register, register_inplace
 
@@ -89,7 +90,8 @@ def operand_dtype(dtype: np.dtype, cube_math_type: int) -> np.dtype:
 def _operand(array: np.ndarray, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
     """``array`` rounded to ``rounded`` (the cubeMathType's operand dtype), then widened to
     ``compute``; no copy when nothing changes."""
-    array = np.asarray(array)
+    if not hasattr(array, "astype"):
+        array = np.asarray(array)
     if array.dtype != rounded:
         array = array.astype(rounded)
     return array.astype(compute, copy=False)
@@ -98,10 +100,11 @@ def _operand(array: np.ndarray, rounded: np.dtype, compute: np.dtype) -> np.ndar
 def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, compute: np.dtype) -> None:
     """``out[...] = a @ b`` computed in ``compute``; written in place (BLAS ``out=``) when the
     output already has that dtype."""
+    xp = array_module(out)
     if out.dtype == compute and out.ndim > 0:
-        np.matmul(a, b, out=out)
+        xp.matmul(a, b, out=out)
     else:
-        np.copyto(out, np.matmul(a, b), casting="unsafe")
+        xp.copyto(out, xp.matmul(a, b), casting="unsafe")
 
 
 def _check_rank(c: Call, name: str, low: int, high: int | None = None) -> TensorArg:
@@ -157,9 +160,10 @@ def _product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
         rounded = dtype  # cubeMathType does not apply to two 1-D operands (CANN's note)
 
     def kernel(v) -> None:
-        a = _operand(v[left], rounded, compute)
-        b = _operand(v[right], rounded, compute)
-        matmul_into(v["out"], a, b, compute)
+        a, b = v[left], v[right]
+        # cuBLAS multiplies float16/bfloat16 accumulating in float32 itself: no widening
+        work = compute if type(a) is np.ndarray else rounded
+        matmul_into(v["out"], _operand(a, rounded, work), _operand(b, rounded, work), work)
     return kernel
 
 

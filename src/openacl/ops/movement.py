@@ -407,7 +407,7 @@ def _triangle(keep_lower: bool):
             keep = np.tri(rows, cols, diagonal if keep_lower else diagonal - 1, dtype=bool)
             if not keep_lower:
                 keep = ~keep
-            np.copyto(v["out"], np.where(keep, x, np.zeros((), x.dtype)))
+            np.copyto(v["out"], np.where(keep, x, x.dtype.type(0)))
         return kernel
     return prepare
 

@@ -57,7 +57,7 @@ def _optional(v, name: str) -> np.ndarray | None:
 
 def _rsqrt(variance: np.ndarray, eps: float) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return 1.0 / np.sqrt(variance + np.asarray(eps, variance.dtype))
+        return 1.0 / np.sqrt(variance + variance.dtype.type(eps))
 
 
 def _mean(x: np.ndarray, axis) -> np.ndarray:
@@ -66,7 +66,7 @@ def _mean(x: np.ndarray, axis) -> np.ndarray:
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     count = math.prod(x.shape[a] for a in axes)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sum(x, axis=axes, keepdims=True) / np.asarray(count, x.dtype)
+        return np.sum(x, axis=axes, keepdims=True) / x.dtype.type(count)
 
 
 def _moments(x: np.ndarray, axis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -133,7 +133,7 @@ def launch_callback(fn: Callable[[Any], None], user_data: Any, block_type: int,
         if report.error is not None:
             raise report.error
 
-    target.submit(deliver)
+    target.submit(deliver, host=True)
 
 
 def process_report(timeout: int) -> None:

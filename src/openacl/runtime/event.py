@@ -8,13 +8,13 @@ Design note (invariants)
 * ``stream_wait_event(stream, event)`` captures the event's *current* point when it is
   called and enqueues a wait for it, so re-recording the event afterwards does not change
   what was waited on. Waiting on an event never recorded is a no-op (CUDA and ACL agree).
-* Time-stamps are taken by the marker task when it runs (``time.perf_counter``), so
-  elapsed time measures the work between two markers, not host submission.
+* Time-stamps are taken by the marker task when it runs (``queue.stamp``: the host clock on
+  the CPU backend, a CUDA event on the GPU), so elapsed time measures the work between two
+  markers, not host submission.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from openacl.errors import (
@@ -24,7 +24,7 @@ from openacl.errors import (
     AclError,
 )
 from openacl.runtime import core
-from openacl.runtime.stream import MS_PER_S, Stream, resolve_stream, timeout_seconds
+from openacl.runtime.stream import Stream, resolve_stream, timeout_seconds
 
 ACL_EVENT_SYNC = 0x00000001
 ACL_EVENT_CAPTURE_STREAM_PROGRESS = 0x00000002
@@ -70,9 +70,10 @@ class Event:
 
     def record(self, stream: Stream) -> None:
         point = RecordPoint(stream)
+        queue = stream.queue
 
         def stamp() -> None:
-            point.timestamp = time.perf_counter()
+            point.timestamp = queue.stamp()
 
         point.value = stream.submit(stamp)
         self.point = point
@@ -173,6 +174,6 @@ def event_elapsed_time(start: int, end: int) -> float:
             raise AclError(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
                            f"argument '{argument}' = {target.handle:#x} has not completed yet; "
                            f"synchronize it first")
-        stamps.append(point.timestamp)
-    return (stamps[1] - stamps[0]) * MS_PER_S
+        stamps.append(point)
+    return stamps[1].stream.queue.elapsed_ms(stamps[0].timestamp, stamps[1].timestamp)
 

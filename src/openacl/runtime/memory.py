@@ -347,7 +347,7 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
     dst_region, dst_view, src_region, src_view, pins = plan
     use_on_stream(dst_region, target)
     use_on_stream(src_region, target)
-    copy = core.current().backend._copy
+    copy = core.current().backend._copy_async
     target.submit(lambda: (copy(dst_view, src_view), pins))
 
 
@@ -379,7 +379,7 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: i
         return
     region, view, byte, pin = plan
     use_on_stream(region, target)
-    fill = core.current().backend._fill
+    fill = core.current().backend._fill_async
     target.submit(lambda: (fill(view, byte), pin))
 
 

@@ -89,8 +89,10 @@ class Stream:
         return lambda: queue.done(value)
 
     # -- work ------------------------------------------------------------------------------
-    def submit(self, task: Callable[[], None]) -> int:
-        """Enqueue ``task``; returns its position on the stream's timeline."""
+    def submit(self, task: Callable[[], None], host: bool = False) -> int:
+        """Enqueue ``task``; returns its position on the stream's timeline. ``host`` marks a
+        task that reads the results of earlier work on the host (a host function or a
+        callback): on a device backend it runs only once that work has finished."""
         if self.destroyed:
             raise AclError(ACL_ERROR_INVALID_PARAM, f"stream {self.handle:#x} was destroyed")
 
@@ -103,7 +105,7 @@ class Stream:
             except BaseException as exc:  # noqa: BLE001 - a task failure poisons the stream
                 self.failure = (value, exc)
 
-        return self.queue.submit(guarded)
+        return self.queue.submit(guarded, host)
 
     def wait_value(self, value: int, timeout: float | None, what: str,
                    timeout_code: int = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) -> None:
@@ -228,4 +230,4 @@ def launch_host_func(stream: int, func: Callable, *args) -> None:
     if not callable(func):
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'fn' = {func!r} is not callable")
-    resolve_stream(stream).submit(lambda: func(*args))
+    resolve_stream(stream).submit(lambda: func(*args), host=True)
