@@ -29,9 +29,11 @@ elif [ -f .gpu/minilm.f16.onnx ]; then
   "$PY" bench/gpu_model_carry.py unpack .gpu/minilm.f16.onnx /tmp/minilm.onnx && MINILM=/tmp/minilm.onnx
 fi
 
-echo "== tests on the CUDA backend (limit ${TEST_SECONDS}s)"
+PARALLEL=""
+"$PY" -c "import xdist" 2>/dev/null && PARALLEL="-n ${GPU_CHECK_WORKERS:-8}"
+echo "== tests on the CUDA backend (limit ${TEST_SECONDS}s) ${PARALLEL}"
 OPENACL_TEST_BACKENDS=cuda timeout "$TEST_SECONDS" "$PY" -m pytest -p no:cacheprovider -q \
-  -k cuda --timeout 30 -rfE --tb=short --junitxml="$RESULTS/tests.xml" tests \
+  $PARALLEL -k cuda --timeout 30 -rfE --tb=short --junitxml="$RESULTS/tests.xml" tests \
   > "$RESULTS/tests.log" 2>&1
 echo "pytest exit: $?"
 tail -n 5 "$RESULTS/tests.log"
