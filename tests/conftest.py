@@ -3,14 +3,17 @@ gate task.
 
 Every test that needs the runtime takes ``runtime`` (parametrized over the stream modes and
 the backends, device 0 set; two devices on the CPU backend, the GPUs there are on CUDA) or
-``threaded_runtime`` (parametrized over the backends). The CUDA cases run where CuPy finds
-an NVIDIA GPU and skip with the reason otherwise. ``OPENACL_TEST_BACKENDS=cuda`` (a
-comma-separated list) restricts a run to some backends. Any runtime a test leaves behind
-is finalized afterwards so tests never leak state into each other.
+``threaded_runtime`` (parametrized over the backends). The ``cuda`` cases run where CuPy
+finds an NVIDIA GPU and skip with the reason otherwise; the ``cuda-sim`` cases run the CUDA
+backend's code everywhere, over the CPU stand-in for CuPy in ``fake_cupy.py``.
+``OPENACL_TEST_BACKENDS=cuda`` (a comma-separated list) restricts a run to some backends.
+Any runtime a test leaves behind is finalized afterwards so tests never leak state into
+each other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -18,6 +21,7 @@ import warnings
 
 import pytest
 
+import fake_cupy
 import openacl
 
 STREAM_MODES = ("threaded", "inline", "deterministic")
@@ -37,10 +41,13 @@ def cuda_unavailable() -> str | None:
 
 
 def _backend_params() -> list:
-    chosen = os.environ.get("OPENACL_TEST_BACKENDS", "cpu,cuda").replace(" ", "").split(",")
+    chosen = os.environ.get("OPENACL_TEST_BACKENDS", "cpu,cuda-sim,cuda").replace(" ", "")
+    chosen = chosen.split(",")
     params = []
     if "cpu" in chosen:
         params.append(pytest.param("cpu", id="cpu"))
+    if "cuda-sim" in chosen:  # the CUDA backend's code over tests/fake_cupy.py
+        params.append(pytest.param("cuda-sim", id="cuda-sim"))
     if "cuda" in chosen:
         reason = cuda_unavailable()
         params.append(pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(
@@ -51,16 +58,25 @@ def _backend_params() -> list:
 BACKENDS = _backend_params()
 
 
+_fake_cupy = contextlib.ExitStack()  # holds the fake CuPy in sys.modules for cuda-sim
+
+
 def _start(mode: str, backend: str = "cpu", **extra) -> None:
+    if backend == "cuda-sim":
+        _fake_cupy.enter_context(fake_cupy.installed())
+        backend = "cuda"
     openacl.init({"stream_mode": mode, "device_count": 2, "backend": backend, **extra})
     openacl.rt.set_device(0)
 
 
 def _stop() -> None:
-    if openacl.is_initialized():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", openacl.LeakWarning)
-            openacl.finalize()
+    try:
+        if openacl.is_initialized():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", openacl.LeakWarning)
+                openacl.finalize()
+    finally:
+        _fake_cupy.close()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -82,6 +98,23 @@ def threaded_runtime(backend):
     _start("threaded", backend)
     yield "threaded"
     _stop()
+
+
+@pytest.fixture
+def two_devices(backend):
+    """Skip unless the test's runtime (started by a fixture listed before this one) has at
+    least two devices: one GPU skips."""
+    count = openacl.rt.get_device_count()
+    if count < 2:
+        pytest.skip(f"needs two devices; this backend has {count}")
+
+
+@pytest.fixture
+def host_addressable(backend):
+    """Skip unless device memory is host-addressable (the cpu backend): for tests of
+    ``ptr_to_numpy`` / ``ptr_to_bytes`` views of device memory."""
+    if backend != "cpu":
+        pytest.skip(f"device memory of the {backend} backend is not host-addressable")
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import openacl
+from device_io import read_device
 from openacl import rt
 from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, AclError
 from openacl.util import bytes_to_ptr, numpy_to_ptr, ptr_to_bytes, ptr_to_numpy
@@ -67,34 +68,34 @@ def test_memcpy_device_to_device_same_device(runtime):
     a = device_with(b"openacl!" * 8)
     b = rt.malloc(64)
     rt.memcpy(b, 64, a, 64, D2D)
-    assert ptr_to_bytes(b, 64) == b"openacl!" * 8
+    assert read_device(b, 64) == b"openacl!" * 8
     rt.free(a)
     rt.free(b)
 
 
-def test_memcpy_device_to_device_across_devices(runtime):
+def test_memcpy_device_to_device_across_devices(runtime, two_devices):
     on_0 = device_with(bytes(range(100)))
     rt.set_device(1)
     on_1 = rt.malloc(100)
     assert rt.get_device() == 1
     rt.set_device(0)
     rt.memcpy(on_1, 100, on_0, 100, D2D)
-    assert ptr_to_bytes(on_1, 100) == bytes(range(100))
+    assert read_device(on_1, 100) == bytes(range(100))
     rt.memcpy(on_0, 100, bytes_to_ptr(bytes(100)), 100, H2D)
     rt.memcpy(on_0, 100, on_1, 100, D2D)
-    assert ptr_to_bytes(on_0, 100) == bytes(range(100))
+    assert read_device(on_0, 100) == bytes(range(100))
     assert openacl.memory_stats(1)["allocated_bytes.all.current"] == 512
     rt.free(on_1)
     rt.free(on_0)
 
 
-def test_memcpy_device_to_device_from_second_context(runtime):
+def test_memcpy_device_to_device_from_second_context(runtime, two_devices):
     on_0 = device_with(b"\x07" * 16)
     with openacl.Context(1):
         on_1 = rt.malloc(16)
         assert rt.get_device() == 1
         rt.memcpy(on_1, 16, on_0, 16, D2D)
-    assert ptr_to_bytes(on_1, 16) == b"\x07" * 16
+    assert read_device(on_1, 16) == b"\x07" * 16
     rt.free(on_1)
     rt.free(on_0)
 
@@ -134,9 +135,9 @@ def test_memcpy_async_on_stream(runtime):
 def test_memset_uses_low_byte(runtime):
     dev = rt.malloc(32)
     rt.memset(dev, 32, 0x1AB, 32)
-    assert ptr_to_bytes(dev, 32) == b"\xab" * 32
+    assert read_device(dev, 32) == b"\xab" * 32
     rt.memset(dev, 32, -1, 8)
-    assert ptr_to_bytes(dev, 32) == b"\xff" * 8 + b"\xab" * 24
+    assert read_device(dev, 32) == b"\xff" * 8 + b"\xab" * 24
     rt.free(dev)
 
 
@@ -145,7 +146,7 @@ def test_memset_async(runtime):
     stream = rt.create_stream()
     rt.memset_async(dev, 64, 0x42, 64, stream)
     rt.synchronize_stream(stream)
-    assert ptr_to_bytes(dev, 64) == b"B" * 64
+    assert read_device(dev, 64) == b"B" * 64
     rt.destroy_stream(stream)
     rt.free(dev)
 
@@ -183,7 +184,7 @@ def test_zero_count_is_a_no_op(runtime):
     rt.memset(dev, 16, 0, 0)
     rt.memcpy_async(dev, 16, other, 0, D2D, 0)
     rt.synchronize_stream(0)
-    assert ptr_to_bytes(dev, 16) == b"\x01" * 16
+    assert read_device(dev, 16) == b"\x01" * 16
     rt.free(dev)
     rt.free(other)
 

@@ -308,8 +308,8 @@ def _scratch_prepare(c: Call) -> Kernel:
     c.workspace_bytes = SCRATCH_BYTES
 
     def kernel(v) -> None:
-        scratch = np.asarray(v.workspace).view(np.float32)
-        flat = np.asarray(v["self"]).reshape(-1)
+        scratch = v.workspace.view(np.float32)
+        flat = v["self"].reshape(-1)
         scratch[:flat.size] = flat * 2
         v.write("out", scratch[:flat.size].reshape(v["out"].shape))
     return kernel

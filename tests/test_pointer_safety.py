@@ -11,9 +11,10 @@ import sys
 import numpy as np
 import pytest
 
+from device_io import read_device
 from openacl import rt
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
-from openacl.util import bytes_to_ptr, numpy_to_ptr, ptr_to_bytes, ptr_to_numpy
+from openacl.util import bytes_to_ptr, numpy_to_ptr, ptr_to_numpy
 
 GATE_WAIT_S = 5.0  # bounded wait for a gate task to start
 SUBPROCESS_TIMEOUT_S = 60.0  # a child interpreter that runs one scenario
@@ -85,7 +86,7 @@ def test_host_buffer_past_the_end(runtime):
 def test_interior_pointer_copies_but_cannot_be_freed(runtime):
     dev = rt.malloc(64)
     rt.memcpy(dev + 16, 8, bytes_to_ptr(b"ABCDEFGH"), 8, H2D)
-    assert ptr_to_bytes(dev + 16, 8) == b"ABCDEFGH"
+    assert read_device(dev + 16, 8) == b"ABCDEFGH"
     message = expect_invalid(rt.free, dev + 16)
     assert "start" in message
     rt.free(dev)
@@ -162,7 +163,7 @@ def test_queued_copy_keeps_a_dropped_array_alive(threaded_runtime, gate):
     np.ones(4096 * 16, np.uint8)  # churn the heap while the copy waits
     gate.open()
     rt.synchronize_stream(stream)
-    assert ptr_to_bytes(dev, expected.nbytes) == expected.tobytes()
+    assert read_device(dev, expected.nbytes) == expected.tobytes()
     rt.destroy_stream(stream)
     rt.free(dev)
 
@@ -201,7 +202,7 @@ def test_queued_copy_from_freed_host_buffer(threaded_runtime, gate):
     ptr_to_numpy(again, (512,), np.uint8)[:] = 0
     gate.open()
     rt.synchronize_stream(stream)
-    assert ptr_to_bytes(dev, 512) == b"\x5a" * 512
+    assert read_device(dev, 512) == b"\x5a" * 512
     rt.free_host(again)
     rt.free(dev)
     rt.destroy_stream(stream)
@@ -210,6 +211,7 @@ def test_queued_copy_from_freed_host_buffer(threaded_runtime, gate):
 READ_ONLY_SCRIPT = """
 import sys
 import numpy as np
+
 import openacl
 from openacl import rt
 from openacl.util import numpy_to_ptr

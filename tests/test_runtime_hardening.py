@@ -43,7 +43,7 @@ def test_ptr_to_numpy_of_a_read_only_mapping_is_read_only(threaded_runtime, tmp_
     assert view[5] == 5
 
 
-def test_a_view_of_freed_runtime_memory_cannot_be_registered(threaded_runtime):
+def test_a_view_of_freed_runtime_memory_cannot_be_registered(threaded_runtime, host_addressable):
     ptr = rt.malloc(1024)
     stale = util.ptr_to_numpy(ptr, (1024,), np.uint8)
     rt.free(ptr)

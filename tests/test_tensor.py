@@ -328,7 +328,7 @@ def test_strided_views_over_an_allocation(runtime):
     base.free()
 
 
-def test_dlpack_export_is_zero_copy(runtime):
+def test_dlpack_export_is_zero_copy(runtime, host_addressable):
     tensor = openacl.to_device(np.arange(6, dtype=np.float32).reshape(2, 3))
     view = np.from_dlpack(tensor)
     assert view.shape == (2, 3)
@@ -337,13 +337,28 @@ def test_dlpack_export_is_zero_copy(runtime):
     tensor.free()
 
 
-def test_dlpack_export_of_strided_view(runtime):
+def test_dlpack_export_of_strided_view(runtime, host_addressable):
     base = openacl.to_device(np.arange(12, dtype=np.int32).reshape(3, 4))
     transpose = openacl.Tensor(openacl.create_tensor([4, 3], DataType.ACL_INT32, [1, 4], 0,
                                                      ND, [3, 4], base.data_ptr))
     np.testing.assert_array_equal(np.from_dlpack(transpose), np.arange(12).reshape(3, 4).T)
     transpose.free()
     base.free()
+
+
+def test_dlpack_export_of_device_memory(runtime, backend):
+    """On cuda a tensor exports CUDA memory (kDLCUDA), zero-copy into CuPy."""
+    if backend == "cpu":
+        pytest.skip("host memory: test_dlpack_export_is_zero_copy")
+    tensor = openacl.to_device(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert tensor.__dlpack_device__() == (2, 0)
+    if backend == "cuda":  # the simulation's arrays cannot travel through a real capsule
+        import cupy
+
+        view = cupy.from_dlpack(tensor)
+        view[1, 2] = 42.0
+        assert tensor.numpy()[1, 2] == 42.0
+    tensor.free()
 
 
 def test_from_dlpack_wraps_without_copy(runtime):

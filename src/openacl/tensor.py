@@ -32,6 +32,7 @@ ACL_UNKNOWN_RANK = -2  # a TensorDesc of unknown rank
 ACL_MEMCPY_HOST_TO_DEVICE = 1
 ACL_MEMCPY_DEVICE_TO_HOST = 2
 KDL_CPU = 1  # DLPack device type of host memory
+KDL_CUDA = 2  # DLPack device type of CUDA device memory
 
 # Formats whose storage is the view's element space (strided); others are private layouts.
 PLAIN_FORMATS = frozenset({
@@ -309,8 +310,8 @@ def tensor_view(meta: AclTensor, argument: str, write: bool = False,
     """
     dtype = dtypes.to_numpy_dtype(meta.data_type)
     span = view_span(meta.view_dims, meta.strides, meta.offset)
-    if span == 0:
-        return strided_array(np.empty(0, np.uint8), dtype, meta.view_dims, meta.strides, 0), None
+    if span == 0:  # nothing to read or write: an empty array of the backend's kind
+        return core.current().backend.empty_array(tuple(meta.view_dims), dtype), None
     address = meta.data if data is None else data
     nbytes = span * dtype.itemsize
     region, start = core.current().pointers.resolve(address, nbytes, argument, write)
@@ -707,18 +708,14 @@ class Tensor:
         return np.array(view, copy=True)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
-        return self._host_view().__dlpack__(**kwargs)
+        """Zero-copy export: host memory on the cpu backend, device memory on cuda."""
+        return tensor_view(self._meta, "tensor")[0].__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (KDL_CPU, 0)
-
-    def _host_view(self) -> np.ndarray:
-        """A zero-copy numpy view of the tensor (CPU backend only)."""
-        runtime = core.current()
-        if runtime.backend.name != "cpu":
-            raise BufferError(f"zero-copy DLPack export needs the cpu backend, "
-                              f"not {runtime.backend.name}")
-        return tensor_view(self._meta, "tensor")[0]
+        region = core.current().pointers.lookup(self._meta.data)
+        if core.current().backend.name == "cpu" or region is None or not region.is_device:
+            return (KDL_CPU, 0)
+        return (KDL_CUDA, region.device)
 
     # lifetime
     def free(self) -> None:

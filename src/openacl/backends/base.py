@@ -7,6 +7,7 @@ translates them.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,17 @@ def quiet_floating_point() -> None:
     """Kernels behave like the device's: inf/NaN results, no floating-point warnings.
     (numpy's error state is per thread; inline mode keeps the caller's.)"""
     np.seterr(all="ignore")
+
+
+def _meminfo_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 class Backend:
@@ -59,6 +71,10 @@ class Backend:
         return np.ndarray(shape=dims, dtype=dtype, buffer=buffer, offset=offset,
                           strides=strides)
 
+    def empty_array(self, dims: tuple[int, ...], dtype: np.dtype) -> Any:
+        """An array with no elements (a view of an empty tensor: no memory behind it)."""
+        return np.empty(dims, dtype)
+
     def array_module(self, array: Any) -> Any:
         """The array namespace (``xp``) of a view this backend made: numpy or cupy."""
         return np
@@ -86,6 +102,17 @@ class Backend:
     def available_memory(self, device: int) -> int:
         """Memory the hardware could still hand out, in bytes."""
         raise NotImplementedError
+
+    def host_total_memory(self) -> int:
+        """Physical host RAM in bytes (the DDR figures of aclrtGetMemInfo)."""
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+    def host_available_memory(self) -> int:
+        """Host RAM still available, in bytes (MemAvailable where /proc/meminfo has it)."""
+        available = _meminfo_bytes("MemAvailable")
+        if available is None:
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        return available
 
     # -- execution -----------------------------------------------------------------------
     def create_queue(self, device: int, name: str) -> HostQueue:

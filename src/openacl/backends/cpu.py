@@ -6,7 +6,6 @@ Addresses are real (``ndarray.ctypes.data``), so pointers work with ctypes, DLPa
 
 from __future__ import annotations
 
-import os
 import weakref
 
 import numpy as np
@@ -26,17 +25,6 @@ def _aligned_bytes(nbytes: int) -> tuple[int, np.ndarray]:
     skip = (-base) % ALLOCATION_ALIGNMENT
     buffer = raw[skip : skip + nbytes]
     return base + skip, buffer
-
-
-def _meminfo_bytes(field: str) -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 class CpuBackend(Backend):
@@ -86,13 +74,10 @@ class CpuBackend(Backend):
         dst.fill(byte)
 
     def total_memory(self, device: int) -> int:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return self.host_total_memory()
 
     def available_memory(self, device: int) -> int:
-        available = _meminfo_bytes("MemAvailable")
-        if available is None:
-            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-        return available
+        return self.host_available_memory()
 
     def create_queue(self, device: int, name: str) -> HostQueue:
         return HostQueue(self._executor, name)

@@ -12,7 +12,9 @@ Design note (invariants)
 * A task's value on the queue's timeline is signalled by ``cudaLaunchHostFunc`` enqueued
   right after the task: "task ``v`` is done" means its GPU work has finished, which is what
   every synchronize, event, query and allocator marker of the runtime waits for. Values are
-  signalled in order because the host functions run in stream order.
+  signalled in order because the host functions run in stream order. The host function
+  holds the task until then, so the buffers its closure pins (a registered numpy array a
+  copy reads) outlive the GPU's use of them.
 * Host tasks (``launch_host_func``, callbacks) first wait until the queue's previous task is
   done, so they see the GPU's results, exactly as a CUDA host function would. They wait on
   the timeline (a Python condition), never in a CUDA call holding the GIL: the host
@@ -98,11 +100,14 @@ class CudaQueue(HostQueue):
         except BaseException:  # noqa: BLE001 - the owner's guard should have caught it
             logger.exception("unguarded task failed on %s", self.name)
         finally:
-            try:
-                self.stream.launch_host_func(self.timeline.signal, value)
+            try:  # the task (and the memory its closure pins) lives until the GPU is done
+                self.stream.launch_host_func(self._completed, (value, task))
             except Exception:  # noqa: BLE001 - a broken context: never leave waiters hanging
                 logger.exception("cudaLaunchHostFunc failed on %s", self.name)
                 self.timeline.signal(value)
+
+    def _completed(self, finished: tuple[int, Task]) -> None:
+        self.timeline.signal(finished[0])
 
     # -- timing (events) -------------------------------------------------------------------
     def stamp(self) -> Any:
@@ -209,6 +214,9 @@ class CudaBackend(Backend):
     def available_memory(self, device: int) -> int:
         with self.cupy.cuda.Device(device):
             return int(self.cupy.cuda.runtime.memGetInfo()[0])
+
+    def empty_array(self, dims: tuple[int, ...], dtype: np.dtype) -> Any:
+        return self.cupy.ndarray(dims, dtype)
 
     def array_module(self, array: Any) -> Any:
         return np if isinstance(array, np.ndarray) else self.cupy

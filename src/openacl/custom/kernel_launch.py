@@ -37,6 +37,7 @@ import numpy as np
 from openacl import dtypes
 from openacl.custom.blocks import run_blocks
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+from openacl.ops.call import as_array
 from openacl.runtime import core
 from openacl.runtime.memory import pinned_view, use_on_stream
 from openacl.runtime.stream import resolve_stream
@@ -54,13 +55,13 @@ def global_buffer(ptr: int, dtype: Any, length: int, offset: int = 0) -> np.ndar
     nbytes = length * np_dtype.itemsize
     address = ptr + offset * np_dtype.itemsize
     if nbytes == 0:
-        return np.empty(0, np_dtype)
+        return core.current().backend.empty_array((0,), np_dtype)
     for region in getattr(_launch, "regions", ()):
         if region.start <= address and address + nbytes <= region.end:
-            return np.asarray(pinned_view(region, address - region.start, nbytes)).view(
+            return as_array(pinned_view(region, address - region.start, nbytes)).view(
                 np_dtype)
     region, start = core.current().pointers.resolve(address, nbytes, "ptr")
-    return np.asarray(pinned_view(region, start, nbytes)).view(np_dtype)
+    return as_array(pinned_view(region, start, nbytes)).view(np_dtype)
 
 
 def _run_with_regions(fn: Callable[..., Any], regions: tuple, *args: Any) -> None:

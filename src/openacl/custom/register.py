@@ -35,8 +35,9 @@ from openacl.errors import (
     AclError,
 )
 from openacl.ops import registry
-from openacl.ops.call import Call, Kernel, TensorArg
+from openacl.ops.call import Call, Kernel, TensorArg, array_module
 from openacl.ops.signature import parse_signature
+from openacl.runtime import core
 
 SIGNATURE_KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str",
                    "list_int": "int_array", "list_float": "float_array",
@@ -119,10 +120,15 @@ def _attr_values(c: Call, op: OpDef) -> dict[str, Any]:
     return values
 
 
+def _contiguous(array: Any) -> Any:
+    """A C-contiguous array on the input's own device (a view when it already is one)."""
+    return array_module(array).ascontiguousarray(array)
+
+
 def _contiguous_out(target: np.ndarray) -> tuple[np.ndarray, bool]:
     if target.flags.c_contiguous:
         return target, False
-    return np.empty(target.shape, target.dtype), True
+    return array_module(target).empty(target.shape, target.dtype), True
 
 
 def _call_user(fn, context: Any, op: OpDef, code: int) -> None:
@@ -185,16 +191,17 @@ def _make_prepare(op: OpDef, platform: PlatformInfo):
             for name in in_names:
                 value = v.get(name)
                 if isinstance(value, list):
-                    args.append([np.ascontiguousarray(a) for a in value])
+                    args.append([_contiguous(a) for a in value])
                 else:
-                    args.append(None if value is None else np.ascontiguousarray(value))
+                    args.append(None if value is None else _contiguous(value))
             write_back = []
             for name in out_names:
                 target, copied = _contiguous_out(v[name])
                 args.append(target)
                 if copied:
                     write_back.append((v[name], target))
-            workspace = v.workspace if v.workspace is not None else np.empty(0, np.uint8)
+            workspace = v.workspace if v.workspace is not None else \
+                core.current().backend.empty_array((0,), np.dtype(np.uint8))
             run_blocks(op.kernel, int(block_dim), (*args, workspace, tiling_bytes), op.op_type,
                        tiling_key)
             for destination, source in write_back:

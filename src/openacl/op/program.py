@@ -50,7 +50,7 @@ from openacl.op.attr import ATTR_KIND_NAMES, COMPATIBLE_KINDS, _bad, _lookup_att
 from openacl.op.lowering import _Lowering, _Operand, _Step
 from openacl.op.types import REQUIRED, OpType, _spec
 from openacl.ops.executor import find_executor, set_tensor_addr
-from openacl.runtime import core, memory
+from openacl.runtime import memory
 from openacl.runtime.stream import resolve_stream
 from openacl.tensor import PLAIN_FORMATS, TensorDesc, lookup_data_buffer, lookup_tensor_desc
 
@@ -191,9 +191,7 @@ def _read_values(b: _Lowering, buffers: Sequence[Any] | None) -> None:
             if not nbytes:
                 raw = b""
             else:
-                region, start = core.current().pointers.resolve(
-                    buffer.data, nbytes, f"inputs[{operand.origin[1]}]")
-                raw = bytes(np.asarray(region.view(start, nbytes)))
+                raw = memory.read_bytes(buffer.data, nbytes, f"inputs[{operand.origin[1]}]")
         else:
             raise b.fail_input(name, "its value decides the output shape, so its desc must "
                                      "be made constant with set_tensor_const (a handle is "

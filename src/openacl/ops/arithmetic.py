@@ -23,6 +23,7 @@ from openacl.ops.call import (
     Call,
     Kernel,
     TensorArg,
+    array_module,
 )
 from openacl.ops.registry import register, register_inplace
 
@@ -224,7 +225,8 @@ def _pow_prepare(c: Call) -> Kernel:
 def _integer_power(base, exponent):
     """PyTorch's integer pow: a negative exponent gives 1 for base 1, +-1 for base -1
     (by the exponent's parity), and 0 otherwise."""
-    base, exponent = np.broadcast_arrays(np.asarray(base), np.asarray(exponent))
+    xp = array_module(base) if hasattr(base, "shape") else array_module(exponent)
+    base, exponent = xp.broadcast_arrays(xp.asarray(base), xp.asarray(exponent))
     negative = exponent < 0
     result = np.power(base, np.where(negative, 0, exponent))
     if negative.any():

@@ -448,7 +448,7 @@ class Views(dict):
         target = self[name]
         if isinstance(target, list):
             raise TypeError(f"output {name} is a tensor list; use write_item")
-        np.copyto(target, _like(target, value), casting="unsafe")
+        np.copyto(target, like(target, value), casting="unsafe")
 
     def store(self, name: str, fn: Callable[..., Any], *operands: Any) -> None:
         """Output ``name`` = ``fn(*operands)``. A numpy ufunc writes straight into the output
@@ -458,20 +458,28 @@ class Views(dict):
         if isinstance(fn, np.ufunc):
             fn(*operands, out=target, casting="unsafe")
         else:
-            np.copyto(target, _like(target, fn(*operands)), casting="unsafe")
+            np.copyto(target, like(target, fn(*operands)), casting="unsafe")
 
     def write_item(self, name: str, index: int, value: Any) -> None:
         target = self[name][index]
-        np.copyto(target, _like(target, value), casting="unsafe")
+        np.copyto(target, like(target, value), casting="unsafe")
 
 
-def _like(target: Any, value: Any) -> Any:
-    """``value`` moved to the device of ``target`` when a host array is written into device
-    memory (numpy's copyto hands a device target to its own module, which takes no host
-    arrays)."""
+def like(target: Any, value: Any) -> Any:
+    """``value`` on the device of ``target``: a host array (a kernel's constant, or a result
+    computed on the host) is copied to the device when ``target`` is a device array; anything
+    else is returned as it is. Device modules take no host arrays in their functions."""
     if type(value) is np.ndarray and type(target) is not np.ndarray:
         return array_module(target).asarray(value)
     return value
+
+
+def as_array(value: Any) -> Any:
+    """``value`` as an array of its own module: numpy and device arrays as they are, numbers
+    and lists as numpy arrays (``np.asarray`` would pull a device array to the host)."""
+    if type(value) is np.ndarray or hasattr(value, "__array_function__"):
+        return value
+    return np.asarray(value)
 
 
 def array_module(array: Any) -> Any:

@@ -32,6 +32,7 @@ from openacl.ops.call import (
     Kernel,
     ScalarArg,
     TensorArg,
+    as_array,
 )
 from openacl.ops.registry import register, register_inplace
 
@@ -77,7 +78,7 @@ def _operands(c: Call, dtype: np.dtype, *names: str) -> Callable:
             if name in scalars:
                 values.append(scalars[name])
                 continue
-            array = np.asarray(v[name])
+            array = as_array(v[name])
             if array.dtype != dtype:
                 with np.errstate(over="ignore", invalid="ignore"):
                     array = array.astype(dtype)
@@ -131,7 +132,7 @@ def _logical_binary(fn: Callable) -> Callable[[Call], Kernel]:
 
         def kernel(v) -> None:
             with np.errstate(invalid="ignore"):
-                v.write("out", fn(_truth(np.asarray(v["self"])), _truth(np.asarray(v["other"]))))
+                v.write("out", fn(_truth(as_array(v["self"])), _truth(as_array(v["other"]))))
         return kernel
     return prepare
 
@@ -155,7 +156,7 @@ def logical_not(c: Call) -> Kernel:
     c.check_out("out", c.tensor("self").shape, BOOL)
 
     def kernel(v) -> None:
-        v.write("out", np.logical_not(_truth(np.asarray(v["self"]))))
+        v.write("out", np.logical_not(_truth(as_array(v["self"]))))
     return kernel
 
 
@@ -202,7 +203,7 @@ def bitwise_not(c: Call) -> Kernel:
     c.check_out("out", c.tensor("self").shape, dtype, exact_dtype=True)
 
     def kernel(v) -> None:
-        v.write("out", np.invert(np.asarray(v["self"])))
+        v.write("out", np.invert(as_array(v["self"])))
     return kernel
 
 
@@ -216,9 +217,9 @@ def s_where(c: Call) -> Kernel:
     c.check_out("out", c.broadcast("condition", "self", "other"), promoted)
 
     def kernel(v) -> None:
-        condition = _truth(np.asarray(v["condition"]))
-        v.write("out", np.where(condition, np.asarray(v["self"]).astype(promoted, copy=False),
-                                np.asarray(v["other"]).astype(promoted, copy=False)))
+        condition = _truth(as_array(v["condition"]))
+        v.write("out", np.where(condition, as_array(v["self"]).astype(promoted, copy=False),
+                                as_array(v["other"]).astype(promoted, copy=False)))
     return kernel
 
 
@@ -230,7 +231,7 @@ def is_inf(c: Call) -> Kernel:
     floating = promotion.is_floating(dtype)
 
     def kernel(v) -> None:
-        x = np.asarray(v["x"])
+        x = as_array(v["x"])
         v.write("out", np.isinf(x.astype(promotion.compute_dtype(dtype), copy=False))
                 if floating else False)
     return kernel

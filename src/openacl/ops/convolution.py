@@ -41,10 +41,9 @@ import itertools
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from openacl.ops import promotion
-from openacl.ops.call import FLOAT_DTYPES, Call, Kernel
+from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module, as_array
 from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
 from openacl.ops.registry import register
 
@@ -181,7 +180,10 @@ def convolution(c: Call) -> Kernel:
         xs = _cast(v["input"], rounded, compute)
         ws = _cast(v["weight"], rounded, compute)
         bias_values = _cast(v["bias"], compute, compute) if geometry.bias else None
-        body(out, xs, ws, bias_values, geometry, compute)
+        # on a device, one im2col matmul (grouped: depthwise too): the host-cache tilings of
+        # the other bodies only add kernel launches there
+        run = body if type(out) is np.ndarray or transposed else _im2col
+        run(out, xs, ws, bias_values, geometry, compute)
     return kernel
 
 
@@ -201,7 +203,7 @@ class _Geometry:
 
 
 def _cast(array, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
-    array = np.asarray(array)
+    array = as_array(array)
     if array.dtype != rounded:
         array = array.astype(rounded)
     return array.astype(compute, copy=False)
@@ -210,8 +212,9 @@ def _cast(array, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
 def _pad(x: np.ndarray, pads, compute: np.dtype) -> np.ndarray:
     if not any(b or a for b, a in pads):
         return x
-    padded = np.zeros((*x.shape[:2], *(i + b + a for i, (b, a) in zip(x.shape[2:], pads,
-                                                                       strict=True))), compute)
+    padded = array_module(x).zeros(
+        (*x.shape[:2], *(i + b + a for i, (b, a) in zip(x.shape[2:], pads, strict=True))),
+        compute)
     padded[(slice(None), slice(None),
             *(slice(b, b + i) for i, (b, _) in zip(x.shape[2:], pads, strict=True)))] = x
     return padded
@@ -235,9 +238,11 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
     n, c_in = x.shape[:2]
     c_out, spatial = w.shape[0], x.ndim - 2
     groups, taps = g.groups, math.prod(g.kernel_size)
-    xp = _pad(x, g.pads, compute)
+    xp = array_module(x)
+    padded = _pad(x, g.pads, compute)
     extent = tuple(d * (k - 1) + 1 for d, k in zip(g.dilation, g.kernel_size, strict=True))
-    windows = sliding_window_view(xp, extent, axis=tuple(range(2, 2 + spatial)))
+    windows = xp.lib.stride_tricks.sliding_window_view(
+        padded, extent, axis=tuple(range(2, 2 + spatial)))
     # (N, C, *positions, *window) -> take every stride-th position and dilation-th element
     windows = windows[(slice(None), slice(None),
                        *(slice(None, s * (o - 1) + 1, s) for s, o in zip(
@@ -248,15 +253,15 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
     windows = windows.reshape(n, groups, c_group, *g.out_size, *g.kernel_size)
     # columns ordered (G, C/G, *kernel, N, *out): the reduce axis is C/G * taps
     order = (1, 2, *range(3 + spatial, 3 + 2 * spatial), 0, *range(3, 3 + spatial))
-    columns = np.empty((groups, c_group, *g.kernel_size, n, *g.out_size), compute)
-    np.copyto(columns, windows.transpose(order))
+    columns = xp.empty((groups, c_group, *g.kernel_size, n, *g.out_size), compute)
+    xp.copyto(columns, windows.transpose(order))
     columns = columns.reshape(groups, c_group * taps, n * locations)
     weights = w.reshape(groups, c_out // groups, c_group * taps)
     if groups == 1 and n == 1 and out.dtype == compute and out.flags.c_contiguous:
-        np.matmul(weights[0], columns[0], out=out.reshape(c_out, locations))
+        xp.matmul(weights[0], columns[0], out=out.reshape(c_out, locations))
         _finish(out, out, bias, compute)
         return
-    result = np.matmul(weights, columns)  # (G, C_out/G, N * L)
+    result = xp.matmul(weights, columns)  # (G, C_out/G, N * L)
     result = result.reshape(c_out, n, *g.out_size).swapaxes(0, 1)
     _finish(out, result, bias, compute)
 
@@ -355,7 +360,7 @@ def _depthwise(out, x, w, bias, g: _Geometry, compute) -> None:
     """One input and one output channel per group: a multiply-add per kernel tap, tile by
     tile (channels x output rows) so that the accumulator stays in cache."""
     n, channels = x.shape[:2]
-    xp = _pad(x, g.pads, compute)
+    padded = _pad(x, g.pads, compute)
     weights = w.reshape(channels, -1)  # (C, taps)
     result = out if out.dtype == compute else np.empty(out.shape, compute)
     rows = g.out_size[0]
@@ -379,7 +384,7 @@ def _depthwise(out, x, w, bias, g: _Geometry, compute) -> None:
             for index, (tap, slices) in enumerate(zip(taps, tap_slices, strict=True)):
                 origin = tap[0] * dilation
                 row_slice = slice(origin + step * first, origin + step * (last - 1) + 1, step)
-                source = xp[(slice(None), block, row_slice, *slices[1:])]
+                source = padded[(slice(None), block, row_slice, *slices[1:])]
                 factor = weights[block, index][expand]
                 if index == 0:
                     np.multiply(source, factor, out=acc)
@@ -402,11 +407,12 @@ def _transposed(out, x, w, bias, g: _Geometry, compute) -> None:
     weights = w.reshape(groups, c_group, o_group * taps).transpose(0, 2, 1)
     inputs = x.reshape(n, groups, c_group, locations).transpose(1, 2, 0, 3).reshape(
         groups, c_group, n * locations)
-    contributions = np.matmul(weights, inputs).reshape(
+    xp = array_module(x)
+    contributions = xp.matmul(weights, inputs).reshape(
         groups, o_group, taps, n, *in_size)
     full_size = tuple((i - 1) * s + d * (k - 1) + 1 + op for i, s, d, k, op in zip(
         in_size, g.stride, g.dilation, g.kernel_size, g.output_padding, strict=True))
-    full = np.zeros((n, groups, o_group, *full_size), compute)
+    full = xp.zeros((n, groups, o_group, *full_size), compute)
     # contribution of tap t lands at input position * stride + tap * dilation
     moved = np.moveaxis(contributions, 3, 0)  # (N, G, C_out/G, taps, *in)
     for index, tap in enumerate(itertools.product(*(range(k) for k in g.kernel_size))):

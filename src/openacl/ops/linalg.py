@@ -45,6 +45,7 @@ from openacl.ops.call import (
     Kernel,
     TensorArg,
     array_module,
+    as_array,
 )
 from openacl.ops.registry import register, register_inplace
 
@@ -91,7 +92,7 @@ def _operand(array: np.ndarray, rounded: np.dtype, compute: np.dtype) -> np.ndar
     """``array`` rounded to ``rounded`` (the cubeMathType's operand dtype), then widened to
     ``compute``; no copy when nothing changes."""
     if not hasattr(array, "astype"):
-        array = np.asarray(array)
+        array = as_array(array)
     if array.dtype != rounded:
         array = array.astype(rounded)
     return array.astype(compute, copy=False)
@@ -160,10 +161,11 @@ def _product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
         rounded = dtype  # cubeMathType does not apply to two 1-D operands (CANN's note)
 
     def kernel(v) -> None:
-        a, b = v[left], v[right]
-        # cuBLAS multiplies float16/bfloat16 accumulating in float32 itself: no widening
-        work = compute if type(a) is np.ndarray else rounded
-        matmul_into(v["out"], _operand(a, rounded, work), _operand(b, rounded, work), work)
+        a, b, out = v[left], v[right], v["out"]
+        # cuBLAS multiplies float16/bfloat16 accumulating in float32 and rounds once into a
+        # result of that dtype itself: no widened copies of the operands on a device
+        work = rounded if type(out) is not np.ndarray and out.dtype == rounded else compute
+        matmul_into(out, _operand(a, rounded, work), _operand(b, rounded, work), work)
     return kernel
 
 
@@ -230,12 +232,12 @@ def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kern
         bias = v["self"]
         direct = (out.dtype == compute and out.size > 0
                   and not np.may_share_memory(out, bias))
-        product = out if direct else np.empty(out.shape, compute)
+        product = out if direct else array_module(out).empty(out.shape, compute)
         np.matmul(a, b, out=product)
         if alpha != 1:
             np.multiply(product, alpha, out=product)
         if beta != 0:
-            term = np.asarray(bias).astype(compute, copy=False)
+            term = as_array(bias).astype(compute, copy=False)
             product += term if beta == 1 else beta * term
         if not direct:
             np.copyto(out, product, casting="unsafe")
@@ -407,7 +409,7 @@ def einsum(c: Call) -> Kernel:
     compute = promotion.compute_dtype(dtype)
 
     def kernel(v) -> None:
-        arrays = [np.asarray(a).astype(compute, copy=False) for a in v["tensors"]]
+        arrays = [as_array(a).astype(compute, copy=False) for a in v["tensors"]]
         result = np.einsum(plan, *arrays, optimize="greedy" if len(arrays) > 1 else False)
         if summed:
             result = result.sum(axis=tuple(range(summed)), dtype=compute)

@@ -33,6 +33,8 @@ from openacl.ops.call import (
     Kernel,
     ScalarArg,
     TensorArg,
+    as_array,
+    like,
 )
 from openacl.ops.registry import register, register_inplace
 
@@ -84,7 +86,7 @@ POINTER_KINDS = frozenset({"int_array", "float_array", "bool_array", "scalars"})
 def _convert(value: Any, dtype: np.dtype) -> np.ndarray:
     """``value`` cast to ``dtype`` as PyTorch casts: complex to real keeps the real part,
     float to integer truncates, anything to bool tests for non-zero."""
-    array = np.asarray(value)
+    array = as_array(value)
     if array.dtype.kind == "c" and dtype.kind != "c" and dtype != np.bool_:
         array = array.real
     with np.errstate(invalid="ignore", over="ignore"):
@@ -93,7 +95,7 @@ def _convert(value: Any, dtype: np.dtype) -> np.ndarray:
 
 def _copy(target: np.ndarray, value: Any) -> None:
     """Store ``value`` (broadcast, cast as PyTorch does) into ``target``."""
-    value = np.asarray(value)
+    value = as_array(value)
     if value.dtype != target.dtype:
         value = _convert(value, target.dtype)
     np.copyto(target, value)
@@ -147,11 +149,11 @@ def _check_index_range(op: str, name: str, index: np.ndarray, size: int,
                        negative: bool = False) -> np.ndarray:
     """Kernel-side range check: values in ``[0, size)`` (``[-size, size)`` when
     ``negative``, wrapped); raises ``IndexError`` naming the first bad value."""
-    index = np.asarray(index).astype(np.int64, copy=False)
+    index = as_array(index).astype(np.int64, copy=False)
     low = -size if negative else 0
     bad = (index < low) | (index >= size)
     if bad.any():
-        value = int(index[bad].flat[0])
+        value = int(index[bad].reshape(-1)[0])
         raise IndexError(f"aclnn{op}: argument '{name}' holds index {value}, out of range "
                          f"[{low}, {size}) for a dim of size {size}")
     return np.where(index < 0, index + size, index) if negative else index
@@ -407,7 +409,7 @@ def _triangle(keep_lower: bool):
             keep = np.tri(rows, cols, diagonal if keep_lower else diagonal - 1, dtype=bool)
             if not keep_lower:
                 keep = ~keep
-            np.copyto(v["out"], np.where(keep, x, x.dtype.type(0)))
+            np.copyto(v["out"], np.where(like(x, keep), x, x.dtype.type(0)))
         return kernel
     return prepare
 
@@ -506,7 +508,7 @@ def gather_nd(c: Call) -> Kernel:
     negative = c["negativeIndexSupport"]
 
     def kernel(v) -> None:
-        idx = np.asarray(v["indices"]).reshape(-1, depth)
+        idx = as_array(v["indices"]).reshape(-1, depth)
         columns = [_check_index_range("GatherNd", "indices", idx[:, k], self.shape[k],
                                       negative) for k in range(depth)]
         np.copyto(v["out"], v["self"][tuple(columns)].reshape(shape))
@@ -555,8 +557,8 @@ def _inplace_scatter_update(c: Call) -> Kernel:
 
     def kernel(v) -> None:
         target, source = v["data"], v["updates"]
-        idx = np.asarray(v["indices"]).astype(np.int64).reshape(rows, -1)
-        batches = idx[:, 0] if idx.shape[1] == 2 else np.arange(rows)
+        idx = as_array(v["indices"]).astype(np.int64).reshape(rows, -1)
+        batches = idx[:, 0] if idx.shape[1] == 2 else like(idx, np.arange(rows))
         offsets = idx[:, -1]
         _check_index_range("InplaceScatterUpdate", "indices", batches, data.shape[0])
         bad = (offsets < 0) | (offsets + span > length)
@@ -613,7 +615,7 @@ def constant_pad_nd(c: Call) -> Kernel:
 
     def kernel(v) -> None:
         out = v["out"]
-        out[...] = value
+        out[...] = value[()]  # a scalar: device arrays take no host arrays
         source = tuple(slice(max(-b, 0), n - max(-a, 0))
                        for (b, a), n in zip(pairs, self.shape, strict=True))
         target = tuple(slice(max(b, 0), m - max(a, 0))
@@ -646,7 +648,7 @@ def reflection_pad2d(c: Call) -> Kernel:
     _out_like(c, shape, self.dtype)
 
     def kernel(v) -> None:
-        np.copyto(v["out"], _padded(np.asarray(v["self"]), pairs, mode="reflect"))
+        np.copyto(v["out"], _padded(as_array(v["self"]), pairs, mode="reflect"))
     return kernel
 
 
@@ -659,7 +661,7 @@ def _inplace_fill_scalar(c: Call) -> Kernel:
     c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
 
     def kernel(v) -> None:
-        v["selfRef"][...] = value
+        v["selfRef"][...] = value[()]
     return kernel
 
 
@@ -708,7 +710,7 @@ def arange(c: Call) -> Kernel:
 
     def kernel(v) -> None:
         values = first + delta * np.arange(size, dtype=accumulate)
-        np.copyto(v["out"], values.astype(dtype))
+        v.write("out", values.astype(dtype))
     return kernel
 
 
@@ -742,9 +744,9 @@ def one_hot(c: Call) -> Kernel:
     _out_like(c, shape, dtype)
 
     def kernel(v) -> None:
-        labels = np.expand_dims(np.asarray(v["self"]).astype(np.int64), axis)
-        classes_along = np.arange(classes).reshape([-1 if k == axis else 1
-                                                    for k in range(len(shape))])
+        labels = np.expand_dims(as_array(v["self"]).astype(np.int64), axis)
+        classes_along = like(labels, np.arange(classes).reshape(
+            [-1 if k == axis else 1 for k in range(len(shape))]))
         on, off = v["onValue"].reshape(-1)[0], v["offValue"].reshape(-1)[0]
         np.copyto(v["out"], np.where(labels == classes_along, on, off))
     return kernel
@@ -792,7 +794,7 @@ def upsample_nearest2d(c: Call) -> Kernel:
             np.copyto(out.reshape(*out.shape[:2], height, factors[0], out.shape[3]),
                       wide[:, :, :, None, :])  # each wide row kh times
             return
-        np.copyto(out, v["self"][:, :, rows[:, None], cols[None, :]])
+        np.copyto(out, v["self"][:, :, like(out, rows[:, None]), like(out, cols[None, :])])
     return kernel
 
 
@@ -841,9 +843,11 @@ def upsample_bilinear2d(c: Call) -> Kernel:
     dy, dx = dy[:, None], dx[None, :]
 
     def kernel(v) -> None:
-        x = np.asarray(v["self"]).astype(compute)
-        upper, lower = x[:, :, top], x[:, :, bottom]  # width first, then height, as torch
-        upper = (1 - dx) * upper[:, :, :, left] + dx * upper[:, :, :, right]
-        lower = (1 - dx) * lower[:, :, :, left] + dx * lower[:, :, :, right]
-        np.copyto(v["out"], ((1 - dy) * upper + dy * lower).astype(dtype))
+        x = as_array(v["self"]).astype(compute)
+        top_at, bottom_at, left_at, right_at, dx_at, dy_at = (
+            like(x, a) for a in (top, bottom, left, right, dx, dy))
+        upper, lower = x[:, :, top_at], x[:, :, bottom_at]  # width first, then height, as torch
+        upper = (1 - dx_at) * upper[:, :, :, left_at] + dx_at * upper[:, :, :, right_at]
+        lower = (1 - dx_at) * lower[:, :, :, left_at] + dx_at * lower[:, :, :, right_at]
+        np.copyto(v["out"], ((1 - dy_at) * upper + dy_at * lower).astype(dtype))
     return kernel

@@ -19,7 +19,7 @@ import numpy as np
 
 from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import promotion
-from openacl.ops.call import Call, Kernel
+from openacl.ops.call import Call, Kernel, array_module
 from openacl.ops.registry import register
 
 NORM_DTYPES = frozenset({np.dtype(np.float16), promotion.BFLOAT16, np.dtype(np.float32)})
@@ -113,9 +113,10 @@ def layer_norm(c: Call) -> Kernel:
     def kernel(v) -> None:
         x = v.compute("input", dtype).reshape(rows, width)
         target = v["out"]
+        xp = array_module(x)
         direct = target.dtype == compute and target.flags.c_contiguous and x.size
-        y = target.reshape(rows, width) if direct else np.empty((rows, width), compute)
-        if x.size and width <= BLAS_ROW_LIMIT:
+        y = target.reshape(rows, width) if direct else xp.empty((rows, width), compute)
+        if x.size and width <= BLAS_ROW_LIMIT and xp is np:
             mean, rstd = _row_moments_blas(x, y, mean_weights, eps)
         else:
             mean, centred, variance = _moments(x, 1)

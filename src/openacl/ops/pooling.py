@@ -27,11 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import promotion
-from openacl.ops.call import FLOAT_DTYPES, Call, Kernel
+from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module, as_array, like
 from openacl.ops.registry import register
 
 SPATIAL_DIMS = 2  # pooling works on the last two axes (H, W)
@@ -141,10 +140,11 @@ def _windows(x: np.ndarray, axes: tuple[Axis, Axis], fill) -> np.ndarray:
     rows = max(h.pad_before + h.size, (h.out - 1) * h.stride + h.extent)
     cols = max(w.pad_before + w.size, (w.out - 1) * w.stride + w.extent)
     if (rows, cols) != (h.size, w.size) or h.pad_before or w.pad_before:
-        padded = np.full((*x.shape[:-SPATIAL_DIMS], rows, cols), fill, x.dtype)
+        padded = array_module(x).full((*x.shape[:-SPATIAL_DIMS], rows, cols), fill, x.dtype)
         padded[..., h.pad_before:h.pad_before + h.size, w.pad_before:w.pad_before + w.size] = x
         x = padded
-    view = sliding_window_view(x, (h.extent, w.extent), axis=(-2, -1))
+    view = array_module(x).lib.stride_tricks.sliding_window_view(x, (h.extent, w.extent),
+                                                                 axis=(-2, -1))
     return view[..., :(h.out - 1) * h.stride + 1:h.stride, :(w.out - 1) * w.stride + 1:w.stride,
                 ::h.dilation, ::w.dilation]
 
@@ -169,17 +169,17 @@ def _max_with_indices(x: np.ndarray, axes: tuple[Axis, Axis]) -> tuple[np.ndarra
     arg = flat.argmax(axis=-1)
     values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
     row, col = np.divmod(arg, w.kernel)
-    rows = h.starts[:, None] + row * h.dilation
-    cols = w.starts[None, :] + col * w.dilation
+    rows = like(row, h.starts[:, None]) + row * h.dilation
+    cols = like(col, w.starts[None, :]) + col * w.dilation
     outside = (rows < 0) | (rows >= h.size) | (cols < 0) | (cols >= w.size)
     if outside.any():  # a window of -inf values: PyTorch keeps its first valid position
-        rows = np.where(outside, _first_valid(h)[:, None], rows)
-        cols = np.where(outside, _first_valid(w)[None, :], cols)
+        rows = np.where(outside, like(rows, _first_valid(h)[:, None]), rows)
+        cols = np.where(outside, like(cols, _first_valid(w)[None, :]), cols)
     return values, rows * w.size + cols
 
 
 def _compute_input(v, name: str, dtype: np.dtype) -> np.ndarray:
-    return v.compute(name, dtype) if promotion.is_floating(dtype) else np.asarray(v[name])
+    return v.compute(name, dtype) if promotion.is_floating(dtype) else as_array(v[name])
 
 
 # -- MaxPool (ONNX-style arguments) --------------------------------------------------------------
@@ -279,7 +279,7 @@ def avg_pool2d(c: Call) -> Kernel:
 
     def kernel_fn(v) -> None:
         x = v.compute("self", dtype)
-        v.write("out", _windows(x, axes, 0).sum(axis=(-2, -1)) / divisor)
+        v.write("out", _windows(x, axes, 0).sum(axis=(-2, -1)) / like(x, divisor))
     return kernel_fn
 
 
@@ -333,11 +333,11 @@ def adaptive_avg_pool2d(c: Call) -> Kernel:
 def _adaptive_average(x: np.ndarray, out_size: tuple[int, int]) -> np.ndarray:
     """Bin averages from an integral image (in float64, so differences stay exact enough)."""
     height, width = x.shape[-SPATIAL_DIMS:]
-    integral = np.zeros((*x.shape[:-2], height + 1, width + 1), np.float64)
+    integral = array_module(x).zeros((*x.shape[:-2], height + 1, width + 1), np.float64)
     np.cumsum(x, axis=-2, dtype=np.float64, out=integral[..., 1:, 1:])
     np.cumsum(integral[..., 1:, 1:], axis=-1, out=integral[..., 1:, 1:])
-    h0, h1 = _bins(height, out_size[0])
-    w0, w1 = _bins(width, out_size[1])
+    h0, h1 = (like(x, bound) for bound in _bins(height, out_size[0]))
+    w0, w1 = (like(x, bound) for bound in _bins(width, out_size[1]))
     total = (integral[..., h1[:, None], w1[None, :]] - integral[..., h0[:, None], w1[None, :]]
              - integral[..., h1[:, None], w0[None, :]] + integral[..., h0[:, None], w0[None, :]])
     return total / ((h1 - h0)[:, None] * (w1 - w0)[None, :])
@@ -357,14 +357,15 @@ def adaptive_max_pool2d(c: Call) -> Kernel:
 
     def kernel_fn(v) -> None:
         x = v.compute("self", dtype)
+        rows_at, cols_at = like(x, rows), like(x, cols)
         # (..., Hout, kh, Wout, kw) -> (..., Hout, Wout, kh * kw)
-        gathered = x[..., rows[:, :, None, None], cols[None, None, :, :]]
+        gathered = x[..., rows_at[:, :, None, None], cols_at[None, None, :, :]]
         gathered = np.moveaxis(gathered, -3, -2).reshape(*gathered.shape[:-4], *out_size, -1)
         arg = gathered.argmax(axis=-1)
         v.write("outputOut", np.take_along_axis(gathered, arg[..., None], axis=-1)[..., 0])
         row, col = np.divmod(arg, cols.shape[1])
-        out_rows = rows[np.arange(out_size[0])[:, None], row]
-        out_cols = cols[np.arange(out_size[1])[None, :], col]
+        out_rows = rows_at[like(x, np.arange(out_size[0]))[:, None], row]
+        out_cols = cols_at[like(x, np.arange(out_size[1]))[None, :], col]
         v.write("indicesOut", out_rows * width + out_cols)
     return kernel_fn
 

@@ -41,6 +41,9 @@ from openacl.ops.call import (
     WIDE_UNSIGNED_DTYPES,
     Call,
     Kernel,
+    array_module,
+    as_array,
+    like,
 )
 from openacl.ops.registry import register
 
@@ -145,7 +148,7 @@ def _accumulator(dtype: np.dtype) -> np.dtype:
 
 def _store(v, name: str, value) -> None:
     """Write ``value`` into output ``name`` (a one-element result fits a one-element out)."""
-    value = np.asarray(value)
+    value = as_array(value)
     target = v[name]
     if value.shape != target.shape and value.size == target.size:
         value = value.reshape(target.shape)
@@ -173,7 +176,7 @@ def reduce_sum(c: Call) -> Kernel:
 
     def kernel(v) -> None:
         # dtype= widens buffer by buffer inside the reduction: no widened copy of the input
-        x = np.asarray(v["self"]).astype(result, copy=False)
+        x = as_array(v["self"]).astype(result, copy=False)
         _store(v, "out", np.sum(x, axis=axes, keepdims=keep, dtype=accumulate))
     return kernel
 
@@ -199,10 +202,10 @@ def mean(c: Call) -> Kernel:
     count = _count(self.shape, axes)
 
     def kernel(v) -> None:
-        x = np.asarray(v["self"]).astype(result, copy=False)
+        x = as_array(v["self"]).astype(result, copy=False)
         total = np.sum(x, axis=axes, keepdims=keep, dtype=accumulate)  # no widened copy
         _store(v, "out", quiet(lambda: total / count)() if count else
-               np.full(total.shape, np.nan, accumulate))
+               array_module(total).full(total.shape, np.nan, accumulate))
     return kernel
 
 
@@ -218,7 +221,7 @@ def _prod_prepare(c: Call, axes: tuple[int, ...], keep: bool) -> Kernel:
     accumulate = _accumulator(result)
 
     def kernel(v) -> None:
-        x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
+        x = as_array(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
         _store(v, "out", quiet(lambda: np.prod(x, axis=axes, keepdims=keep))())
     return kernel
 
@@ -251,7 +254,7 @@ def _extremum(reduce: Callable) -> Callable[[Call], Kernel]:
         compute = promotion.compute_dtype(source)
 
         def kernel(v) -> None:
-            x = np.asarray(v["self"]).astype(compute, copy=False)
+            x = as_array(v["self"]).astype(compute, copy=False)
             _store(v, "out", reduce(x, axis=axes, keepdims=keep))
         return kernel
     return prepare
@@ -279,7 +282,7 @@ def _arg_extremum(find: Callable) -> Callable[[Call], Kernel]:
             if not axes:
                 _store(v, "out", np.zeros((), INT64))
                 return
-            x = np.asarray(v["self"]).astype(compute, copy=False)
+            x = as_array(v["self"]).astype(compute, copy=False)
             _store(v, "out", find(x, axis=dim, keepdims=keep))  # first NaN wins, as torch
         return kernel
     return prepare
@@ -307,7 +310,7 @@ def _moment(root: bool, correction_of: Callable[[Call], int]) -> Callable[[Call]
         divisor = max(0, count - correction)
 
         def kernel(v) -> None:
-            x = np.asarray(v["self"]).astype(FLOAT64)
+            x = as_array(v["self"]).astype(FLOAT64)
 
             def compute() -> np.ndarray:
                 centred = x - np.sum(x, axis=axes, keepdims=True) / count
@@ -351,7 +354,7 @@ def cumsum(c: Call) -> Kernel:
     accumulate = _accumulator(result)
 
     def kernel(v) -> None:
-        x = np.asarray(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
+        x = as_array(v["self"]).astype(result, copy=False).astype(accumulate, copy=False)
         v.write("out", x if x.ndim == 0 else np.cumsum(x, axis=dim))
     return kernel
 
@@ -368,14 +371,14 @@ def _stable_order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
 
 def _sorted_outputs(v, compute: np.dtype, axis: int | None, descending: bool,
                     k: int | None = None) -> None:
-    values = np.asarray(v["self"])
+    values = as_array(v["self"])
     if axis is None:  # a 0-dim tensor: itself, at index 0
         v.write("valuesOut", values)
         v.write("indicesOut", np.zeros((), INT64))
         return
     order = _stable_order(values.astype(compute, copy=False), axis, descending)
     if k is not None:
-        order = np.take(order, np.arange(k), axis=axis)
+        order = np.take(order, like(order, np.arange(k)), axis=axis)
     v.write("valuesOut", np.take_along_axis(values, order, axis=axis))
     v.write("indicesOut", order)
 
@@ -435,7 +438,7 @@ def _logical(reduce: Callable) -> Callable[[Call], Kernel]:
         compute = promotion.compute_dtype(source)
 
         def kernel(v) -> None:
-            truth = np.asarray(v["self"]).astype(compute, copy=False) != 0
+            truth = as_array(v["self"]).astype(compute, copy=False) != 0
             _store(v, "out", reduce(truth, axis=axes, keepdims=keep))
         return kernel
     return prepare

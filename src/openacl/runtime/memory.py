@@ -304,6 +304,15 @@ def pinned_view(region: Region, offset: int, nbytes: int) -> Any:
 
 
 # -- copies and fills --------------------------------------------------------------------------
+def read_bytes(ptr: int, nbytes: int, argument: str) -> bytes:
+    """The ``nbytes`` at ``ptr`` (any memory kind) as bytes, copied now: how host code reads
+    a value it needs (an aclop constant input) whatever the backend."""
+    region, offset = core.current().pointers.resolve(ptr, nbytes, argument)
+    host = np.empty(nbytes, np.uint8)
+    core.current().backend._copy(host, region.view(offset, nbytes))
+    return host.tobytes()
+
+
 def _resolve_range(ptr: int, count: int, argument: str, write: bool = False
                    ) -> tuple[Region, Any, Any]:
     region, offset = core.current().pointers.resolve(ptr, count, argument, write)
@@ -394,7 +403,7 @@ def get_mem_info(attr: int) -> tuple[int, int]:
     device = _current_device()
     backend = device.runtime.backend
     if which in HOST_MEM_ATTRS:
-        return backend.available_memory(device.id), backend.total_memory(device.id)
+        return backend.host_available_memory(), backend.host_total_memory()
     physical_free = backend.available_memory(device.id)
     limit = device.allocator.limit
     if limit is None:
