@@ -468,6 +468,20 @@ def _make_modules() -> dict[str, types.ModuleType]:
         setattr(cuda, item.__name__, item)
     cuda.runtime = _runtime
     cupy.cuda = cuda
+    core = types.ModuleType("cupy._core")
+    linalg = types.ModuleType("cupy._core._routines_linalg")
+    linalg.COMPUTE_TYPE_DEFAULT, linalg.COMPUTE_TYPE_TF32 = 1, 7  # CuPy 14's values
+    linalg.compute_types = {}  # dtype -> compute type; the calls are what tests look at
+    linalg.log = []  # (dtype, compute type) of every set_compute_type call
+    linalg.get_compute_type = lambda dtype: linalg.compute_types.get(np.dtype(dtype), 1)
+
+    def set_compute_type(dtype: Any, compute_type: int) -> None:
+        linalg.compute_types[np.dtype(dtype)] = compute_type
+        linalg.log.append((np.dtype(dtype), compute_type))
+
+    linalg.set_compute_type = set_compute_type
+    core._routines_linalg = linalg
+    cupy._core = core
     cupyx = types.ModuleType("cupyx")
     scipy = types.ModuleType("cupyx.scipy")
     special = types.ModuleType("cupyx.scipy.special")

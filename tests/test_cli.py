@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import fake_cupy
+from conftest import cuda_unavailable
 from openacl.cli.main import main
 
 
@@ -23,6 +25,29 @@ def test_info_table_and_bad_config(capsys, tmp_path):
     bad.write_text("{not json")
     assert main(["info", "--config", str(bad)]) == 1
     assert "ACL_ERROR_PARSE_FILE" in capsys.readouterr().err
+
+
+def test_info_says_whether_cuda_can_run(capsys, monkeypatch):
+    assert main(["info", "--json"]) == 0
+    states = json.loads(capsys.readouterr().out)["backends"]
+    assert states["cpu"] == "available"
+    reason = cuda_unavailable()
+    assert states["cuda"].startswith("unavailable" if reason else "available")
+    if reason:  # asking for the backend that cannot run is a clear ACL error
+        monkeypatch.setenv("OPENACL_BACKEND", "cuda")
+        assert main(["info"]) == 1
+        err = capsys.readouterr().err
+        assert "ACL_ERROR_RT_NO_DEVICE" in err and "backend 'cuda'" in err
+
+
+def test_info_on_the_cuda_backend_lists_gpus(capsys, monkeypatch):
+    monkeypatch.setenv("OPENACL_BACKEND", "cuda")
+    with fake_cupy.installed():
+        assert main(["info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["backend"] == "cuda" and info["backends"]["cuda"].startswith("available: 1")
+    assert [d["name"] for d in info["devices"]] == ["fake GPU (tests/fake_cupy.py)"]
+    assert info["devices"][0]["memory_total"] == fake_cupy.DEVICE_MEMORY
 
 
 def test_demo_passes(capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -92,6 +94,23 @@ def test_matmul_cube_math_types(cube):
         assert not np.allclose(result, a @ b, rtol=1e-7, atol=0)
     else:
         assert_close(result, _golden_matmul(a, b))
+
+
+@pytest.mark.parametrize("cube", [0, 1, 2, 3])
+def test_cube_math_type_selects_tf32_on_cuda(cube, backend):
+    """ALLOW_FP32_DOWN_PRECISION and USE_HF32 let a float32 product use TensorFloat-32 on the
+    CUDA backend (cuBLAS's TF32 compute type, restored afterwards); the others never do."""
+    if backend != "cuda-sim":
+        pytest.skip("the compute-type calls are observed through the fake CuPy")
+    linalg = sys.modules["cupy"]._core._routines_linalg
+    linalg.log.clear()
+    a, b = _rand((8, 16), F32, 9), _rand((16, 8), F32, 10)
+    openacl.ops.matmul(_dev(a), _dev(b), cube).numpy()
+    if cube in (1, 3):
+        assert linalg.log == [(F32, linalg.COMPUTE_TYPE_TF32), (F32, 1)]
+    else:
+        assert linalg.log == []
+    assert linalg.get_compute_type(np.float32) == 1
 
 
 def test_mm_and_batch_mat_mul():

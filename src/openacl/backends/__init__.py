@@ -24,4 +24,20 @@ def create_backend(name: str, device_count: int, stream_mode: str) -> Backend:
     raise LookupError(f"unknown backend {name!r}; expected one of {BACKEND_NAMES}")
 
 
-__all__ = ["Backend", "BACKEND_NAMES", "create_backend"]
+def availability() -> dict[str, str]:
+    """Each backend and whether it can run here ("available ..." or "unavailable: why");
+    probing CUDA imports CuPy, so this is for tools (``openacl info``), not ``init``."""
+    from openacl.backends.cuda import import_cupy
+
+    result = {"cpu": "available"}
+    try:
+        cupy = import_cupy()
+    except LookupError as exc:
+        result["cuda"] = f"unavailable: {exc}"
+    else:
+        count = cupy.cuda.runtime.getDeviceCount()
+        result["cuda"] = f"available: {count} GPU(s), CuPy {cupy.__version__}"
+    return result
+
+
+__all__ = ["Backend", "BACKEND_NAMES", "availability", "create_backend"]

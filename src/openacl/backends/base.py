@@ -7,6 +7,7 @@ translates them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -75,6 +76,10 @@ class Backend:
         """An array with no elements (a view of an empty tensor: no memory behind it)."""
         return np.empty(dims, dtype)
 
+    def tf32_matmul(self) -> contextlib.AbstractContextManager:
+        """A context in which float32 matmuls may use TensorFloat-32 (no effect here)."""
+        return contextlib.nullcontext()
+
     def array_module(self, array: Any) -> Any:
         """The array namespace (``xp``) of a view this backend made: numpy or cupy."""
         return np
@@ -94,6 +99,10 @@ class Backend:
     def _fill_async(self, dst: Any, byte: int) -> None:
         """Enqueue the same fill on the current stream (called from inside a queue task)."""
         self._fill(dst, byte)
+
+    def device_name(self, device: int) -> str:
+        """The device's name, as ``openacl info`` shows it."""
+        return f"OpenACL-{self.name.upper()}"
 
     def total_memory(self, device: int) -> int:
         """Physical memory of ``device`` in bytes."""

@@ -27,9 +27,11 @@ Design note (invariants)
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -133,6 +135,7 @@ class CudaBackend(Backend):
         self._executor = make_executor(stream_mode, quiet_floating_point)
         self._raw: dict[int, Any] = {}  # id -> handles handed out, for owns()
         self._lock = threading.Lock()
+        self._compute_type_lock = threading.Lock()
 
     # -- memory ----------------------------------------------------------------------------
     def _alloc(self, device: int, nbytes: int) -> tuple[int, DeviceAllocation]:
@@ -207,6 +210,10 @@ class CudaBackend(Backend):
         runtime.memsetAsync(_address(dst), byte, dst.nbytes, 0)
         runtime.streamSynchronize(0)
 
+    def device_name(self, device: int) -> str:
+        name = self.cupy.cuda.runtime.getDeviceProperties(device)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+
     def total_memory(self, device: int) -> int:
         with self.cupy.cuda.Device(device):
             return int(self.cupy.cuda.runtime.memGetInfo()[1])
@@ -217,6 +224,20 @@ class CudaBackend(Backend):
 
     def empty_array(self, dims: tuple[int, ...], dtype: np.dtype) -> Any:
         return self.cupy.ndarray(dims, dtype)
+
+    @contextlib.contextmanager
+    def tf32_matmul(self) -> Iterator[None]:
+        """float32 matmuls issued inside use TensorFloat-32 (cuBLAS's TF32 compute type).
+        CuPy keeps the compute type in a process global: set and restored under a lock, held
+        only while the matmul is enqueued."""
+        linalg = self.cupy._core._routines_linalg
+        with self._compute_type_lock:
+            previous = linalg.get_compute_type(np.float32)
+            linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32)
+            try:
+                yield
+            finally:
+                linalg.set_compute_type(np.float32, previous)
 
     def array_module(self, array: Any) -> Any:
         return np if isinstance(array, np.ndarray) else self.cupy

@@ -47,13 +47,16 @@ def collect_info(config: str | None) -> dict[str, Any]:
             rt.set_device(device_id)
             free, total = rt.get_mem_info(HBM_ATTR)
             stats = openacl.memory_stats(device_id)
-            devices.append({"id": device_id, "name": rt.get_soc_name(),
+            devices.append({"id": device_id, "name": runtime.backend.device_name(device_id),
                             "memory_in_use": stats["allocated_bytes.all.current"],
                             "memory_reserved": stats["reserved_bytes.all.current"],
                             "memory_free": free, "memory_total": total})
             rt.reset_device(device_id)
         host_free, host_total = _host_memory()
+        from openacl.backends import availability
+
         return {"version": openacl.__version__, "backend": runtime.config.backend,
+                "backends": availability(),
                 "stream_mode": runtime.config.stream_mode,
                 "memory_limit": runtime.config.memory_limit, "devices": devices,
                 "host_memory_free": host_free, "host_memory_total": host_total}
@@ -80,6 +83,7 @@ def _format_info(info: dict[str, Any]) -> str:
         f"host memory: {info['host_memory_free'] / GIB:.1f} GiB free of "
         f"{info['host_memory_total'] / GIB:.1f} GiB",
     ]
+    lines += [f"backend {name}: {state}" for name, state in info["backends"].items()]
     header = f"| {'Device':<6} | {'Name':<14} | {'Memory in use / total':<28} | {'Free':>10} |"
     rule = "+" + "-" * (len(header) - 2) + "+"
     lines += [rule, header, rule]

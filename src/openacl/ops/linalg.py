@@ -48,6 +48,7 @@ from openacl.ops.call import (
     as_array,
 )
 from openacl.ops.registry import register, register_inplace
+from openacl.runtime import core
 
 # cubeMathType values (aclnn's enumeration)
 KEEP_DTYPE = 0
@@ -64,6 +65,8 @@ CUBE_MATH_TYPES_NO_FP32_ADD = CUBE_MATH_TYPES - {USE_FP32_ADD}
 MATMUL_DTYPES = FLOAT_DTYPES
 MATMUL_MAX_DIMS = 6  # aclnnMatmul takes 1-6 dim operands
 FLOAT16 = np.dtype(np.float16)
+FLOAT32 = np.dtype(np.float32)
+TF32_MATH_TYPES = frozenset({ALLOW_FP32_DOWN_PRECISION, USE_HF32})
 # aclnnEinsum's documented dtypes, plus bfloat16/float64 (host extensions) and int8/uint8
 EINSUM_DTYPES = FLOAT_DTYPES | (INT_DTYPES - {np.dtype(np.int8), np.dtype(np.uint8)}) \
     | WIDE_UNSIGNED_DTYPES
@@ -98,10 +101,17 @@ def _operand(array: np.ndarray, rounded: np.dtype, compute: np.dtype) -> np.ndar
     return array.astype(compute, copy=False)
 
 
-def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, compute: np.dtype) -> None:
+def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, compute: np.dtype,
+                tf32: bool = False) -> None:
     """``out[...] = a @ b`` computed in ``compute``; written in place (BLAS ``out=``) when the
-    output already has that dtype."""
+    output already has that dtype. ``tf32``: float32 products may use TensorFloat-32 (the
+    CUDA backend's reading of ALLOW_FP32_DOWN_PRECISION / USE_HF32; the CPU has no such
+    unit and computes in full float32)."""
     xp = array_module(out)
+    if tf32 and xp is not np and compute == FLOAT32:
+        with core.current().backend.tf32_matmul():
+            matmul_into(out, a, b, compute)
+        return
     if out.dtype == compute and out.ndim > 0:
         xp.matmul(a, b, out=out)
     else:
@@ -165,7 +175,8 @@ def _product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
         # cuBLAS multiplies float16/bfloat16 accumulating in float32 and rounds once into a
         # result of that dtype itself: no widened copies of the operands on a device
         work = rounded if type(out) is not np.ndarray and out.dtype == rounded else compute
-        matmul_into(out, _operand(a, rounded, work), _operand(b, rounded, work), work)
+        matmul_into(out, _operand(a, rounded, work), _operand(b, rounded, work), work,
+                    tf32=cube in TF32_MATH_TYPES)
     return kernel
 
 
