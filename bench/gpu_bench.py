@@ -83,15 +83,15 @@ def _cupy_ms(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
     return statistics.median(times)
 
 
-def bench_add(stream: int) -> dict[str, Any]:
+def bench_add(stream: int, elements: int = ADD_ELEMENTS) -> dict[str, Any]:
     rng = np.random.default_rng(0)
-    a = openacl.to_device(rng.standard_normal(ADD_ELEMENTS, dtype=np.float32))
-    b = openacl.to_device(rng.standard_normal(ADD_ELEMENTS, dtype=np.float32))
-    out = openacl.empty((ADD_ELEMENTS,), np.float32)
+    a = openacl.to_device(rng.standard_normal(elements, dtype=np.float32))
+    b = openacl.to_device(rng.standard_normal(elements, dtype=np.float32))
+    out = openacl.empty((elements,), np.float32)
     _, executor = aclnn.add_get_workspace_size(a, b, None, out)
     aclnn.set_executor_repeatable(executor)
     add_ms = _events_ms(stream, lambda: aclnn.add(0, 0, executor, stream))
-    nbytes = ADD_ELEMENTS * 4
+    nbytes = elements * 4
     copy_ms = _events_ms(stream, lambda: rt.memcpy_async(out.data_ptr, nbytes, a.data_ptr,
                                                           nbytes, ACL_MEMCPY_DEVICE_TO_DEVICE,
                                                           stream))
@@ -105,7 +105,7 @@ def bench_add(stream: int) -> dict[str, Any]:
     aclnn.destroy_executor(executor)
     for t in (a, b, out):
         t.free()
-    return {"elements": ADD_ELEMENTS, "add_ms": add_ms, "add_GBps": add_gbs,
+    return {"elements": elements, "add_ms": add_ms, "add_GBps": add_gbs,
             "d2d_memcpy_ms": copy_ms, "d2d_memcpy_GBps": copy_gbs,
             "ratio": add_gbs / copy_gbs, "target": ADD_TARGET, "correct": correct}
 
@@ -147,30 +147,30 @@ def _host_ms(fn: Callable[[], Any], repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def bench_copies() -> dict[str, Any]:
+def bench_copies(size: int = GIB) -> dict[str, Any]:
     import cupy
 
-    device = rt.malloc(GIB)
-    pinned = rt.malloc_host(GIB)
-    pageable = np.ones(GIB, np.uint8)
+    device = rt.malloc(size)
+    pinned = rt.malloc_host(size)
+    pageable = np.ones(size, np.uint8)
     pageable_ptr = memory.register_buffer(pageable)
     cases = {
-        "H2D pinned": lambda: rt.memcpy(device, GIB, pinned, GIB, ACL_MEMCPY_HOST_TO_DEVICE),
-        "D2H pinned": lambda: rt.memcpy(pinned, GIB, device, GIB, ACL_MEMCPY_DEVICE_TO_HOST),
-        "H2D pageable": lambda: rt.memcpy(device, GIB, pageable_ptr, GIB,
+        "H2D pinned": lambda: rt.memcpy(device, size, pinned, size, ACL_MEMCPY_HOST_TO_DEVICE),
+        "D2H pinned": lambda: rt.memcpy(pinned, size, device, size, ACL_MEMCPY_DEVICE_TO_HOST),
+        "H2D pageable": lambda: rt.memcpy(device, size, pageable_ptr, size,
                                           ACL_MEMCPY_HOST_TO_DEVICE),
-        "D2H pageable": lambda: rt.memcpy(pageable_ptr, GIB, device, GIB,
+        "D2H pageable": lambda: rt.memcpy(pageable_ptr, size, device, size,
                                           ACL_MEMCPY_DEVICE_TO_HOST),
     }
-    result = {name: GIB / (_host_ms(fn) / 1e3) / BYTES_PER_GB for name, fn in cases.items()}
-    peer = cupy.empty(GIB, cupy.uint8)
-    result["cupy H2D pageable"] = GIB / (_host_ms(lambda: peer.set(pageable)) / 1e3) \
+    result = {name: size / (_host_ms(fn) / 1e3) / BYTES_PER_GB for name, fn in cases.items()}
+    peer = cupy.empty(size, cupy.uint8)
+    result["cupy H2D pageable"] = size / (_host_ms(lambda: peer.set(pageable)) / 1e3) \
         / BYTES_PER_GB
-    result["cupy D2H pageable"] = GIB / (_host_ms(lambda: peer.get(out=pageable)) / 1e3) \
+    result["cupy D2H pageable"] = size / (_host_ms(lambda: peer.get(out=pageable)) / 1e3) \
         / BYTES_PER_GB
     rt.free(device)
     rt.free_host(pinned)
-    return {"GBps": result}
+    return {"bytes": size, "GBps": result}
 
 
 def _torch_minilm(batch: int, seq: int):
@@ -248,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the results to PATH")
     parser.add_argument("--minilm", metavar="ONNX", help="all-MiniLM-L6-v2.seq128.onnx")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (a smoke test of the script; no targets apply)")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     import cupy
@@ -264,12 +266,20 @@ def main(argv: list[str] | None = None) -> int:
     }
     import ml_dtypes
 
-    sections = {
-        "add_256M_f32": lambda: bench_add(stream),
-        "matmul_4096_f32": lambda: bench_matmul(stream, 4096, np.float32),
-        "matmul_8192_bf16": lambda: bench_matmul(stream, 8192, ml_dtypes.bfloat16),
-        "memcpy_1GiB": bench_copies,
-    }
+    if args.quick:
+        sections = {
+            "add_1M_f32": lambda: bench_add(stream, 1 << 20),
+            "matmul_256_f32": lambda: bench_matmul(stream, 256, np.float32),
+            "matmul_128_bf16": lambda: bench_matmul(stream, 128, ml_dtypes.bfloat16),
+            "memcpy_16MiB": lambda: bench_copies(16 << 20),
+        }
+    else:
+        sections = {
+            "add_256M_f32": lambda: bench_add(stream),
+            "matmul_4096_f32": lambda: bench_matmul(stream, 4096, np.float32),
+            "matmul_8192_bf16": lambda: bench_matmul(stream, 8192, ml_dtypes.bfloat16),
+            "memcpy_1GiB": bench_copies,
+        }
     if args.minilm:
         sections["minilm_b8"] = lambda: bench_minilm(args.minilm, 8)
         sections["minilm_b64"] = lambda: bench_minilm(args.minilm, 64)
