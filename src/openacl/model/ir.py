@@ -69,6 +69,8 @@ class Graph:
                                    f"node {node.name!r} ({node.op_type}) reads {name!r} before "
                                    f"anything defines it (a cycle or a missing input)")
             for name in node.outputs:
+                if not name:  # an optional output left out
+                    continue
                 if name in defined:
                     raise AclError(ACL_ERROR_PARSE_MODEL,
                                    f"node {node.name!r} ({node.op_type}) redefines {name!r}")

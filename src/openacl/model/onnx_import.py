@@ -16,7 +16,7 @@ import numpy as np
 from openacl.errors import ACL_ERROR_INVALID_FILE, ACL_ERROR_PARSE_MODEL, AclError
 from openacl.model.ir import Graph, Node, Value
 
-MIN_OPSET, MAX_OPSET = 11, 21  # ONNX default-domain opsets the converter accepts
+MIN_OPSET, MAX_OPSET = 11, 21  # ONNX default-domain opsets the lowerings were written for
 
 
 def _load(model: Any):
@@ -47,6 +47,58 @@ def _attribute(attr) -> Any:
     return value
 
 
+CONSTANT_KINDS = {"value_float": np.float32, "value_floats": np.float32,
+                  "value_int": np.int64, "value_ints": np.int64}
+
+
+def _constant_value(name: str, attrs: dict[str, Any]) -> np.ndarray:
+    """A Constant node's tensor, from whichever of its value attributes it has."""
+    if "value" in attrs:
+        return np.asarray(attrs["value"])
+    for kind, dtype in CONSTANT_KINDS.items():
+        if kind in attrs:
+            return np.asarray(attrs[kind], dtype)
+    given = ", ".join(attrs) or "none"
+    raise AclError(ACL_ERROR_PARSE_MODEL,
+                   f"node {name!r}: a Constant of {given} is not supported (value, value_float"
+                   f"(s) and value_int(s) are)")
+
+
+def _signature(schema: Any) -> tuple:
+    return (sorted(schema.attributes), [i.name for i in schema.inputs],
+            [o.name for o in schema.outputs])
+
+
+def _check_definitions_unchanged(graph: Any, opset: int) -> None:
+    """A model of an opset past ``MAX_OPSET`` is read when every op it uses has, at that
+    opset, the definition it had at ``MAX_OPSET`` (the same attributes, inputs and outputs:
+    later opsets mostly add types), so the lowerings' semantics still hold; an op whose
+    definition changed, or that is newer, is refused by name."""
+    from onnx import defs
+
+    for index, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            current = defs.get_schema(node.op_type, opset, "")
+        except defs.SchemaError:
+            continue  # an unknown op: refused later with the converter's own message
+        if current.since_version <= MAX_OPSET:
+            continue
+        name = node.name or f"{node.op_type}_{index}"
+        try:
+            verified = defs.get_schema(node.op_type, MAX_OPSET, "")
+        except defs.SchemaError:
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"node {name!r}: ONNX op {node.op_type} (new in opset "
+                           f"{current.since_version}) is not supported") from None
+        if _signature(current) != _signature(verified):
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"node {name!r}: the opset-{current.since_version} definition of "
+                           f"{node.op_type} (attributes, inputs or outputs changed since "
+                           f"opset {MAX_OPSET}) is not supported")
+
+
 def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
     """Read an ONNX model into a Graph (see the module docstring)."""
     import onnx
@@ -54,13 +106,28 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
 
     proto = _load(model)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if not MIN_OPSET <= opset <= MAX_OPSET:
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= max(MAX_OPSET, newest):
         raise AclError(ACL_ERROR_PARSE_MODEL,
-                       f"ONNX opset {opset} is not supported (opsets {MIN_OPSET}-{MAX_OPSET})")
+                       f"ONNX opset {opset} is not supported (opsets {MIN_OPSET}-{MAX_OPSET}, "
+                       f"and later ones where an op's definition is unchanged)")
+    if opset > MAX_OPSET:
+        _check_definitions_unchanged(proto.graph, opset)
     graph = proto.graph
     initializer_names = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in initializer_names]
     shapes = dict(input_shapes or {})
+    for value in [*inputs, *graph.output]:
+        kind = value.type.WhichOneof("value")
+        if kind != "tensor_type":
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"graph {'output' if value in graph.output else 'input'} "
+                           f"{value.name!r} is a {kind or 'value of no type'}; only tensors "
+                           f"are supported")
+        if value.type.tensor_type.elem_type == onnx.TensorProto.STRING:
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"graph value {value.name!r} holds strings; string tensors are not "
+                           f"supported")
     for value in inputs:
         dims = shapes.get(value.name)
         for index, dim in enumerate(value.type.tensor_type.shape.dim):
@@ -91,10 +158,7 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"node {name!r}: op {node.domain}.{node.op_type} is not supported")
         if node.op_type == "Constant":
-            if "value" not in attrs:
-                raise AclError(ACL_ERROR_PARSE_MODEL,
-                               f"node {name!r}: Constant without a 'value' tensor")
-            initializers[node.output[0]] = np.asarray(attrs["value"])
+            initializers[node.output[0]] = _constant_value(name, attrs)
             continue
         nodes.append(Node(node.op_type, name, list(node.input), list(node.output), attrs))
     for name, array in initializers.items():
@@ -106,6 +170,7 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
             if output and output not in values:
                 raise AclError(ACL_ERROR_PARSE_MODEL,
                                f"node {node.name!r} ({node.op_type}): the shape of output "
-                               f"{output!r} cannot be inferred")
+                               f"{output!r} cannot be inferred before it runs; data-dependent "
+                               f"shapes are not supported")
     result.validate()
     return result

@@ -43,21 +43,47 @@ def binary(node: Node, b: Builder) -> None:
     args = {"self": Ref(x), "other": Ref(y), "out": Ref(node.outputs[0])}
     op = _BINARY[node.op_type]
     if op == "PowTensorTensor":
-        exponent = b.constant_of(y)
-        if exponent is not None and exponent.size == 1 and \
-                b.value(node.outputs[0]).shape == b.value(x).shape and \
-                np.issubdtype(b.value(x).dtype, np.floating):
-            b.call("PowTensorScalar", self=Ref(x),
-                   exponent=Scalar(exponent.reshape(()).item(), exponent.dtype.name),
-                   out=Ref(node.outputs[0]))
-            return
-        args = {"self": Ref(x), "exponent": Ref(y), "out": Ref(node.outputs[0])}
+        _pow(node, b, x, y)
+        return
     if node.op_type in _WITH_ALPHA:
         args["alpha"] = None
     if node.op_type == "Div" and np.issubdtype(b.value(x).dtype, np.integer):
         b.call("DivMod", self=Ref(x), other=Ref(y), mode=1, out=Ref(node.outputs[0]))
         return  # ONNX integer Div truncates
     b.call(op, **args)
+
+
+def _cast_to(b: Builder, name: str, dtype: np.dtype) -> str:
+    """``name`` converted to ``dtype`` (itself when it already has it)."""
+    value = b.value(name)
+    if value.dtype == dtype:
+        return name
+    converted = b.temp(value.shape, dtype)
+    b.call("Cast", self=Ref(name), dtype=dtype, out=Ref(converted))
+    return converted
+
+
+def _pow(node: Node, b: Builder, x: str, y: str) -> None:
+    """ONNX Pow: the result has the base's type whatever the exponent's. A float base takes
+    the exponent converted to its dtype; an integer base with a float exponent is raised in
+    the exponent's dtype and the result truncated into the base's (ONNX's reference)."""
+    out = node.outputs[0]
+    base, power = b.value(x).dtype, b.value(y).dtype
+    if np.issubdtype(base, np.integer) and np.issubdtype(power, np.floating):
+        wide = b.temp(b.value(out).shape, power)
+        b.call("PowTensorTensor", self=Ref(_cast_to(b, x, power)), exponent=Ref(y),
+               out=Ref(wide))
+        b.call("Cast", self=Ref(wide), dtype=base, out=Ref(out))
+        return
+    exponent = b.constant_of(y)
+    if exponent is not None and exponent.size == 1 and \
+            b.value(node.outputs[0]).shape == b.value(x).shape and \
+            np.issubdtype(b.value(x).dtype, np.floating):
+        b.call("PowTensorScalar", self=Ref(x),
+               exponent=Scalar(exponent.reshape(()).item(), exponent.dtype.name),
+               out=Ref(node.outputs[0]))
+        return
+    b.call("PowTensorTensor", self=Ref(x), exponent=Ref(_cast_to(b, y, base)), out=Ref(out))
 
 
 _UNARY = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "Log": "Log",
@@ -192,6 +218,10 @@ def gemm(node: Node, b: Builder) -> None:
         if alpha != 1.0:
             b.call("InplaceMuls", selfRef=Ref(out), other=Scalar(alpha, dtype))
         return
+    if not b.value(c).shape:  # a 0-d bias: Addmm takes 1 or 2 dims
+        vector = b.temp((1,), b.value(c).dtype)
+        b.view(vector, c)
+        c = vector
     b.call("Addmm", self=Ref(c), mat1=Ref(operands[0]), mat2=Ref(operands[1]),
            beta=Scalar(beta, dtype), alpha=Scalar(alpha, dtype), out=Ref(out),
            cubeMathType=KEEP_DTYPE)
@@ -259,6 +289,22 @@ def _constant_input(node: Node, b: Builder, position: int, what: str) -> np.ndar
     return array
 
 
+def _wrap_negative(b: Builder, indices: str, size: int) -> str:
+    """Computed indices with negatives counted from the end (ONNX allows [-size, size)):
+    ``indices + size * (indices < 0)``; anything still out of range is refused at run time
+    by the gather's own range check."""
+    value = b.value(indices)
+    negative = b.temp(value.shape, np.dtype(np.bool_))
+    b.call("LtScalar", self=Ref(indices), other=Scalar(0, value.dtype.name),
+           out=Ref(negative))
+    shift = b.temp(value.shape, value.dtype)
+    b.call("Cast", self=Ref(negative), dtype=value.dtype, out=Ref(shift))
+    b.call("InplaceMuls", selfRef=Ref(shift), other=Scalar(size, value.dtype.name))
+    wrapped = b.temp(value.shape, value.dtype)
+    b.call("Add", self=Ref(indices), other=Ref(shift), alpha=None, out=Ref(wrapped))
+    return wrapped
+
+
 @lowering("Gather")
 def gather(node: Node, b: Builder) -> None:
     """ONNX Gather: IndexSelect on the flattened indices, its output a view of the result
@@ -273,6 +319,8 @@ def gather(node: Node, b: Builder) -> None:
     constant = b.constant_of(indices)
     if constant is not None:
         wrapped = np.where(constant < 0, constant + shape[axis], constant).astype(np.int64)
+    else:
+        indices = _wrap_negative(b, indices, shape[axis])
     if axis == 0 and len(shape) == 2:
         source = indices if constant is None else b.constant(wrapped, "indices")
         b.call("Embedding", weight=Ref(data), indices=Ref(source), out=Ref(out))

@@ -227,8 +227,19 @@ def max_pool(node: Node, b: Builder) -> None:
     if len(node.outputs) > 1 and node.outputs[1]:
         raise unsupported(node, "the Indices output")
     kernel, strides, pairs = _pool_geometry(node, b)
+    source = node.inputs[0]
+    if any(max(p, q) > k // 2 for (p, q), k in zip(pairs, kernel, strict=True)):
+        # ONNX allows pads aclnnMaxPool (like torch) refuses: pad with -inf explicitly
+        value = b.value(source)
+        padded_shape = (*value.shape[:2], *(n + p + q for n, (p, q) in zip(
+            value.shape[2:], pairs, strict=True)))
+        padded = b.temp(padded_shape, value.dtype)
+        (top, bottom), (left, right) = pairs
+        b.call("ConstantPadNd", self=Ref(source), pad=(left, right, top, bottom),
+               value=Scalar(float("-inf"), value.dtype.name), out=Ref(padded))
+        source, pairs = padded, [(0, 0), (0, 0)]
     (top, bottom), (left, right) = pairs
-    b.call("MaxPool", self=Ref(node.inputs[0]), kernelShape=tuple(kernel),
+    b.call("MaxPool", self=Ref(source), kernelShape=tuple(kernel),
            strides=tuple(strides), autoPad=0, pads=(top, left, bottom, right),
            dilations=(1, 1), ceilMode=0, out=Ref(node.outputs[0]))
 
