@@ -52,12 +52,19 @@ def op_of(case) -> str:
     return case.model.graph.node[-1].op_type if case.model.graph.node else "?"
 
 
+def _arrays(values: list) -> list:
+    """The case's values as numpy arrays (some cases keep TensorProtos)."""
+    from onnx import TensorProto, numpy_helper
+
+    return [numpy_helper.to_array(v) if isinstance(v, TensorProto) else v for v in values]
+
+
 def run_case(case) -> Outcome:
     import openacl
     from openacl.errors import AclError
 
     op = op_of(case)
-    inputs, expected = case.data_sets[0]
+    inputs, expected = (_arrays(values) for values in case.data_sets[0])
     names = [value.name for value in case.model.graph.input]
     feeds = dict(zip(names, inputs, strict=False))
     shapes = {name: value.shape for name, value in feeds.items() if hasattr(value, "shape")}
@@ -81,10 +88,13 @@ def run_case(case) -> Outcome:
                            f"output {index}: {ours.dtype}{list(ours.shape)} != expected "
                            f"{theirs.dtype}{list(theirs.shape)}")
         try:
-            if theirs.dtype.kind in "fc":
-                np.testing.assert_allclose(ours, theirs, rtol=case.rtol, atol=case.atol)
-            else:
+            if theirs.dtype.kind in "biu":
                 np.testing.assert_array_equal(ours, theirs)
+            elif theirs.dtype.kind in "fc":
+                np.testing.assert_allclose(ours, theirs, rtol=case.rtol, atol=case.atol)
+            else:  # ml_dtypes' floats (bfloat16): compare their values in float32
+                np.testing.assert_allclose(ours.astype(np.float32), theirs.astype(np.float32),
+                                           rtol=case.rtol, atol=case.atol)
         except AssertionError as exc:
             lines = [line for line in str(exc).splitlines() if line.strip()][:4]
             return Outcome(case.name, op, "failed", f"output {index}: " + " ".join(lines))
@@ -115,10 +125,11 @@ def markdown(outcomes: list[Outcome]) -> str:
     total = collections.Counter()
     for counts in by_op.values():
         total.update(counts)
+    failures = f"{total['failed']} fail" + (" (`python tests/onnx_node_cases.py` lists "
+                                             "them)" if total["failed"] else "")
     lines = [f"{total['passed']} of {len(outcomes)} node cases pass; {total['unsupported']} "
-             f"are refused as unsupported (op, attribute or input), {total['failed']} fail "
-             f"(listed with reasons below). By op, for the {len(supported)} ops with a case "
-             f"that converts:", "",
+             f"are refused as unsupported (op, attribute or input); {failures}. By op, for "
+             f"the {len(supported)} ops with a case that converts:", "",
              "| op | passed | unsupported | failed |", "|---|---|---|---|"]
     for op in sorted(supported):
         counts = supported[op]

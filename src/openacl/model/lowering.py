@@ -135,9 +135,18 @@ class Builder:
         self.lowered.views[output] = root
 
 
+def register_lowerings() -> None:
+    """Fill ``LOWERINGS`` (the modules register themselves when first imported)."""
+    from openacl.model import (  # noqa: F401 - imported for their registrations
+        onnx_ops,
+        onnx_ops_math,
+        onnx_ops_nn,
+    )
+
+
 def lower(graph: Graph) -> Lowered:
     """Lower every node of ``graph`` (which is extended with temporaries and constants)."""
-    from openacl.model import onnx_ops, onnx_ops_nn  # noqa: F401 - register the ONNX lowerings
+    register_lowerings()
 
     lowered = Lowered(graph)
     builder = Builder(lowered)

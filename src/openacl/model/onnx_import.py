@@ -71,9 +71,10 @@ def _signature(schema: Any) -> tuple:
 
 def _check_definitions_unchanged(graph: Any, opset: int) -> None:
     """A model of an opset past ``MAX_OPSET`` is read when every op it uses has, at that
-    opset, the definition it had at ``MAX_OPSET`` (the same attributes, inputs and outputs:
-    later opsets mostly add types), so the lowerings' semantics still hold; an op whose
-    definition changed, or that is newer, is refused by name."""
+    opset, the interface it had at ``MAX_OPSET`` (the same inputs and outputs, the same
+    attributes plus new ones the node leaves at their defaults: later opsets mostly add
+    types and options), so the lowerings' semantics still hold; an op whose definition
+    changed otherwise, or that is newer, is refused by name."""
     from onnx import defs
 
     for index, node in enumerate(graph.node):
@@ -92,7 +93,10 @@ def _check_definitions_unchanged(graph: Any, opset: int) -> None:
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"node {name!r}: ONNX op {node.op_type} (new in opset "
                            f"{current.since_version}) is not supported") from None
-        if _signature(current) != _signature(verified):
+        added = set(current.attributes) - set(verified.attributes)
+        same_interface = _signature(current)[1:] == _signature(verified)[1:] and \
+            set(verified.attributes) <= set(current.attributes)
+        if not same_interface or added & {a.name for a in node.attribute}:
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"node {name!r}: the opset-{current.since_version} definition of "
                            f"{node.op_type} (attributes, inputs or outputs changed since "

@@ -6,6 +6,7 @@ any attribute or input form it does not implement, naming the node, op and attri
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from openacl.model.ir import Node
@@ -13,6 +14,12 @@ from openacl.model.lowering import Builder, Ref, RefList, Scalar, lowering, unsu
 from openacl.model.passes import onnx_slice as _onnx_slice
 
 KEEP_DTYPE = 0  # cubeMathType: compute in the tensors' dtype
+# dtypes Cast converts between (float8 and 4-bit types are storage formats here: no kernel
+# computes in them)
+CASTABLE = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128)) | {
+    np.dtype(ml_dtypes.bfloat16)}
 
 
 def _only(node: Node, *known: str) -> None:
@@ -181,6 +188,9 @@ def where(node: Node, b: Builder) -> None:
 def cast(node: Node, b: Builder) -> None:
     _only(node, "to", "saturate")
     source, target = b.value(node.inputs[0]), b.value(node.outputs[0])
+    for dtype in (source.dtype, target.dtype):
+        if dtype not in CASTABLE:
+            raise unsupported(node, f"a cast from or to {dtype}")
     if source.dtype == target.dtype:
         b.view(node.outputs[0], node.inputs[0])
         return

@@ -100,15 +100,14 @@ def _run_engine(graph: Graph, node: Node) -> list[np.ndarray] | None:
     from openacl.errors import AclError
     from openacl.model.engine import Engine
     from openacl.model.ir import Graph as SubGraph
-    from openacl.model.lowering import LOWERINGS, lower
+    from openacl.model.lowering import LOWERINGS, lower, register_lowerings
     from openacl.model.plan import plan_memory
     from openacl.runtime import core
     from openacl.runtime.context import current_context
 
     if not core.is_initialized() or current_context(required=False) is None:
         return None
-    from openacl.model import onnx_ops  # noqa: F401 - registers the lowerings
-
+    register_lowerings()
     if node.op_type not in LOWERINGS:
         return None
     names = [name for name in node.inputs if name]

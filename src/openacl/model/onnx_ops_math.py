@@ -1,0 +1,218 @@
+"""ONNX lowerings of the remaining math and indexing ops that map onto one or a few aclnn
+operators: variadic Sum/Mean, Mod, Round, the parameterised activations (Elu, Selu,
+Softplus, Softsign, Mish, PRelu), Trilu, CumSum, ArgMax/ArgMin,
+TopK, Split, Einsum, IsNaN and IsInf.
+
+Semantics follow the ONNX operator specification; each lowering refuses what it does not
+implement with ``unsupported`` (naming the node, the op and the attribute or input). ONNX's
+backend node tests check every one of them (tests/test_onnx_node.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openacl.model.ir import Node
+from openacl.model.lowering import Builder, Ref, RefList, Scalar, lowering, unsupported
+from openacl.model.onnx_ops import _cast_to, _constant_input, _only
+
+
+def _axis(node: Node, b: Builder, name: str = "axis", default: int = 0) -> int:
+    rank = len(b.value(node.inputs[0]).shape)
+    axis = int(node.attrs.get(name, default))
+    return axis + rank if axis < 0 else axis
+
+
+# -- variadic and binary arithmetic --------------------------------------------------------------
+@lowering("Sum", "Mean")
+def variadic(node: Node, b: Builder) -> None:
+    """Sum / Mean of one or more broadcast inputs: a chain of Adds (then a division)."""
+    _only(node)
+    out = node.outputs[0]
+    dtype = b.value(out).dtype
+    if len(node.inputs) == 1:
+        b.call("InplaceCopy", selfRef=Ref(out), src=Ref(node.inputs[0]))
+    else:
+        total = node.inputs[0]
+        for index, name in enumerate(node.inputs[1:]):
+            last = index == len(node.inputs) - 2
+            target = out if last else b.temp(np.broadcast_shapes(
+                b.value(total).shape, b.value(name).shape), dtype)
+            b.call("Add", self=Ref(total), other=Ref(name), alpha=None, out=Ref(target))
+            total = target
+    if node.op_type == "Mean" and len(node.inputs) > 1:
+        b.call("InplaceDivs", selfRef=Ref(out), other=Scalar(len(node.inputs), dtype.name))
+
+
+@lowering("Mod")
+def mod(node: Node, b: Builder) -> None:
+    """``fmod=0``: the remainder has the divisor's sign (Python's %); ``fmod=1``: the
+    dividend's (C's fmod)."""
+    _only(node, "fmod")
+    op = "FmodTensor" if int(node.attrs.get("fmod", 0)) else "RemainderTensorTensor"
+    if op == "RemainderTensorTensor" and np.issubdtype(b.value(node.outputs[0]).dtype,
+                                                       np.floating):
+        raise unsupported(node, "fmod=0 on floating-point inputs (ONNX requires fmod=1)")
+    b.call(op, self=Ref(node.inputs[0]), other=Ref(node.inputs[1]), out=Ref(node.outputs[0]))
+
+
+@lowering("Round")
+def round_half_even(node: Node, b: Builder) -> None:
+    _only(node)
+    b.call("Round", self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
+
+
+@lowering("IsNaN")
+def is_nan(node: Node, b: Builder) -> None:
+    """NaN is the one value not equal to itself."""
+    _only(node)
+    b.call("NeTensor", self=Ref(node.inputs[0]), other=Ref(node.inputs[0]),
+           out=Ref(node.outputs[0]))
+
+
+@lowering("IsInf")
+def is_inf(node: Node, b: Builder) -> None:
+    _only(node, "detect_negative", "detect_positive")
+    negative = int(node.attrs.get("detect_negative", 1))
+    positive = int(node.attrs.get("detect_positive", 1))
+    x, out = node.inputs[0], node.outputs[0]
+    if negative and positive:
+        b.call("IsInf", x=Ref(x), out=Ref(out))
+        return
+    dtype = b.value(x).dtype.name
+    infinity = float("inf") if positive else float("-inf")
+    b.call("EqScalar", self=Ref(x), other=Scalar(infinity, dtype), out=Ref(out))
+
+
+# -- activations with parameters ---------------------------------------------------------------
+def _unary_scalars(node: Node, b: Builder, op: str, **scalars: float) -> None:
+    dtype = b.value(node.outputs[0]).dtype.name
+    b.call(op, self=Ref(node.inputs[0]),
+           **{name: Scalar(value, dtype) for name, value in scalars.items()},
+           out=Ref(node.outputs[0]))
+
+
+@lowering("Elu")
+def elu(node: Node, b: Builder) -> None:
+    _only(node, "alpha")
+    _unary_scalars(node, b, "Elu", alpha=float(node.attrs.get("alpha", 1.0)), scale=1.0,
+                   inputScale=1.0)
+
+
+SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875  # ONNX defaults
+
+
+@lowering("Selu")
+def selu(node: Node, b: Builder) -> None:
+    """gamma * (x if x > 0 else alpha * (exp(x) - 1)): Elu with scale gamma."""
+    _only(node, "alpha", "gamma")
+    _unary_scalars(node, b, "Elu", alpha=float(node.attrs.get("alpha", SELU_ALPHA)),
+                   scale=float(node.attrs.get("gamma", SELU_GAMMA)), inputScale=1.0)
+
+
+@lowering("Softplus")
+def softplus(node: Node, b: Builder) -> None:
+    """log(1 + exp(x)); aclnn's threshold form returns x past the threshold, where the two
+    agree to the last bit (float32's exp(20) dwarfs 1)."""
+    _only(node)
+    _unary_scalars(node, b, "Softplus", beta=1.0, threshold=20.0)
+
+
+@lowering("Softsign")
+def softsign(node: Node, b: Builder) -> None:
+    """x / (1 + |x|)."""
+    _only(node)
+    x, out = node.inputs[0], node.outputs[0]
+    value = b.value(x)
+    denominator = b.temp(value.shape, value.dtype)
+    b.call("Abs", self=Ref(x), out=Ref(denominator))
+    b.call("InplaceAdds", selfRef=Ref(denominator), other=Scalar(1.0, value.dtype.name),
+           alpha=None)
+    b.call("Div", self=Ref(x), other=Ref(denominator), out=Ref(out))
+
+
+@lowering("Mish")
+def mish(node: Node, b: Builder) -> None:
+    _only(node)
+    b.call("Mish", self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
+
+
+@lowering("PRelu")
+def prelu(node: Node, b: Builder) -> None:
+    """x where x > 0, else slope * x, the slope broadcast (unidirectionally) against x:
+    max(x, 0) + slope * min(x, 0)."""
+    _only(node)
+    x, slope, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    value = b.value(x)
+    positive, negative = b.temp(value.shape, value.dtype), b.temp(value.shape, value.dtype)
+    b.call("ClampMin", self=Ref(x), clipValueMin=Scalar(0, value.dtype.name),
+           out=Ref(positive))
+    b.call("ClampMax", self=Ref(x), clipValueMax=Scalar(0, value.dtype.name),
+           out=Ref(negative))
+    b.call("InplaceMul", selfRef=Ref(negative), other=Ref(slope))
+    b.call("Add", self=Ref(positive), other=Ref(negative), alpha=None, out=Ref(out))
+
+
+# -- triangular, cumulative, arg reductions, top-k -------------------------------------------
+@lowering("Trilu")
+def trilu(node: Node, b: Builder) -> None:
+    _only(node, "upper")
+    k = 0
+    if len(node.inputs) > 1 and node.inputs[1]:
+        k = int(_constant_input(node, b, 1, "k").reshape(()))
+    op = "Triu" if int(node.attrs.get("upper", 1)) else "Tril"
+    b.call(op, self=Ref(node.inputs[0]), diagonal=k, out=Ref(node.outputs[0]))
+
+
+@lowering("CumSum")
+def cumsum(node: Node, b: Builder) -> None:
+    _only(node, "exclusive", "reverse")
+    if int(node.attrs.get("exclusive", 0)) or int(node.attrs.get("reverse", 0)):
+        raise unsupported(node, "exclusive / reverse")
+    rank = len(b.value(node.inputs[0]).shape)
+    axis = int(_constant_input(node, b, 1, "axis").reshape(()))
+    b.call("Cumsum", self=Ref(node.inputs[0]), dim=axis + rank if axis < 0 else axis,
+           dtype=b.value(node.outputs[0]).dtype, out=Ref(node.outputs[0]))
+
+
+@lowering("ArgMax", "ArgMin")
+def arg_extreme(node: Node, b: Builder) -> None:
+    """The first index of the extreme (aclnn's, as ONNX's default); ``select_last_index``
+    is refused."""
+    _only(node, "axis", "keepdims", "select_last_index")
+    if int(node.attrs.get("select_last_index", 0)):
+        raise unsupported(node, "select_last_index=1")
+    b.call(node.op_type, self=Ref(node.inputs[0]), dim=_axis(node, b),
+           keepdim=bool(int(node.attrs.get("keepdims", 1))), out=Ref(node.outputs[0]))
+
+
+@lowering("TopK")
+def top_k(node: Node, b: Builder) -> None:
+    _only(node, "axis", "largest", "sorted")
+    k = int(_constant_input(node, b, 1, "K").reshape(-1)[0])
+    if not int(node.attrs.get("sorted", 1)):
+        raise unsupported(node, "sorted=0")
+    b.call("Topk", self=Ref(node.inputs[0]), k=k, dim=_axis(node, b, default=-1),
+           largest=bool(int(node.attrs.get("largest", 1))), sorted=True,
+           valuesOut=Ref(node.outputs[0]), indicesOut=Ref(node.outputs[1]))
+
+
+# -- split, einsum ------------------------------------------------------------------------------
+@lowering("Split")
+def split(node: Node, b: Builder) -> None:
+    """Pieces along ``axis``: the sizes from the ``split`` input/attribute, else the output
+    shapes (equal pieces, the last one smaller, or ``num_outputs`` of them)."""
+    _only(node, "axis", "split", "num_outputs")
+    axis = _axis(node, b)
+    sizes = [b.value(name).shape[axis] for name in node.outputs]
+    b.call("SplitWithSize", self=Ref(node.inputs[0]), splitSize=tuple(sizes), dim=axis,
+           out=RefList(list(node.outputs)))
+
+
+@lowering("Einsum")
+def einsum(node: Node, b: Builder) -> None:
+    _only(node, "equation")
+    dtype = b.value(node.outputs[0]).dtype
+    inputs = [_cast_to(b, name, dtype) for name in node.inputs]
+    b.call("Einsum", tensors=RefList(inputs), equation=str(node.attrs["equation"]),
+           output=Ref(node.outputs[0]))
