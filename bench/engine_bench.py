@@ -7,7 +7,8 @@ skipped with a note otherwise. For each: latency medians with spread (p10-p90) o
 runs, as a ratio to onnxruntime's ``run``; and peak RSS of a fresh process per runtime that
 loads the model and runs it (``VmHWM``: ``ru_maxrss`` can carry the parent's across exec).
 
-Run: ``.venv/bin/python bench/engine_bench.py [--json PATH] [--markdown PATH] [--quick]``.
+Run: ``.venv/bin/python bench/engine_bench.py [--json PATH] [--markdown PATH] [--png PATH]
+[--quick]`` (``--png`` needs matplotlib: ``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", help="write the numbers here")
     parser.add_argument("--markdown", help="write a markdown table here")
+    parser.add_argument("--png", help="draw the latency ratios and peak RSS here (matplotlib)")
     parser.add_argument("--quick", action="store_true", help="fewer runs, small models only")
     args = parser.parse_args()
     import onnx
@@ -186,6 +188,46 @@ def main() -> None:
         Path(args.markdown).write_text("\n".join(table) + "\n", encoding="utf-8")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    if args.png:
+        _chart({k: v for k, v in results.items() if "ratio" in v}, Path(args.png))
+
+
+def _chart(results: dict, path: Path) -> None:
+    """Two panels: latency as a multiple of onnxruntime's (with each target), and peak RSS
+    of a fresh process per runtime."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    figure, (speed, memory) = plt.subplots(1, 2, figsize=(11, 0.6 * len(names) + 1.8))
+    rows = np.arange(len(names))
+    speed.barh(rows, [results[n]["ratio"] for n in names], color="#4c72b0")
+    for row, name in enumerate(names):
+        target = results[name]["target"]
+        if target:
+            speed.plot([target, target], [row - 0.4, row + 0.4], color="#c44e52", lw=2)
+        speed.text(results[name]["ratio"], row, f" {results[name]['ratio']:.2f}x",
+                   va="center", fontsize=9)
+    speed.axvline(1.0, color="grey", lw=0.8, ls="--")
+    speed.set_yticks(rows, names)
+    speed.invert_yaxis()
+    speed.set_xlabel("latency / onnxruntime's (lower is better; red: target)")
+    height = 0.38
+    for offset, (runtime, colour) in enumerate((("openacl", "#4c72b0"),
+                                                ("onnxruntime", "#dd8452"))):
+        values = [results[n]["peak_rss_mb"][runtime] or 0 for n in names]
+        memory.barh(rows + (offset - 0.5) * height, values, height, label=runtime,
+                    color=colour)
+    memory.set_yticks(rows, names)
+    memory.invert_yaxis()
+    memory.set_xlabel("peak RSS of a fresh process, MB")
+    memory.legend(loc="lower right", fontsize=8)
+    figure.suptitle("OpenACL engine vs onnxruntime (CPU)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 if __name__ == "__main__":
