@@ -5,7 +5,9 @@ Models: the seed's tiny model (x[1,32] @ W[32,64], then ReLU) and an MLP (batch 
 ../shared/models when present (MiniLM batch 1 and 8, seq 128; PP-OCRv4 det 1x3x640x640),
 skipped with a note otherwise. For each: latency medians with spread (p10-p90) over repeated
 runs, as a ratio to onnxruntime's ``run``; and peak RSS of a fresh process per runtime that
-loads the model and runs it (``VmHWM``: ``ru_maxrss`` can carry the parent's across exec).
+loads the model and runs it (``VmHWM``: ``ru_maxrss`` can carry the parent's across exec):
+ours on the .om converted beforehand (the deployment path: convert once, like ATC) and on
+the .onnx converted in the process, onnxruntime on the .onnx.
 
 Run: ``.venv/bin/python bench/engine_bench.py [--json PATH] [--markdown PATH] [--png PATH]
 [--quick]`` (``--png`` needs matplotlib: ``pip install -e '.[bench]'``).
@@ -135,6 +137,7 @@ def main() -> None:
     import onnx
     import onnxruntime
 
+    from openacl.model.converter import convert_onnx
     from openacl.model.session import InferenceSession
 
     rng = np.random.default_rng(0)
@@ -168,19 +171,23 @@ def main() -> None:
         ours.close()
         ratio = t_ours[0] / t_theirs[0]
         rss_ours = _peak_rss("openacl", path, feeds)
+        om_path = str(workdir / f"{name}.om")
+        convert_onnx(path, om_path, {k: v.shape for k, v in feeds.items()})
+        rss_om = _peak_rss("openacl", om_path, feeds)  # the deployment path: convert once
         rss_theirs = _peak_rss("onnxruntime", path, feeds)
         target = TARGETS.get(name)
         verdict = "" if target is None else ("PASS" if ratio <= target else "SHORT")
         results[name] = {"openacl_ms": t_ours[0] * 1e3, "openacl_p10_p90_ms":
                          [t_ours[1] * 1e3, t_ours[2] * 1e3], "onnxruntime_ms": t_theirs[0] * 1e3,
                          "ratio": ratio, "target": target, "max_abs_diff": diff,
-                         "peak_rss_mb": {"openacl": rss_ours, "onnxruntime": rss_theirs}}
+                         "peak_rss_mb": {"openacl_om": rss_om, "openacl_onnx": rss_ours,
+                                         "onnxruntime": rss_theirs}}
         rows.append((name, f"{t_ours[0] * 1e3:.3f} ({t_ours[1] * 1e3:.3f}-"
                      f"{t_ours[2] * 1e3:.3f})", f"{t_theirs[0] * 1e3:.3f}", f"{ratio:.2f}",
                      f"<= {target} {verdict}" if target else "", f"{diff:.1e}",
-                     f"{rss_ours} / {rss_theirs}"))
+                     f"{rss_om} / {rss_ours} / {rss_theirs}"))
     headers = ("model", "openacl ms (p10-p90)", "onnxruntime ms", "ratio", "target",
-               "max |diff|", "peak RSS MB (ours / ort)")
+               "max |diff|", "peak RSS MB (.om / .onnx / ort)")
     table = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     table += ["| " + " | ".join(row) + " |" for row in rows]
     print("\n".join(table))
@@ -214,11 +221,13 @@ def _chart(results: dict, path: Path) -> None:
     speed.set_yticks(rows, names)
     speed.invert_yaxis()
     speed.set_xlabel("latency / onnxruntime's (lower is better; red: target)")
-    height = 0.38
-    for offset, (runtime, colour) in enumerate((("openacl", "#4c72b0"),
-                                                ("onnxruntime", "#dd8452"))):
+    height = 0.27
+    for offset, (runtime, label, colour) in enumerate((
+            ("openacl_om", "openacl (.om)", "#4c72b0"),
+            ("openacl_onnx", "openacl (.onnx, converted in process)", "#8da0cb"),
+            ("onnxruntime", "onnxruntime", "#dd8452"))):
         values = [results[n]["peak_rss_mb"][runtime] or 0 for n in names]
-        memory.barh(rows + (offset - 0.5) * height, values, height, label=runtime,
+        memory.barh(rows + (offset - 1) * height, values, height, label=label,
                     color=colour)
     memory.set_yticks(rows, names)
     memory.invert_yaxis()

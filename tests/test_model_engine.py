@@ -148,3 +148,41 @@ def test_session_outputs_by_name_and_unknown_names():
         assert info.value.code == ACL_ERROR_MODEL_OUTPUT_NOT_MATCH and "'w'" in str(info.value)
     finally:
         session.close()
+
+
+def test_weights_are_used_in_place_on_the_cpu_backend(backend):
+    """On cpu the engine registers the initializers instead of copying them into device
+    memory (an .om's mapping stays one mapping); on a device backend it copies them."""
+    weight = RNG.standard_normal((256, 1024)).astype(np.float32)  # 1 MiB
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", [1, 256])],
+                   [("y", [1, 1024])], [("w", weight)])
+    before = openacl.memory_stats()["allocated_bytes.all.current"]
+    session = InferenceSession(model)
+    try:
+        allocated = openacl.memory_stats()["allocated_bytes.all.current"] - before
+        assert session.engine.weights_bytes == weight.nbytes
+        if backend == "cpu":
+            assert allocated < weight.nbytes // 4  # the arena only
+        else:
+            assert allocated >= weight.nbytes
+        x = RNG.standard_normal((1, 256)).astype(np.float32)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], x @ weight, rtol=1e-4,
+                                   atol=1e-4)
+    finally:
+        session.close()
+
+
+def test_a_constant_output_is_read_not_written():
+    """An output that folding turned into an initializer (Shape of a static input)."""
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["y"])],
+        "constant_out", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    session = InferenceSession(helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 17)]))
+    try:
+        shape, _ = session.run(None, {"x": np.ones((2, 3), np.float32)})
+        np.testing.assert_array_equal(shape, [2, 3])
+    finally:
+        session.close()

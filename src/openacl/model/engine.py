@@ -98,22 +98,40 @@ class Engine:
         self._pointers.append(pointer)
         return pointer
 
+    def _place_weights(self) -> dict[str, int]:
+        """The initializers' addresses. On the CPU backend device memory is host memory, so
+        the weights are used where they already are (registered, not copied: an .om's
+        memory-mapped blob stays one mapping); on a device they are copied into one
+        allocation. ``weights_bytes`` counts them either way."""
+        graph = self.graph
+        addresses: dict[str, int] = {}
+        copies: dict[str, np.ndarray] = {}
+        alias = core.current().backend.name == "cpu"
+        for name, array in graph.initializers.items():
+            host = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+            if alias and host.nbytes:
+                graph.initializers[name] = host  # the registration lives while the array does
+                addresses[name] = memory.register_buffer(host)
+            else:
+                copies[name] = host
+        self.weights_bytes = sum(a.nbytes for a in graph.initializers.values())
+        offsets, offset = {}, 0
+        for name, host in copies.items():
+            offsets[name] = offset
+            offset += _aligned(max(host.nbytes, 1))
+        if copies:
+            base = self._malloc(offset)
+            for name, host in copies.items():
+                addresses[name] = base + offsets[name]
+                if host.nbytes:
+                    memory.memcpy(addresses[name], host.nbytes, memory.register_buffer(host),
+                                  host.nbytes, ACL_MEMCPY_DEFAULT)
+        return addresses
+
     def _load(self) -> None:
         graph = self.graph
-        weights = {}
-        offset = 0
-        for name, array in graph.initializers.items():
-            weights[name] = offset
-            offset += _aligned(max(array.nbytes, 1))
-        self.weights_bytes = offset
-        weights_base = self._malloc(offset)
-        for name, array in graph.initializers.items():
-            host = np.ascontiguousarray(array)
-            if host.nbytes:
-                memory.memcpy(weights_base + weights[name], host.nbytes,
-                              memory.register_buffer(host), host.nbytes, ACL_MEMCPY_DEFAULT)
+        addresses = self._place_weights()
         arena = self._malloc(self.plan.arena_bytes)
-        addresses = {name: weights_base + off for name, off in weights.items()}
         addresses.update({name: arena + off for name, off in self.plan.offsets.items()})
         for name, root in self.lowered.views.items():
             addresses[name] = addresses[root]
@@ -281,8 +299,9 @@ class Engine:
 
     def _prepare_host(self) -> tuple[dict[str, np.ndarray], list]:
         """Views of the inputs/outputs and every executor's kernel bound to its views."""
-        views = {name: tensor_view(lookup_tensor(self._tensors[name]), name, write=True)[0]
-                 for name in (*self.graph.inputs, *self.graph.outputs)}
+        views = {name: tensor_view(lookup_tensor(self._tensors[name]), name,
+                                   write=name in self.graph.inputs)[0]
+                 for name in (*self.graph.inputs, *self.graph.outputs)}  # outputs: read only
         workspace = None
         if self.workspace_bytes:
             region, offset = core.current().pointers.resolve(

@@ -16,6 +16,7 @@ initializers nothing reads any more.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -142,13 +143,15 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
     import onnx
     from onnx import numpy_helper, shape_inference
 
-    from openacl.model.onnx_import import _attribute, _load
+    from openacl.model.onnx_import import _attribute, _load, shape_inference_view
 
-    proto = onnx.ModelProto()
-    proto.CopyFrom(_load(model))
+    proto = _load(model)
+    if proto is model:  # the caller's object: work on a copy (a file we loaded is ours)
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
     graph = proto.graph
     del graph.value_info[:]  # stale symbolic shapes (a "batch" dim) would fight the fixed ones
-    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    constants = _Constants(graph.initializer)
     for value in graph.input:
         dims = (input_shapes or {}).get(value.name)
         if dims is None or value.name in constants:
@@ -157,7 +160,8 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
             dim.ClearField("dim_param")
             dim.dim_value = int(size)
     for _ in range(MAX_ONNX_FOLD_ROUNDS):
-        inferred = shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        inferred = shape_inference.infer_shapes(shape_inference_view(proto), strict_mode=False,
+                                                data_prop=True)
         shapes = {}
         for info in list(inferred.graph.input) + list(inferred.graph.value_info):
             dims = info.type.tensor_type.shape.dim
@@ -166,7 +170,7 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
                 shapes[info.name] = tuple(d.dim_value for d in dims)
 
         def shape_of(name: str, shapes: dict = shapes) -> tuple[int, ...]:
-            return constants[name].shape if name in constants else shapes[name]
+            return constants.shape(name) if name in constants else shapes[name]
 
         kept, folded = [], []
         for index, proto_node in enumerate(graph.node):
@@ -196,6 +200,39 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
     return proto
 
 
+class _Constants(dict):
+    """The values folding knows: the model's initializers, converted to numpy only when a
+    fold reads them (a weight matrix usually never is), plus the arrays folds produce."""
+
+    def __init__(self, initializers: Any) -> None:
+        super().__init__()
+        self._tensors = {tensor.name: tensor for tensor in initializers}
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self._tensors
+
+    def __missing__(self, name: str) -> np.ndarray:
+        from onnx import numpy_helper
+
+        array = numpy_helper.to_array(self._tensors[name])
+        self[name] = array
+        return array
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name).shape
+        return tuple(self._tensors[name].dims)
+
+    def nbytes(self, name: str) -> int:
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name).nbytes
+        from onnx import helper
+
+        tensor = self._tensors[name]
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+        return math.prod(tensor.dims) * itemsize
+
+
 def _fold_onnx_node(node: Node, constants: dict, shape_of) -> list[np.ndarray] | None:
     folder = _FOLDERS.get(node.op_type)
     inputs = [name for name in node.inputs if name]
@@ -208,12 +245,12 @@ def _fold_onnx_node(node: Node, constants: dict, shape_of) -> list[np.ndarray] |
     if not ready:
         return None
     try:
-        results = folder(node, [constants.get(name) if name else None
+        results = folder(node, [constants[name] if name in constants else None
                                 for name in node.inputs], shape_of)
     except (ValueError, TypeError, IndexError, KeyError, ArithmeticError):
         return None
     arrays = [np.array(r, order="C") for r in results]
-    in_bytes = sum(constants[name].nbytes for name in inputs if name in constants)
+    in_bytes = sum(constants.nbytes(name) for name in inputs if name in constants)
     if sum(a.nbytes for a in arrays) > max(FOLD_GROWTH_BYTES, in_bytes):
         return None
     return arrays
