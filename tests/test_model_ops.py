@@ -364,3 +364,77 @@ def test_minilm_matches_onnxruntime():
 
 def test_ppocr_det_matches_onnxruntime():
     _real_model(PPOCR_DET, {"x": synthetic_text_page(320)})
+
+
+# -- recurrent -----------------------------------------------------------------------------------
+def _recurrent_model(op: str, gates: int, attrs: dict, peepholes: bool, layout: int = 0):
+    steps, batch, features, hidden = 5, 3, 4, 6
+    directions = 2 if attrs.get("direction") == "bidirectional" else 1
+    rng = np.random.default_rng(7)
+    weights = {
+        "W": rng.standard_normal((directions, gates * hidden, features)).astype(np.float32),
+        "R": rng.standard_normal((directions, gates * hidden, hidden)).astype(np.float32),
+        "B": rng.standard_normal((directions, 2 * gates * hidden)).astype(np.float32)}
+    inputs = ["x", "W", "R", "B", "", "h0"]
+    if op == "LSTM":
+        inputs.append("c0")
+        if peepholes:
+            weights["P"] = rng.standard_normal((directions, 3 * hidden)).astype(np.float32)
+            inputs.append("P")
+    x_shape = [batch, steps, features] if layout else [steps, batch, features]
+    state_shape = [batch, directions, hidden] if layout else [directions, batch, hidden]
+    graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+                    helper.make_tensor_value_info("h0", TensorProto.FLOAT, state_shape)]
+    if op == "LSTM":
+        graph_inputs.append(helper.make_tensor_value_info("c0", TensorProto.FLOAT, state_shape))
+    outputs = ["y", "y_h"] + (["y_c"] if op == "LSTM" else [])
+    node = helper.make_node(op, inputs, outputs, hidden_size=hidden, layout=layout, **attrs)
+    graph = helper.make_graph(
+        [node], op.lower(), graph_inputs,
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs],
+        [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
+             "h0": rng.standard_normal(state_shape).astype(np.float32)}
+    if op == "LSTM":
+        feeds["c0"] = rng.standard_normal(state_shape).astype(np.float32)
+    return model, feeds
+
+
+@pytest.mark.parametrize("op,gates,attrs,peepholes,layout", [
+    ("LSTM", 4, {"direction": "bidirectional"}, True, 0),
+    ("LSTM", 4, {"direction": "reverse"}, False, 1),
+    ("GRU", 3, {"direction": "bidirectional", "linear_before_reset": 1}, False, 0),
+    ("GRU", 3, {"direction": "forward"}, False, 1),
+    ("RNN", 1, {"direction": "bidirectional"}, False, 0),
+], ids=["lstm-bidir-peepholes", "lstm-reverse-batch-first", "gru-lbr-bidir",
+        "gru-batch-first", "rnn-bidir"])
+def test_recurrent_with_constant_weights_matches_onnxruntime(op, gates, attrs, peepholes,
+                                                              layout):
+    model, feeds = _recurrent_model(op, gates, attrs, peepholes, layout)
+    if layout:  # onnxruntime runs layout 0 only: the same model sequence-major, transposed
+        reference, _ = _recurrent_model(op, gates, attrs, peepholes, 0)
+        seq_major = {"x": feeds["x"].transpose(1, 0, 2),
+                     **{k: v.transpose(1, 0, 2) for k, v in feeds.items() if k != "x"}}
+        y, *states = ort.InferenceSession(reference.SerializeToString()).run(None, seq_major)
+        expected = [y.transpose(2, 0, 1, 3), *(s.transpose(1, 0, 2) for s in states)]
+    else:
+        expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    session = InferenceSession(model)
+    try:
+        got = session.run(None, feeds)
+    finally:
+        session.close()
+    for ours, theirs in zip(got, expected, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_recurrent_refusals_name_the_attribute():
+    model, _ = _recurrent_model("LSTM", 4, {"direction": "forward", "clip": 1.0}, False)
+    with pytest.raises(AclError) as info:
+        InferenceSession(model)
+    assert info.value.code == ACL_ERROR_PARSE_MODEL and "clip" in info.value.message
+    model, _ = _recurrent_model("GRU", 3, {"activations": ["Relu", "Tanh"]}, False)
+    with pytest.raises(AclError) as info:
+        InferenceSession(model)
+    assert "activations" in info.value.message

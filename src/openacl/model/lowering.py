@@ -141,6 +141,7 @@ def register_lowerings() -> None:
         onnx_ops,
         onnx_ops_math,
         onnx_ops_nn,
+        onnx_ops_rnn,
     )
 
 

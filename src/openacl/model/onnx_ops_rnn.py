@@ -1,0 +1,302 @@
+"""ONNX RNN, GRU and LSTM, unrolled over their (static) sequence onto aclnn operators.
+
+The input projection of every time step is one Matmul (``X @ W^T`` over all steps at once);
+each step then adds ``H @ R^T`` and the biases, splits the gates, applies the activations
+and updates the state; the outputs are concatenated views of the per-step states. Constant
+weights, recurrence weights, biases and peepholes are transposed and summed at conversion
+time.
+
+Weights given as graph inputs (ONNX's node tests do) are sliced and transposed by steps
+that run before the sequence. Supported: the default activations (Sigmoid / Tanh),
+``direction`` forward, reverse and
+bidirectional, ``layout`` 0 and 1, GRU's ``linear_before_reset``, LSTM peepholes, and a
+``sequence_lens`` that is constant and full. Refused by name: other activations, ``clip``,
+``input_forget``, ragged sequence lengths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from openacl.model.ir import Node
+from openacl.model.lowering import Builder, Ref, RefList, lowering, unsupported
+from openacl.model.onnx_ops import KEEP_DTYPE, _constant_input
+
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}  # gate blocks in W, R (ONNX orders: GRU z r h;
+# LSTM i o f c)
+DEFAULT_ACTIVATIONS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"],
+                       "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+ATTRIBUTES = {"activation_alpha", "activation_beta", "activations", "clip", "direction",
+              "hidden_size", "layout", "linear_before_reset", "input_forget"}
+
+
+@dataclass
+class _Weights:
+    """One direction's constants, already in the layout the steps use."""
+
+    w_t: str  # W^T (input, gates * hidden)
+    r_t: str  # R^T (hidden, gates * hidden)
+    bias: str | None  # Wb + Rb (gates * hidden), or Wb alone for GRU's h gate (see below)
+    recurrent_h_bias: str | None  # GRU linear_before_reset: Rbh, added to H @ Rh^T
+    peepholes: tuple[str, str, str] | None  # LSTM (Pi, Po, Pf)
+
+
+def _check(node: Node) -> None:
+    for name in node.attrs:
+        if name not in ATTRIBUTES:
+            raise unsupported(node, f"attribute {name!r}")
+    activations = node.attrs.get("activations")
+    if activations is not None:
+        directions = 2 if node.attrs.get("direction") == "bidirectional" else 1
+        if [str(a) for a in activations] != DEFAULT_ACTIVATIONS[node.op_type] * directions:
+            raise unsupported(node, f"activations {list(activations)}")
+    if "clip" in node.attrs:
+        raise unsupported(node, "clip")
+    if int(node.attrs.get("input_forget", 0)):
+        raise unsupported(node, "input_forget=1")
+
+
+def _input(node: Node, index: int) -> str | None:
+    return node.inputs[index] if len(node.inputs) > index and node.inputs[index] else None
+
+
+def _weights(node: Node, b: Builder, direction: int, hidden: int) -> _Weights:
+    """One direction's weights: transposed and summed now when they are constants (the
+    usual model), or by steps that run before the sequence when they are computed."""
+    gates = GATES[node.op_type]
+    dtype = b.value(node.inputs[0]).dtype
+    lbr = node.op_type == "GRU" and int(node.attrs.get("linear_before_reset", 0))
+    width = gates * hidden
+    w_t = _transposed(b, node.inputs[1], direction, dtype)
+    r_t = _transposed(b, node.inputs[2], direction, dtype)
+    combined = recurrent_h = None
+    if _input(node, 3):
+        bias = b.constant_of(node.inputs[3])
+        if bias is not None:
+            wb, rb = bias[direction][:width], bias[direction][width:]
+            total = (wb + rb).astype(dtype)
+            if lbr:
+                total[2 * hidden:] = wb[2 * hidden:]  # Rbh goes inside r * (H Rh^T + Rbh)
+                recurrent_h = b.constant(rb[2 * hidden:].astype(dtype), "rbh")
+            combined = b.constant(total, "bias")
+        else:
+            wb, rb = _pieces(b, node.inputs[3], direction, (width, width), dtype)
+            combined = _binary(b, "Add", wb, rb, dtype)
+            if lbr:
+                _, _, wbh = _pieces(b, wb, None, (hidden,) * 3, dtype)
+                _, _, recurrent_h = _pieces(b, rb, None, (hidden,) * 3, dtype)
+                parts = _pieces(b, combined, None, (hidden,) * 3, dtype)
+                combined = b.temp((width,), dtype)
+                b.call("Cat", tensors=RefList([parts[0], parts[1], wbh]), dim=0,
+                       out=Ref(combined))
+    peepholes = None
+    if node.op_type == "LSTM" and _input(node, 7):
+        peepholes = tuple(_pieces(b, node.inputs[7], direction, (hidden,) * 3, dtype))
+    return _Weights(w_t, r_t, combined, recurrent_h, peepholes)
+
+
+def _transposed(b: Builder, name: str, direction: int, dtype: np.dtype) -> str:
+    """W[direction]^T (or R's) as a (columns, rows) value."""
+    constant = b.constant_of(name)
+    if constant is not None:
+        return b.constant(np.ascontiguousarray(constant[direction].T.astype(dtype)), "w_t")
+    _, rows, columns = b.value(name).shape
+    matrix = b.temp((rows, columns), dtype)
+    b.call("Slice", self=Ref(name), dim=0, start=direction, end=direction + 1, step=1,
+           out=Ref(_viewed(b, matrix, (1, rows, columns), dtype)))
+    transposed = b.temp((columns, rows), dtype)
+    b.call("Permute", self=Ref(matrix), dims=(1, 0), out=Ref(transposed))
+    return transposed
+
+
+def _pieces(b: Builder, name: str, direction: int | None, sizes: tuple[int, ...],
+            dtype: np.dtype) -> list[str]:
+    """Row ``direction`` of a (directions, n) value (or a 1-d value itself) cut into
+    consecutive pieces of ``sizes``."""
+    if direction is None:
+        row = name
+    else:
+        length = b.value(name).shape[1]
+        row = b.temp((length,), dtype)
+        b.call("Slice", self=Ref(name), dim=0, start=direction, end=direction + 1, step=1,
+               out=Ref(_viewed(b, row, (1, length), dtype)))
+    parts = [b.temp((size,), dtype) for size in sizes]
+    b.call("SplitWithSize", self=Ref(row), splitSize=tuple(sizes), dim=0, out=RefList(parts))
+    return parts
+
+
+def _initial(node: Node, b: Builder, index: int, direction: int, shape: tuple[int, int],
+             dtype: np.dtype, batch_first: bool) -> str:
+    """``initial_h`` / ``initial_c`` of one direction as a (batch, hidden) value."""
+    name = _input(node, index)
+    if name is None:
+        return b.constant(np.zeros(shape, dtype), "zeros")
+    value = b.value(name)
+    state = b.temp(shape, dtype)
+    axis = 1 if batch_first else 0  # layout 1 puts the direction second: (batch, dir, h)
+    b.call("Slice", self=Ref(name), dim=axis, start=direction, end=direction + 1, step=1,
+           out=Ref(_viewed(b, state, (1, *shape) if axis == 0 else
+                           (shape[0], 1, shape[1]), value.dtype)))
+    return state
+
+
+def _viewed(b: Builder, source: str, shape: tuple[int, ...], dtype: np.dtype) -> str:
+    """A new value of ``shape`` sharing ``source``'s memory."""
+    view = b.temp(shape, dtype)
+    b.view(view, source)
+    return view
+
+
+def _step_gates(b: Builder, projected: str, t: int, state: str, weights: _Weights,
+                batch: int, width: int, dtype: np.dtype) -> tuple[str, str]:
+    """Step ``t``'s input part (X_t W^T + biases) and recurrent part (H R^T), each
+    (batch, width)."""
+    gates = b.temp((batch, width), dtype)
+    b.call("Slice", self=Ref(projected), dim=0, start=t * batch, end=(t + 1) * batch, step=1,
+           out=Ref(gates))
+    recurrent = b.temp((batch, width), dtype)
+    b.call("Matmul", self=Ref(state), mat2=Ref(weights.r_t), out=Ref(recurrent),
+           cubeMathType=KEEP_DTYPE)
+    return gates, recurrent
+
+
+def _split(b: Builder, source: str, count: int, batch: int, hidden: int,
+           dtype: np.dtype) -> list[str]:
+    parts = [b.temp((batch, hidden), dtype) for _ in range(count)]
+    b.call("SplitWithSize", self=Ref(source), splitSize=(hidden,) * count, dim=1,
+           out=RefList(parts))
+    return parts
+
+
+def _unary(b: Builder, op: str, source: str, dtype: np.dtype) -> str:
+    out = b.temp(b.value(source).shape, dtype)
+    b.call(op, self=Ref(source), out=Ref(out))
+    return out
+
+
+def _binary(b: Builder, op: str, left: str, right: str, dtype: np.dtype) -> str:
+    out = b.temp(np.broadcast_shapes(b.value(left).shape, b.value(right).shape), dtype)
+    extra = {"alpha": None} if op in ("Add", "Sub") else {}
+    b.call(op, self=Ref(left), other=Ref(right), out=Ref(out), **extra)
+    return out
+
+
+def _run_direction(node: Node, b: Builder, x: str, direction: int, reverse: bool,
+                   steps: int, batch: int, hidden: int, batch_first: bool
+                   ) -> tuple[list[str], str, str | None]:
+    """Every step of one direction: (H_t by time index, last H, last C)."""
+    op, dtype = node.op_type, b.value(x).dtype
+    gates = GATES[op]
+    width = gates * hidden
+    weights = _weights(node, b, direction, hidden)
+    features = b.value(x).shape[-1]
+    flat = _viewed(b, x, (steps * batch, features), dtype)
+    projected = b.temp((steps * batch, width), dtype)
+    b.call("Matmul", self=Ref(flat), mat2=Ref(weights.w_t), out=Ref(projected),
+           cubeMathType=KEEP_DTYPE)
+    if weights.bias is not None:
+        b.call("InplaceAdd", selfRef=Ref(projected), other=Ref(weights.bias), alpha=None)
+    h = _initial(node, b, 5, direction, (batch, hidden), dtype, batch_first)
+    c = _initial(node, b, 6, direction, (batch, hidden), dtype, batch_first) \
+        if op == "LSTM" else None
+    outputs: list[str | None] = [None] * steps
+    for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+        x_part, r_part = _step_gates(b, projected, t, h, weights, batch, width, dtype)
+        if op == "RNN":
+            h = _unary(b, "Tanh", _binary(b, "Add", x_part, r_part, dtype), dtype)
+        elif op == "GRU":
+            xz, xr, xh = _split(b, x_part, 3, batch, hidden, dtype)
+            rz, rr, rh = _split(b, r_part, 3, batch, hidden, dtype)
+            z = _unary(b, "Sigmoid", _binary(b, "Add", xz, rz, dtype), dtype)
+            r = _unary(b, "Sigmoid", _binary(b, "Add", xr, rr, dtype), dtype)
+            if int(node.attrs.get("linear_before_reset", 0)):
+                if weights.recurrent_h_bias is not None:
+                    b.call("InplaceAdd", selfRef=Ref(rh), other=Ref(weights.recurrent_h_bias),
+                           alpha=None)
+                candidate = _binary(b, "Add", xh, _binary(b, "Mul", r, rh, dtype), dtype)
+            else:  # (r * H) @ Rh^T: the reset gate applies before the recurrence
+                rh_t = _viewed(b, weights.r_t, (hidden, width), dtype)
+                reset = _binary(b, "Mul", r, h, dtype)
+                recurrent = b.temp((batch, width), dtype)
+                b.call("Matmul", self=Ref(reset), mat2=Ref(rh_t), out=Ref(recurrent),
+                       cubeMathType=KEEP_DTYPE)
+                candidate = _binary(b, "Add", xh, _split(b, recurrent, 3, batch, hidden,
+                                                          dtype)[2], dtype)
+            candidate = _unary(b, "Tanh", candidate, dtype)
+            # H = (1 - z) * candidate + z * H = candidate + z * (H - candidate)
+            h = _binary(b, "Add", candidate, _binary(
+                b, "Mul", z, _binary(b, "Sub", h, candidate, dtype), dtype), dtype)
+        else:
+            summed = _binary(b, "Add", x_part, r_part, dtype)
+            gate_i, gate_o, gate_f, gate_c = _split(b, summed, 4, batch, hidden, dtype)
+            if weights.peepholes is not None:
+                p_i, p_o, p_f = weights.peepholes
+                gate_i = _binary(b, "Add", gate_i, _binary(b, "Mul", c, p_i, dtype), dtype)
+                gate_f = _binary(b, "Add", gate_f, _binary(b, "Mul", c, p_f, dtype), dtype)
+            i = _unary(b, "Sigmoid", gate_i, dtype)
+            f = _unary(b, "Sigmoid", gate_f, dtype)
+            cell = _unary(b, "Tanh", gate_c, dtype)
+            c = _binary(b, "Add", _binary(b, "Mul", f, c, dtype),
+                        _binary(b, "Mul", i, cell, dtype), dtype)
+            if weights.peepholes is not None:
+                gate_o = _binary(b, "Add", gate_o, _binary(b, "Mul", c, p_o, dtype), dtype)
+            o = _unary(b, "Sigmoid", gate_o, dtype)
+            h = _binary(b, "Mul", o, _unary(b, "Tanh", c, dtype), dtype)
+        outputs[t] = h
+    return outputs, h, c
+
+
+def _concat(b: Builder, parts: list[str], part_shape: tuple[int, ...], dim: int, out: str,
+            dtype: np.dtype) -> None:
+    views = [_viewed(b, part, part_shape, dtype) for part in parts]
+    if len(views) == 1:
+        b.call("InplaceCopy", selfRef=Ref(out), src=Ref(views[0]))
+    else:
+        b.call("Cat", tensors=RefList(views), dim=dim, out=Ref(out))
+
+
+@lowering("RNN", "GRU", "LSTM")
+def recurrent(node: Node, b: Builder) -> None:
+    _check(node)
+    x = node.inputs[0]
+    dtype = b.value(x).dtype
+    batch_first = int(node.attrs.get("layout", 0)) == 1
+    direction = str(node.attrs.get("direction", "forward"))
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise unsupported(node, f"direction={direction!r}")
+    if batch_first:  # work in (seq, batch, features); the outputs are permuted back
+        batch, steps, features = b.value(x).shape
+        seq_major = b.temp((steps, batch, features), dtype)
+        b.call("Permute", self=Ref(x), dims=(1, 0, 2), out=Ref(seq_major))
+        x = seq_major
+    steps, batch, _ = b.value(x).shape
+    hidden = int(node.attrs["hidden_size"])
+    lengths = _constant_input(node, b, 4, "sequence_lens")
+    if lengths is not None and not np.all(lengths == steps):
+        raise unsupported(node, f"sequence_lens {lengths.tolist()} shorter than the sequence")
+    runs = [(0, direction == "reverse")] if direction != "bidirectional" else \
+        [(0, False), (1, True)]
+    results = [_run_direction(node, b, x, d, reverse, steps, batch, hidden, batch_first)
+               for d, reverse in runs]
+    directions = len(runs)
+    y, y_h = (node.outputs + ["", ""])[:2]
+    y_c = node.outputs[2] if len(node.outputs) > 2 else ""
+    if y:
+        per_step = []
+        for t in range(steps):
+            step = b.temp((1, directions, batch, hidden), dtype)
+            _concat(b, [r[0][t] for r in results], (1, 1, batch, hidden), 1, step, dtype)
+            per_step.append(step)
+        target = b.temp((steps, directions, batch, hidden), dtype) if batch_first else y
+        _concat(b, per_step, (1, directions, batch, hidden), 0, target, dtype)
+        if batch_first:
+            b.call("Permute", self=Ref(target), dims=(2, 0, 1, 3), out=Ref(y))
+    for name, index in ((y_h, 1), (y_c, 2)):
+        if not name:
+            continue
+        target = b.temp((directions, batch, hidden), dtype) if batch_first else name
+        _concat(b, [r[index] for r in results], (1, batch, hidden), 0, target, dtype)
+        if batch_first:
+            b.call("Permute", self=Ref(target), dims=(1, 0, 2), out=Ref(name))
