@@ -35,9 +35,12 @@ Design note (invariants)
   DESERIALIZE_MODEL, PARSE_MODEL). The engine copies the weights into device memory while
   loading, so after ``load_from_mem`` returns the caller may free or reuse the model bytes,
   as with CANN's system-managed load.
-* Dynamic batch (aclmdlGetDynamicBatch / aclmdlSetDynamicBatchSize) is not provided: the
-  converter produces static shapes only, so ``get_cur_output_dims`` equals
-  ``get_output_dims``.
+* Dynamic batch: a model converted with ``--dynamic-batch`` holds one gear (engine) per
+  batch size, built on first use. Its description lists the inputs with dim 0 = -1 and the
+  largest gear's sizes, plus the input ``ascend_mbatch_shape_data`` (ACL_DYNAMIC_TENSOR_NAME,
+  one int64): ``set_dynamic_batch_size`` writes the batch into that input's buffer and
+  ``execute`` reads it there to pick the gear (any other value is ACL_ERROR_INVALID_PARAM);
+  ``get_cur_output_dims`` gives the dims of the gear that ran last.
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from openacl import dtypes
+from openacl.constants import ACL_MEMCPY_DEFAULT
 from openacl.dtypes import DataType, Format
 from openacl.errors import (
     ACL_ERROR_FEATURE_UNSUPPORTED,
@@ -57,12 +63,14 @@ from openacl.errors import (
     ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
     AclError,
 )
-from openacl.runtime import core
+from openacl.runtime import core, memory
 from openacl.runtime.context import current_context
 from openacl.runtime.stream import Stream, resolve_stream
 from openacl.tensor import lookup_data_buffer
 
 MODEL_FORMAT = Format.ACL_FORMAT_ND  # the format every model input/output reports
+ACL_DYNAMIC_TENSOR_NAME = "ascend_mbatch_shape_data"  # the dynamic batch input (CANN's name)
+BATCH_BYTES = 8  # the batch, an int64, in the dynamic input's buffer
 
 
 @dataclass(frozen=True)
@@ -91,20 +99,43 @@ class TensorInfo:
 class LoadedModel:
     """A model loaded into the current context; its handle is the model id."""
 
-    def __init__(self, engine: Any, metadata: dict | None) -> None:
+    def __init__(self, engine: Any, metadata: dict | None, gears: Sequence[Any] = ()) -> None:
         self.engine = engine
         self.metadata = dict(metadata or {})
         graph = engine.graph
         self.inputs = tuple(_info(graph.value(name)) for name in graph.inputs)
         self.outputs = tuple(_info(graph.value(name)) for name in graph.outputs)
+        self.gears = {gear.batch: gear for gear in gears}
+        self.engines: dict[int, Any] = {}
+        if self.gears:  # dynamic batch: dim 0 varies; the sizes are the largest gear's
+            self.current_batch = graph.value(graph.inputs[0]).shape[0]
+            self.engines[self.current_batch] = engine
+            self.inputs = (*(TensorInfo(i.name, (-1, *i.dims[1:]), i.data_type, i.format,
+                                        i.size) for i in self.inputs),
+                           TensorInfo(ACL_DYNAMIC_TENSOR_NAME, (1,), DataType.ACL_INT64,
+                                      MODEL_FORMAT, BATCH_BYTES))
         self.context = current_context()
         self.stream = Stream(self.context)  # for the synchronous execute
         self.handle = core.current().handles.add(self)
 
+    @property
+    def batches(self) -> list[int]:
+        return sorted({*self.gears, *self.engines})
+
+    def engine_for(self, batch: int) -> Any:
+        """The engine of the gear for ``batch`` (built on first use)."""
+        from openacl.model.engine import Engine
+
+        if batch not in self.engines:
+            gear = self.gears[batch]
+            self.engines[batch] = Engine(gear.lowered, gear.plan)
+        return self.engines[batch]
+
     def close(self) -> None:
         core.current().handles.remove(self.handle)
         try:
-            self.engine.close()
+            for engine in {id(e): e for e in (self.engine, *self.engines.values())}.values():
+                engine.close()
         finally:
             self.stream.shutdown(drain_timeout=None)
 
@@ -117,6 +148,7 @@ class ModelDesc:
     inputs: tuple[TensorInfo, ...] = ()
     outputs: tuple[TensorInfo, ...] = ()
     handle: int = 0
+    batches: tuple[int, ...] = ()  # the gears of a dynamic-batch model
 
 
 @dataclass(eq=False)
@@ -136,6 +168,14 @@ def _info(value: Any) -> TensorInfo:
 def _model(model_id: Any) -> LoadedModel:
     return core.current().handles.get(model_id, LoadedModel, "modelId",
                                       ACL_ERROR_INVALID_MODEL_ID)
+
+
+def _loaded(model_id: int) -> LoadedModel | None:
+    """The model still loaded under ``model_id``, or None (a description outlives it)."""
+    try:
+        return _model(model_id)
+    except AclError:
+        return None
 
 
 def _desc(desc: Any) -> ModelDesc:
@@ -170,8 +210,10 @@ def _index_by_name(items: Sequence[TensorInfo], name: Any, kind: str) -> int:
 
 
 # -- loading ----------------------------------------------------------------------------------
-def load_lowered(lowered: Any, plan: Any = None, metadata: dict | None = None) -> int:
-    """Load an in-memory lowered graph (what the converter writes into a .om file).
+def load_lowered(lowered: Any, plan: Any = None, metadata: dict | None = None,
+                 gears: Sequence[Any] = ()) -> int:
+    """Load an in-memory lowered graph (what the converter writes into a .om file), with
+    the other gears of a dynamic-batch model.
 
     Returns the model id. ``plan`` defaults to ``plan_memory(lowered)``.
     """
@@ -182,7 +224,7 @@ def load_lowered(lowered: Any, plan: Any = None, metadata: dict | None = None) -
     current_context()
     engine = Engine(lowered, plan if plan is not None else plan_memory(lowered))
     try:
-        return LoadedModel(engine, metadata).handle
+        return LoadedModel(engine, metadata, gears).handle
     except BaseException:
         engine.close()
         raise
@@ -207,8 +249,7 @@ def load_from_file(model_path: str | os.PathLike) -> int:
     if not isinstance(model_path, (str, os.PathLike)):
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'modelPath' = {model_path!r} is not a path")
-    lowered, plan, metadata = _om().load_model(os.fspath(model_path))
-    return load_lowered(lowered, plan, metadata)
+    return load_lowered(*_om().load_model_gears(os.fspath(model_path)))
 
 
 def load_from_mem(model: Any, model_size: int | None = None) -> int:
@@ -240,8 +281,9 @@ def load_from_mem(model: Any, model_size: int | None = None) -> int:
         size = core.check_size(model_size, "modelSize")
         region, offset = runtime.pointers.resolve(address, size, "model")
         blob = memoryview(region.view(offset, size)).cast("B")
-    lowered, plan, metadata = _om().load_model(blob)
-    return load_lowered(lowered, plan, metadata)
+    # a copy: the weights are used in place on the CPU backend, and the caller may reuse
+    # the model's memory once this returns (as with CANN's system-managed load)
+    return load_lowered(*_om().load_model_gears(bytes(blob)))
 
 
 def unload(model_id: int) -> None:
@@ -268,6 +310,7 @@ def get_desc(model_desc: int, model_id: int) -> None:
     found = core.current().handles.get(model_desc, ModelDesc, "modelDesc")
     model = _model(model_id)
     found.model_id, found.inputs, found.outputs = model.handle, model.inputs, model.outputs
+    found.batches = tuple(model.batches)
 
 
 def get_num_inputs(model_desc: int) -> int:
@@ -303,8 +346,51 @@ def get_output_dims(model_desc: int, index: int) -> IODims:
 
 
 def get_cur_output_dims(model_desc: int, index: int) -> IODims:
-    """aclmdlGetCurOutputDims: the real dims of output ``index`` (static models: its dims)."""
-    return get_output_dims(model_desc, index)
+    """aclmdlGetCurOutputDims: the real dims of output ``index``: those of the gear that ran
+    last in a dynamic-batch model (static models: its dims)."""
+    desc = _desc(model_desc)
+    info = _pick(desc.outputs, index, "output")
+    model = _loaded(desc.model_id)
+    if model is None or not model.gears:
+        return IODims(info.name, info.dims)
+    engine = model.engine_for(model.current_batch)
+    return IODims(info.name, tuple(engine.graph.value(info.name).shape))
+
+
+def get_dynamic_batch(model_desc: int) -> list[int]:
+    """aclmdlGetDynamicBatch: the batch sizes of a dynamic-batch model (empty otherwise)."""
+    desc = _desc(model_desc)
+    model = _loaded(desc.model_id)
+    return list(desc.batches if model is None else model.batches)
+
+
+def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: int) -> None:
+    """aclmdlSetDynamicBatchSize: choose the batch of the next runs on ``dataset`` by writing
+    it into the buffer of the dynamic input (``index``, from get_input_index_by_name with
+    ACL_DYNAMIC_TENSOR_NAME)."""
+    model = _model(model_id)
+    if not model.gears:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'modelId' = {model.handle:#x} is not a dynamic-batch model "
+                       f"(convert it with --dynamic-batch)")
+    dynamic = len(model.inputs) - 1
+    if core.as_index(index) != dynamic:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'index' = {index!r} is not the dynamic input "
+                       f"{ACL_DYNAMIC_TENSOR_NAME!r} (index {dynamic})")
+    batch = core.as_index(batch_size)
+    if batch not in model.batches:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'batchSize' = {batch_size!r} is not one of the model's batch "
+                       f"sizes {model.batches}")
+    buffer = lookup_data_buffer(get_dataset_buffer(dataset, dynamic), f"dataset[{dynamic}]")
+    if buffer.size < BATCH_BYTES:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"the dynamic input's buffer holds {buffer.size} bytes; it needs "
+                       f"{BATCH_BYTES}")
+    value = np.array([batch], np.int64)
+    memory.memcpy(buffer.data, BATCH_BYTES, memory.register_buffer(value), BATCH_BYTES,
+                  ACL_MEMCPY_DEFAULT)
 
 
 def get_input_name_by_index(model_desc: int, index: int) -> str:
@@ -405,7 +491,22 @@ def _launch(model_id: Any, input: Any, output: Any, stream: Any) -> LoadedModel:
     inputs = _buffers(input, "input", len(model.inputs), ACL_ERROR_MODEL_INPUT_NOT_MATCH)
     outputs = _buffers(output, "output", len(model.outputs), ACL_ERROR_MODEL_OUTPUT_NOT_MATCH)
     target = model.stream if stream is _PRIVATE else resolve_stream(stream)
-    model.engine.launch(inputs, outputs, target)
+    engine = model.engine
+    if model.gears:  # the batch set by set_dynamic_batch_size, read from its input
+        address, size = inputs.pop()
+        if size < BATCH_BYTES:
+            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                           f"the dynamic input's buffer holds {size} bytes; it needs "
+                           f"{BATCH_BYTES}")
+        batch = int(np.frombuffer(memory.read_bytes(address, BATCH_BYTES, "input"),
+                                  np.int64)[0])
+        if batch not in model.batches:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"the dynamic input holds batch {batch}, not one of the model's "
+                           f"{model.batches}: call set_dynamic_batch_size first")
+        engine = model.engine_for(batch)
+        model.current_batch = batch
+    engine.launch(inputs, outputs, target)
     return model
 
 

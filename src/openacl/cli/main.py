@@ -12,6 +12,7 @@ Examples::
     openacl op verify y.bin golden.bin --dtype float16   # CANN's precision report
     openacl run-pyacl sample.py --device 0    # an unchanged pyACL program (import acl)
     openacl convert model.onnx -o model.om --input-shape "x:1,3,640,640"   # ATC's role
+    openacl convert model.onnx -o model.om --input-shape "x:-1,3,224,224" --dynamic-batch 1,2,4,8
     openacl convert --singleop ops.json -o op_models   # single-op models for set_model_dir
     openacl profile model.om --runs 20 --trace trace.json   # per-operator time, Perfetto trace
     openacl fetch ppocr-det      # PP-OCRv4 det from the rapidocr-onnxruntime wheel, cached
@@ -131,8 +132,9 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 STATUS_BAD_INPUT = 2  # exit status of unusable input (files, JSON, flags)
 
 
-def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
-    """ATC's ``--input-shape``: ``"x:1,3,640,640;mask:1,128"`` -> {name: dims}.
+def parse_input_shapes(text: str, allow_dynamic: bool = False) -> dict[str, tuple[int, ...]]:
+    """ATC's ``--input-shape``: ``"x:1,3,640,640;mask:1,128"`` -> {name: dims}; with
+    ``allow_dynamic`` (``--dynamic-batch``) a first dim may be -1, the batch that varies.
 
     Raises:
         ValueError: naming the part that is not ``name:d1,d2,...`` with dims >= 0.
@@ -144,7 +146,8 @@ def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
             shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
         except ValueError:
             shape = (-1,)
-        if not colon or not name or any(d < 0 for d in shape) or name in shapes:
+        fixed = shape[1:] if allow_dynamic and shape[:1] == (-1,) else shape
+        if not colon or not name or any(d < 0 for d in fixed) or name in shapes:
             raise ValueError(f"--input-shape part {part!r} is not name:d1,d2,... with fixed "
                              f"dims >= 0 (each name once)")
         shapes[name] = shape
@@ -158,15 +161,15 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         print("openacl convert: give an ONNX model (openacl convert model.onnx -o model.om) "
               "or --singleop ops.json", file=sys.stderr)
         return STATUS_BAD_INPUT
-    refused = [flag for flag, given in (("--dynamic-batch", args.dynamic_batch),
-                                        (f"--precision {args.precision}",
-                                         args.precision not in (None, "fp32"))) if given]
-    if refused:
-        print(f"openacl convert: {' and '.join(refused)} is not available yet (the converter "
-              f"writes fp32 models with static input shapes)", file=sys.stderr)
+    if args.precision not in (None, "fp32"):
+        print(f"openacl convert: --precision {args.precision} is not available yet (the "
+              f"converter writes fp32 models)", file=sys.stderr)
         return STATUS_BAD_INPUT
     try:
-        shapes = parse_input_shapes(args.input_shape or "")
+        shapes = parse_input_shapes(args.input_shape or "", allow_dynamic=bool(
+            args.dynamic_batch))
+        batches = None if args.dynamic_batch is None else [
+            int(size) for size in args.dynamic_batch.split(",")]
     except ValueError as exc:
         print(f"openacl convert: {exc}", file=sys.stderr)
         return STATUS_BAD_INPUT
@@ -180,7 +183,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         openacl.init()
         openacl.rt.set_device(0)
     try:
-        report = converter.convert_onnx(args.model, output, shapes)
+        report = converter.convert_onnx(args.model, output, shapes, batches)
     except AclError as exc:
         print(f"openacl convert: {exc}", file=sys.stderr)
         return STATUS_BAD_INPUT
@@ -263,9 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "BatchNorm / constant affine, HardSwish), dead code elimination, "
                     "lowering to aclnn operators, a static memory plan, weights "
                     "in one memory-mappable blob. Prints op counts before and after, weights, "
-                    "arena and activation memory. Only fp32 models with static shapes are "
-                    "produced: --precision fp16/mixed and --dynamic-batch are refused (not "
-                    "available yet). With --singleop, validate a CANN single-op JSON and "
+                    "arena and activation memory. Models are fp32 (--precision fp16/mixed is "
+                    "refused: not available yet), with static shapes or --dynamic-batch "
+                    "gears. With --singleop, validate a CANN single-op JSON and "
                     "write one single-op file per op plus index.json into the -o directory, "
                     "for acl.op.set_model_dir. Exits 2 on unusable input.")
     convert.add_argument("model", nargs="?", help="the ONNX model")
@@ -278,7 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--precision", choices=("fp32", "fp16", "mixed"),
                          help="precision mode; only fp32 (the default) is available yet")
     convert.add_argument("--dynamic-batch", metavar="SIZES",
-                         help="dynamic batch sizes such as 1,2,4,8 (not available yet)")
+                         help="batch sizes such as 1,2,4,8: one gear each, dim 0 of every "
+                              "input (give it as -1 in --input-shape, or leave it dynamic)")
     convert.set_defaults(handler=_cmd_convert)
     profile = commands.add_parser(
         "profile", help="per-operator time, calls, share and memory of a model; Chrome trace",

@@ -62,12 +62,14 @@ the engine's job, through the device allocator, which refuses what exceeds the m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -86,7 +88,8 @@ from openacl.model.plan import ARENA_ALIGNMENT, MemoryPlan, _step_refs, lifetime
 
 MAGIC = b"OACLOM01"
 CANN_OM_MAGIC = struct.pack("<I", 0x444F4D49)  # b"IMOD": CANN's MODEL_FILE_MAGIC_NUM
-VERSION_MAJOR, VERSION_MINOR = 1, 0
+VERSION_MAJOR, VERSION_MINOR = 1, 1  # 1.1 added "gears" (a 1.0 reader runs the main model)
+MAX_GEARS = 128  # batch sizes one dynamic-batch model may hold (CANN's ACL_MAX_BATCH_NUM)
 HEADER = struct.Struct("<8sHHIQQQQII8x")  # the fixed header fields (see the module docstring)
 HEADER_BYTES = 64  # bytes of the header this version writes
 BLOB_ALIGNMENT = 64  # bytes; the blob and every weight in it start at a multiple of this
@@ -129,6 +132,16 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON-serializable")
 
 
+@dataclass(frozen=True)
+class Gear:
+    """One batch size of a dynamic-batch model: its own lowered graph and memory plan (the
+    weights are shared in the file)."""
+
+    batch: int
+    lowered: Lowered
+    plan: MemoryPlan
+
+
 def _referenced(lowered: Lowered, plan: MemoryPlan) -> set[str]:
     graph = lowered.graph
     names = set(graph.inputs) | set(graph.outputs) | set(plan.offsets)
@@ -148,38 +161,69 @@ def referenced_weights(lowered: Lowered, plan: MemoryPlan) -> list[str]:
     return [name for name in lowered.graph.initializers if name in used]
 
 
-def _document(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None
-              ) -> tuple[dict[str, Any], list[tuple[int, np.ndarray]], int]:
-    """(JSON document, [(blob offset, weight)], blob bytes); unreferenced weights are left out."""
+class _Blob:
+    """The weights section being laid out: each distinct array once (the gears of a
+    dynamic-batch model share their weights), every one at an aligned offset."""
+
+    def __init__(self) -> None:
+        self.weights: list[tuple[int, np.ndarray]] = []
+        self.bytes = 0
+        self._offsets: dict[tuple[str, tuple[int, ...], bytes], int] = {}
+
+    def place(self, array: np.ndarray) -> int:
+        array = np.ascontiguousarray(array)
+        key = (array.dtype.str, array.shape, hashlib.sha256(memoryview(array).cast("B")
+                                                            if array.nbytes else b"").digest())
+        if key not in self._offsets:
+            self._offsets[key] = self.bytes
+            self.weights.append((self.bytes, array))
+            self.bytes = _align(self.bytes + array.nbytes, BLOB_ALIGNMENT)
+        return self._offsets[key]
+
+
+def _graph_document(lowered: Lowered, plan: MemoryPlan, blob: _Blob
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(graph, plan) JSON objects of one model; its used weights go into ``blob``."""
     graph = lowered.graph
     used = _referenced(lowered, plan)
-    weights, table, offset = [], {}, 0
+    table = {}
     for name in referenced_weights(lowered, plan):
-        array = np.ascontiguousarray(graph.initializers[name])
+        array = graph.initializers[name]
         table[name] = {"dtype": array.dtype.name, "shape": list(array.shape),
-                       "offset": offset, "nbytes": array.nbytes}
-        weights.append((offset, array))
-        offset = _align(offset + array.nbytes, BLOB_ALIGNMENT)
+                       "offset": blob.place(array), "nbytes": array.nbytes}
     values = {name: {"dtype": value.dtype.name, "shape": [int(d) for d in value.shape]}
               for name, value in graph.values.items()
               if name in used and name not in graph.initializers}
     steps = [{"op": step.op, "node": step.node,
               "args": [[name, encode_arg(arg)] for name, arg in step.args]}
              for step in lowered.steps]
-    document = {
-        "graph": {"name": graph.name, "opset": graph.opset, "inputs": list(graph.inputs),
-                  "outputs": list(graph.outputs), "values": values, "initializers": table,
-                  "views": dict(lowered.views), "steps": steps},
-        "plan": {"arena_bytes": plan.arena_bytes, "naive_bytes": plan.naive_bytes,
-                 "offsets": dict(plan.offsets)},
-        "metadata": dict(metadata or {}),
-    }
-    return document, weights, offset
+    return ({"name": graph.name, "opset": graph.opset, "inputs": list(graph.inputs),
+             "outputs": list(graph.outputs), "values": values, "initializers": table,
+             "views": dict(lowered.views), "steps": steps},
+            {"arena_bytes": plan.arena_bytes, "naive_bytes": plan.naive_bytes,
+             "offsets": dict(plan.offsets)})
 
 
-def _chunks(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None
-            ) -> Iterable[bytes | memoryview]:
-    document, weights, blob_bytes = _document(lowered, plan, metadata)
+def _document(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None,
+              gears: Sequence[Gear] = ()
+              ) -> tuple[dict[str, Any], list[tuple[int, np.ndarray]], int]:
+    """(JSON document, [(blob offset, weight)], blob bytes); unreferenced weights are left
+    out, and weights the gears share are stored once."""
+    blob = _Blob()
+    graph_doc, plan_doc = _graph_document(lowered, plan, blob)
+    document = {"graph": graph_doc, "plan": plan_doc, "metadata": dict(metadata or {})}
+    if gears:
+        document["gears"] = []
+        for gear in gears:
+            gear_graph, gear_plan = _graph_document(gear.lowered, gear.plan, blob)
+            document["gears"].append({"batch": gear.batch, "graph": gear_graph,
+                                      "plan": gear_plan})
+    return document, blob.weights, blob.bytes
+
+
+def _chunks(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None,
+            gears: Sequence[Gear] = ()) -> Iterable[bytes | memoryview]:
+    document, weights, blob_bytes = _document(lowered, plan, metadata, gears)
     text = json.dumps(document, default=_json_default, separators=(",", ":")).encode()
     blob_offset = _align(HEADER_BYTES + len(text), BLOB_ALIGNMENT)
     blob_crc, position = 0, 0
@@ -202,13 +246,14 @@ def _chunks(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None
 
 
 def serialize_model(lowered: Lowered, plan: MemoryPlan,
-                    metadata: dict[str, Any] | None = None) -> bytes:
+                    metadata: dict[str, Any] | None = None, gears: Sequence[Gear] = ()
+                    ) -> bytes:
     """The .om file of ``lowered`` and ``plan`` as bytes (for ``load_model`` from memory)."""
-    return b"".join(bytes(chunk) for chunk in _chunks(lowered, plan, metadata))
+    return b"".join(bytes(chunk) for chunk in _chunks(lowered, plan, metadata, gears))
 
 
 def save_model(lowered: Lowered, plan: MemoryPlan, path: str | os.PathLike,
-               metadata: dict[str, Any] | None = None) -> int:
+               metadata: dict[str, Any] | None = None, gears: Sequence[Gear] = ()) -> int:
     """Write the .om file (atomically: a temporary file renamed); returns its size in bytes.
 
     Raises:
@@ -219,7 +264,7 @@ def save_model(lowered: Lowered, plan: MemoryPlan, path: str | os.PathLike,
     written = 0
     try:
         with open(temporary, "wb") as file:
-            for chunk in _chunks(lowered, plan, metadata):
+            for chunk in _chunks(lowered, plan, metadata, gears):
                 written += file.write(chunk)
         os.replace(temporary, path)
     except OSError as exc:
@@ -304,7 +349,16 @@ def _decode_json(text: bytes, crc: int, origin: str) -> dict[str, Any]:
 
 def load_model(source: str | os.PathLike | bytes | bytearray | memoryview,
                mmap: bool = True) -> tuple[Lowered, MemoryPlan, dict[str, Any]]:
-    """Read an offline model from a file or from memory: (lowered graph, plan, metadata).
+    """Read an offline model from a file or from memory: (lowered graph, plan, metadata),
+    the main model of a dynamic-batch file (its largest batch); see ``load_model_gears``."""
+    return load_model_gears(source, mmap)[:3]
+
+
+def load_model_gears(source: str | os.PathLike | bytes | bytearray | memoryview,
+                     mmap: bool = True
+                     ) -> tuple[Lowered, MemoryPlan, dict[str, Any], list[Gear]]:
+    """Read an offline model: (lowered graph, plan, metadata, the other gears of a
+    dynamic-batch model, empty otherwise).
 
     From a file with ``mmap`` the weights are read-only ``np.memmap`` views of the file (zero
     copy); without it the file is read into memory. From memory they are views of the given
@@ -351,7 +405,8 @@ def load_model(source: str | os.PathLike | bytes | bytearray | memoryview,
     return _build(document, blob, blob_crc, origin)
 
 
-def _load_buffer(data: memoryview, origin: str) -> tuple[Lowered, MemoryPlan, dict[str, Any]]:
+def _load_buffer(data: memoryview, origin: str
+                 ) -> tuple[Lowered, MemoryPlan, dict[str, Any], list[Gear]]:
     header = _header(bytes(data[:HEADER_BYTES]), len(data), origin)
     json_offset, json_bytes, blob_offset, blob_bytes, json_crc, blob_crc = header
     document = _decode_json(bytes(data[json_offset:json_offset + json_bytes]), json_crc, origin)
@@ -552,7 +607,7 @@ def _check_plan(lowered: Lowered, plan: MemoryPlan) -> None:
 
 
 def _build(document: dict[str, Any], blob: np.ndarray, blob_crc: int,
-           origin: str) -> tuple[Lowered, MemoryPlan, dict[str, Any]]:
+           origin: str) -> tuple[Lowered, MemoryPlan, dict[str, Any], list[Gear]]:
     if zlib.crc32(blob) != blob_crc:
         raise _damaged(f"{origin}: the weights blob fails its checksum (corrupt file)")
     try:
@@ -567,10 +622,44 @@ def _build(document: dict[str, Any], blob: np.ndarray, blob_crc: int,
 
 
 def _parse(document: dict[str, Any], blob: np.ndarray
-           ) -> tuple[Lowered, MemoryPlan, dict[str, Any]]:
-    graph_doc = _field(document, "graph", dict, "model")
-    plan_doc = _field(document, "plan", dict, "model")
+           ) -> tuple[Lowered, MemoryPlan, dict[str, Any], list[Gear]]:
     metadata = _field(document, "metadata", dict, "model") if "metadata" in document else {}
+    lowered, plan = _parse_model(_field(document, "graph", dict, "model"),
+                                 _field(document, "plan", dict, "model"), blob)
+    gears = []
+    for index, entry in enumerate(_field(document, "gears", list, "model")
+                                  if "gears" in document else []):
+        where = f"gears[{index}]"
+        if not isinstance(entry, dict) or index >= MAX_GEARS:
+            raise _invalid(f"{where}: expected at most {MAX_GEARS} objects")
+        batch = _count(_field(entry, "batch", int, where), f"{where}.batch")
+        gear_lowered, gear_plan = _parse_model(_field(entry, "graph", dict, where),
+                                               _field(entry, "plan", dict, where), blob)
+        _check_gear(lowered, gear_lowered, batch, where)
+        gears.append(Gear(batch, gear_lowered, gear_plan))
+    if len({gear.batch for gear in gears}) != len(gears):
+        raise _invalid("gears: a batch size repeats")
+    return lowered, plan, metadata, gears
+
+
+def _check_gear(main: Lowered, gear: Lowered, batch: int, where: str) -> None:
+    """A gear takes the main model's inputs with another batch (dim 0) and gives outputs of
+    the same names, dtypes and ranks (an output need not carry the batch)."""
+    for kind in ("inputs", "outputs"):
+        ours, theirs = getattr(main.graph, kind), getattr(gear.graph, kind)
+        if ours != theirs:
+            raise _invalid(f"{where}: its {kind} {_short(theirs)} differ from the model's")
+        for name in ours:
+            a, b = main.graph.value(name), gear.graph.value(name)
+            batched = kind == "outputs" or (b.shape[:1] == (batch,) and
+                                            a.shape[1:] == b.shape[1:])
+            if a.dtype != b.dtype or len(a.shape) != len(b.shape) or not batched:
+                raise _invalid(f"{where}: {kind[:-1]} {name!r} is {b.dtype} {list(b.shape)}, "
+                               f"not the model's {list(a.shape)} with batch {batch}")
+
+
+def _parse_model(graph_doc: dict[str, Any], plan_doc: dict[str, Any], blob: np.ndarray
+                 ) -> tuple[Lowered, MemoryPlan]:
     values: dict[str, Value] = {}
     for name, entry in _field(graph_doc, "values", dict, "graph").items():
         dtype, shape = _tensor_type(entry, f"value {_name(name, 'values')!r}")
@@ -605,4 +694,4 @@ def _parse(document: dict[str, Any], blob: np.ndarray
                       _count(_field(plan_doc, "arena_bytes", int, "plan"), "plan.arena_bytes"),
                       _count(plan_doc.get("naive_bytes", 0), "plan.naive_bytes"))
     _check_plan(lowered, plan)
-    return lowered, plan, metadata
+    return lowered, plan

@@ -16,11 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_MODEL_OUTPUT_NOT_MATCH, AclError
+from openacl.errors import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+    ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
+    AclError,
+)
 from openacl.model.converter import compile_onnx
 from openacl.model.engine import Engine
 from openacl.model.lowering import Lowered
-from openacl.model.om import is_model_file, load_model
+from openacl.model.om import Gear, is_model_file, load_model_gears
 from openacl.model.plan import MemoryPlan
 from openacl.runtime import core
 from openacl.runtime.context import current_context
@@ -49,18 +54,22 @@ def _ensure_runtime() -> None:
 
 
 def _load_offline_model(source: Any, input_shapes: dict[str, Sequence[int]] | None
-                        ) -> tuple[Lowered, MemoryPlan]:
-    """An offline model's lowered graph and plan; its input shapes are fixed at conversion."""
-    lowered, plan, _ = load_model(source)
-    graph = lowered.graph
-    fixed = {name: tuple(graph.values[name].shape) for name in graph.inputs}
-    for name, shape in (input_shapes or {}).items():
-        if fixed.get(name) != tuple(shape):
-            raise AclError(ACL_ERROR_INVALID_PARAM,
-                           f"argument 'input_shapes' = {dict(input_shapes)!r} is invalid: the "
-                           f"offline model was converted for {fixed} (convert it again with "
-                           f"--input-shape)")
-    return lowered, plan
+                        ) -> tuple[Lowered, MemoryPlan, list[Gear]]:
+    """An offline model's lowered graph, plan and other gears; its input shapes are fixed at
+    conversion (one set per gear of a dynamic-batch model)."""
+    lowered, plan, _, gears = load_model_gears(source)
+    choices = []
+    for model in [lowered, *(gear.lowered for gear in gears)]:
+        graph = model.graph
+        choices.append({name: tuple(graph.values[name].shape) for name in graph.inputs})
+    given = {name: tuple(shape) for name, shape in (input_shapes or {}).items()}
+    if given and not any(all(fixed.get(name) == shape for name, shape in given.items())
+                         for fixed in choices):
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'input_shapes' = {dict(input_shapes)!r} is invalid: the "
+                       f"offline model was converted for {' or '.join(map(str, choices))} "
+                       f"(convert it again with --input-shape)")
+    return lowered, plan, gears
 
 
 class InferenceSession:
@@ -69,14 +78,40 @@ class InferenceSession:
     def __init__(self, path: str | os.PathLike | Any,
                  input_shapes: dict[str, Sequence[int]] | None = None, **_: Any) -> None:
         _ensure_runtime()
+        self._gears: dict[int, Gear] = {}  # batch -> gear, for a dynamic-batch model
         if is_model_file(path):  # an offline model (.om), told apart by its magic
-            lowered, plan = _load_offline_model(path, input_shapes)
+            lowered, plan, gears = _load_offline_model(path, input_shapes)
             self.engine = Engine(lowered, plan)
             self.graph = lowered.graph
-            return
-        graph, lowered, plan = compile_onnx(path, input_shapes)
-        self.engine = Engine(lowered, plan)
-        self.graph = graph
+            self._gears = {gear.batch: gear for gear in gears}
+        else:
+            graph, lowered, plan = compile_onnx(path, input_shapes)
+            self.engine = Engine(lowered, plan)
+            self.graph = graph
+        self._engines: dict[int, Engine] = {}
+        if self._gears:
+            self._engines[self.graph.value(self.graph.inputs[0]).shape[0]] = self.engine
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """The batch sizes a dynamic-batch model runs (empty for a static model)."""
+        return sorted({*self._gears, *self._engines})
+
+    def _engine_for(self, feeds: dict[str, np.ndarray]) -> Engine:
+        """The engine of the gear whose batch is the feeds' (built on first use)."""
+        if not self._gears:
+            return self.engine
+        first = feeds.get(self.graph.inputs[0])
+        batch = np.shape(first)[0] if np.ndim(first) else None
+        if batch in self._engines:
+            return self._engines[batch]
+        if batch not in self._gears:
+            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                           f"input {self.graph.inputs[0]!r} has batch {batch}; the model was "
+                           f"converted for batch sizes {self.batch_sizes}")
+        gear = self._gears[batch]
+        self._engines[batch] = engine = Engine(gear.lowered, gear.plan)
+        return engine
 
     def _args(self, names: list[str]) -> list[NodeArg]:
         args = []
@@ -95,9 +130,10 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, feeds: dict[str, np.ndarray],
             stream: Any = None) -> list[np.ndarray]:
         """Run on host arrays; returns the named outputs (all when ``output_names`` is None)."""
+        engine = self._engine_for(feeds) if self._gears else self.engine
         if output_names is None:  # the common call: the engine's outputs are in graph order
-            return self.engine.run(feeds, stream)
-        results = dict(zip(self.graph.outputs, self.engine.run(feeds, stream), strict=True))
+            return engine.run(feeds, stream)
+        results = dict(zip(self.graph.outputs, engine.run(feeds, stream), strict=True))
         wanted = list(output_names)
         missing = [n for n in wanted if n not in results]
         if missing:
@@ -116,4 +152,5 @@ class InferenceSession:
         return profile_engine(self.engine, feeds, runs, warmup, stream)
 
     def close(self) -> None:
-        self.engine.close()
+        for engine in {id(e): e for e in (self.engine, *self._engines.values())}.values():
+            engine.close()

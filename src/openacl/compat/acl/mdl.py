@@ -51,6 +51,12 @@ def _get_cur_output_dims(model_desc: int, index: int) -> dict[str, Any]:
 
 _NO_DIMS = ({"name": "", "dimCount": 0, "dims": []},)
 
+
+def _get_dynamic_batch(model_desc: int) -> dict[str, Any]:
+    """aclmdlGetDynamicBatch: ``{"batchCount", "batch"}`` (0 and [] for a static model)."""
+    batches = _mdl.get_dynamic_batch(model_desc)
+    return {"batchCount": len(batches), "batch": batches}
+
 _TABLE = [
     # loading
     ("load_from_file", _mdl.load_from_file, outputs("model_id")),
@@ -67,6 +73,9 @@ _TABLE = [
     ("get_input_dims", _get_input_dims, outputs("dims", failure=_NO_DIMS)),
     ("get_output_dims", _get_output_dims, outputs("dims", failure=_NO_DIMS)),
     ("get_cur_output_dims", _get_cur_output_dims, outputs("dims", failure=_NO_DIMS)),
+    ("get_dynamic_batch", _get_dynamic_batch,
+     outputs("batch", failure=({"batchCount": 0, "batch": []},))),
+    ("set_dynamic_batch_size", _mdl.set_dynamic_batch_size, RET),
     ("get_input_name_by_index", _mdl.get_input_name_by_index, VALUE("")),
     ("get_output_name_by_index", _mdl.get_output_name_by_index, VALUE("")),
     ("get_input_data_type", _mdl.get_input_data_type, VALUE(ACL_DT_UNDEFINED)),
@@ -88,3 +97,4 @@ _TABLE = [
 
 FUNCTIONS = generate(_TABLE, globals())
 __all__ = list(FUNCTIONS)
+ACL_DYNAMIC_TENSOR_NAME = _mdl.ACL_DYNAMIC_TENSOR_NAME  # the dynamic batch input's name
