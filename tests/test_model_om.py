@@ -80,6 +80,19 @@ def _om_bytes(model) -> bytes:
     return om.serialize_model(lowered, plan_memory(lowered), {"source_model": "test"})
 
 
+def _om_bytes_with_gears(model) -> bytes:
+    """A dynamic-batch file: the model at batch 4 with gears at batch 1 and 2."""
+    name = model.graph.input[0].name
+    features = model.graph.input[0].type.tensor_type.shape.dim[1].dim_value
+
+    def at(batch):
+        lowered = lower(import_onnx(model, {name: (batch, features)}))
+        return lowered, plan_memory(lowered)
+
+    gears = [om.Gear(batch, *at(batch)) for batch in (1, 2)]
+    return om.serialize_model(*at(4), {"dynamic_batch": [1, 2, 4]}, gears)
+
+
 def _feeds(model):
     feeds = {}
     for value in model.graph.input:
@@ -480,6 +493,8 @@ def test_mutation_fuzzer_over_real_files(tmp_path):
     rng = random.Random(20240601)
     models = [_gemm_mlp(), _matmul_relu()]
     sources = [(_om_bytes(model), _feeds(model)) for model in models]
+    gears_feeds = {"x": RNG.standard_normal((4, 32)).astype(np.float32)}
+    sources.append((_om_bytes_with_gears(_matmul_relu()), gears_feeds))
     outcomes: collections.Counter[str] = collections.Counter()
     by_kind: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     slowest = 0.0

@@ -1,13 +1,13 @@
 """The offline model file (.om): a lowered graph, its memory plan and its weights, safe to load.
 
-File layout (version 1.0; every integer little-endian)
+File layout (version 1.1; every integer little-endian)
 ------------------------------------------------------
 ::
 
     offset  size  field
     0       8     magic            b"OACLOM01"
     8       2     version_major    1 (a reader refuses any other major version)
-    10      2     version_minor    0 (additions a 1.x reader may ignore)
+    10      2     version_minor    1 (additions a 1.x reader may ignore; 1.1 added gears)
     12      4     header_bytes     64 (bytes before the JSON section may grow in 1.x)
     16      8     json_offset      >= header_bytes
     24      8     json_bytes       <= MAX_JSON_BYTES
@@ -28,7 +28,13 @@ The JSON section is one object (Python's JSON: NaN and Infinity allowed in scala
                "steps": [{"op": "Matmul", "node": "MatMul_0",
                           "args": [[argument name, encoded argument], ...]}]},
      "plan": {"arena_bytes": int, "naive_bytes": int, "offsets": {name: int}},
-     "metadata": {"converter": ..., "source_model": ..., "precision": ..., ...}}
+     "metadata": {"converter": ..., "source_model": ..., "precision": ..., ...},
+     "gears": [{"batch": 2, "graph": {...}, "plan": {...}}, ...]}   # optional (1.1)
+
+A dynamic-batch model's main graph is its largest batch; "gears" holds the others (at most
+``MAX_GEARS``), each a full graph and plan whose inputs are the main model's with another
+dim 0. Their initializers point into the same blob, where each distinct weight is stored
+once.
 
 Step arguments are ``lowering.encode_arg``'s forms: ``{"value": name}`` (an aclTensor),
 ``{"values": [name, ...]}`` (an aclTensorList), ``{"scalar": x, "dtype": "float32"}`` (an
