@@ -232,7 +232,7 @@ def _chart(results: dict, path: Path) -> None:
     memory.set_yticks(rows, names)
     memory.invert_yaxis()
     memory.set_xlabel("peak RSS of a fresh process, MB")
-    memory.legend(loc="lower right", fontsize=8)
+    memory.legend(loc="upper right", fontsize=8)
     figure.suptitle("OpenACL engine vs onnxruntime (CPU)")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
