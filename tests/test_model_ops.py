@@ -53,14 +53,18 @@ def _model(nodes, feeds, initializers=None, opset=17):
     return model
 
 
-def _compare(model, feeds, atol=1e-5, rtol=1e-5):
-    expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+def _ours(model, feeds) -> list[np.ndarray]:
+    """The outputs of ``model`` run by our InferenceSession (closed afterwards)."""
     session = InferenceSession(model)
     try:
-        got = session.run(None, feeds)
+        return session.run(None, feeds)
     finally:
         session.close()
-    for ours, theirs in zip(got, expected, strict=True):
+
+
+def _compare(model, feeds, atol=1e-5, rtol=1e-5):
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    for ours, theirs in zip(_ours(model, feeds), expected, strict=True):
         assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
         np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol)
 
@@ -420,12 +424,7 @@ def test_recurrent_with_constant_weights_matches_onnxruntime(op, gates, attrs, p
         expected = [y.transpose(2, 0, 1, 3), *(s.transpose(1, 0, 2) for s in states)]
     else:
         expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
-    session = InferenceSession(model)
-    try:
-        got = session.run(None, feeds)
-    finally:
-        session.close()
-    for ours, theirs in zip(got, expected, strict=True):
+    for ours, theirs in zip(_ours(model, feeds), expected, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
