@@ -3,6 +3,10 @@
     session = openacl.InferenceSession("model.onnx")          # converted on the fly
     session = openacl.InferenceSession("model.om")            # or `openacl convert`ed
     (y,) = session.run(None, {"x": x})
+    future = session.run_async(None, {"x": x}, callback)      # callback(outputs, data, err)
+    binding = session.io_binding()                            # device tensors, no host copy
+    binding.bind_input("x", openacl.to_device(x)); binding.bind_output("y")
+    session.run_with_iobinding(binding); (y_tensor,) = binding.get_outputs()
 
 The runtime is initialised (and device 0 made current) if the program has not done so.
 """
@@ -10,7 +14,9 @@ The runtime is initialised (and device 0 made current) if the program has not do
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +108,9 @@ class InferenceSession:
         if not self._gears:
             return self.engine
         first = feeds.get(self.graph.inputs[0])
-        batch = np.shape(first)[0] if np.ndim(first) else None
+        return self._gear_engine(np.shape(first)[0] if np.ndim(first) else None)
+
+    def _gear_engine(self, batch: int | None) -> Engine:
         if batch in self._engines:
             return self._engines[batch]
         if batch not in self._gears:
@@ -141,6 +149,70 @@ class InferenceSession:
                            f"unknown output(s) {missing}; the model has {self.graph.outputs}")
         return [results[n] for n in wanted]
 
+    def run_async(self, output_names: Sequence[str] | None, feeds: dict[str, np.ndarray],
+                  callback: Callable[[list[np.ndarray], Any, str], None] | None = None,
+                  user_data: Any = None, stream: Any = None) -> Future:
+        """Start a run and return at once (onnxruntime's ``run_async``): the feeds are
+        copied and the run enqueued on ``stream`` (default: a stream of the session's own);
+        when it has finished, ``callback(outputs, user_data, error)`` is called (error ""
+        on success, else the message) and the returned Future holds the outputs or the
+        ``AclError``. The feeds may be reused as soon as this returns."""
+        from openacl.runtime.stream import Stream
+
+        feeds = {name: np.array(value, copy=True) for name, value in feeds.items()}
+        future: Future = Future()
+        if stream is None:
+            stream = self._async_stream = getattr(self, "_async_stream", None) or Stream(
+                current_context())
+
+        def work() -> None:
+            try:
+                result = self.run(output_names, feeds, stream)
+            except AclError as exc:
+                future.set_exception(exc)
+                if callback is not None:
+                    callback([], user_data, str(exc))
+                return
+            future.set_result(result)
+            if callback is not None:
+                callback(result, user_data, "")
+
+        thread = threading.Thread(target=work, name="openacl-run-async", daemon=True)
+        thread.start()
+        return future
+
+    def io_binding(self) -> IOBinding:
+        """Device tensors for the inputs and outputs (onnxruntime's ``io_binding``)."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, binding: IOBinding, stream: Any = None) -> None:
+        """Run on the bound device tensors: the inputs are copied device to device into the
+        model's arena and the outputs out of it, with no host round trip; enqueued on
+        ``stream`` (None: synchronous, on the session's own stream)."""
+        binding.check()
+        feeds = {name: binding.inputs[name] for name in self.graph.inputs}
+        first = feeds[self.graph.inputs[0]].shape
+        engine = self._gear_engine(first[0] if first else None) if self._gears else self.engine
+        for name, tensor in feeds.items():
+            value = engine.graph.value(name)
+            if tensor.shape != tuple(value.shape) or tensor.dtype != value.dtype:
+                raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                               f"input {name!r} is bound to a {tensor.dtype} "
+                               f"{list(tensor.shape)} tensor; the model takes {value.dtype} "
+                               f"{list(value.shape)}")
+        outputs = [binding.output_tensor(name, engine.graph.value(name))
+                   for name in self.graph.outputs]
+        inputs = [(feeds[name].data_ptr, feeds[name].nbytes) for name in self.graph.inputs]
+        target = stream
+        if target is None:
+            from openacl.runtime.stream import Stream
+
+            target = self._async_stream = getattr(self, "_async_stream", None) or Stream(
+                current_context())
+        engine.launch(inputs, [(t.data_ptr, t.nbytes) for t in outputs], target)
+        if stream is None:
+            target.synchronize()
+
     def profile(self, feeds: dict[str, np.ndarray] | None = None, runs: int = 10,
                 warmup: int = 1, stream: Any = None) -> Any:
         """Per-operator timing over ``runs`` runs (synthetic inputs when ``feeds`` is None):
@@ -152,5 +224,66 @@ class InferenceSession:
         return profile_engine(self.engine, feeds, runs, warmup, stream)
 
     def close(self) -> None:
+        stream = getattr(self, "_async_stream", None)
+        if stream is not None:
+            stream.shutdown(drain_timeout=None)
         for engine in {id(e): e for e in (self.engine, *self._engines.values())}.values():
             engine.close()
+
+
+class IOBinding:
+    """Device tensors bound to a session's inputs and outputs (onnxruntime's IOBinding):
+    ``bind_input(name, tensor)``, ``bind_output(name, tensor=None)`` (None: the session
+    allocates it), then ``session.run_with_iobinding(binding)``, ``get_outputs()`` (the
+    device tensors) or ``copy_outputs_to_cpu()``."""
+
+    def __init__(self, session: InferenceSession) -> None:
+        self._session = session
+        self.inputs: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+        self._owned: dict[str, Any] = {}  # outputs the binding allocated
+
+    def _check_name(self, name: str, names: list[str], kind: str) -> None:
+        if name not in names:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'name' = {name!r} is not an {kind} of the model (its "
+                           f"{kind}s: {', '.join(names)})")
+
+    def bind_input(self, name: str, tensor: Any) -> None:
+        graph = self._session.graph
+        self._check_name(name, graph.inputs, "input")
+        self.inputs[name] = tensor
+
+    def bind_output(self, name: str, tensor: Any = None) -> None:
+        self._check_name(name, self._session.graph.outputs, "output")
+        self.outputs[name] = tensor
+
+    def check(self) -> None:
+        missing = [n for n in self._session.graph.inputs if n not in self.inputs]
+        if missing:
+            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH, f"input(s) {missing} are not bound")
+
+    def output_tensor(self, name: str, value: Any) -> Any:
+        """The tensor output ``name`` is written to (allocated here when none was bound)."""
+        from openacl.tensor import empty
+
+        tensor = self.outputs.get(name)
+        if tensor is None:
+            owned = self._owned.get(name)
+            if owned is None or owned.shape != tuple(value.shape):
+                self._owned[name] = owned = empty(value.shape, value.dtype)
+            tensor = owned
+        if tensor.shape != tuple(value.shape) or tensor.dtype != value.dtype:
+            raise AclError(ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
+                           f"output {name!r} is bound to a {tensor.dtype} "
+                           f"{list(tensor.shape)} tensor; the model writes {value.dtype} "
+                           f"{list(value.shape)}")
+        return tensor
+
+    def get_outputs(self) -> list[Any]:
+        """The output tensors in graph order (bound or allocated by the last run)."""
+        return [self._owned[name] if self.outputs.get(name) is None else self.outputs[name]
+                for name in self._session.graph.outputs]
+
+    def copy_outputs_to_cpu(self) -> list[np.ndarray]:
+        return [tensor.numpy() for tensor in self.get_outputs()]
