@@ -161,10 +161,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         print("openacl convert: give an ONNX model (openacl convert model.onnx -o model.om) "
               "or --singleop ops.json", file=sys.stderr)
         return STATUS_BAD_INPUT
-    if args.precision not in (None, "fp32"):
-        print(f"openacl convert: --precision {args.precision} is not available yet (the "
-              f"converter writes fp32 models)", file=sys.stderr)
-        return STATUS_BAD_INPUT
     try:
         shapes = parse_input_shapes(args.input_shape or "", allow_dynamic=bool(
             args.dynamic_batch))
@@ -183,7 +179,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         openacl.init()
         openacl.rt.set_device(0)
     try:
-        report = converter.convert_onnx(args.model, output, shapes, batches)
+        report = converter.convert_onnx(args.model, output, shapes, batches,
+                                        args.precision or "fp32")
     except AclError as exc:
         print(f"openacl convert: {exc}", file=sys.stderr)
         return STATUS_BAD_INPUT
@@ -279,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--input-shape", metavar="SHAPES",
                          help='fixed input shapes, ATC\'s spelling: "x:1,3,640,640;mask:1,128"')
     convert.add_argument("--precision", choices=("fp32", "fp16", "mixed"),
-                         help="precision mode; only fp32 (the default) is available yet")
+                         help="fp32 (default), fp16 (float16 weights and values) or mixed "
+                              "(float16, sensitive ops in float32)")
     convert.add_argument("--dynamic-batch", metavar="SIZES",
                          help="batch sizes such as 1,2,4,8: one gear each, dim 0 of every "
                               "input (give it as -1 in --input-shape, or leave it dynamic)")

@@ -5,8 +5,8 @@ lowering to aclnn steps, the static memory plan), writes the .om file (``om.py``
 returns a ``ConversionReport``: op counts before and after, weights, arena and activation
 memory, time. ``format_report`` prints it the way the CLI shows it.
 
-Models are fp32 with static input shapes, or a set of batch sizes (``--dynamic-batch``, one
-compiled gear each); ``--precision fp16|mixed`` is not available yet (the CLI refuses it).
+Models have static input shapes, or a set of batch sizes (``--dynamic-batch``, one compiled
+gear each), in fp32, fp16 or mixed precision (``--precision``, ``model/precision.py``).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from openacl.model.lowering import lower
 from openacl.model.onnx_import import import_onnx
 from openacl.model.passes import fold_onnx, optimize
 from openacl.model.plan import plan_memory
+from openacl.model.precision import apply_precision, check_precision
 
 MB = 1 << 20  # bytes in a MB as the report shows them (MiB, as ATC and npu-smi do)
-PRECISION = "fp32"  # the only precision mode the converter produces so far
 
 
 @dataclass
@@ -47,19 +47,21 @@ class ConversionReport:
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     seconds: float = 0.0
     dynamic_batch: list[int] = field(default_factory=list)  # the gears' batch sizes
+    precision: str = "fp32"
 
 
 def _counts(names: Any) -> dict[str, int]:
     return dict(collections.Counter(names).most_common())
 
 
-def compile_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None):
+def compile_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                 precision: str = "fp32"):
     """The whole conversion pipeline in memory: fold constants on the ONNX model (so shape
     inference reaches every value), import, optimize, lower, plan. Returns
     ``(graph, lowered, plan)``; shared by ``convert_onnx`` and ``InferenceSession``."""
     shapes = {name: tuple(shape) for name, shape in (input_shapes or {}).items()}
     graph = import_onnx(fold_onnx(model, shapes), shapes)
-    lowered = lower(optimize(graph))
+    lowered = lower(apply_precision(optimize(graph), precision))
     return graph, lowered, plan_memory(lowered)
 
 
@@ -97,12 +99,14 @@ def _gear_shapes(proto: Any, input_shapes: dict[str, tuple[int, ...]] | None,
 
 def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
                  input_shapes: dict[str, tuple[int, ...]] | None = None,
-                 dynamic_batch: Sequence[int] | None = None) -> ConversionReport:
+                 dynamic_batch: Sequence[int] | None = None,
+                 precision: str = "fp32") -> ConversionReport:
     """Convert the ONNX model at ``source`` into the offline model ``output``.
 
     With ``dynamic_batch`` (ATC's --dynamic_batch_size) the model is converted once per
     batch size, dim 0 of every input; the file holds each gear's graph and plan and the
     weights once, and ``acl.mdl.set_dynamic_batch_size`` / ``InferenceSession`` choose.
+    ``precision`` is ``fp32``, ``fp16`` or ``mixed`` (see ``model/precision.py``).
 
     Raises:
         AclError: ACL_ERROR_INVALID_FILE / PARSE_MODEL / OP_NOT_FOUND for a model the converter
@@ -116,22 +120,23 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
     source, output = os.fspath(source), os.fspath(output)
     proto = onnx_import._load(source)  # the importer's reader, with its error codes
     onnx_ops = _counts(node.op_type for node in proto.graph.node)
+    check_precision(precision)
     gears, batches = [], []
     if dynamic_batch is not None:
         batches = _batch_sizes(dynamic_batch)
         for batch in batches[:-1]:
-            _, gear_lowered, gear_plan = compile_onnx(source, _gear_shapes(proto, input_shapes,
-                                                                            batch))
+            _, gear_lowered, gear_plan = compile_onnx(
+                source, _gear_shapes(proto, input_shapes, batch), precision)
             gears.append(om.Gear(batch, gear_lowered, gear_plan))
         input_shapes = _gear_shapes(proto, input_shapes, batches[-1])  # the main model
     elif any(d < 0 for shape in (input_shapes or {}).values() for d in shape):
         raise AclError(ACL_ERROR_PARSE_MODEL,
                        f"input shapes {input_shapes} hold -1: give --dynamic-batch sizes")
-    graph, lowered, plan = compile_onnx(proto, input_shapes)
+    graph, lowered, plan = compile_onnx(proto, input_shapes, precision)
     shapes = {name: list(graph.values[name].shape) for name in graph.inputs}
     metadata = {"converter": f"openacl {_version()}", "format_version":
                 f"{om.VERSION_MAJOR}.{om.VERSION_MINOR}", "source_model":
-                os.path.basename(source), "precision": PRECISION, "input_shapes": shapes,
+                os.path.basename(source), "precision": precision, "input_shapes": shapes,
                 "onnx_opset": graph.opset, "onnx_ir_version": int(proto.ir_version),
                 "onnx_producer": proto.producer_name, "onnx_package": onnx.__version__}
     if batches:
@@ -144,7 +149,7 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
         weights_bytes=sum(graph.initializers[name].nbytes for name in used),
         weights_count=len(used), arena_bytes=plan.arena_bytes, naive_bytes=plan.naive_bytes,
         file_bytes=file_bytes, input_shapes=shapes, seconds=time.perf_counter() - started,
-        dynamic_batch=batches)
+        dynamic_batch=batches, precision=precision)
 
 
 def _version() -> str:
@@ -167,8 +172,7 @@ def format_report(report: ConversionReport) -> str:
                        for name, shape in report.input_shapes.items())
     return "\n".join([
         f"converted {report.source} -> {report.output} in {report.seconds:.2f} s",
-        f"  input shapes: {shapes or 'none'}   precision: {PRECISION} (fp16/mixed: not "
-        f"available yet)",
+        f"  input shapes: {shapes or 'none'}   precision: {report.precision}",
         *([f"  dynamic batch: {report.dynamic_batch} (one gear each; the shapes and memory "
            f"below are the largest's)"] if report.dynamic_batch else []),
         f"  ONNX nodes: {sum(report.onnx_ops.values())} ({_ops_line(report.onnx_ops)})",
