@@ -318,6 +318,7 @@ class ndarray:  # noqa: N801 - CuPy's name
     T = property(lambda self: _wrap(self._a.T))
     mT = property(lambda self: _wrap(np.swapaxes(self._a, -1, -2)))
     real = property(lambda self: _wrap(self._a.real))
+    device = property(lambda self: Device(0))
     imag = property(lambda self: _wrap(self._a.imag))
 
     @property

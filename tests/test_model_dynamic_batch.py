@@ -185,3 +185,28 @@ def test_cli_dynamic_batch(onnx_path, tmp_path, capsys):
     assert main(["convert", str(onnx_path), "-o", str(out), "--dynamic-batch", "0,2"]) != 0
     assert main(["convert", str(onnx_path), "-o", str(out), "--dynamic-batch", "a"]) != 0
     assert main(["convert", str(onnx_path), "-o", str(out), "--input-shape", "x:-1,8"]) != 0
+
+
+def test_a_model_from_a_mutable_buffer_is_copied(om_path):
+    """The engine uses the weights in place on cpu: a bytearray source must not be aliased."""
+    data = bytearray(om_path.read_bytes())
+    session = openacl.InferenceSession(data)
+    try:
+        data[:] = bytes(len(data))  # the caller reuses its buffer
+        x = np.ones((4, 8), np.float32)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], _expected(x)[0],
+                                   rtol=1e-5, atol=1e-5)
+    finally:
+        session.close()
+
+
+def test_load_from_mem_reads_device_memory(om_path):
+    data = np.frombuffer(om_path.read_bytes(), np.uint8)
+    device = openacl.rt.malloc(data.nbytes)
+    openacl.rt.memcpy(device, data.nbytes, numpy_to_ptr(data), data.nbytes, H2D)
+    model = mdl.load_from_mem(device, data.nbytes)
+    openacl.rt.free(device)  # the model holds its own copy
+    desc = mdl.create_desc()
+    mdl.get_desc(desc, model)
+    assert mdl.get_dynamic_batch(desc) == [1, 2, 4]
+    mdl.unload(model)

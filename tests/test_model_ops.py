@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -437,3 +438,32 @@ def test_recurrent_refusals_name_the_attribute():
     with pytest.raises(AclError) as info:
         InferenceSession(model)
     assert "activations" in info.value.message
+
+
+def test_is_inf_detecting_neither_sign_is_all_false():
+    x = np.array([1.0, np.inf, -np.inf, np.nan], np.float32)
+    for negative, positive in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        node = helper.make_node("IsInf", ["x"], ["y"], detect_negative=negative,
+                                detect_positive=positive)
+        graph = helper.make_graph([node], "isinf",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                                  [helper.make_tensor_value_info("y", TensorProto.BOOL, [4])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+        expected = [False, bool(positive), bool(negative), False]
+        assert _ours(model, {"x": x})[0].tolist() == expected, (negative, positive)
+
+
+def test_bfloat16_weights_survive_the_offline_file(tmp_path):
+    weights = RNG.standard_normal((4, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["w"], ["y"], to=TensorProto.BFLOAT16)], "bf16", [],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [4, 8])],
+        [numpy_helper.from_array(weights, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "bf16.onnx")
+    from openacl.model.converter import convert_onnx
+
+    convert_onnx(tmp_path / "bf16.onnx", tmp_path / "bf16.om")
+    (y,) = _ours(str(tmp_path / "bf16.om"), {})
+    np.testing.assert_array_equal(y.astype(np.float32),
+                                  weights.astype(ml_dtypes.bfloat16).astype(np.float32))

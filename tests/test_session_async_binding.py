@@ -115,3 +115,27 @@ def test_io_binding_refuses_what_does_not_fit(session):
     with pytest.raises(AclError) as info:
         session.run_with_iobinding(binding)
     assert info.value.code == ACL_ERROR_MODEL_OUTPUT_NOT_MATCH
+
+
+def test_io_binding_refuses_strided_tensors(session):
+    base = openacl.to_device(np.ascontiguousarray(_x(3).T))  # (32, 2)
+    transposed = openacl.Tensor(openacl.create_tensor(
+        [2, 32], openacl.DataType.ACL_FLOAT, [1, 2], 0, openacl.ACL_FORMAT_ND, [32, 2],
+        base.data_ptr), keepalive=base)
+    binding = session.io_binding()
+    binding.bind_input("x", transposed)
+    with pytest.raises(AclError) as info:
+        session.run_with_iobinding(binding)
+    assert info.value.code == ACL_ERROR_MODEL_INPUT_NOT_MATCH and "strided" in str(info.value)
+
+
+def test_run_async_reports_any_exception(session, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("kernel bug")
+
+    monkeypatch.setattr(session, "run", broken)
+    done, seen = threading.Event(), []
+    future = session.run_async(None, {"x": _x(0)}, lambda o, d, e: (seen.append(e), done.set()))
+    assert done.wait(WAIT_S) and seen == ["kernel bug"]
+    with pytest.raises(RuntimeError):
+        future.result(WAIT_S)

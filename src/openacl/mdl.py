@@ -32,9 +32,10 @@ Design note (invariants)
   ``get_input_size_by_index`` / ``get_output_size_by_index`` (a larger one is accepted, as
   GE accepts it), ACL_ERROR_INVALID_PARAM for a destroyed dataset or buffer.
 * Loading reads files through ``model/om.py`` (its codes: ACL_ERROR_INVALID_FILE,
-  DESERIALIZE_MODEL, PARSE_MODEL). The engine copies the weights into device memory while
-  loading, so after ``load_from_mem`` returns the caller may free or reuse the model bytes,
-  as with CANN's system-managed load.
+  DESERIALIZE_MODEL, PARSE_MODEL). Files are read, not memory-mapped, and ``load_from_mem``
+  copies the model first: the engine may use the weights in place (the CPU backend does),
+  and the caller may free or reuse the model bytes once it returns, as with CANN's
+  system-managed load.
 * Dynamic batch: a model converted with ``--dynamic-batch`` holds one gear (engine) per
   batch size, built on first use. Its description lists the inputs with dim 0 = -1 and the
   largest gear's sizes, plus the input ``ascend_mbatch_shape_data`` (ACL_DYNAMIC_TENSOR_NAME,
@@ -46,6 +47,7 @@ Design note (invariants)
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,6 +109,7 @@ class LoadedModel:
         self.outputs = tuple(_info(graph.value(name)) for name in graph.outputs)
         self.gears = {gear.batch: gear for gear in gears}
         self.engines: dict[int, Any] = {}
+        self._lock = threading.Lock()
         if self.gears:  # dynamic batch: dim 0 varies; the sizes are the largest gear's
             self.current_batch = graph.value(graph.inputs[0]).shape[0]
             self.engines[self.current_batch] = engine
@@ -126,10 +129,11 @@ class LoadedModel:
         """The engine of the gear for ``batch`` (built on first use)."""
         from openacl.model.engine import Engine
 
-        if batch not in self.engines:
-            gear = self.gears[batch]
-            self.engines[batch] = Engine(gear.lowered, gear.plan)
-        return self.engines[batch]
+        with self._lock:  # two threads asking for a new gear build it once
+            if batch not in self.engines:
+                gear = self.gears[batch]
+                self.engines[batch] = Engine(gear.lowered, gear.plan)
+            return self.engines[batch]
 
     def close(self) -> None:
         core.current().handles.remove(self.handle)
@@ -249,7 +253,7 @@ def load_from_file(model_path: str | os.PathLike) -> int:
     if not isinstance(model_path, (str, os.PathLike)):
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'modelPath' = {model_path!r} is not a path")
-    return load_lowered(*_om().load_model_gears(os.fspath(model_path)))
+    return load_lowered(*_om().load_model_gears(os.fspath(model_path), mmap=False))
 
 
 def load_from_mem(model: Any, model_size: int | None = None) -> int:
@@ -261,7 +265,7 @@ def load_from_mem(model: Any, model_size: int | None = None) -> int:
         model_size: its length in bytes (required with an address; with bytes, at most
             their length, default all of them).
     """
-    runtime = core.current()
+    core.current()
     current_context()
     if isinstance(model, (bytes, bytearray, memoryview)):
         data = memoryview(model).cast("B")
@@ -279,8 +283,7 @@ def load_from_mem(model: Any, model_size: int | None = None) -> int:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            "argument 'modelSize' is required with a model address")
         size = core.check_size(model_size, "modelSize")
-        region, offset = runtime.pointers.resolve(address, size, "model")
-        blob = memoryview(region.view(offset, size)).cast("B")
+        blob = memoryview(memory.read_bytes(address, size, "model"))  # host or device memory
     # a copy: the weights are used in place on the CPU backend, and the caller may reuse
     # the model's memory once this returns (as with CANN's system-managed load)
     return load_lowered(*_om().load_model_gears(bytes(blob)))

@@ -568,9 +568,7 @@ def set_tensor_const(desc: int, data: int, length: int) -> None:
     """aclSetTensorConst: mark the desc constant, copying ``length`` bytes from host ``data``."""
     target = lookup_tensor_desc(desc)
     length = core.check_size(length, "length")
-    region, offset = core.current().pointers.resolve(_index(data, "dataBuffer"), length,
-                                                     "dataBuffer")
-    target.const_data = bytes(np.asarray(region.view(offset, length)))
+    target.const_data = memory.read_bytes(_index(data, "dataBuffer"), length, "dataBuffer")
 
 
 def create_data_buffer(data: int, size: int) -> int:
@@ -708,7 +706,9 @@ class Tensor:
         return np.array(view, copy=True)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
-        """Zero-copy export: host memory on the cpu backend, device memory on cuda."""
+        """Zero-copy export: host memory on the cpu backend, device memory on cuda. A
+        consumer (``cupy.from_dlpack``) orders itself after its own current stream, not
+        OpenACL's: synchronize the stream that writes the tensor first."""
         return tensor_view(self._meta, "tensor")[0].__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:

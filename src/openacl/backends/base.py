@@ -76,8 +76,9 @@ class Backend:
         """An array with no elements (a view of an empty tensor: no memory behind it)."""
         return np.empty(dims, dtype)
 
-    def tf32_matmul(self) -> contextlib.AbstractContextManager:
-        """A context in which float32 matmuls may use TensorFloat-32 (no effect here)."""
+    def fp32_matmul(self, tf32: bool) -> contextlib.AbstractContextManager:
+        """The context every float32 matmul is issued in; ``tf32``: it may use
+        TensorFloat-32 (no effect here)."""
         return contextlib.nullcontext()
 
     def array_module(self, array: Any) -> Any:

@@ -27,6 +27,7 @@ Design note (invariants)
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import logging
@@ -78,6 +79,7 @@ class CudaQueue(HostQueue):
     def __init__(self, executor: Any, name: str, cupy: Any, device: int) -> None:
         self._cupy = cupy
         self.device = device
+        self._in_flight: collections.deque[tuple[int, Task]] = collections.deque()
         with cupy.cuda.Device(device):
             self.stream = cupy.cuda.Stream(non_blocking=True)
         super().__init__(executor, name)
@@ -96,20 +98,32 @@ class CudaQueue(HostQueue):
         return host_task
 
     def run(self, value: int, task: Task) -> None:
-        try:
-            with self._cupy.cuda.Device(self.device), self.stream:
-                task(value)
-        except BaseException:  # noqa: BLE001 - the owner's guard should have caught it
-            logger.exception("unguarded task failed on %s", self.name)
-        finally:
-            try:  # the task (and the memory its closure pins) lives until the GPU is done
-                self.stream.launch_host_func(self._completed, (value, task))
-            except Exception:  # noqa: BLE001 - a broken context: never leave waiters hanging
-                logger.exception("cudaLaunchHostFunc failed on %s", self.name)
-                self.timeline.signal(value)
+        self._release_finished()
+        with self._cupy.cuda.Device(self.device):
+            try:
+                with self.stream:
+                    task(value)
+            except BaseException:  # noqa: BLE001 - the owner's guard should have caught it
+                logger.exception("unguarded task failed on %s", self.name)
+            finally:
+                # the task (and the memory its closure pins) lives until the GPU is done: it
+                # waits in _in_flight, dropped here on the executor's thread, never on CUDA's
+                # (a host function must not release objects whose finalizers call CUDA)
+                self._in_flight.append((value, task))
+                try:
+                    self.stream.launch_host_func(_signal, (self.timeline, value))
+                except Exception:  # noqa: BLE001 - a broken context: never leave waiters hanging
+                    logger.exception("cudaLaunchHostFunc failed on %s", self.name)
+                    self.timeline.signal(value)
 
-    def _completed(self, finished: tuple[int, Task]) -> None:
-        self.timeline.signal(finished[0])
+    def _release_finished(self) -> None:
+        done = self.timeline.value
+        while self._in_flight and self._in_flight[0][0] <= done:
+            self._in_flight.popleft()
+
+    def close(self) -> None:
+        super().close()
+        self._release_finished()
 
     # -- timing (events) -------------------------------------------------------------------
     def stamp(self) -> Any:
@@ -120,6 +134,12 @@ class CudaQueue(HostQueue):
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
         return float(self._cupy.cuda.get_elapsed_time(start, end))
+
+
+def _signal(finished: tuple[Any, int]) -> None:
+    """cudaLaunchHostFunc's callback: mark a task done (touches only the timeline)."""
+    timeline, value = finished
+    timeline.signal(value)
 
 
 class CudaBackend(Backend):
@@ -190,10 +210,12 @@ class CudaBackend(Backend):
                                            self.cupy.cuda.get_current_stream().ptr)
 
     def _copy(self, dst: Any, src: Any) -> None:
-        """A synchronous copy (aclrtMemcpy) on the legacy default stream."""
+        """A synchronous copy (aclrtMemcpy) on the legacy default stream of the device that
+        holds the memory (GPU to GPU: the destination's)."""
         runtime = self.cupy.cuda.runtime
-        runtime.memcpyAsync(_address(dst), _address(src), dst.nbytes, MEMCPY_DEFAULT, 0)
-        runtime.streamSynchronize(0)
+        with self.cupy.cuda.Device(_device_of(dst, src)):
+            runtime.memcpyAsync(_address(dst), _address(src), dst.nbytes, MEMCPY_DEFAULT, 0)
+            runtime.streamSynchronize(0)
 
     def _fill_async(self, dst: Any, byte: int) -> None:
         if isinstance(dst, np.ndarray):
@@ -207,8 +229,9 @@ class CudaBackend(Backend):
             dst.fill(byte)
             return
         runtime = self.cupy.cuda.runtime
-        runtime.memsetAsync(_address(dst), byte, dst.nbytes, 0)
-        runtime.streamSynchronize(0)
+        with self.cupy.cuda.Device(_device_of(dst)):
+            runtime.memsetAsync(_address(dst), byte, dst.nbytes, 0)
+            runtime.streamSynchronize(0)
 
     def device_name(self, device: int) -> str:
         name = self.cupy.cuda.runtime.getDeviceProperties(device)["name"]
@@ -226,12 +249,17 @@ class CudaBackend(Backend):
         return self.cupy.ndarray(dims, dtype)
 
     @contextlib.contextmanager
-    def tf32_matmul(self) -> Iterator[None]:
-        """float32 matmuls issued inside use TensorFloat-32 (cuBLAS's TF32 compute type).
-        CuPy keeps the compute type in a process global: set and restored under a lock, held
-        only while the matmul is enqueued."""
+    def fp32_matmul(self, tf32: bool) -> Iterator[None]:
+        """Every float32 matmul is issued inside: with ``tf32`` it uses TensorFloat-32
+        (cuBLAS's TF32 compute type). CuPy keeps the compute type in a process global, so
+        all float32 matmuls take one lock (held only while the matmul is enqueued) and a
+        TF32 one sets and restores the type inside it: no other stream's float32 product
+        can run in TF32 by accident."""
         linalg = self.cupy._core._routines_linalg
         with self._compute_type_lock:
+            if not tf32:
+                yield
+                return
             previous = linalg.get_compute_type(np.float32)
             linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32)
             try:
@@ -248,6 +276,14 @@ class CudaBackend(Backend):
 
     def shutdown(self) -> None:
         self._executor.shutdown(timeout=5.0)
+
+
+def _device_of(*views: Any) -> int:
+    """The GPU of the first device view (0 when they are all host memory)."""
+    for view in views:
+        if not isinstance(view, np.ndarray):
+            return view.device.id
+    return 0
 
 
 def _address(view: Any) -> int:

@@ -2,8 +2,10 @@
 
 Design note (invariants)
 ------------------------
-* Loading allocates everything a run needs: the weights (one device allocation holding
-  every initializer), the arena (one allocation, offsets from ``plan.py``), one workspace
+* Loading allocates everything a run needs: the weights (on a device backend one
+  allocation holding every initializer; on the CPU backend none: the initializer arrays are
+  registered and used where they are, so the graph must keep them and nothing may change
+  them while the engine lives), the arena (one allocation, offsets from ``plan.py``), one workspace
   sized for the largest step, an aclTensor per value, and a *repeatable* aclnn executor per
   step (phase 1 runs here, once). Nothing is allocated after loading, and no operator is
   validated again.

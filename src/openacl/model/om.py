@@ -178,8 +178,8 @@ class _Blob:
 
     def place(self, array: np.ndarray) -> int:
         array = np.ascontiguousarray(array)
-        key = (array.dtype.str, array.shape, hashlib.sha256(memoryview(array).cast("B")
-                                                            if array.nbytes else b"").digest())
+        raw = array.reshape(-1).view(np.uint8)  # bytes of any dtype (ml_dtypes' included)
+        key = (array.dtype.str, array.shape, hashlib.sha256(raw).digest())
         if key not in self._offsets:
             self._offsets[key] = self.bytes
             self.weights.append((self.bytes, array))
@@ -235,7 +235,7 @@ def _chunks(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None,
     blob_crc, position = 0, 0
     for offset, array in weights:  # first pass: the checksum, padding included
         blob_crc = zlib.crc32(bytes(offset - position), blob_crc)
-        blob_crc = zlib.crc32(memoryview(array).cast("B"), blob_crc) if array.nbytes else blob_crc
+        blob_crc = zlib.crc32(array.reshape(-1).view(np.uint8), blob_crc)
         position = offset + array.nbytes
     blob_crc = zlib.crc32(bytes(blob_bytes - position), blob_crc)
     yield HEADER.pack(MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_BYTES, HEADER_BYTES,
@@ -246,7 +246,7 @@ def _chunks(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None,
     for offset, array in weights:
         yield bytes(offset - position)
         if array.nbytes:
-            yield memoryview(array).cast("B")
+            yield array.reshape(-1).view(np.uint8).data
         position = offset + array.nbytes
     yield bytes(blob_bytes - position)
 

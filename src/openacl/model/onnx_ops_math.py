@@ -80,8 +80,9 @@ def is_inf(node: Node, b: Builder) -> None:
         b.call("IsInf", x=Ref(x), out=Ref(out))
         return
     dtype = b.value(x).dtype.name
-    infinity = float("inf") if positive else float("-inf")
-    b.call("EqScalar", self=Ref(x), other=Scalar(infinity, dtype), out=Ref(out))
+    # detecting neither sign: all false, as NaN equals nothing
+    target = float("inf") if positive else float("-inf") if negative else float("nan")
+    b.call("EqScalar", self=Ref(x), other=Scalar(target, dtype), out=Ref(out))
 
 
 # -- activations with parameters ---------------------------------------------------------------

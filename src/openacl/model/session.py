@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +63,11 @@ def _load_offline_model(source: Any, input_shapes: dict[str, Sequence[int]] | No
                         ) -> tuple[Lowered, MemoryPlan, list[Gear]]:
     """An offline model's lowered graph, plan and other gears; its input shapes are fixed at
     conversion (one set per gear of a dynamic-batch model)."""
-    lowered, plan, _, gears = load_model_gears(source)
+    if isinstance(source, (bytearray, memoryview)):
+        source = bytes(source)  # the weights are used in place: keep our own, immutable copy
+    # read, not memory-mapped: the engine uses the weights where they are, and a mapping
+    # dies (SIGBUS) if the file is rewritten in place while the model is loaded
+    lowered, plan, _, gears = load_model_gears(source, mmap=False)
     choices = []
     for model in [lowered, *(gear.lowered for gear in gears)]:
         graph = model.graph
@@ -95,6 +99,9 @@ class InferenceSession:
             self.engine = Engine(lowered, plan)
             self.graph = graph
         self._engines: dict[int, Engine] = {}
+        self._lock = threading.Lock()  # gear engines, the async runner and stream
+        self._runner: ThreadPoolExecutor | None = None
+        self._async_stream: Any = None
         if self._gears:
             self._engines[self.graph.value(self.graph.inputs[0]).shape[0]] = self.engine
 
@@ -111,15 +118,16 @@ class InferenceSession:
         return self._gear_engine(np.shape(first)[0] if np.ndim(first) else None)
 
     def _gear_engine(self, batch: int | None) -> Engine:
-        if batch in self._engines:
-            return self._engines[batch]
-        if batch not in self._gears:
-            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
-                           f"input {self.graph.inputs[0]!r} has batch {batch}; the model was "
-                           f"converted for batch sizes {self.batch_sizes}")
-        gear = self._gears[batch]
-        self._engines[batch] = engine = Engine(gear.lowered, gear.plan)
-        return engine
+        with self._lock:  # two threads asking for a new gear build it once
+            if batch in self._engines:
+                return self._engines[batch]
+            if batch not in self._gears:
+                raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                               f"input {self.graph.inputs[0]!r} has batch {batch}; the model "
+                               f"was converted for batch sizes {self.batch_sizes}")
+            gear = self._gears[batch]
+            self._engines[batch] = engine = Engine(gear.lowered, gear.plan)
+            return engine
 
     def _args(self, names: list[str]) -> list[NodeArg]:
         args = []
@@ -156,30 +164,32 @@ class InferenceSession:
         copied and the run enqueued on ``stream`` (default: a stream of the session's own);
         when it has finished, ``callback(outputs, user_data, error)`` is called (error ""
         on success, else the message) and the returned Future holds the outputs or the
-        ``AclError``. The feeds may be reused as soon as this returns."""
+        exception. Runs start in submission order on one worker of the session's. The feeds
+        may be reused as soon as this returns."""
+        feeds = {name: np.array(value, copy=True) for name, value in feeds.items()}
+        stream = self._own_stream() if stream is None else stream
+        with self._lock:
+            if self._runner is None:  # one worker: runs complete in submission order
+                self._runner = ThreadPoolExecutor(1, thread_name_prefix="openacl-run-async")
+        future = self._runner.submit(self.run, output_names, feeds, stream)
+        if callback is not None:
+            def report(done: Future) -> None:
+                error = done.exception()
+                if error is None:
+                    callback(done.result(), user_data, "")
+                else:
+                    callback([], user_data, str(error))
+            future.add_done_callback(report)
+        return future
+
+    def _own_stream(self) -> Any:
+        """The session's stream for run_async and run_with_iobinding (made on first use)."""
         from openacl.runtime.stream import Stream
 
-        feeds = {name: np.array(value, copy=True) for name, value in feeds.items()}
-        future: Future = Future()
-        if stream is None:
-            stream = self._async_stream = getattr(self, "_async_stream", None) or Stream(
-                current_context())
-
-        def work() -> None:
-            try:
-                result = self.run(output_names, feeds, stream)
-            except AclError as exc:
-                future.set_exception(exc)
-                if callback is not None:
-                    callback([], user_data, str(exc))
-                return
-            future.set_result(result)
-            if callback is not None:
-                callback(result, user_data, "")
-
-        thread = threading.Thread(target=work, name="openacl-run-async", daemon=True)
-        thread.start()
-        return future
+        with self._lock:
+            if self._async_stream is None:
+                self._async_stream = Stream(current_context())
+            return self._async_stream
 
     def io_binding(self) -> IOBinding:
         """Device tensors for the inputs and outputs (onnxruntime's ``io_binding``)."""
@@ -195,6 +205,7 @@ class InferenceSession:
         engine = self._gear_engine(first[0] if first else None) if self._gears else self.engine
         for name, tensor in feeds.items():
             value = engine.graph.value(name)
+            _check_dense(tensor, name, "input", ACL_ERROR_MODEL_INPUT_NOT_MATCH)
             if tensor.shape != tuple(value.shape) or tensor.dtype != value.dtype:
                 raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
                                f"input {name!r} is bound to a {tensor.dtype} "
@@ -203,12 +214,7 @@ class InferenceSession:
         outputs = [binding.output_tensor(name, engine.graph.value(name))
                    for name in self.graph.outputs]
         inputs = [(feeds[name].data_ptr, feeds[name].nbytes) for name in self.graph.inputs]
-        target = stream
-        if target is None:
-            from openacl.runtime.stream import Stream
-
-            target = self._async_stream = getattr(self, "_async_stream", None) or Stream(
-                current_context())
+        target = self._own_stream() if stream is None else stream
         engine.launch(inputs, [(t.data_ptr, t.nbytes) for t in outputs], target)
         if stream is None:
             target.synchronize()
@@ -224,11 +230,24 @@ class InferenceSession:
         return profile_engine(self.engine, feeds, runs, warmup, stream)
 
     def close(self) -> None:
-        stream = getattr(self, "_async_stream", None)
-        if stream is not None:
-            stream.shutdown(drain_timeout=None)
+        if self._runner is not None:
+            self._runner.shutdown(wait=True)
+        if self._async_stream is not None:
+            self._async_stream.shutdown(drain_timeout=None)
         for engine in {id(e): e for e in (self.engine, *self._engines.values())}.values():
             engine.close()
+
+
+def _check_dense(tensor: Any, name: str, kind: str, code: int) -> None:
+    """The engine copies bound tensors as plain bytes: they must be C-contiguous views that
+    start at their data address."""
+    from openacl.tensor import lookup_tensor
+
+    meta = lookup_tensor(int(tensor))
+    if not meta.is_contiguous() or meta.offset:
+        raise AclError(code, f"{kind} {name!r} is bound to a strided or offset view "
+                             f"(strides {list(meta.strides)}, offset {meta.offset}); bind a "
+                             f"contiguous tensor")
 
 
 class IOBinding:
@@ -273,6 +292,7 @@ class IOBinding:
             if owned is None or owned.shape != tuple(value.shape):
                 self._owned[name] = owned = empty(value.shape, value.dtype)
             tensor = owned
+        _check_dense(tensor, name, "output", ACL_ERROR_MODEL_OUTPUT_NOT_MATCH)
         if tensor.shape != tuple(value.shape) or tensor.dtype != value.dtype:
             raise AclError(ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
                            f"output {name!r} is bound to a {tensor.dtype} "

@@ -108,10 +108,14 @@ def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, compute: np.dtype
     CUDA backend's reading of ALLOW_FP32_DOWN_PRECISION / USE_HF32; the CPU has no such
     unit and computes in full float32)."""
     xp = array_module(out)
-    if tf32 and xp is not np and compute == FLOAT32:
-        with core.current().backend.tf32_matmul():
-            matmul_into(out, a, b, compute)
+    if xp is not np and compute == FLOAT32:
+        with core.current().backend.fp32_matmul(tf32):
+            _product(xp, out, a, b, compute)
         return
+    _product(xp, out, a, b, compute)
+
+
+def _product(xp, out, a, b, compute) -> None:
     if out.dtype == compute and out.ndim > 0:
         xp.matmul(a, b, out=out)
     else:

@@ -389,7 +389,8 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: i
     region, view, byte, pin = plan
     use_on_stream(region, target)
     fill = core.current().backend._fill_async
-    target.submit(lambda: (fill(view, byte), pin))
+    # host memory is filled by the host: after the stream's earlier work (a copy into it)
+    target.submit(lambda: (fill(view, byte), pin), host=not region.is_device)
 
 
 # -- information ---------------------------------------------------------------------------------
