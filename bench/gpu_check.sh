@@ -6,7 +6,8 @@
 #
 # 1. the test suites on the CUDA backend (every test parametrized over backends, cuda ids);
 # 2. bench/gpu_bench.py (elementwise bandwidth, matmul, host copies, MiniLM vs torch).
-# Writes tests.log, tests.xml, bench.log, gpu.json and nvidia-smi.txt to RESULTS_DIR.
+# Writes tests.log, tests.xml, bench.log, gpu.json (and a dated copy, gpu-YYYY-MM-DD.json,
+# the file to commit as bench/results/) and nvidia-smi.txt to RESULTS_DIR.
 # MiniLM: ../shared/models/all-MiniLM-L6-v2.seq128.onnx, else the packed copy in .gpu/
 # (bench/gpu_model_carry.py) unpacked to /tmp.
 set -uo pipefail
@@ -42,3 +43,5 @@ echo "== benchmarks (limit ${BENCH_SECONDS}s)"
 timeout "$BENCH_SECONDS" "$PY" bench/gpu_bench.py --json "$RESULTS/gpu.json" \
   ${MINILM:+--minilm "$MINILM"} ${GPU_BENCH_SKIP:+--skip "$GPU_BENCH_SKIP"} 2>&1 | tee "$RESULTS/bench.log" | tail -n 40
 echo "bench exit: ${PIPESTATUS[0]}"
+# the file to commit (bench/results/gpu-<date>.json, quoted in the README)
+[ -f "$RESULTS/gpu.json" ] && cp "$RESULTS/gpu.json" "$RESULTS/gpu-$(date -u +%F).json"
