@@ -282,13 +282,20 @@ def test_resize(attrs, scales, sizes):
 
 def test_resize_modes_it_cannot_honour_are_refused():
     x = _f32(1, 2, 6, 6)
-    consts = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 1.5, 1.5], np.float32)}
-    for attrs in ({"mode": "nearest"}, {"mode": "cubic"},
-                  {"mode": "linear", "coordinate_transformation_mode": "asymmetric"}):
+    consts = {"roi": np.array([0, 0, 0.1, 0.1, 1, 1, 0.9, 0.9], np.float32),
+              "scales": np.array([1, 1, 1.5, 1.5], np.float32)}
+    cases = [(["x", "roi", "scales"], {"coordinate_transformation_mode": "tf_crop_and_resize"},
+              consts, "tf_crop_and_resize"),
+             (["x", "", "", "sizes"], {"keep_aspect_ratio_policy": "not_larger"},
+              {"sizes": np.array([1, 2, 9, 9], np.int64)}, "keep_aspect_ratio_policy"),
+             (["x", "", "scales"], {"mode": "linear"}, {}, "data-dependent")]
+    for inputs, attrs, initializers, what in cases:
+        feeds = {"x": x} if initializers or "scales" not in inputs else {
+            "x": x, "scales": np.array([1, 1, 1.5, 1.5], np.float32)}
         with pytest.raises(AclError) as info:
-            InferenceSession(_model([_node("Resize", ["x", "roi", "scales"], **attrs)],
-                                    {"x": x}, consts))
-        assert info.value.code == ACL_ERROR_PARSE_MODEL and "Resize" in str(info.value)
+            InferenceSession(_model([_node("Resize", inputs, **attrs)], feeds, initializers,
+                                    opset=19), {k: v.shape for k, v in feeds.items()})
+        assert info.value.code == ACL_ERROR_PARSE_MODEL and what in str(info.value)
 
 
 def test_pad_constant_and_reflect():
@@ -467,3 +474,22 @@ def test_bfloat16_weights_survive_the_offline_file(tmp_path):
     (y,) = _ours(str(tmp_path / "bf16.om"), {})
     np.testing.assert_array_equal(y.astype(np.float32),
                                   weights.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+@pytest.mark.parametrize("attrs,scales", [
+    ({"mode": "cubic"}, [1, 1, 1.5, 0.75]),
+    ({"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, [1, 1, 2, 2]),
+    ({"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}, [1, 1, 0.75, 1.5]),
+    ({"mode": "linear", "antialias": 1}, [1, 1, 0.5, 0.6]),
+    ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 1.75, 2.5]),
+    ({"mode": "nearest", "nearest_mode": "ceil",
+      "coordinate_transformation_mode": "half_pixel"}, [1, 1, 2.5, 0.5]),
+    ({"mode": "linear", "axes": [3]}, [1.5]),
+], ids=["cubic", "cubic-corners", "cubic-exclude", "antialias", "asymmetric", "nearest-ceil",
+        "axes"])
+def test_resize_modes_through_interpolation_matrices(attrs, scales):
+    """Modes the upsample operators do not cover, as one matmul per axis (constant scales)."""
+    x = _f32(2, 3, 8, 10)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], **attrs)
+    model = _model([node], {"x": x}, {"scales": np.array(scales, np.float32)}, opset=19)
+    _compare(model, {"x": x}, atol=1e-4, rtol=1e-4)

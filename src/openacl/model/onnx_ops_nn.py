@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from openacl.errors import AclError
 from openacl.model.ir import Node
 from openacl.model.lowering import Builder, Ref, Scalar, lowering, unsupported
 from openacl.model.onnx_ops import KEEP_DTYPE, _constant_input, _only
@@ -248,25 +249,115 @@ def max_pool(node: Node, b: Builder) -> None:
 _HALF_PIXEL = ("half_pixel", "pytorch_half_pixel")
 
 
+RESIZE_ATTRIBUTES = ("mode", "coordinate_transformation_mode", "nearest_mode",
+                     "cubic_coeff_a", "exclude_outside", "antialias")
+
+
 @lowering("Resize")
 def resize(node: Node, b: Builder) -> None:
-    """4-d (N, C, H, W) resizes of H and W. ``nearest`` maps onto aclnnUpsampleNearest2d
-    (floor(dst * in / out)) where ONNX picks the same pixels: ``asymmetric`` + ``floor`` with
-    integer factors, and half-pixel rounding modes for integer upscales. ``linear`` maps
-    onto aclnnUpsampleBilinear2d with ``half_pixel`` / ``pytorch_half_pixel`` (corners not
-    aligned, the ONNX scale passed through) or ``align_corners``."""
+    """Resizes of the last two dims. The common 4-d cases map onto the upsample operators:
+    ``nearest`` onto aclnnUpsampleNearest2d (floor(dst * in / out)) where ONNX picks the
+    same pixels (``asymmetric`` + ``floor`` with integer factors, half-pixel rounding
+    modes for integer upscales), ``linear`` onto aclnnUpsampleBilinear2d with
+    ``half_pixel`` / ``pytorch_half_pixel`` or ``align_corners``. Every other mode
+    (cubic, antialias, exclude_outside, the other coordinate transforms and rounding
+    modes, the ``axes`` attribute) is a linear map per axis: one Matmul per resized axis
+    with the interpolation matrix ``_interpolation_matrix`` computes at conversion time."""
     _only(node, "mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
-          "exclude_outside", "extrapolation_value", "antialias", "keep_aspect_ratio_policy")
+          "exclude_outside", "extrapolation_value", "antialias", "keep_aspect_ratio_policy",
+          "axes")
     x, out = node.inputs[0], node.outputs[0]
     in_shape, out_shape = b.value(x).shape, b.value(out).shape
-    if len(in_shape) != 2 + SPATIAL_2D or in_shape[:2] != out_shape[:2]:
-        raise unsupported(node, f"a resize of {list(in_shape)} to {list(out_shape)} (only H "
-                                f"and W of a 4-d tensor)")
-    if int(node.attrs.get("antialias", 0)) or int(node.attrs.get("exclude_outside", 0)):
-        raise unsupported(node, "antialias / exclude_outside")
     if node.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
         raise unsupported(node, f"keep_aspect_ratio_policy="
                                 f"{node.attrs['keep_aspect_ratio_policy']!r}")
+    if node.attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        raise unsupported(node, "coordinate_transformation_mode='tf_crop_and_resize'")
+    fast = len(in_shape) == 2 + SPATIAL_2D and in_shape[:2] == out_shape[:2] and \
+        "axes" not in node.attrs and not int(node.attrs.get("antialias", 0)) and \
+        not int(node.attrs.get("exclude_outside", 0))
+    try:
+        if fast:
+            _resize_upsample(node, b, x, out, in_shape, out_shape)
+            return
+    except AclError:
+        pass  # not one of the upsample operators' cases: the general form below
+    _resize_by_matrices(node, b, x, out, in_shape, out_shape)
+
+
+def _resize_scales(node: Node, b: Builder, rank: int) -> list[float | None]:
+    """Per dim, the scale the node gives (None where it gives sizes or nothing)."""
+    scales = _constant_input(node, b, 2, "scales")
+    if scales is None or not scales.size:
+        return [None] * rank
+    axes = [int(a) % rank for a in node.attrs.get("axes", range(rank))]
+    per_dim: list[float | None] = [1.0] * rank
+    for axis, scale in zip(axes, scales.reshape(-1).tolist(), strict=True):
+        per_dim[axis] = float(scale)
+    return per_dim
+
+
+def _interpolation_matrix(node: Node, size: int, out_size: int, scale: float | None
+                          ) -> np.ndarray:
+    """The (out_size, size) matrix of this node's 1-d resize: ONNX's reference Resize
+    applied to the identity (a resize is linear in its input), so every mode, coordinate
+    transform, rounding mode and antialias setting is ONNX's own."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    attrs = {k: node.attrs[k] for k in RESIZE_ATTRIBUTES if k in node.attrs}
+    if scale is not None:
+        extra = numpy_helper.from_array(np.array([scale, 1.0], np.float32), "scales")
+        inputs = ["x", "", "scales"]
+    else:
+        extra = numpy_helper.from_array(np.array([out_size, size], np.int64), "sizes")
+        inputs = ["x", "", "", "sizes"]
+    graph = helper.make_graph(
+        [helper.make_node("Resize", inputs, ["y"], **attrs)], "resize_matrix",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)], [extra])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    (matrix,) = ReferenceEvaluator(model).run(None, {"x": np.eye(size)})
+    if matrix.shape != (out_size, size):
+        raise unsupported(node, f"a resize of {size} to {out_size} elements that ONNX's "
+                                f"reference computes as {matrix.shape[0]}")
+    return matrix
+
+
+def _resize_by_matrices(node: Node, b: Builder, x: str, out: str,
+                        in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> None:
+    rank = len(in_shape)
+    scales = _resize_scales(node, b, rank)
+    resized = [d for d in range(rank) if in_shape[d] != out_shape[d]
+               or (scales[d] is not None and scales[d] != 1.0)]
+    if any(d < rank - 2 for d in resized):
+        raise unsupported(node, f"a resize of dims {resized} of {list(in_shape)} (only the "
+                                f"last two)")
+    dtype = b.value(x).dtype
+    if not np.issubdtype(dtype, np.floating):
+        raise unsupported(node, f"a {dtype} resize (floating point only)")
+    current, shape = x, tuple(in_shape)
+    if not resized:
+        b.call("InplaceCopy", selfRef=Ref(out), src=Ref(x))
+        return
+    for dim in resized:
+        matrix = _interpolation_matrix(node, in_shape[dim], out_shape[dim], scales[dim])
+        shape = tuple(out_shape[k] if k == dim else shape[k] for k in range(rank))
+        target = out if dim == resized[-1] else b.temp(shape, dtype)
+        if dim == rank - 1:  # rows: X @ M^T
+            weights = b.constant(np.ascontiguousarray(matrix.T).astype(dtype), "resize_w")
+            b.call("Matmul", self=Ref(current), mat2=Ref(weights), out=Ref(target),
+                   cubeMathType=KEEP_DTYPE)
+        else:  # columns: M @ X, M broadcast over the leading dims
+            weights = b.constant(matrix.astype(dtype), "resize_h")
+            b.call("Matmul", self=Ref(weights), mat2=Ref(current), out=Ref(target),
+                   cubeMathType=KEEP_DTYPE)
+        current = target
+
+
+def _resize_upsample(node: Node, b: Builder, x: str, out: str, in_shape: tuple[int, ...],
+                     out_shape: tuple[int, ...]) -> None:
+    """The upsample operators' cases (raises ``unsupported`` otherwise)."""
     scales = _constant_input(node, b, 2, "scales")
     if scales is not None and scales.size:
         if scales.size != len(in_shape) or scales[0] != 1 or scales[1] != 1:
