@@ -493,3 +493,21 @@ def test_resize_modes_through_interpolation_matrices(attrs, scales):
     node = helper.make_node("Resize", ["x", "", "scales"], ["y"], **attrs)
     model = _model([node], {"x": x}, {"scales": np.array(scales, np.float32)}, opset=19)
     _compare(model, {"x": x}, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode,shape,pads,axes", [
+    ("edge", (1, 2, 4, 5), [0, 1, 2, 1, 0, 0, 1, 3], None),
+    ("wrap", (3, 4, 5), [1, 0, 2, 2, 0, 1], None),
+    ("reflect", (3, 4, 5), [0, 2, 0, 0, 3, 0], None),
+    ("edge", (3, 4, 5), [-1, 2, 0, 1, -2, 0], None),  # negative pads crop
+    ("edge", (2, 3, 4), [1, 2, 2, 0], [0, -1]),
+    ("constant", (2, 3, 4), [1, 1, 0, 2], [1, 2]),
+], ids=["edge", "wrap", "reflect-3d", "edge-crop", "edge-axes", "constant-axes"])
+def test_pad_modes_as_index_selects(mode, shape, pads, axes):
+    x = _f32(*shape)
+    inputs, initializers = ["x", "p"], {"p": np.array(pads, np.int64)}
+    if axes is not None:
+        inputs += ["", "axes"]
+        initializers["axes"] = np.array(axes, np.int64)
+    model = _model([_node("Pad", inputs, mode=mode)], {"x": x}, initializers, opset=19)
+    _compare(model, {"x": x})

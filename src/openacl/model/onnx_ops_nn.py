@@ -403,17 +403,26 @@ def _resize_upsample(node: Node, b: Builder, x: str, out: str, in_shape: tuple[i
 # -- padding ---------------------------------------------------------------------------------
 @lowering("Pad")
 def pad(node: Node, b: Builder) -> None:
-    """Constant mode through aclnnConstantPadNd, reflect (last two dims of a 4-d tensor)
-    through aclnnReflectionPad2d; constant ``pads`` only."""
+    """Constant mode through aclnnConstantPadNd; reflect on the last two dims of a 4-d
+    tensor through aclnnReflectionPad2d; reflect, edge and wrap in general as one
+    IndexSelect per padded axis with the source index of every output position (computed
+    here: negative pads crop). ``pads`` (and ``axes``) must be constants."""
     _only(node, "mode")
     x, out = node.inputs[0], node.outputs[0]
     shape = b.value(x).shape
     pads = _constant_input(node, b, 1, "pads")
-    if pads is None or len(node.inputs) > 3 and node.inputs[3]:
-        raise unsupported(node, "missing pads or an axes input")
+    if pads is None:
+        raise unsupported(node, "missing pads")
     pads = [int(p) for p in pads.reshape(-1)]
     rank = len(shape)
-    pairs = [(pads[i], pads[i + rank]) for i in range(rank)]
+    axes = _constant_input(node, b, 3, "axes")
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes.reshape(-1)]
+    if len(pads) != 2 * len(axes):
+        raise unsupported(node, f"pads {pads} for axes {axes}")
+    pairs = [(0, 0)] * rank
+    for index, axis in enumerate(axes):
+        pairs[axis] = (pads[index], pads[index + len(axes)])
+    pads = [before for before, _ in pairs] + [after for _, after in pairs]
     mode = node.attrs.get("mode", "constant")
     if mode == "constant":
         value = _constant_input(node, b, 2, "constant_value")
@@ -425,4 +434,33 @@ def pad(node: Node, b: Builder) -> None:
             all(p >= 0 for p in pads):
         b.call("ReflectionPad2d", self=Ref(x), padding=_torch_pad(pairs[2:]), out=Ref(out))
         return
-    raise unsupported(node, f"mode={mode!r} with pads {pads}")
+    if mode not in PAD_INDEX:
+        raise unsupported(node, f"mode={mode!r}")
+    padded = [axis for axis, pair in enumerate(pairs) if pair != (0, 0)]
+    if not padded:
+        b.call("InplaceCopy", selfRef=Ref(out), src=Ref(x))
+        return
+    current, current_shape = x, tuple(shape)
+    for axis in padded:
+        size, (before, after) = current_shape[axis], pairs[axis]
+        if mode == "reflect" and (size < 2 or max(before, after) >= size):
+            raise unsupported(node, f"reflect pads {pairs[axis]} of a dim of {size}")
+        positions = np.arange(-before, size + after, dtype=np.int64)
+        index = PAD_INDEX[mode](positions, size)
+        current_shape = tuple(len(index) if k == axis else n for k, n in enumerate(current_shape))
+        target = out if axis == padded[-1] else b.temp(current_shape, b.value(x).dtype)
+        b.call("IndexSelect", self=Ref(current), dim=axis,
+               index=Ref(b.constant(index, "pad_index")), out=Ref(target))
+        current = target
+
+
+def _reflect(positions: np.ndarray, size: int) -> np.ndarray:
+    period = 2 * (size - 1)
+    folded = np.mod(positions, period)
+    return np.where(folded < size, folded, period - folded)
+
+
+# mode -> source index of each output position (positions may lie outside [0, size))
+PAD_INDEX = {"reflect": _reflect,
+             "edge": lambda positions, size: np.clip(positions, 0, size - 1),
+             "wrap": lambda positions, size: np.mod(positions, size)}
