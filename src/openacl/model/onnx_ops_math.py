@@ -14,7 +14,7 @@ import numpy as np
 
 from openacl.model.ir import Node
 from openacl.model.lowering import Builder, Ref, RefList, Scalar, lowering, unsupported
-from openacl.model.onnx_ops import _cast_to, _constant_input, _only
+from openacl.model.onnx_ops import _cast_to, _constant_input, _only, _wrap_negative
 
 
 def _axis(node: Node, b: Builder, name: str = "axis", default: int = 0) -> int:
@@ -217,3 +217,93 @@ def einsum(node: Node, b: Builder) -> None:
     inputs = [_cast_to(b, name, dtype) for name in node.inputs]
     b.call("Einsum", tensors=RefList(inputs), equation=str(node.attrs["equation"]),
            output=Ref(node.outputs[0]))
+
+
+# -- bitwise, more activations -------------------------------------------------------------------
+_BITWISE = {"BitwiseAnd": "BitwiseAndTensor", "BitwiseOr": "BitwiseOrTensor",
+            "BitwiseXor": "BitwiseXorTensor"}
+
+
+@lowering(*_BITWISE, "BitwiseNot")
+def bitwise(node: Node, b: Builder) -> None:
+    _only(node)
+    if node.op_type == "BitwiseNot":
+        b.call("BitwiseNot", self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
+        return
+    b.call(_BITWISE[node.op_type], self=Ref(node.inputs[0]), other=Ref(node.inputs[1]),
+           out=Ref(node.outputs[0]))
+
+
+@lowering("Celu")
+def celu(node: Node, b: Builder) -> None:
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)): Elu with input scale 1 / alpha."""
+    _only(node, "alpha")
+    alpha = float(node.attrs.get("alpha", 1.0))
+    _unary_scalars(node, b, "Elu", alpha=alpha, scale=1.0, inputScale=1.0 / alpha)
+
+
+@lowering("ThresholdedRelu")
+def thresholded_relu(node: Node, b: Builder) -> None:
+    """x where x > alpha, else 0."""
+    _only(node, "alpha")
+    x, out = node.inputs[0], node.outputs[0]
+    value = b.value(x)
+    keep = b.temp(value.shape, np.dtype(np.bool_))
+    b.call("GtScalar", self=Ref(x), other=Scalar(float(node.attrs.get("alpha", 1.0)),
+                                                  value.dtype.name), out=Ref(keep))
+    zero = b.constant(np.zeros((), value.dtype), "zero")
+    b.call("SWhere", condition=Ref(keep), self=Ref(x), other=Ref(zero), out=Ref(out))
+
+
+# -- layout and gathers -------------------------------------------------------------------------
+@lowering("DepthToSpace", "SpaceToDepth")
+def depth_space(node: Node, b: Builder) -> None:
+    """A reshape, a permute and a reshape (DCR / CRD orders as ONNX defines them)."""
+    _only(node, "blocksize", "mode")
+    x, out = node.inputs[0], node.outputs[0]
+    n, c, h, w = b.value(x).shape
+    block = int(node.attrs["blocksize"])
+    dtype = b.value(x).dtype
+    if node.op_type == "DepthToSpace":
+        if node.attrs.get("mode", "DCR") == "DCR":
+            split, dims = (n, block, block, c // block ** 2, h, w), (0, 3, 4, 1, 5, 2)
+        else:
+            split, dims = (n, c // block ** 2, block, block, h, w), (0, 1, 4, 2, 5, 3)
+    else:
+        split, dims = (n, c, h // block, block, w // block, block), (0, 3, 5, 1, 2, 4)
+    viewed = b.temp(split, dtype)
+    b.view(viewed, x)
+    moved = b.temp(tuple(split[d] for d in dims), dtype)
+    b.call("Permute", self=Ref(viewed), dims=dims, out=Ref(moved))
+    b.view(out, moved)
+
+
+@lowering("GatherElements")
+def gather_elements(node: Node, b: Builder) -> None:
+    """torch.gather: out[i][j] = data[index[i][j]][j] along ``axis``; negative indices count
+    from the end."""
+    _only(node, "axis")
+    data, indices = node.inputs
+    axis = _axis(node, b)
+    size = b.value(data).shape[axis]
+    constant = b.constant_of(indices)
+    if constant is not None:
+        index = b.constant(np.where(constant < 0, constant + size, constant).astype(np.int64),
+                           "indices")
+    else:
+        index = _wrap_negative(b, _cast_to(b, indices, np.dtype(np.int64)), size)
+    b.call("Gather", self=Ref(data), dim=axis, index=Ref(index), out=Ref(node.outputs[0]))
+
+
+@lowering("InstanceNormalization")
+def instance_norm(node: Node, b: Builder) -> None:
+    _only(node, "epsilon")
+    x, scale, bias = node.inputs
+    shape, dtype = b.value(x).shape, b.value(x).dtype
+    if len(shape) != 4:
+        raise unsupported(node, f"a {len(shape)}-d input (4-d only)")
+    stats = (shape[0], shape[1], 1, 1)
+    mean, variance = b.temp(stats, dtype), b.temp(stats, dtype)
+    b.call("InstanceNorm", x=Ref(x), gamma=Ref(scale), beta=Ref(bias), dataFormat="NCHW",
+           eps=float(node.attrs.get("epsilon", 1e-5)), y=Ref(node.outputs[0]),
+           mean=Ref(mean), variance=Ref(variance))
