@@ -45,7 +45,14 @@ def binary(node: Node, b: Builder) -> None:
         if len(node.inputs) == 1:
             b.call("InplaceCopy", selfRef=Ref(node.outputs[0]), src=Ref(node.inputs[0]))
             return
-        raise unsupported(node, f"{len(node.inputs)} inputs (only 1 or 2)")
+        # a chain of pairwise extremes over the broadcast inputs
+        result, dtype = node.inputs[0], b.value(node.outputs[0]).dtype
+        for index, name in enumerate(node.inputs[1:]):
+            target = node.outputs[0] if index == len(node.inputs) - 2 else b.temp(
+                np.broadcast_shapes(b.value(result).shape, b.value(name).shape), dtype)
+            b.call(_BINARY[node.op_type], self=Ref(result), other=Ref(name), out=Ref(target))
+            result = target
+        return
     x, y = node.inputs
     args = {"self": Ref(x), "other": Ref(y), "out": Ref(node.outputs[0])}
     op = _BINARY[node.op_type]
@@ -184,7 +191,7 @@ def where(node: Node, b: Builder) -> None:
            out=Ref(node.outputs[0]))
 
 
-@lowering("Cast")
+@lowering("Cast", "CastLike")
 def cast(node: Node, b: Builder) -> None:
     _only(node, "to", "saturate")
     source, target = b.value(node.inputs[0]), b.value(node.outputs[0])

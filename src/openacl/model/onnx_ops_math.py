@@ -307,3 +307,88 @@ def instance_norm(node: Node, b: Builder) -> None:
     b.call("InstanceNorm", x=Ref(x), gamma=Ref(scale), beta=Ref(bias), dataFormat="NCHW",
            eps=float(node.attrs.get("epsilon", 1e-5)), y=Ref(node.outputs[0]),
            mean=Ref(mean), variance=Ref(variance))
+
+
+@lowering("Hardmax")
+def hardmax(node: Node, b: Builder) -> None:
+    """1 at the first maximum along ``axis``, 0 elsewhere: OneHot of ArgMax."""
+    _only(node, "axis")
+    x, out = node.inputs[0], node.outputs[0]
+    value = b.value(x)
+    axis = _axis(node, b, default=-1)
+    index = b.temp(tuple(n for k, n in enumerate(value.shape) if k != axis),
+                   np.dtype(np.int64))
+    b.call("ArgMax", self=Ref(x), dim=axis, keepdim=False, out=Ref(index))
+    on, off = (b.constant(np.array([v], value.dtype), name) for v, name in ((1, "on"),
+                                                                          (0, "off")))
+    b.call("OneHot", self=Ref(index), numClasses=value.shape[axis], onValue=Ref(on),
+           offValue=Ref(off), axis=axis, out=Ref(out))
+
+
+@lowering("Shrink")
+def shrink(node: Node, b: Builder) -> None:
+    """x + bias where x < -lambd, x - bias where x > lambd, else 0."""
+    _only(node, "bias", "lambd")
+    x, out = node.inputs[0], node.outputs[0]
+    value = b.value(x)
+    bias, lambd = float(node.attrs.get("bias", 0.0)), float(node.attrs.get("lambd", 0.5))
+    low, high = b.temp(value.shape, np.dtype(np.bool_)), b.temp(value.shape, np.dtype(np.bool_))
+    b.call("LtScalar", self=Ref(x), other=Scalar(-lambd, "float64"), out=Ref(low))
+    b.call("GtScalar", self=Ref(x), other=Scalar(lambd, "float64"), out=Ref(high))
+    raised, lowered = b.temp(value.shape, value.dtype), b.temp(value.shape, value.dtype)
+    b.call("Adds", self=Ref(x), other=Scalar(bias, "float64"), alpha=None, out=Ref(raised))
+    b.call("Subs", self=Ref(x), other=Scalar(bias, "float64"), alpha=None, out=Ref(lowered))
+    zero = b.constant(np.zeros((), value.dtype), "zero")
+    upper = b.temp(value.shape, value.dtype)
+    b.call("SWhere", condition=Ref(high), self=Ref(lowered), other=Ref(zero), out=Ref(upper))
+    b.call("SWhere", condition=Ref(low), self=Ref(raised), other=Ref(upper), out=Ref(out))
+
+
+@lowering("LpNormalization")
+def lp_normalization(node: Node, b: Builder) -> None:
+    """x / ||x||_p along ``axis`` (p 1 or 2)."""
+    _only(node, "axis", "p")
+    x, out = node.inputs[0], node.outputs[0]
+    value, p = b.value(x), int(node.attrs.get("p", 2))
+    if p not in (1, 2):
+        raise unsupported(node, f"p={p}")
+    axis = _axis(node, b, default=-1)
+    magnitude = _unary(b, "Abs", x, value.dtype) if p == 1 else _binary_out(
+        b, "Mul", x, x, value.dtype)
+    norm = b.temp(tuple(1 if k == axis else n for k, n in enumerate(value.shape)), value.dtype)
+    b.call("ReduceSum", self=Ref(magnitude), dims=(axis,), keepDims=True, dtype=value.dtype,
+           out=Ref(norm))
+    if p == 2:
+        b.call("InplaceSqrt", selfRef=Ref(norm))
+    # a zero vector stays zero (ONNX's reference), not 0 / 0
+    floor = b.temp(b.value(norm).shape, value.dtype)
+    b.call("ClampMin", self=Ref(norm),
+           clipValueMin=Scalar(float(np.finfo(value.dtype).tiny), value.dtype.name),
+           out=Ref(floor))
+    b.call("Div", self=Ref(x), other=Ref(floor), out=Ref(out))
+
+
+@lowering("EyeLike")
+def eye_like(node: Node, b: Builder) -> None:
+    """The identity of the input's 2-d shape (diagonal ``k``), in ``dtype`` (default the
+    input's): a constant."""
+    _only(node, "dtype", "k")
+    from onnx import helper
+
+    rows, columns = b.value(node.inputs[0]).shape
+    dtype = b.value(node.outputs[0]).dtype if "dtype" not in node.attrs else np.dtype(
+        helper.tensor_dtype_to_np_dtype(int(node.attrs["dtype"])))
+    eye = b.constant(np.eye(rows, columns, int(node.attrs.get("k", 0)), dtype), "eye")
+    b.call("InplaceCopy", selfRef=Ref(node.outputs[0]), src=Ref(eye))
+
+
+def _unary(b: Builder, op: str, source: str, dtype: np.dtype) -> str:
+    out = b.temp(b.value(source).shape, dtype)
+    b.call(op, self=Ref(source), out=Ref(out))
+    return out
+
+
+def _binary_out(b: Builder, op: str, left: str, right: str, dtype: np.dtype) -> str:
+    out = b.temp(np.broadcast_shapes(b.value(left).shape, b.value(right).shape), dtype)
+    b.call(op, self=Ref(left), other=Ref(right), out=Ref(out))
+    return out
