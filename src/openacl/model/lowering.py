@@ -124,6 +124,21 @@ class Builder:
         self.graph.values[name] = Value(name, array.dtype, tuple(array.shape))
         return name
 
+    def unary(self, op: str, source: str, dtype: Any = None) -> str:
+        """``op(source)`` into a new intermediate of ``dtype`` (default the source's)."""
+        value = self.value(source)
+        out = self.temp(value.shape, value.dtype if dtype is None else dtype)
+        self.call(op, self=Ref(source), out=Ref(out))
+        return out
+
+    def binary(self, op: str, left: str, right: str, dtype: Any = None) -> str:
+        """``op(left, right)`` (broadcast) into a new intermediate; Add/Sub get no alpha."""
+        shape = np.broadcast_shapes(self.value(left).shape, self.value(right).shape)
+        out = self.temp(shape, self.value(left).dtype if dtype is None else dtype)
+        extra = {"alpha": None} if op in ("Add", "Sub") else {}
+        self.call(op, self=Ref(left), other=Ref(right), out=Ref(out), **extra)
+        return out
+
     def view(self, output: str, source: str) -> None:
         """Make ``output`` share ``source``'s memory (same element count, contiguous)."""
         out, src = self.value(output), self.value(source)

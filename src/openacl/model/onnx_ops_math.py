@@ -353,8 +353,7 @@ def lp_normalization(node: Node, b: Builder) -> None:
     if p not in (1, 2):
         raise unsupported(node, f"p={p}")
     axis = _axis(node, b, default=-1)
-    magnitude = _unary(b, "Abs", x, value.dtype) if p == 1 else _binary_out(
-        b, "Mul", x, x, value.dtype)
+    magnitude = b.unary("Abs", x) if p == 1 else b.binary("Mul", x, x)
     norm = b.temp(tuple(1 if k == axis else n for k, n in enumerate(value.shape)), value.dtype)
     b.call("ReduceSum", self=Ref(magnitude), dims=(axis,), keepDims=True, dtype=value.dtype,
            out=Ref(norm))
@@ -380,15 +379,3 @@ def eye_like(node: Node, b: Builder) -> None:
         helper.tensor_dtype_to_np_dtype(int(node.attrs["dtype"])))
     eye = b.constant(np.eye(rows, columns, int(node.attrs.get("k", 0)), dtype), "eye")
     b.call("InplaceCopy", selfRef=Ref(node.outputs[0]), src=Ref(eye))
-
-
-def _unary(b: Builder, op: str, source: str, dtype: np.dtype) -> str:
-    out = b.temp(b.value(source).shape, dtype)
-    b.call(op, self=Ref(source), out=Ref(out))
-    return out
-
-
-def _binary_out(b: Builder, op: str, left: str, right: str, dtype: np.dtype) -> str:
-    out = b.temp(np.broadcast_shapes(b.value(left).shape, b.value(right).shape), dtype)
-    b.call(op, self=Ref(left), other=Ref(right), out=Ref(out))
-    return out

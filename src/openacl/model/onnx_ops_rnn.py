@@ -83,7 +83,7 @@ def _weights(node: Node, b: Builder, direction: int, hidden: int) -> _Weights:
             combined = b.constant(total, "bias")
         else:
             wb, rb = _pieces(b, node.inputs[3], direction, (width, width), dtype)
-            combined = _binary(b, "Add", wb, rb, dtype)
+            combined = b.binary("Add", wb, rb, dtype)
             if lbr:
                 _, _, wbh = _pieces(b, wb, None, (hidden,) * 3, dtype)
                 _, _, recurrent_h = _pieces(b, rb, None, (hidden,) * 3, dtype)
@@ -170,19 +170,6 @@ def _split(b: Builder, source: str, count: int, batch: int, hidden: int,
     return parts
 
 
-def _unary(b: Builder, op: str, source: str, dtype: np.dtype) -> str:
-    out = b.temp(b.value(source).shape, dtype)
-    b.call(op, self=Ref(source), out=Ref(out))
-    return out
-
-
-def _binary(b: Builder, op: str, left: str, right: str, dtype: np.dtype) -> str:
-    out = b.temp(np.broadcast_shapes(b.value(left).shape, b.value(right).shape), dtype)
-    extra = {"alpha": None} if op in ("Add", "Sub") else {}
-    b.call(op, self=Ref(left), other=Ref(right), out=Ref(out), **extra)
-    return out
-
-
 def _run_direction(node: Node, b: Builder, x: str, direction: int, reverse: bool,
                    steps: int, batch: int, hidden: int, batch_first: bool
                    ) -> tuple[list[str], str, str | None]:
@@ -205,45 +192,45 @@ def _run_direction(node: Node, b: Builder, x: str, direction: int, reverse: bool
     for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
         x_part, r_part = _step_gates(b, projected, t, h, weights, batch, width, dtype)
         if op == "RNN":
-            h = _unary(b, "Tanh", _binary(b, "Add", x_part, r_part, dtype), dtype)
+            h = b.unary("Tanh", b.binary("Add", x_part, r_part, dtype), dtype)
         elif op == "GRU":
             xz, xr, xh = _split(b, x_part, 3, batch, hidden, dtype)
             rz, rr, rh = _split(b, r_part, 3, batch, hidden, dtype)
-            z = _unary(b, "Sigmoid", _binary(b, "Add", xz, rz, dtype), dtype)
-            r = _unary(b, "Sigmoid", _binary(b, "Add", xr, rr, dtype), dtype)
+            z = b.unary("Sigmoid", b.binary("Add", xz, rz, dtype), dtype)
+            r = b.unary("Sigmoid", b.binary("Add", xr, rr, dtype), dtype)
             if int(node.attrs.get("linear_before_reset", 0)):
                 if weights.recurrent_h_bias is not None:
                     b.call("InplaceAdd", selfRef=Ref(rh), other=Ref(weights.recurrent_h_bias),
                            alpha=None)
-                candidate = _binary(b, "Add", xh, _binary(b, "Mul", r, rh, dtype), dtype)
+                candidate = b.binary("Add", xh, b.binary("Mul", r, rh, dtype), dtype)
             else:  # (r * H) @ Rh^T: the reset gate applies before the recurrence
                 rh_t = _viewed(b, weights.r_t, (hidden, width), dtype)
-                reset = _binary(b, "Mul", r, h, dtype)
+                reset = b.binary("Mul", r, h, dtype)
                 recurrent = b.temp((batch, width), dtype)
                 b.call("Matmul", self=Ref(reset), mat2=Ref(rh_t), out=Ref(recurrent),
                        cubeMathType=KEEP_DTYPE)
-                candidate = _binary(b, "Add", xh, _split(b, recurrent, 3, batch, hidden,
+                candidate = b.binary("Add", xh, _split(b, recurrent, 3, batch, hidden,
                                                           dtype)[2], dtype)
-            candidate = _unary(b, "Tanh", candidate, dtype)
+            candidate = b.unary("Tanh", candidate, dtype)
             # H = (1 - z) * candidate + z * H = candidate + z * (H - candidate)
-            h = _binary(b, "Add", candidate, _binary(
-                b, "Mul", z, _binary(b, "Sub", h, candidate, dtype), dtype), dtype)
+            h = b.binary("Add", candidate,
+                         b.binary("Mul", z, b.binary("Sub", h, candidate, dtype), dtype), dtype)
         else:
-            summed = _binary(b, "Add", x_part, r_part, dtype)
+            summed = b.binary("Add", x_part, r_part, dtype)
             gate_i, gate_o, gate_f, gate_c = _split(b, summed, 4, batch, hidden, dtype)
             if weights.peepholes is not None:
                 p_i, p_o, p_f = weights.peepholes
-                gate_i = _binary(b, "Add", gate_i, _binary(b, "Mul", c, p_i, dtype), dtype)
-                gate_f = _binary(b, "Add", gate_f, _binary(b, "Mul", c, p_f, dtype), dtype)
-            i = _unary(b, "Sigmoid", gate_i, dtype)
-            f = _unary(b, "Sigmoid", gate_f, dtype)
-            cell = _unary(b, "Tanh", gate_c, dtype)
-            c = _binary(b, "Add", _binary(b, "Mul", f, c, dtype),
-                        _binary(b, "Mul", i, cell, dtype), dtype)
+                gate_i = b.binary("Add", gate_i, b.binary("Mul", c, p_i, dtype), dtype)
+                gate_f = b.binary("Add", gate_f, b.binary("Mul", c, p_f, dtype), dtype)
+            i = b.unary("Sigmoid", gate_i, dtype)
+            f = b.unary("Sigmoid", gate_f, dtype)
+            cell = b.unary("Tanh", gate_c, dtype)
+            c = b.binary("Add", b.binary("Mul", f, c, dtype),
+                        b.binary("Mul", i, cell, dtype), dtype)
             if weights.peepholes is not None:
-                gate_o = _binary(b, "Add", gate_o, _binary(b, "Mul", c, p_o, dtype), dtype)
-            o = _unary(b, "Sigmoid", gate_o, dtype)
-            h = _binary(b, "Mul", o, _unary(b, "Tanh", c, dtype), dtype)
+                gate_o = b.binary("Add", gate_o, b.binary("Mul", c, p_o, dtype), dtype)
+            o = b.unary("Sigmoid", gate_o, dtype)
+            h = b.binary("Mul", o, b.unary("Tanh", c, dtype), dtype)
         outputs[t] = h
     return outputs, h, c
 

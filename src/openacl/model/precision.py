@@ -119,22 +119,19 @@ class _Edges:
 def _in_float32(graph: Graph, node: Node, edges: _Edges) -> list[Node]:
     """``node`` computing in float32: its float16 inputs cast up, its float16 outputs
     written in float32 and cast back down."""
-    inserted: list[Node] = []
-    inputs = []
-    for name in node.inputs:
-        if name and graph.value(name).dtype == FLOAT16:
-            wide = edges.fresh(name, "fp32", FLOAT32)
-            inserted.append(edges.cast_to(name, wide, ONNX_FLOAT, "fp32"))
-            inputs.append(wide)
+    casts_in: list[Node] = []
+    casts_out: list[Node] = []
+
+    def widened(name: str, reading: bool) -> str:
+        if not name or graph.value(name).dtype != FLOAT16:
+            return name
+        wide = edges.fresh(name, "fp32", FLOAT32)
+        if reading:
+            casts_in.append(edges.cast_to(name, wide, ONNX_FLOAT, "fp32"))
         else:
-            inputs.append(name)
-    outputs, narrowing = [], []
-    for name in node.outputs:
-        if name and graph.value(name).dtype == FLOAT16:
-            wide = edges.fresh(name, "fp32", FLOAT32)
-            narrowing.append(edges.cast_to(wide, name, ONNX_FLOAT16, "fp16"))
-            outputs.append(wide)
-        else:
-            outputs.append(name)
-    node.inputs, node.outputs = inputs, outputs
-    return [*inserted, node, *narrowing]
+            casts_out.append(edges.cast_to(wide, name, ONNX_FLOAT16, "fp16"))
+        return wide
+
+    node.inputs = [widened(name, True) for name in node.inputs]
+    node.outputs = [widened(name, False) for name in node.outputs]
+    return [*casts_in, node, *casts_out]

@@ -204,13 +204,8 @@ class InferenceSession:
         first = feeds[self.graph.inputs[0]].shape
         engine = self._gear_engine(first[0] if first else None) if self._gears else self.engine
         for name, tensor in feeds.items():
-            value = engine.graph.value(name)
-            _check_dense(tensor, name, "input", ACL_ERROR_MODEL_INPUT_NOT_MATCH)
-            if tensor.shape != tuple(value.shape) or tensor.dtype != value.dtype:
-                raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
-                               f"input {name!r} is bound to a {tensor.dtype} "
-                               f"{list(tensor.shape)} tensor; the model takes {value.dtype} "
-                               f"{list(value.shape)}")
+            _check_bound(tensor, engine.graph.value(name), "input",
+                         ACL_ERROR_MODEL_INPUT_NOT_MATCH)
         outputs = [binding.output_tensor(name, engine.graph.value(name))
                    for name in self.graph.outputs]
         inputs = [(feeds[name].data_ptr, feeds[name].nbytes) for name in self.graph.inputs]
@@ -238,16 +233,20 @@ class InferenceSession:
             engine.close()
 
 
-def _check_dense(tensor: Any, name: str, kind: str, code: int) -> None:
-    """The engine copies bound tensors as plain bytes: they must be C-contiguous views that
-    start at their data address."""
+def _check_bound(tensor: Any, value: Any, kind: str, code: int) -> None:
+    """A bound tensor must have the value's dtype and shape, and (the engine copies it as
+    plain bytes) be a C-contiguous view that starts at its data address."""
     from openacl.tensor import lookup_tensor
 
     meta = lookup_tensor(int(tensor))
     if not meta.is_contiguous() or meta.offset:
-        raise AclError(code, f"{kind} {name!r} is bound to a strided or offset view "
+        raise AclError(code, f"{kind} {value.name!r} is bound to a strided or offset view "
                              f"(strides {list(meta.strides)}, offset {meta.offset}); bind a "
                              f"contiguous tensor")
+    if tensor.shape != tuple(value.shape) or tensor.dtype != value.dtype:
+        raise AclError(code, f"{kind} {value.name!r} is bound to a {tensor.dtype} "
+                             f"{list(tensor.shape)} tensor; the model's is {value.dtype} "
+                             f"{list(value.shape)}")
 
 
 class IOBinding:
@@ -292,12 +291,7 @@ class IOBinding:
             if owned is None or owned.shape != tuple(value.shape):
                 self._owned[name] = owned = empty(value.shape, value.dtype)
             tensor = owned
-        _check_dense(tensor, name, "output", ACL_ERROR_MODEL_OUTPUT_NOT_MATCH)
-        if tensor.shape != tuple(value.shape) or tensor.dtype != value.dtype:
-            raise AclError(ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
-                           f"output {name!r} is bound to a {tensor.dtype} "
-                           f"{list(tensor.shape)} tensor; the model writes {value.dtype} "
-                           f"{list(value.shape)}")
+        _check_bound(tensor, value, "output", ACL_ERROR_MODEL_OUTPUT_NOT_MATCH)
         return tensor
 
     def get_outputs(self) -> list[Any]:
