@@ -103,7 +103,9 @@ def _pow(node: Node, b: Builder, x: str, y: str) -> None:
 _UNARY = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "Log": "Log",
           "Sqrt": "Sqrt", "Neg": "Neg", "Abs": "Abs", "Reciprocal": "Reciprocal",
           "Erf": "Erf", "Floor": "Floor", "Ceil": "Ceil", "Sin": "Sin", "Cos": "Cos",
-          "Sign": "Sign", "Not": "LogicalNot"}
+          "Sign": "Sign", "Not": "LogicalNot", "Tan": "Tan", "Asin": "Asin", "Acos": "Acos",
+          "Atan": "Atan", "Sinh": "Sinh", "Cosh": "Cosh", "Asinh": "Asinh", "Acosh": "Acosh",
+          "Atanh": "Atanh"}
 
 
 @lowering(*_UNARY)
