@@ -263,9 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "BatchNorm / constant affine, HardSwish), dead code elimination, "
                     "lowering to aclnn operators, a static memory plan, weights "
                     "in one memory-mappable blob. Prints op counts before and after, weights, "
-                    "arena and activation memory. Models are fp32 (--precision fp16/mixed is "
-                    "refused: not available yet), with static shapes or --dynamic-batch "
-                    "gears. With --singleop, validate a CANN single-op JSON and "
+                    "arena and activation memory. Models are fp32, fp16 or mixed "
+                    "(--precision), with static shapes or --dynamic-batch gears. With "
+                    "--singleop, validate a CANN single-op JSON and "
                     "write one single-op file per op plus index.json into the -o directory, "
                     "for acl.op.set_model_dir. Exits 2 on unusable input.")
     convert.add_argument("model", nargs="?", help="the ONNX model")
