@@ -511,3 +511,18 @@ def test_pad_modes_as_index_selects(mode, shape, pads, axes):
         initializers["axes"] = np.array(axes, np.int64)
     model = _model([_node("Pad", inputs, mode=mode)], {"x": x}, initializers, opset=19)
     _compare(model, {"x": x})
+
+
+@pytest.mark.parametrize("op", ["ReduceProd", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"])
+@pytest.mark.parametrize("axes,keepdims", [([1], 1), ([0, 2], 0), (None, 1)],
+                         ids=["one-kept", "two-dropped", "all"])
+def test_more_reductions_with_constant_axes(op, axes, keepdims):
+    x = (np.abs(_f32(3, 4, 5)) + 0.5) if op in ("ReduceLogSum", "ReduceProd") else _f32(3, 4, 5)
+    if op == "ReduceLogSumExp":
+        x = x * 40  # large values: the max shift keeps exp from overflowing
+    inputs, initializers = ["x"], {}
+    if axes is not None:
+        inputs.append("axes")
+        initializers["axes"] = np.array(axes, np.int64)
+    model = _model([_node(op, inputs, keepdims=keepdims)], {"x": x}, initializers, opset=18)
+    _compare(model, {"x": x}, rtol=1e-4, atol=1e-4)

@@ -408,8 +408,11 @@ def slice_(node: Node, b: Builder) -> None:
 
 # -- reductions ------------------------------------------------------------------------------
 _REDUCE = {"ReduceMean": "Mean", "ReduceSum": "ReduceSum", "ReduceMax": "Amax",
-           "ReduceMin": "Amin", "ReduceL2": "ReduceSum", "ReduceSumSquare": "ReduceSum"}
+           "ReduceMin": "Amin", "ReduceL2": "ReduceSum", "ReduceSumSquare": "ReduceSum",
+           "ReduceL1": "ReduceSum", "ReduceLogSum": "ReduceSum", "ReduceLogSumExp": "ReduceSum",
+           "ReduceProd": "ProdDim"}
 _SQUARED = {"ReduceL2", "ReduceSumSquare"}  # reduce x * x
+_TRANSFORMED = _SQUARED | {"ReduceL1", "ReduceLogSumExp"}  # reduce f(x), not x
 
 
 @lowering(*_REDUCE)
@@ -426,19 +429,28 @@ def reduce(node: Node, b: Builder) -> None:
         axes = [] if constant is None else [int(a) for a in constant.reshape(-1)]
     if not axes:
         if int(node.attrs.get("noop_with_empty_axes", 0)):
-            if node.op_type in _SQUARED:
-                raise unsupported(node, "noop_with_empty_axes with a squaring reduction")
+            if node.op_type in _TRANSFORMED or node.op_type == "ReduceLogSum":
+                raise unsupported(node, f"noop_with_empty_axes with {node.op_type}")
             b.view(out, x)
             return
         axes = list(range(rank))
     axes = sorted({a + rank if a < 0 else a for a in axes})
     keep = bool(int(node.attrs.get("keepdims", 1)))
     dtype = b.value(out).dtype
-    source = x
+    source, shift = x, None
     if node.op_type in _SQUARED:
-        source = b.temp(b.value(x).shape, b.value(x).dtype)
-        b.call("Mul", self=Ref(x), other=Ref(x), out=Ref(source))
+        source = b.binary("Mul", x, x)
+    elif node.op_type == "ReduceL1":
+        source = b.unary("Abs", x)
+    elif node.op_type == "ReduceLogSumExp":  # log(sum(exp(x - max))) + max: no overflow
+        shift = b.temp(tuple(1 if k in axes else n for k, n in enumerate(b.value(x).shape)),
+                       b.value(x).dtype)
+        b.call("Amax", self=Ref(x), dim=tuple(axes), keepDim=True, out=Ref(shift))
+        source = b.unary("Exp", b.binary("Sub", x, shift))
     op = _REDUCE[node.op_type]
+    if op == "ProdDim":  # one dim at a time, the last keeping the requested dims
+        _reduce_product(b, source, axes, keep, out)
+        return
     if op == "Mean":
         b.call("Mean", self=Ref(source), dim=tuple(axes), keepDim=keep, dtype=dtype,
                out=Ref(out))
@@ -449,6 +461,29 @@ def reduce(node: Node, b: Builder) -> None:
         b.call(op, self=Ref(source), dim=tuple(axes), keepDim=keep, out=Ref(out))
     if node.op_type == "ReduceL2":
         b.call("InplaceSqrt", selfRef=Ref(out))
+    elif node.op_type in ("ReduceLogSum", "ReduceLogSumExp"):
+        b.call("InplaceLog", selfRef=Ref(out))
+        if shift is not None:
+            kept = shift if keep else b.temp(b.value(out).shape, b.value(shift).dtype)
+            if not keep:
+                b.view(kept, shift)
+            b.call("InplaceAdd", selfRef=Ref(out), other=Ref(kept), alpha=None)
+
+
+def _reduce_product(b: Builder, source: str, axes: list[int], keep: bool, out: str) -> None:
+    """ReduceProd over several axes as ProdDim one axis at a time (keeping dims, then the
+    result viewed without them when ``keepdims`` is 0)."""
+    current, shape = source, list(b.value(source).shape)
+    dtype = b.value(out).dtype
+    for index, axis in enumerate(axes):
+        shape[axis] = 1
+        last = index == len(axes) - 1
+        target = out if last and keep else b.temp(tuple(shape), dtype)
+        b.call("ProdDim", self=Ref(current), dim=axis, keepDim=True, dtype=dtype,
+               out=Ref(target))
+        current = target
+    if not keep:
+        b.view(out, current)
 
 
 # -- activations with attributes ------------------------------------------------------------
