@@ -526,3 +526,18 @@ def test_more_reductions_with_constant_axes(op, axes, keepdims):
         initializers["axes"] = np.array(axes, np.int64)
     model = _model([_node(op, inputs, keepdims=keepdims)], {"x": x}, initializers, opset=18)
     _compare(model, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("repeats", [[2, 3], [1, 1], [3, 1], [0, 2]], ids=str)
+def test_tile_with_constant_repeats(repeats):
+    x = _f32(2, 3)
+    model = _model([_node("Tile", ["x", "r"])], {"x": x}, {"r": np.array(repeats, np.int64)})
+    _compare(model, {"x": x})
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_with_constant_depth_and_values(axis):
+    indices = np.array([[0, 3, -1], [2, -4, 1]], np.int64)
+    model = _model([_node("OneHot", ["i", "depth", "values"], axis=axis)], {"i": indices},
+                   {"depth": np.array(4, np.int64), "values": np.array([-1.0, 2.5], np.float32)})
+    _compare(model, {"i": indices})

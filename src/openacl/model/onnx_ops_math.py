@@ -379,3 +379,46 @@ def eye_like(node: Node, b: Builder) -> None:
         helper.tensor_dtype_to_np_dtype(int(node.attrs["dtype"])))
     eye = b.constant(np.eye(rows, columns, int(node.attrs.get("k", 0)), dtype), "eye")
     b.call("InplaceCopy", selfRef=Ref(node.outputs[0]), src=Ref(eye))
+
+
+@lowering("Tile")
+def tile(node: Node, b: Builder) -> None:
+    """x repeated ``repeats`` times per dim: x viewed with a 1 before every dim, expanded to
+    the repeats, viewed back (constant repeats)."""
+    _only(node)
+    x, out = node.inputs[0], node.outputs[0]
+    shape, dtype = b.value(x).shape, b.value(x).dtype
+    repeats = [int(r) for r in _constant_input(node, b, 1, "repeats").reshape(-1)]
+    if len(repeats) != len(shape) or min(repeats, default=1) < 0:
+        raise unsupported(node, f"repeats {repeats} for a {len(shape)}-d input")
+    spread = tuple(d for n in shape for d in (1, n))
+    expanded = tuple(d for r, n in zip(repeats, shape, strict=True) for d in (r, n))
+    if 0 in expanded:
+        return  # an empty result: nothing to write
+    if not shape:
+        b.call("InplaceCopy", selfRef=Ref(out), src=Ref(x))
+        return
+    viewed = b.temp(spread, dtype)
+    b.view(viewed, x)
+    wide = b.temp(expanded, dtype)
+    b.call("Expand", self=Ref(viewed), size=expanded, out=Ref(wide))
+    b.view(out, wide)
+
+
+@lowering("OneHot")
+def one_hot(node: Node, b: Builder) -> None:
+    """``values[1]`` at each index's class along ``axis``, ``values[0]`` elsewhere; negative
+    indices count from ``depth`` (constant depth and values)."""
+    _only(node, "axis")
+    indices, out = node.inputs[0], node.outputs[0]
+    depth = int(_constant_input(node, b, 1, "depth").reshape(-1)[0])
+    values = _constant_input(node, b, 2, "values").reshape(-1)
+    dtype = b.value(out).dtype
+    rank = len(b.value(out).shape)
+    axis = int(node.attrs.get("axis", -1))
+    wide = _cast_to(b, indices, np.dtype(np.int64))
+    wrapped = _wrap_negative(b, wide, depth)
+    off, on = (b.constant(np.array([v], dtype), name) for v, name in ((values[0], "off"),
+                                                                      (values[1], "on")))
+    b.call("OneHot", self=Ref(wrapped), numClasses=depth, onValue=Ref(on), offValue=Ref(off),
+           axis=axis % rank if axis < 0 else axis, out=Ref(out))
