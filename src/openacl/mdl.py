@@ -47,7 +47,6 @@ Design note (invariants)
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,12 +106,11 @@ class LoadedModel:
         graph = engine.graph
         self.inputs = tuple(_info(graph.value(name)) for name in graph.inputs)
         self.outputs = tuple(_info(graph.value(name)) for name in graph.outputs)
-        self.gears = {gear.batch: gear for gear in gears}
-        self.engines: dict[int, Any] = {}
-        self._lock = threading.Lock()
-        if self.gears:  # dynamic batch: dim 0 varies; the sizes are the largest gear's
+        from openacl.model.engine import EngineSet
+
+        self.engines = EngineSet(engine, gears)  # by batch size
+        if self.engines.dynamic:  # dim 0 varies; the sizes are the largest gear's
             self.current_batch = graph.value(graph.inputs[0]).shape[0]
-            self.engines[self.current_batch] = engine
             self.inputs = (*(TensorInfo(i.name, (-1, *i.dims[1:]), i.data_type, i.format,
                                         i.size) for i in self.inputs),
                            TensorInfo(ACL_DYNAMIC_TENSOR_NAME, (1,), DataType.ACL_INT64,
@@ -121,25 +119,10 @@ class LoadedModel:
         self.stream = Stream(self.context)  # for the synchronous execute
         self.handle = core.current().handles.add(self)
 
-    @property
-    def batches(self) -> list[int]:
-        return sorted({*self.gears, *self.engines})
-
-    def engine_for(self, batch: int) -> Any:
-        """The engine of the gear for ``batch`` (built on first use)."""
-        from openacl.model.engine import Engine
-
-        with self._lock:  # two threads asking for a new gear build it once
-            if batch not in self.engines:
-                gear = self.gears[batch]
-                self.engines[batch] = Engine(gear.lowered, gear.plan)
-            return self.engines[batch]
-
     def close(self) -> None:
         core.current().handles.remove(self.handle)
         try:
-            for engine in {id(e): e for e in (self.engine, *self.engines.values())}.values():
-                engine.close()
+            self.engines.close()
         finally:
             self.stream.shutdown(drain_timeout=None)
 
@@ -313,7 +296,7 @@ def get_desc(model_desc: int, model_id: int) -> None:
     found = core.current().handles.get(model_desc, ModelDesc, "modelDesc")
     model = _model(model_id)
     found.model_id, found.inputs, found.outputs = model.handle, model.inputs, model.outputs
-    found.batches = tuple(model.batches)
+    found.batches = tuple(model.engines.batches)
 
 
 def get_num_inputs(model_desc: int) -> int:
@@ -354,9 +337,9 @@ def get_cur_output_dims(model_desc: int, index: int) -> IODims:
     desc = _desc(model_desc)
     info = _pick(desc.outputs, index, "output")
     model = _loaded(desc.model_id)
-    if model is None or not model.gears:
+    if model is None or not model.engines.dynamic:
         return IODims(info.name, info.dims)
-    engine = model.engine_for(model.current_batch)
+    engine = model.engines.for_batch(model.current_batch)
     return IODims(info.name, tuple(engine.graph.value(info.name).shape))
 
 
@@ -364,7 +347,7 @@ def get_dynamic_batch(model_desc: int) -> list[int]:
     """aclmdlGetDynamicBatch: the batch sizes of a dynamic-batch model (empty otherwise)."""
     desc = _desc(model_desc)
     model = _loaded(desc.model_id)
-    return list(desc.batches if model is None else model.batches)
+    return list(desc.batches if model is None else model.engines.batches)
 
 
 def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: int) -> None:
@@ -372,7 +355,7 @@ def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: 
     it into the buffer of the dynamic input (``index``, from get_input_index_by_name with
     ACL_DYNAMIC_TENSOR_NAME)."""
     model = _model(model_id)
-    if not model.gears:
+    if not model.engines.dynamic:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'modelId' = {model.handle:#x} is not a dynamic-batch model "
                        f"(convert it with --dynamic-batch)")
@@ -382,10 +365,10 @@ def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: 
                        f"argument 'index' = {index!r} is not the dynamic input "
                        f"{ACL_DYNAMIC_TENSOR_NAME!r} (index {dynamic})")
     batch = core.as_index(batch_size)
-    if batch not in model.batches:
+    if batch not in model.engines.batches:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'batchSize' = {batch_size!r} is not one of the model's batch "
-                       f"sizes {model.batches}")
+                       f"sizes {model.engines.batches}")
     buffer = lookup_data_buffer(get_dataset_buffer(dataset, dynamic), f"dataset[{dynamic}]")
     if buffer.size < BATCH_BYTES:
         raise AclError(ACL_ERROR_INVALID_PARAM,
@@ -495,7 +478,7 @@ def _launch(model_id: Any, input: Any, output: Any, stream: Any) -> LoadedModel:
     outputs = _buffers(output, "output", len(model.outputs), ACL_ERROR_MODEL_OUTPUT_NOT_MATCH)
     target = model.stream if stream is _PRIVATE else resolve_stream(stream)
     engine = model.engine
-    if model.gears:  # the batch set by set_dynamic_batch_size, read from its input
+    if model.engines.dynamic:  # the batch set by set_dynamic_batch_size, read from its input
         address, size = inputs.pop()
         if size < BATCH_BYTES:
             raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
@@ -503,11 +486,11 @@ def _launch(model_id: Any, input: Any, output: Any, stream: Any) -> LoadedModel:
                            f"{BATCH_BYTES}")
         batch = int(np.frombuffer(memory.read_bytes(address, BATCH_BYTES, "input"),
                                   np.int64)[0])
-        if batch not in model.batches:
+        if batch not in model.engines.batches:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"the dynamic input holds batch {batch}, not one of the model's "
-                           f"{model.batches}: call set_dynamic_batch_size first")
-        engine = model.engine_for(batch)
+                           f"{model.engines.batches}: call set_dynamic_batch_size first")
+        engine = model.engines.for_batch(batch)
         model.current_batch = batch
     engine.launch(inputs, outputs, target)
     return model

@@ -404,3 +404,39 @@ def _run_steps(kernels: list[Callable[[], None]]) -> None:
     """One stream task: every step of a model run, in order."""
     for kernel in kernels:
         kernel()
+
+
+class EngineSet:
+    """A model's engines by batch size: the main engine (built at load) and, for a
+    dynamic-batch model, one per other gear (``om.Gear``), built once on first use under a
+    lock. Shared by InferenceSession and the ACL model API."""
+
+    def __init__(self, main: Engine, gears: Sequence[Any] = ()) -> None:
+        self.main = main
+        self._gears = {gear.batch: gear for gear in gears}
+        self._engines: dict[int, Engine] = {}
+        self._lock = threading.Lock()
+        if self._gears:
+            graph = main.graph
+            self._engines[graph.value(graph.inputs[0]).shape[0]] = main
+
+    @property
+    def dynamic(self) -> bool:
+        return bool(self._gears)
+
+    @property
+    def batches(self) -> list[int]:
+        """The batch sizes of a dynamic-batch model (empty for a static model)."""
+        return sorted({*self._gears, *self._engines})
+
+    def for_batch(self, batch: Any) -> Engine:
+        """The engine of the gear for ``batch``; ``KeyError`` when the model has none."""
+        with self._lock:
+            if batch not in self._engines:
+                gear = self._gears[batch]
+                self._engines[batch] = Engine(gear.lowered, gear.plan)
+            return self._engines[batch]
+
+    def close(self) -> None:
+        for engine in {id(e): e for e in (self.main, *self._engines.values())}.values():
+            engine.close()

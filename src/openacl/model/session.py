@@ -29,7 +29,7 @@ from openacl.errors import (
     AclError,
 )
 from openacl.model.converter import compile_onnx
-from openacl.model.engine import Engine
+from openacl.model.engine import Engine, EngineSet
 from openacl.model.lowering import Lowered
 from openacl.model.om import Gear, is_model_file, load_model_gears
 from openacl.model.plan import MemoryPlan
@@ -88,46 +88,37 @@ class InferenceSession:
     def __init__(self, path: str | os.PathLike | Any,
                  input_shapes: dict[str, Sequence[int]] | None = None, **_: Any) -> None:
         _ensure_runtime()
-        self._gears: dict[int, Gear] = {}  # batch -> gear, for a dynamic-batch model
+        gears: list[Gear] = []
         if is_model_file(path):  # an offline model (.om), told apart by its magic
             lowered, plan, gears = _load_offline_model(path, input_shapes)
-            self.engine = Engine(lowered, plan)
             self.graph = lowered.graph
-            self._gears = {gear.batch: gear for gear in gears}
         else:
-            graph, lowered, plan = compile_onnx(path, input_shapes)
-            self.engine = Engine(lowered, plan)
-            self.graph = graph
-        self._engines: dict[int, Engine] = {}
-        self._lock = threading.Lock()  # gear engines, the async runner and stream
+            self.graph, lowered, plan = compile_onnx(path, input_shapes)
+        self.engines = EngineSet(Engine(lowered, plan), gears)  # by batch size
+        self.engine = self.engines.main
+        self._lock = threading.Lock()  # the async runner and stream
         self._runner: ThreadPoolExecutor | None = None
         self._async_stream: Any = None
-        if self._gears:
-            self._engines[self.graph.value(self.graph.inputs[0]).shape[0]] = self.engine
 
     @property
     def batch_sizes(self) -> list[int]:
         """The batch sizes a dynamic-batch model runs (empty for a static model)."""
-        return sorted({*self._gears, *self._engines})
+        return self.engines.batches
 
     def _engine_for(self, feeds: dict[str, np.ndarray]) -> Engine:
         """The engine of the gear whose batch is the feeds' (built on first use)."""
-        if not self._gears:
-            return self.engine
         first = feeds.get(self.graph.inputs[0])
         return self._gear_engine(np.shape(first)[0] if np.ndim(first) else None)
 
     def _gear_engine(self, batch: int | None) -> Engine:
-        with self._lock:  # two threads asking for a new gear build it once
-            if batch in self._engines:
-                return self._engines[batch]
-            if batch not in self._gears:
-                raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
-                               f"input {self.graph.inputs[0]!r} has batch {batch}; the model "
-                               f"was converted for batch sizes {self.batch_sizes}")
-            gear = self._gears[batch]
-            self._engines[batch] = engine = Engine(gear.lowered, gear.plan)
-            return engine
+        if not self.engines.dynamic:
+            return self.engine
+        try:
+            return self.engines.for_batch(batch)
+        except KeyError:
+            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                           f"input {self.graph.inputs[0]!r} has batch {batch}; the model "
+                           f"was converted for batch sizes {self.batch_sizes}") from None
 
     def _args(self, names: list[str]) -> list[NodeArg]:
         args = []
@@ -146,7 +137,7 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, feeds: dict[str, np.ndarray],
             stream: Any = None) -> list[np.ndarray]:
         """Run on host arrays; returns the named outputs (all when ``output_names`` is None)."""
-        engine = self._engine_for(feeds) if self._gears else self.engine
+        engine = self._engine_for(feeds) if self.engines.dynamic else self.engine
         if output_names is None:  # the common call: the engine's outputs are in graph order
             return engine.run(feeds, stream)
         results = dict(zip(self.graph.outputs, engine.run(feeds, stream), strict=True))
@@ -202,7 +193,7 @@ class InferenceSession:
         binding.check()
         feeds = {name: binding.inputs[name] for name in self.graph.inputs}
         first = feeds[self.graph.inputs[0]].shape
-        engine = self._gear_engine(first[0] if first else None) if self._gears else self.engine
+        engine = self._gear_engine(first[0] if first else None)
         for name, tensor in feeds.items():
             _check_bound(tensor, engine.graph.value(name), "input",
                          ACL_ERROR_MODEL_INPUT_NOT_MATCH)
@@ -229,8 +220,7 @@ class InferenceSession:
             self._runner.shutdown(wait=True)
         if self._async_stream is not None:
             self._async_stream.shutdown(drain_timeout=None)
-        for engine in {id(e): e for e in (self.engine, *self._engines.values())}.values():
-            engine.close()
+        self.engines.close()
 
 
 def _check_bound(tensor: Any, value: Any, kind: str, code: int) -> None:
