@@ -60,6 +60,7 @@ from openacl.tensor import (
     create_tensor,
     destroy_scalar,
     destroy_tensor,
+    get_raw_tensor_addr,
     lookup_tensor,
     tensor_view,
 )
@@ -375,8 +376,6 @@ class Engine:
         return host
 
     def _address(self, name: str) -> int:
-        from openacl.tensor import get_raw_tensor_addr
-
         return get_raw_tensor_addr(self._tensors[name])
 
     # -- teardown -------------------------------------------------------------------------------
