@@ -48,7 +48,7 @@ from openacl.errors import (
     AclError,
 )
 from openacl.model.lowering import Lowered, Ref, RefList, Scalar
-from openacl.model.plan import ARENA_ALIGNMENT, MemoryPlan
+from openacl.model.plan import MemoryPlan, slot_bytes
 from openacl.ops import REGISTRY
 from openacl.ops.dispatch import phase1
 from openacl.ops.executor import find_executor
@@ -71,10 +71,6 @@ StepClock = Callable[[int, int, int], None]  # (step index, start ns, end ns)
 # np.maximum, copies and gathers)
 SILENT_OPS = frozenset({"Matmul", "Mm", "BatchMatMul", "Relu", "Permute", "Expand", "Cat",
                         "Slice", "Embedding", "GatherNd", "IndexSelect", "InplaceCopy"})
-
-
-def _aligned(size: int) -> int:
-    return -(-size // ARENA_ALIGNMENT) * ARENA_ALIGNMENT
 
 
 class Engine:
@@ -127,7 +123,7 @@ class Engine:
         offsets, offset = {}, 0
         for name, host in copies.items():
             offsets[name] = offset
-            offset += _aligned(max(host.nbytes, 1))
+            offset += slot_bytes(host.nbytes)
         if copies:
             base = self._malloc(offset)
             for name, host in copies.items():

@@ -90,7 +90,7 @@ from openacl.errors import (
 )
 from openacl.model.ir import Graph, Value
 from openacl.model.lowering import Lowered, Ref, RefList, Scalar, Step, decode_arg, encode_arg
-from openacl.model.plan import ARENA_ALIGNMENT, MemoryPlan, _step_refs, lifetimes
+from openacl.model.plan import ARENA_ALIGNMENT, MemoryPlan, _step_refs, lifetimes, slot_bytes
 
 MAGIC = b"OACLOM01"
 CANN_OM_MAGIC = struct.pack("<I", 0x444F4D49)  # b"IMOD": CANN's MODEL_FILE_MAGIC_NUM
@@ -586,7 +586,7 @@ def _check_plan(lowered: Lowered, plan: MemoryPlan) -> None:
         if end > plan.arena_bytes:
             raise _invalid(f"plan: {name!r} [{offset}, {end}) lies outside the "
                            f"{plan.arena_bytes}-byte arena")
-        ends.append(_align(end - offset, ARENA_ALIGNMENT))
+        ends.append(slot_bytes(end - offset))
     if plan.arena_bytes > sum(ends):
         raise _invalid(f"plan: arena_bytes {plan.arena_bytes} exceeds the {sum(ends)} bytes "
                        f"of the values it holds")

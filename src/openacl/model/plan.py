@@ -21,8 +21,10 @@ from openacl.model.lowering import Lowered, Ref, RefList
 ARENA_ALIGNMENT = 512  # bytes; every arena offset is a multiple of this (the allocator's unit)
 
 
-def _align(size: int) -> int:
-    return -(-size // ARENA_ALIGNMENT) * ARENA_ALIGNMENT
+def slot_bytes(nbytes: int) -> int:
+    """The bytes a value of ``nbytes`` takes in an aligned allocation (at least one unit:
+    an empty value still gets its own address)."""
+    return -(-max(nbytes, 1) // ARENA_ALIGNMENT) * ARENA_ALIGNMENT
 
 
 @dataclass
@@ -80,7 +82,7 @@ def plan_memory(lowered: Lowered) -> MemoryPlan:
     placed: list[tuple[int, int, int, int]] = []  # (offset, end offset, first, last)
     plan = MemoryPlan()
     for name in order:
-        size = _align(max(graph.value(name).nbytes, 1))
+        size = slot_bytes(graph.value(name).nbytes)
         first, last = spans[name]
         plan.naive_bytes += size
         busy = sorted((start, stop) for start, stop, f, la in placed
