@@ -158,6 +158,13 @@ def test_bad_batch_sizes_and_inconsistent_gears(onnx_path, tmp_path):
     with pytest.raises(AclError) as info:  # -1 without gears
         convert_onnx(onnx_path, tmp_path / "bad.om", {"x": (-1, 8)})
     assert info.value.code == ACL_ERROR_PARSE_MODEL and "--dynamic-batch" in str(info.value)
+    two_dynamic = onnx.load(onnx_path)  # only dim 0 may vary: another dynamic dim is named
+    two_dynamic.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "features"
+    onnx.save(two_dynamic, tmp_path / "two.onnx")
+    with pytest.raises(AclError) as info:
+        convert_onnx(tmp_path / "two.onnx", tmp_path / "bad.om", dynamic_batch=[1, 2])
+    assert info.value.code == ACL_ERROR_PARSE_MODEL and "only dim 0" in str(info.value)
+    convert_onnx(tmp_path / "two.onnx", tmp_path / "ok.om", {"x": (-1, 8)}, [1, 2])
     lowered, plan, _, gears = om.load_model_gears(convert_onnx_and_load(onnx_path, tmp_path))
     mislabelled = [om.Gear(3, gears[0].lowered, gears[0].plan)]  # batch 1 graphs called 3
     data = om.serialize_model(lowered, plan, {}, mislabelled)

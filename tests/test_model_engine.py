@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import openacl  # noqa: E402
 from openacl.errors import (  # noqa: E402
+    ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_MODEL_INPUT_NOT_MATCH,
     ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
     ACL_ERROR_OP_NOT_FOUND,
@@ -128,6 +129,32 @@ def test_bad_feeds_and_dynamic_inputs():
     assert fixed.get_inputs()[0].shape == [4, 3]
     fixed.close()
     assert openacl.memory_stats()["allocated_bytes.all.current"] == 0
+
+
+@pytest.mark.parametrize("shapes, named", [
+    ({"x": (4,)}, "'x' the shape [4]"),              # wrong rank: was an IndexError
+    ({"x": (4, 3, 2)}, "'x' the shape [4, 3, 2]"),   # extra dims: were silently dropped
+    ({"x": (4, -2)}, "'x' the shape [4, -2]"),
+    ({"x": (4, 1.5)}, "'x' the shape [4, 1.5]"),
+    ({"z": (4, 3)}, "names 'z', which is not a graph input"),  # was silently ignored
+])
+def test_bad_input_shapes_name_the_input(shapes, named):
+    dynamic = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", ["N", 3])],
+                     [("y", ["N", 3])])
+    with pytest.raises(AclError) as info:
+        InferenceSession(dynamic, input_shapes=shapes)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM and named in str(info.value)
+    with pytest.raises(AclError) as info:
+        import_onnx(dynamic, shapes)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM and named in str(info.value)
+    assert openacl.memory_stats()["allocated_bytes.all.current"] == 0
+
+
+def test_import_leaves_the_callers_model_unchanged():
+    dynamic = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", ["N", 3])],
+                     [("y", ["N", 3])])
+    assert import_onnx(dynamic, {"x": (4, 3)}).value("x").shape == (4, 3)
+    assert dynamic.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "N"
 
 
 def test_session_outputs_by_name_and_unknown_names():

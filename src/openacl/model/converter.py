@@ -93,6 +93,10 @@ def _gear_shapes(proto: Any, input_shapes: dict[str, tuple[int, ...]] | None,
         if not dims:
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"input {value.name!r} is a scalar: a dynamic batch needs dim 0")
+        if any(d < 0 for d in dims[1:]):
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"input {value.name!r} has dims {dims}: only dim 0 (the batch) may "
+                           f"vary; give the others with input_shapes / --input-shape")
         shapes[value.name] = (batch, *dims[1:])
     return shapes
 

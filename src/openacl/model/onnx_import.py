@@ -14,7 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from openacl.errors import ACL_ERROR_INVALID_FILE, ACL_ERROR_PARSE_MODEL, AclError
+from openacl.errors import (
+    ACL_ERROR_INVALID_FILE,
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_PARSE_MODEL,
+    AclError,
+)
 from openacl.model.ir import Graph, Node, Value
 
 MIN_OPSET, MAX_OPSET = 11, 21  # ONNX default-domain opsets the lowerings were written for
@@ -63,6 +68,37 @@ def shape_inference_view(proto: Any) -> Any:
             graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type,
                                                              list(tensor.dims)))
     return light
+
+
+def apply_input_shapes(graph: Any, input_shapes: dict[str, tuple[int, ...]] | None) -> None:
+    """Fix the dims of the graph inputs ``input_shapes`` names (in place, on a proto the
+    caller owns). Each name must be a graph input that is not an initializer, and each shape
+    must have the input's rank and dims that are ints >= 0: anything else is
+    ``ACL_ERROR_INVALID_PARAM`` naming the input and the shape. Inputs it does not name keep
+    their dims, dynamic or not."""
+    import onnx
+
+    initializers = {tensor.name for tensor in graph.initializer}
+    inputs = {value.name: value for value in graph.input if value.name not in initializers}
+    for name, dims in (input_shapes or {}).items():
+        if name not in inputs:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'input_shapes' names {name!r}, which is not a graph input "
+                           f"(the inputs are {', '.join(inputs) or 'none'})")
+        tensor_type = inputs[name].type.tensor_type
+        if inputs[name].type.WhichOneof("value") != "tensor_type":
+            continue  # not a tensor: import_onnx refuses it by name
+        sizes = list(dims)
+        rank = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else len(sizes)
+        if len(sizes) != rank or not all(
+                isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+                for d in sizes):
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'input_shapes' gives input {name!r} the shape {sizes}; it "
+                           f"needs {rank} dims, each an int >= 0")
+        tensor_type.shape.ClearField("dim")  # a shape of unknown rank gets its dims here
+        tensor_type.shape.dim.extend(
+            [onnx.TensorShapeProto.Dimension(dim_value=int(size)) for size in sizes])
 
 
 def _attribute(attr) -> Any:
@@ -141,6 +177,9 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
     from onnx import numpy_helper, shape_inference
 
     proto = _load(model)
+    if proto is model and input_shapes:  # the caller's object: fix the shapes on a copy
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     newest = onnx.defs.onnx_opset_version()
     if not MIN_OPSET <= opset <= max(MAX_OPSET, newest):
@@ -152,7 +191,6 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
     graph = proto.graph
     initializer_names = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in initializer_names]
-    shapes = dict(input_shapes or {})
     for value in [*inputs, *graph.output]:
         kind = value.type.WhichOneof("value")
         if kind != "tensor_type":
@@ -164,13 +202,10 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"graph value {value.name!r} holds strings; string tensors are not "
                            f"supported")
+    apply_input_shapes(graph, input_shapes)
     for value in inputs:
-        dims = shapes.get(value.name)
-        for index, dim in enumerate(value.type.tensor_type.shape.dim):
-            if dims is not None:
-                dim.ClearField("dim_param")
-                dim.dim_value = int(dims[index])
-            elif not dim.HasField("dim_value"):
+        for dim in value.type.tensor_type.shape.dim:
+            if not dim.HasField("dim_value"):
                 raise AclError(ACL_ERROR_PARSE_MODEL,
                                f"input {value.name!r} has a dynamic dim {dim.dim_param!r}: "
                                f"give its shape (input_shapes / --input-shape)")

@@ -143,7 +143,12 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
     import onnx
     from onnx import numpy_helper, shape_inference
 
-    from openacl.model.onnx_import import _attribute, _load, shape_inference_view
+    from openacl.model.onnx_import import (
+        _attribute,
+        _load,
+        apply_input_shapes,
+        shape_inference_view,
+    )
 
     proto = _load(model)
     if proto is model:  # the caller's object: work on a copy (a file we loaded is ours)
@@ -151,14 +156,8 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
         proto.CopyFrom(model)
     graph = proto.graph
     del graph.value_info[:]  # stale symbolic shapes (a "batch" dim) would fight the fixed ones
+    apply_input_shapes(graph, input_shapes)
     constants = _Constants(graph.initializer)
-    for value in graph.input:
-        dims = (input_shapes or {}).get(value.name)
-        if dims is None or value.name in constants:
-            continue
-        for dim, size in zip(value.type.tensor_type.shape.dim, dims, strict=False):
-            dim.ClearField("dim_param")
-            dim.dim_value = int(size)
     for _ in range(MAX_ONNX_FOLD_ROUNDS):
         inferred = shape_inference.infer_shapes(shape_inference_view(proto), strict_mode=False,
                                                 data_prop=True)
