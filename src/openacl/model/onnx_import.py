@@ -42,11 +42,14 @@ def _load(model: Any):
 LIGHT_INITIALIZER_ELEMENTS = 4096  # initializers shape inference still sees (shape tensors)
 
 
-def shape_inference_view(proto: Any) -> Any:
-    """A copy of ``proto`` for ONNX shape inference, without its big initializers: each of
+def shape_inference_view(proto: Any,
+                         input_shapes: dict[str, tuple[int, ...]] | None = None) -> Any:
+    """A copy of ``proto`` for ONNX shape inference, with the graph inputs fixed to
+    ``input_shapes`` (``apply_input_shapes``) and without its big initializers: each of
     those becomes a typed graph input. Inference needs their types and shapes, never their
     values (data propagation only follows small shape tensors), so it costs kilobytes
-    instead of two more copies of the weights (MiniLM's peak RSS was 3x its weights)."""
+    instead of two more copies of the weights (MiniLM's peak RSS was 3x its weights), and
+    ``proto`` is left as it is."""
     import onnx
     from onnx import helper
 
@@ -60,6 +63,8 @@ def shape_inference_view(proto: Any) -> Any:
     graph.input.extend(source.input)
     graph.output.extend(source.output)
     graph.value_info.extend(source.value_info)
+    initializers = {tensor.name for tensor in source.initializer}
+    apply_input_shapes([v for v in graph.input if v.name not in initializers], input_shapes)
     declared = {value.name for value in source.input}
     for tensor in source.initializer:
         if math.prod(tensor.dims) <= LIGHT_INITIALIZER_ELEMENTS:
@@ -70,16 +75,16 @@ def shape_inference_view(proto: Any) -> Any:
     return light
 
 
-def apply_input_shapes(graph: Any, input_shapes: dict[str, tuple[int, ...]] | None) -> None:
-    """Fix the dims of the graph inputs ``input_shapes`` names (in place, on a proto the
-    caller owns). Each name must be a graph input that is not an initializer, and each shape
-    must have the input's rank and dims that are ints >= 0: anything else is
-    ``ACL_ERROR_INVALID_PARAM`` naming the input and the shape. Inputs it does not name keep
-    their dims, dynamic or not."""
+def apply_input_shapes(graph_inputs: Any,
+                       input_shapes: dict[str, tuple[int, ...]] | None) -> None:
+    """Fix the dims of the ``graph_inputs`` (ValueInfoProtos: the graph inputs that are not
+    initializers, changed in place) that ``input_shapes`` names. Each name must be one of
+    them, and each shape must have the input's rank and dims that are ints >= 0: anything
+    else is ``ACL_ERROR_INVALID_PARAM`` naming the input and the shape. Inputs it does not
+    name keep their dims, dynamic or not."""
     import onnx
 
-    initializers = {tensor.name for tensor in graph.initializer}
-    inputs = {value.name: value for value in graph.input if value.name not in initializers}
+    inputs = {value.name: value for value in graph_inputs}
     for name, dims in (input_shapes or {}).items():
         if name not in inputs:
             raise AclError(ACL_ERROR_INVALID_PARAM,
@@ -177,9 +182,6 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
     from onnx import numpy_helper, shape_inference
 
     proto = _load(model)
-    if proto is model and input_shapes:  # the caller's object: fix the shapes on a copy
-        proto = onnx.ModelProto()
-        proto.CopyFrom(model)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     newest = onnx.defs.onnx_opset_version()
     if not MIN_OPSET <= opset <= max(MAX_OPSET, newest):
@@ -202,15 +204,17 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"graph value {value.name!r} holds strings; string tensors are not "
                            f"supported")
-    apply_input_shapes(graph, input_shapes)
-    for value in inputs:
+    view = shape_inference_view(proto, input_shapes)  # the caller's proto stays unchanged
+    input_names = {value.name for value in inputs}
+    for value in view.graph.input:
+        if value.name not in input_names:
+            continue  # a big initializer shape inference sees as an input
         for dim in value.type.tensor_type.shape.dim:
             if not dim.HasField("dim_value"):
                 raise AclError(ACL_ERROR_PARSE_MODEL,
                                f"input {value.name!r} has a dynamic dim {dim.dim_param!r}: "
                                f"give its shape (input_shapes / --input-shape)")
-    inferred = shape_inference.infer_shapes(shape_inference_view(proto), strict_mode=False,
-                                            data_prop=True)
+    inferred = shape_inference.infer_shapes(view, strict_mode=False, data_prop=True)
     values: dict[str, Value] = {}
     for info in list(inferred.graph.input) + list(inferred.graph.value_info) + \
             list(inferred.graph.output):

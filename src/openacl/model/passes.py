@@ -156,8 +156,8 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
         proto.CopyFrom(model)
     graph = proto.graph
     del graph.value_info[:]  # stale symbolic shapes (a "batch" dim) would fight the fixed ones
-    apply_input_shapes(graph, input_shapes)
     constants = _Constants(graph.initializer)
+    apply_input_shapes([v for v in graph.input if v.name not in constants], input_shapes)
     for _ in range(MAX_ONNX_FOLD_ROUNDS):
         inferred = shape_inference.infer_shapes(shape_inference_view(proto), strict_mode=False,
                                                 data_prop=True)
