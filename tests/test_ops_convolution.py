@@ -101,6 +101,29 @@ def test_convolution_matches_torch(name, dtype, with_bias, monkeypatch):
     assert_close(result.numpy(), golden, f"{name} {dtype}")
 
 
+@pytest.mark.parametrize("name", sorted(n for n in CASES if "shifted" in n))
+@pytest.mark.parametrize("mode", ["tap-by-tap", "stacked-in-blocks"])
+def test_shifted_windows_both_accumulations(name, mode, monkeypatch):
+    # the shifted-windows kernel sums its taps either one matmul per tap, or (thin outputs)
+    # one stacked matmul per block of grid columns; force each, with many small blocks
+    monkeypatch.setattr(CONVOLUTION, "SHIFTED_MIN_COLUMN_BYTES", 0)
+    if mode == "tap-by-tap":
+        monkeypatch.setattr(CONVOLUTION, "STACKED_MAX_ROWS", 0)
+    else:
+        monkeypatch.setattr(CONVOLUTION, "STACKED_BLOCK_BYTES", 1)
+        monkeypatch.setattr(CONVOLUTION, "STACKED_MIN_BLOCK", 5)
+    shape_x, shape_w, stride, padding, dilation, _, _, _ = CASES[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    x = random_array(shape_x, np.float32, rng, -2, 2)
+    w = random_array(shape_w, np.float32, rng, -1, 1)
+    b = random_array((shape_w[0],), np.float32, rng, -1, 1)
+    golden = _golden(x, w, b, stride, padding, dilation, False, [0] * len(stride), 1,
+                     np.float32)
+    result = openacl.ops.convolution(_dev(x), _dev(w), _dev(b), stride, padding, dilation,
+                                     False, None, 1)
+    assert_close(result.numpy(), golden, f"{name} {mode}")
+
+
 @pytest.mark.parametrize("shape_x, shape_w, stride, padding, dilation", [
     ((2, 3, 400, 400), (3, 1, 3, 3), [2, 2], [1, 1], [2, 2]),
     ((1, 2, 70001), (2, 1, 3), [1], [1], [1]),

@@ -37,6 +37,34 @@ def _erfc_abs(a: np.ndarray) -> np.ndarray:
     return np.multiply(poly, t, out=poly).reshape(shape)
 
 
+HALF_ERFC_C0 = ERFCC[0] + math.log(0.5)  # 0.5 * erfc folded into the exponent's constant
+NORMAL_TAIL_CLAMP = 16.0  # Phi(-16) ~ 6e-58: 0 in float32; keeps inf out of the arithmetic
+
+
+def normal_lower_tail(a: np.ndarray) -> np.ndarray:
+    """``Phi(-a) = 0.5 * erfc(a / sqrt(2))`` for a float32 ``a >= 0`` (NaN propagates), with
+    erfcc's relative accuracy: GELU's erf form needs the small tail exactly. One fresh array
+    and in-place passes over it: t = 1 / (1 + a / (2 sqrt 2)), then
+    ``t * exp(-a^2 / 2 + P(t))`` with P erfcc's polynomial. Arguments above
+    ``NORMAL_TAIL_CLAMP`` give 0 (their tail underflows float32 anyway)."""
+    f32 = np.float32
+    a = np.minimum(a, f32(NORMAL_TAIL_CLAMP))
+    t = np.multiply(a, f32(0.5 / math.sqrt(2.0)))
+    t += f32(1.0)
+    np.reciprocal(t, out=t)
+    poly = np.multiply(t, f32(ERFCC[-1]))
+    for coefficient in reversed(ERFCC[1:-1]):
+        poly += f32(coefficient)
+        poly *= t
+    poly += f32(HALF_ERFC_C0)
+    np.multiply(a, a, out=a)  # a is our own clamped copy
+    a *= f32(-0.5)
+    poly += a
+    np.exp(poly, out=poly)
+    poly *= t
+    return poly
+
+
 def _device_special(x: np.ndarray) -> Any:
     """cupyx.scipy.special for a CuPy array (its erf/erfc kernels), None for numpy."""
     if type(x) is np.ndarray or isinstance(x, np.generic):
