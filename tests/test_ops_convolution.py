@@ -61,6 +61,12 @@ CASES = {
     "2d-depthwise": ((2, 8, 7, 6), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], False, None, 8),
     "2d-depthwise-strided": ((1, 20, 9, 9), (20, 1, 3, 2), [2, 1], [1, 1], [2, 1], False,
                              None, 20),
+    "2d-depthwise-5x5": ((2, 6, 9, 8), (6, 1, 5, 5), [1, 1], [2, 1], [1, 1], False, None, 6),
+    "1d-depthwise-strided": ((2, 5, 13), (5, 1, 4), [3], [2], [2], False, None, 5),
+    "3d-depthwise-strided": ((1, 4, 5, 6, 5), (4, 1, 3, 2, 3), [2, 1, 2], [1, 0, 1],
+                             [1, 2, 1], False, None, 4),
+    "2d-1x1": ((2, 5, 4, 3), (7, 5, 1, 1), [1, 1], [0, 0], [1, 1], False, None, 1),
+    "2d-1x1-strided": ((1, 5, 5, 4), (3, 5, 1, 1), [2, 1], [0, 0], [1, 1], False, None, 1),
     "2d-depth-multiplier": ((1, 3, 6, 6), (6, 1, 3, 3), [1, 1], [0, 0], [1, 1], False, None,
                             3),
     # stride 1, one group, >= SHIFTED_MIN_CHANNELS inputs: the shifted-windows kernel (the
@@ -122,6 +128,24 @@ def test_shifted_windows_both_accumulations(name, mode, monkeypatch):
     result = openacl.ops.convolution(_dev(x), _dev(w), _dev(b), stride, padding, dilation,
                                      False, None, 1)
     assert_close(result.numpy(), golden, f"{name} {mode}")
+
+
+@pytest.mark.parametrize("name", ["2d-depthwise-5x5", "2d-depthwise-strided",
+                                  "3d-depthwise-strided"])
+@pytest.mark.parametrize("column_bytes", [1, 2000], ids=["row-tiles", "channel-tiles"])
+def test_depthwise_columns_in_small_tiles(name, column_bytes, monkeypatch):
+    # column buffers of one output row of one channel (the smallest tile), or of a few
+    # whole planes: every tiling gives the same result
+    monkeypatch.setattr(CONVOLUTION, "DEPTHWISE_COLUMN_BYTES", column_bytes)
+    shape_x, shape_w, stride, padding, dilation, _, _, groups = CASES[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    x = random_array(shape_x, np.float32, rng, -2, 2)
+    w = random_array(shape_w, np.float32, rng, -1, 1)
+    golden = _golden(x, w, None, stride, padding, dilation, False, [0] * len(stride), groups,
+                     np.float32)
+    result = openacl.ops.convolution(_dev(x), _dev(w), None, stride, padding, dilation,
+                                     False, None, groups)
+    assert_close(result.numpy(), golden, f"{name} {column_bytes}")
 
 
 @pytest.mark.parametrize("shape_x, shape_w, stride, padding, dilation", [
