@@ -291,3 +291,95 @@ def test_einsum_errors():
     ]:
         error = _error(aclnn.einsum_get_workspace_size, *args)
         assert error.code == code and name in error.message, (args, error.message)
+
+
+# -- FusedMatmul ---------------------------------------------------------------------------------
+def _golden_fused(x1, x2, bias, x3, fused):
+    """OP(x1 @ x2 + bias, x3) in float64, rounded once to the inputs' dtype."""
+    product = torch.matmul(to_torch(x1).double(), to_torch(x2).double())
+    if bias is not None:
+        product = product + to_torch(bias).double()
+    if fused == "relu":
+        product = torch.relu(product)
+    elif fused == "add":
+        product = product + to_torch(x3).double()
+    elif fused == "mul":
+        product = product * to_torch(x3).double()
+    elif fused in ("gelu_erf", "gelu_tanh"):
+        product = torch.nn.functional.gelu(
+            product, approximate="tanh" if fused == "gelu_tanh" else "none")
+    dtype = torch.float32 if fused == "16cast32" else to_torch(x1).dtype
+    return from_torch(product.to(dtype))
+
+
+@pytest.mark.parametrize("fused, shape1, shape2, bias_shape, x3_shape", [
+    ("", (3, 4), (4, 5), (5,), None),
+    ("", (2, 1, 3, 4), (2, 1, 4, 5), None, None),           # batch dims, no bias
+    ("relu", (3, 4), (4, 5), (1, 5), None),
+    ("relu", (2, 3, 3, 4), (2, 3, 4, 5), (5,), None),
+    ("add", (3, 4), (4, 5), (5,), (3, 5)),
+    ("add", (2, 3, 4), (2, 4, 5), None, (1, 3, 5)),          # x3's batch of 1 broadcast
+    ("mul", (2, 3, 4), (2, 4, 5), (3, 5), (3, 5)),           # 2-D x3 for a 3-D y
+    ("gelu_erf", (3, 4), (4, 5), None, None),
+    ("gelu_tanh", (3, 4), (4, 5), None, None),
+], ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_fused_matmul_matches_torch(fused, shape1, shape2, bias_shape, x3_shape, dtype):
+    x1, x2 = _rand(shape1, dtype, 1), _rand(shape2, dtype, 2)
+    bias = None if bias_shape is None else _rand(bias_shape, dtype, 3)
+    x3 = None if x3_shape is None else _rand(x3_shape, dtype, 4)
+    result = openacl.ops.fused_matmul(
+        _dev(x1), _dev(x2), None if bias is None else _dev(bias), None if x3 is None else
+        _dev(x3), fusedOpType=fused, cubeMathType=0)
+    assert_close(result.numpy(), _golden_fused(x1, x2, bias, x3, fused), f"{fused} {dtype}")
+
+
+def test_fused_matmul_16cast32_relu_nan_and_ignored_operands():
+    x1, x2 = _rand((3, 4), np.float16, 1), _rand((4, 5), np.float16, 2)
+    bias = _rand((5,), np.float16, 3)
+    y, operands = openacl.empty((3, 5), np.float32), [_dev(x1), _dev(x2), _dev(bias)]
+    ws, exe = aclnn.fused_matmul_get_workspace_size(*operands, None, "16cast32", 0, y)
+    aclnn.fused_matmul(0, ws, exe, 0)
+    assert_close(y.numpy(), _golden_fused(x1, x2, bias, None, "16cast32"))
+    # relu keeps NaN (as torch.relu); an x3 given with "relu" is ignored (CANN: pass null)
+    nan = np.array([[np.nan, 1.0], [-1.0, 2.0]], np.float32)
+    eye = np.eye(2, dtype=np.float32)
+    got = openacl.ops.fused_matmul(_dev(nan), _dev(eye), None, _dev(np.full((2, 2), 9.0,
+                                   np.float32)), fusedOpType="relu", cubeMathType=0).numpy()
+    np.testing.assert_array_equal(got, [[np.nan, np.nan], [0.0, 2.0]])  # NaN * 0 is NaN
+
+
+def test_fused_matmul_errors():
+    a, b = _dev(np.ones((2, 3), np.float32)), _dev(np.ones((3, 4), np.float32))
+    bias, x3 = _dev(np.ones(4, np.float32)), _dev(np.ones((2, 4), np.float32))
+    out = openacl.empty((2, 4), np.float32)
+    a3, b3 = _dev(np.ones((2, 2, 3), np.float32)), _dev(np.ones((2, 3, 4), np.float32))
+    out3 = openacl.empty((2, 2, 4), np.float32)
+    half = _dev(np.ones((2, 3), np.float16))
+    for args, code, name in [
+        ((None, b, bias, None, "", 0, out), ACLNN_ERR_PARAM_NULLPTR, "'x1'"),
+        ((a, b, bias, None, None, 0, out), ACLNN_ERR_PARAM_NULLPTR, "'fusedOpType'"),
+        ((a, b, bias, None, "sigmoid", 0, out), ACLNN_ERR_PARAM_INVALID, "'fusedOpType'"),
+        ((a, b, bias, None, "gelu_erf", 0, out), ACLNN_ERR_PARAM_NULLPTR, "'bias'"),
+        ((a, b, None, None, "add", 0, out), ACLNN_ERR_PARAM_NULLPTR, "'x3'"),
+        ((a, b, None, _dev(np.ones((2, 5), np.float32)), "mul", 0, out),
+         ACLNN_ERR_PARAM_INVALID, "'x3'"),
+        ((a, b, None, _dev(np.ones((3, 2, 4), np.float32)), "add", 0, out),
+         ACLNN_ERR_PARAM_INVALID, "'x3'"),                   # 3-D x3 for a 2-D y
+        ((a, b, _dev(np.ones(5, np.float32)), None, "", 0, out), ACLNN_ERR_PARAM_INVALID,
+         "'bias'"),
+        ((a, b, _dev(np.ones((1, 1, 4), np.float32)), None, "", 0, out),
+         ACLNN_ERR_PARAM_INVALID, "'bias'"),                 # 3 dims
+        ((a3, b, None, None, "", 0, out3), ACLNN_ERR_PARAM_INVALID, "'x2'"),  # no broadcast
+        ((a3, b3, None, None, "gelu_tanh", 0, out3), ACLNN_ERR_PARAM_INVALID, "'x1'"),  # 2-D
+        ((a, a, None, None, "", 0, out), ACLNN_ERR_PARAM_INVALID, "'x2'"),    # reduce dims
+        ((a, b, None, None, "16cast32", 0, out), ACLNN_ERR_PARAM_INVALID, "'x1'"),  # fp32 in
+        ((half, _dev(np.ones((3, 4), np.float16)), None, None, "16cast32", 0,
+          openacl.empty((2, 4), np.float16)), ACLNN_ERR_PARAM_INVALID, "'y'"),
+        ((a, b, None, None, "relu", 0, openacl.empty((2, 4), np.float16)),
+         ACLNN_ERR_PARAM_INVALID, "'y'"),                    # y must have the result dtype
+        ((a, b, None, None, "relu", 7, out), ACLNN_ERR_PARAM_INVALID, "'cubeMathType'"),
+        ((a, b, None, None, "relu", 0, None), ACLNN_ERR_PARAM_NULLPTR, "'y'"),
+    ]:
+        error = _error(aclnn.fused_matmul_get_workspace_size, *args)
+        assert error.code == code and name in error.message, (args[4], error.message)

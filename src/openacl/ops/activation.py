@@ -87,6 +87,13 @@ def _gelu_erf(x: np.ndarray) -> np.ndarray:
     return result.reshape(shape)
 
 
+def gelu(x: np.ndarray, approximate: int = GELU_NONE) -> np.ndarray:
+    """GELU of an array in its compute dtype: ``approximate`` 0 the erf form, 1 the tanh
+    form (aclnnGeluV2's values); for fused kernels (aclnnFusedMatmul's gelu epilogues)."""
+    with np.errstate(all="ignore"):
+        return _gelu_tanh(x) if approximate == GELU_TANH else _gelu_erf(x)
+
+
 def _silu(x: np.ndarray) -> np.ndarray:
     return x * _sigmoid(x)
 

@@ -1,5 +1,5 @@
 """Linear algebra operators: Matmul, Mm, BatchMatMul, Addmm, Baddbmm (and their in-place
-forms), Einsum.
+forms), FusedMatmul, Einsum.
 
 Semantics are aclnn's, which are PyTorch's (``torch.matmul`` for Matmul: 1-D operands are
 promoted to matrices and the added dim removed afterwards, batch dims broadcast). Inputs of
@@ -37,6 +37,7 @@ import numpy as np
 
 from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import promotion
+from openacl.ops.activation import gelu
 from openacl.ops.call import (
     FLOAT_DTYPES,
     INT_DTYPES,
@@ -266,13 +267,7 @@ def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kern
 
 def _check_bias(c: Call, result: tuple[int, ...]) -> None:
     """``self`` must broadcast to the product's shape (one way: self -> product)."""
-    shape = c.tensor("self").shape
-    try:
-        ok = tuple(np.broadcast_shapes(shape, result)) == tuple(result)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise c.fail("self", f"cannot be broadcast to the product's shape {list(result)}")
+    _broadcasts_to(c, "self", result)
 
 
 @register("Addmm", "self: tensor, mat1: tensor, mat2: tensor, beta: scalar = 1, "
@@ -312,6 +307,102 @@ register_inplace("InplaceAddmm", "selfRef: tensor!, mat1: tensor, mat2: tensor, 
 register_inplace("InplaceBaddbmm", "selfRef: tensor!, batch1: tensor, batch2: tensor, "
                  "beta: scalar = 1, alpha: scalar = 1, cubeMathType: int = 0", baddbmm,
                  self="selfRef", out="selfRef")
+
+
+# -- FusedMatmul -------------------------------------------------------------------------------
+FUSED_OP_TYPES = ("", "16cast32", "add", "mul", "gelu_erf", "gelu_tanh", "relu")
+FUSED_BIAS_TYPES = frozenset({"", "16cast32", "relu", "add", "mul"})  # bias applies to these
+FUSED_X3_TYPES = frozenset({"add", "mul"})
+FUSED_GELU = {"gelu_erf": 0, "gelu_tanh": 1}  # aclnnGeluV2's approximate values
+HALF_DTYPES = frozenset({np.dtype(np.float16), np.dtype("bfloat16")})
+
+
+def _fused_rank_limit(fused: str) -> int:
+    """The most dims x1, x2 and y may have for ``fused`` (the least is 2)."""
+    return {"": MATMUL_MAX_DIMS, "relu": MATMUL_MAX_DIMS, "add": 3, "mul": 3}.get(fused, 2)
+
+
+@register("FusedMatmul", "x1: tensor, x2: tensor, bias: tensor?, x3: tensor?, "
+                         "fusedOpType: str, cubeMathType: int, y: tensor!")
+def fused_matmul(c: Call) -> Kernel:
+    """``y = OP(x1 @ x2 + bias, x3)``: a matmul with its epilogue. ``fusedOpType`` "" (none),
+    "relu", "add" (+ x3), "mul" (* x3), "16cast32" (a float16/bfloat16 product written as
+    float32), "gelu_erf" / "gelu_tanh" (of ``x1 @ x2``; ``bias`` must be null). x1 and x2
+    have equal batch dims (no broadcast): 2-6 dims for "" and "relu", 2-3 for "add"/"mul",
+    2 otherwise. On CPU every mode takes float32 and float64 with any cubeMathType (CANN's
+    950 takes float32 only with USE_HF32, and gelu/16cast32 only in half precision)."""
+    fused = c["fusedOpType"]
+    if fused not in FUSED_OP_TYPES:
+        raise c.fail("fusedOpType", f"expected one of {', '.join(map(repr, FUSED_OP_TYPES))}")
+    x1, x2 = c.tensor("x1"), c.tensor("x2")
+    high = _fused_rank_limit(fused)
+    _check_rank(c, "x1", 2, high)
+    _check_rank(c, "x2", 2, high)
+    if x2.ndim != x1.ndim or x2.shape[:-2] != x1.shape[:-2]:
+        raise c.fail("x2", f"batch dims must equal those of 'x1' {list(x1.shape)} (no "
+                           f"broadcast)")
+    dtype = _matmul_dtype(c, "x1", "x2")
+    cube = check_cube_math_type(c)
+    shape = _matmul_shape(c, "x1", "x2")
+    if fused in FUSED_GELU and c.has("bias"):
+        raise c.fail("bias", f"must be null for fusedOpType {fused!r}", ACLNN_ERR_PARAM_NULLPTR)
+    bias = c.has("bias") and fused in FUSED_BIAS_TYPES
+    if bias:
+        _check_rank(c, "bias", 1, 2)
+        c.check_dtype("bias", MATMUL_DTYPES)
+        _broadcasts_to(c, "bias", shape)
+    x3 = fused in FUSED_X3_TYPES
+    if x3:
+        if not c.has("x3"):
+            raise c.fail("x3", f"is null; fusedOpType {fused!r} needs it",
+                         ACLNN_ERR_PARAM_NULLPTR)
+        _check_rank(c, "x3", 2, 3)
+        c.check_dtype("x3", MATMUL_DTYPES)
+        third = c.tensor("x3").shape
+        if third[-2:] != shape[-2:] or (len(third) == 3 and (
+                len(shape) != 3 or third[0] not in (1, shape[0]))):
+            raise c.fail("x3", f"must be [M, N] or [batch or 1, M, N] of y {list(shape)}")
+    if fused == "16cast32":
+        c.check_dtype("x1", HALF_DTYPES)
+        c.check_out("y", shape, FLOAT32, exact_dtype=True)
+    else:
+        c.check_out("y", shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    rounded = operand_dtype(dtype, cube)
+    gelu_form = FUSED_GELU.get(fused)
+
+    def kernel(v) -> None:
+        y = v["y"]
+        xp = array_module(y)
+        direct = y.dtype == compute and y.flags.c_contiguous
+        product = y if direct else xp.empty(y.shape, compute)
+        matmul_into(product, _operand(v["x1"], rounded, compute),
+                    _operand(v["x2"], rounded, compute), compute,
+                    tf32=cube in TF32_MATH_TYPES)
+        if bias:
+            product += as_array(v["bias"]).astype(compute, copy=False)
+        if fused == "relu":
+            xp.maximum(product, compute.type(0), out=product)  # NaN stays NaN, as torch.relu
+        elif x3:
+            other = as_array(v["x3"]).astype(compute, copy=False)
+            if fused == "add":
+                product += other
+            else:
+                product *= other
+        elif gelu_form is not None:
+            product[...] = gelu(product, gelu_form)
+        if not direct:
+            xp.copyto(y, product, casting="unsafe")
+    return kernel
+
+
+def _broadcasts_to(c: Call, name: str, shape: tuple[int, ...]) -> None:
+    try:
+        ok = tuple(np.broadcast_shapes(c.tensor(name).shape, shape)) == tuple(shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise c.fail(name, f"cannot be broadcast to the product's shape {list(shape)}")
 
 
 # -- Einsum --------------------------------------------------------------------------------------
