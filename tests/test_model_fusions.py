@@ -1,5 +1,6 @@
-"""Graph fusions: Conv + constant affine / BatchNormalization folding, HardSwish; each case
-checks the node counts after ``optimize`` and the results against onnxruntime."""
+"""Graph fusions: Conv + constant affine / BatchNormalization folding, HardSwish, MatMul /
+Gemm + bias + ReLU; each case checks the node counts after ``optimize`` and the results
+against onnxruntime."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from openacl.model.fusions import fold_conv_affine, fuse_hard_swish  # noqa: E402
+from openacl.model.fusions import (  # noqa: E402
+    FUSED_MATMUL,
+    fold_conv_affine,
+    fuse_hard_swish,
+    fuse_matmul_epilogue,
+)
 from openacl.model.onnx_import import import_onnx  # noqa: E402
 from openacl.model.passes import optimize  # noqa: E402
 from openacl.model.session import InferenceSession  # noqa: E402
@@ -155,3 +161,73 @@ def test_hard_swish_lookalikes_are_left_alone(case):
     model = _model(nodes, constants, outputs)
     assert fuse_hard_swish(import_onnx(model)) == 0
     _check(model, ["Add", "Clip", "Mul", "Div"])
+
+
+# -- MatMul / Gemm + bias + ReLU ---------------------------------------------------------------
+MM_SHAPE, MM_IN, MM_OUT = [2, 3, 5], 5, 4
+MM_WEIGHTS = {"W": _f32(MM_IN, MM_OUT), "b": _f32(MM_OUT), "b2": _f32(1, MM_OUT),
+              "Wt": _f32(MM_OUT, MM_IN), "full": _f32(3, MM_OUT)}
+
+
+def _matmul_nodes(bias="b", bias_first=False, relu=True):
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm")]
+    last = "h"
+    if bias:
+        nodes.append(helper.make_node("Add", [bias, "h"] if bias_first else ["h", bias],
+                                      ["hb"], name="add"))
+        last = "hb"
+    if relu:
+        nodes.append(helper.make_node("Relu", [last], ["y"], name="relu"))
+    else:
+        nodes[-1].output[0] = "y"
+    return nodes
+
+
+@pytest.mark.parametrize("bias, bias_first, relu", [
+    ("b", False, True), ("b", True, True), ("b2", False, True), (None, False, True),
+    ("b", False, False)], ids=["bias-relu", "bias-first", "row-bias", "relu-only", "bias-only"])
+def test_matmul_bias_relu_become_one_node(bias, bias_first, relu):
+    model = _model(_matmul_nodes(bias, bias_first, relu), MM_WEIGHTS, input_shape=MM_SHAPE)
+    graph = import_onnx(model)
+    assert fuse_matmul_epilogue(graph) == 1
+    (node,) = graph.nodes
+    assert node.op_type == FUSED_MATMUL
+    assert node.attrs["fusedOpType"] == ("relu" if relu else "")
+    _check(model, [FUSED_MATMUL])
+
+
+def test_gemm_relu_fuses_and_gemm_alone_stays_addmm():
+    transposed = [helper.make_node("Gemm", ["x", "Wt", "b"], ["g"], transB=1, name="gemm"),
+                  helper.make_node("Relu", ["g"], ["y"], name="relu")]
+    _check(_model(transposed, MM_WEIGHTS, input_shape=[3, MM_IN]), [FUSED_MATMUL])
+    alone = [helper.make_node("Gemm", ["x", "W", "b"], ["y"], name="gemm")]
+    _check(_model(alone, MM_WEIGHTS, input_shape=[3, MM_IN]), ["Gemm"])
+    scaled = [helper.make_node("Gemm", ["x", "W", "b"], ["g"], alpha=2.0, name="gemm"),
+              helper.make_node("Relu", ["g"], ["y"], name="relu")]
+    _check(_model(scaled, MM_WEIGHTS, input_shape=[3, MM_IN]), ["Gemm", "Relu"])
+
+
+@pytest.mark.parametrize("case", ["full-bias", "input-bias", "product-read-twice",
+                                  "weight-input", "relu-read-twice"])
+def test_matmul_lookalikes_are_left_alone(case):
+    nodes, weights, outputs, inputs = _matmul_nodes(), dict(MM_WEIGHTS), ("y",), MM_SHAPE
+    expected = ["MatMul", "Add", "Relu"]
+    if case == "full-bias":  # a per-element [M, N] addend is not one bias row
+        nodes[1] = helper.make_node("Add", ["h", "full"], ["hb"])
+    elif case == "input-bias":  # x + x @ W: the addend is no constant
+        nodes = [helper.make_node("MatMul", ["x", "W2"], ["h"]),
+                 helper.make_node("Add", ["h", "x"], ["y"])]
+        weights["W2"] = _f32(MM_IN, MM_IN)
+        expected = ["MatMul", "Add"]
+    elif case == "product-read-twice":
+        outputs = ("y", "h")
+    elif case == "weight-input":  # W @ x: the constant is on the left
+        nodes = [helper.make_node("MatMul", ["Wl", "x"], ["h"]),
+                 helper.make_node("Relu", ["h"], ["y"])]
+        weights["Wl"] = _f32(4, 2)
+        inputs, expected = [2, 3], ["MatMul", "Relu"]
+    else:  # the bias sum feeds the Relu and a graph output: the bias fuses, the Relu stays
+        outputs = ("y", "hb")
+        expected = [FUSED_MATMUL, "Relu"]
+    model = _model(nodes, weights, outputs, input_shape=inputs)
+    _check(model, expected)

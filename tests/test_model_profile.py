@@ -24,7 +24,8 @@ BIAS = RNG.standard_normal(64).astype(np.float32)
 def _model():
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "W"], ["h"], name="matmul"),
-         helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
+         # Sub, not Add: three steps to profile (MatMul + Add + Relu would fuse into one)
+         helper.make_node("Sub", ["h", "b"], ["hb"], name="bias"),
          helper.make_node("Relu", ["hb"], ["y"], name="relu")],
         "tiny",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
@@ -34,7 +35,7 @@ def _model():
 
 
 def _expected(x):
-    return np.maximum(x.astype(np.float64) @ WEIGHT + BIAS, 0)
+    return np.maximum(x.astype(np.float64) @ WEIGHT - BIAS, 0)
 
 
 @pytest.fixture

@@ -7,6 +7,10 @@ elimination: each rewrites a pattern of nodes into fewer nodes that compute the 
   rounded once, as onnxruntime and ATC do.
 * ``fuse_hard_swish``: ``x * clip(x + 3, 0, 6) / 6`` (``/ 6`` or ``* (1/6)``, either operand
   order) is one ``HardSwish``.
+* ``fuse_matmul_epilogue``: ``MatMul`` by a constant matrix, then an ``Add`` of a constant
+  bias row and/or a ``Relu`` (or a plain ``Gemm`` then ``Relu``) is one ``FusedMatMul``
+  node, lowered onto aclnnFusedMatmul (fusedOpType "" or "relu"): one step where there
+  were two or three, the bias and the ReLU applied in place on the product.
 
 A pattern is rewritten only when every intermediate value it removes has exactly one reader
 and is not a graph output, so no other node loses an input. New weights are new initializers
@@ -27,7 +31,8 @@ HARD_SWISH_OFFSET, HARD_SWISH_LIMIT = 3.0, 6.0
 
 def fuse(graph: Graph) -> dict[str, int]:
     """Run every fusion; returns how many patterns each rewrote."""
-    return {"conv_affine": fold_conv_affine(graph), "hard_swish": fuse_hard_swish(graph)}
+    return {"conv_affine": fold_conv_affine(graph), "hard_swish": fuse_hard_swish(graph),
+            "matmul_epilogue": fuse_matmul_epilogue(graph)}
 
 
 class _Uses:
@@ -211,3 +216,96 @@ def _hard_swish_at(graph: Graph, uses: _Uses, last: Node) -> tuple[str, list[Nod
             continue
         return x, [shifted, clip, product, last]
     return None
+
+
+# -- MatMul / Gemm + bias + ReLU -------------------------------------------------------------------
+FUSED_MATMUL = "FusedMatMul"  # the IR op type (not an ONNX one: the importer takes none such)
+
+
+def fuse_matmul_epilogue(graph: Graph) -> int:
+    """``MatMul(x, W)`` [+ bias] [-> Relu] and ``Gemm(x, W, bias) -> Relu`` ->
+    ``FusedMatMul(x, W, bias)`` with attribute ``fusedOpType`` "" or "relu"."""
+    fused = 0
+    uses = _Uses(graph)  # rebuilt after each rewrite only
+    for node in list(graph.nodes):
+        start = _matmul_operands(graph, node)
+        if start is None:
+            continue
+        x, weight, bias = start
+        absorbed: list[Node] = []
+        output = node.outputs[0]
+        if bias is None and node.op_type == "MatMul":
+            follower = uses.only_reader(output)
+            bias = follower and _bias_row(graph, follower, output, weight.shape[1])
+            if bias:
+                absorbed.append(follower)
+                output = follower.outputs[0]
+        follower = uses.only_reader(output)
+        relu = follower is not None and follower.op_type == "Relu"
+        if relu:
+            absorbed.append(follower)
+            output = follower.outputs[0]
+        if not absorbed or (node.op_type == "Gemm" and not relu):
+            continue  # nothing to fuse (a Gemm with a bias is one aclnnAddmm already)
+        if graph.value(output).shape != graph.value(node.outputs[0]).shape:
+            continue
+        weight_name = node.inputs[1]
+        if node.op_type == "Gemm" and node.attrs.get("transB", 0):
+            weight_name = _fresh_name(graph, f"{node.name or output}/weight_t")
+            graph.initializers[weight_name] = np.ascontiguousarray(weight)
+            graph.values[weight_name] = Value(weight_name, weight.dtype, weight.shape)
+        graph.nodes[graph.nodes.index(node)] = Node(
+            FUSED_MATMUL, node.name or f"{output}/fused_matmul", [x, weight_name, bias or ""],
+            [output], {"fusedOpType": "relu" if relu else ""})
+        for removed in absorbed:
+            graph.nodes.remove(removed)
+        fused += 1
+        uses = _Uses(graph)
+    return fused
+
+
+def _matmul_operands(graph: Graph, node: Node) -> tuple[str, np.ndarray, str | None] | None:
+    """(x, W as it multiplies, bias row or None) of a MatMul by a constant float matrix, or
+    of a plain Gemm (alpha = beta = 1, x not transposed, bias a constant row); else None."""
+    if node.op_type not in ("MatMul", "Gemm") or len(node.inputs) < 2:
+        return None
+    x, weight_name = node.inputs[:2]
+    weight = graph.initializers.get(weight_name)
+    if weight is None or weight.ndim != 2 or weight.dtype.kind != "f" or not x:
+        return None
+    x_value = graph.value(x)
+    if x_value.dtype != weight.dtype or len(x_value.shape) < 2:
+        return None
+    if node.op_type == "MatMul":
+        return x, weight, None
+    if (node.attrs.get("transA", 0) or float(node.attrs.get("alpha", 1.0)) != 1.0
+            or float(node.attrs.get("beta", 1.0)) != 1.0):
+        return None
+    if node.attrs.get("transB", 0):
+        weight = weight.T
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    if bias is not None and _row(graph, bias, weight.shape[1]) is None:
+        return None
+    return x, weight, bias
+
+
+def _bias_row(graph: Graph, node: Node, product: str, columns: int) -> str | None:
+    """The constant bias row that ``node`` adds to ``product`` (either operand order)."""
+    if node.op_type != "Add" or len(node.inputs) != 2 or product not in node.inputs:
+        return None
+    other = node.inputs[1 - node.inputs.index(product)]
+    if other == product or _row(graph, other, columns) is None:
+        return None
+    if graph.initializers[other].dtype != graph.value(product).dtype:
+        return None
+    return other
+
+
+def _row(graph: Graph, name: str, columns: int) -> np.ndarray | None:
+    """A constant float of shape [columns] or [1, columns] (what broadcasts as one bias per
+    output column, within aclnnFusedMatmul's 1-2 bias dims)."""
+    array = graph.initializers.get(name)
+    if array is None or array.dtype.kind != "f" or array.shape not in ((columns,),
+                                                                        (1, columns)):
+        return None
+    return array

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from openacl.model.fusions import FUSED_MATMUL
 from openacl.model.ir import Node
 from openacl.model.lowering import Builder, Ref, RefList, Scalar, lowering, unsupported
 from openacl.model.passes import onnx_slice as _onnx_slice
@@ -212,6 +213,29 @@ def matmul(node: Node, b: Builder) -> None:
     _only(node)
     b.call("Matmul", self=Ref(node.inputs[0]), mat2=Ref(node.inputs[1]),
            out=Ref(node.outputs[0]), cubeMathType=KEEP_DTYPE)
+
+
+@lowering(FUSED_MATMUL)
+def fused_matmul(node: Node, b: Builder) -> None:
+    """The fusions' ``FusedMatMul(x, W, bias)``: aclnnFusedMatmul on matrices (x's leading
+    dims flattened into rows through views: its operands have equal batch dims)."""
+    _only(node, "fusedOpType")
+    x, weight, bias = node.inputs
+    out = node.outputs[0]
+    shape, dtype = b.value(x).shape, b.value(x).dtype
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    columns = b.value(weight).shape[1]
+    if len(shape) != 2:
+        matrix = b.temp((rows, shape[-1]), dtype)
+        b.view(matrix, x)
+        x, product = matrix, b.temp((rows, columns), dtype)
+    else:
+        product = out
+    b.call("FusedMatmul", x1=Ref(x), x2=Ref(weight), bias=Ref(bias) if bias else None,
+           x3=None, fusedOpType=node.attrs["fusedOpType"], cubeMathType=KEEP_DTYPE,
+           y=Ref(product))
+    if product != out:
+        b.view(out, product)
 
 
 @lowering("Gemm")
