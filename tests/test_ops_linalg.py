@@ -351,7 +351,7 @@ def test_fused_matmul_16cast32_relu_nan_and_ignored_operands():
 
 def test_fused_matmul_errors():
     a, b = _dev(np.ones((2, 3), np.float32)), _dev(np.ones((3, 4), np.float32))
-    bias, x3 = _dev(np.ones(4, np.float32)), _dev(np.ones((2, 4), np.float32))
+    bias = _dev(np.ones(4, np.float32))
     out = openacl.empty((2, 4), np.float32)
     a3, b3 = _dev(np.ones((2, 2, 3), np.float32)), _dev(np.ones((2, 3, 4), np.float32))
     out3 = openacl.empty((2, 2, 4), np.float32)
