@@ -59,6 +59,30 @@ def test_tiny_matmul_relu_matches_onnxruntime():
     _compare(model, {"x": RNG.standard_normal((1, 32)).astype(np.float32)})
 
 
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_overflow_in_a_host_run_gives_inf_without_warnings(bias):
+    # kernels behave as on a device: an overflow is inf, never a numpy RuntimeWarning (numpy
+    # reports a BLAS product's overflow too: products are no "silent" steps)
+    import warnings
+
+    weight = np.full((2, 2), 3e38, np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"])]
+    initializers = [("W", weight)]
+    if bias:
+        nodes.append(helper.make_node("Add", ["h", "b"], ["hb"]))
+        initializers.append(("b", np.full(2, 3e38, np.float32)))
+    nodes.append(helper.make_node("Relu", ["hb" if bias else "h"], ["y"]))
+    session = InferenceSession(_model(nodes, [("x", [1, 2])], [("y", [1, 2])], initializers))
+    try:
+        x = np.array([[1.0, 0.5]], np.float32) if bias else np.array([[1.0, 1.0]], np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            (y,) = session.run(None, {"x": x})
+    finally:
+        session.close()
+    np.testing.assert_array_equal(y, [[np.inf, np.inf]])
+
+
 def test_mlp_with_gemm_and_softmax_matches_onnxruntime():
     w1 = (RNG.standard_normal((64, 128)) * 0.1).astype(np.float32)
     w2 = (RNG.standard_normal((10, 128)) * 0.1).astype(np.float32)  # transB
