@@ -1,4 +1,5 @@
-"""Special functions numpy lacks, shared by operator families: erf and erfc.
+"""Special functions numpy lacks, shared by operator families: erf, erfc and the normal
+distribution's lower tail.
 
 float64 uses ``math.erf`` / ``math.erfc`` per element (correctly rounded to ~1 ulp); other
 dtypes use Numerical Recipes' erfcc, a Chebyshev fit with fractional error below 1.2e-7
@@ -8,7 +9,6 @@ for large arguments, where ``1 - erf`` would lose every digit (GELU's erf form n
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -118,14 +118,3 @@ def erf(x: np.ndarray) -> np.ndarray:
     small = np.abs(wide) < TAYLOR_LIMIT  # where 1 - erfc would lose the relative precision
     result[small] = _erf_series(wide[small])
     return result.astype(x.dtype)
-
-
-def quiet(fn):
-    """``fn`` with numpy's floating-point warnings off: NaN/inf inputs and results are legal
-    in operators. (Stream workers already run quietly; this covers inline mode, where
-    kernels run on the caller's thread and must not change its numpy error state.)"""
-    @functools.wraps(fn)
-    def wrapped(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
-    return wrapped

@@ -20,8 +20,9 @@ from collections.abc import Callable
 import numpy as np
 
 from openacl.ops import promotion
-from openacl.ops._special import NORMAL_TAIL_CLAMP, erfc, normal_lower_tail, quiet
+from openacl.ops._special import NORMAL_TAIL_CLAMP, erfc, normal_lower_tail
 from openacl.ops.call import COMPLEX_DTYPES, FLOAT_DTYPES, Call, Kernel
+from openacl.ops.fpstate import ignore_floating_point, quiet
 from openacl.ops.registry import register, register_inplace
 
 GELU_NONE, GELU_TANH = 0, 1  # aclnnGeluV2's approximate: 0 = erf form, 1 = tanh form
@@ -90,7 +91,7 @@ def _gelu_erf(x: np.ndarray) -> np.ndarray:
 def gelu(x: np.ndarray, approximate: int = GELU_NONE) -> np.ndarray:
     """GELU of an array in its compute dtype: ``approximate`` 0 the erf form, 1 the tanh
     form (aclnnGeluV2's values); for fused kernels (aclnnFusedMatmul's gelu epilogues)."""
-    with np.errstate(all="ignore"):
+    with ignore_floating_point():
         return _gelu_tanh(x) if approximate == GELU_TANH else _gelu_erf(x)
 
 
@@ -116,7 +117,7 @@ def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: b
                  self_name: str = "self", out_name: str = "out") -> Callable[[Call], Kernel]:
     """``out = fn(self)``. ``exact_out``: the output dtype must equal the input's (the aclnn
     doc says so), else any dtype the input's can be cast to."""
-    kernel_fn = fn if fn in _NO_FLOATING_POINT_WARNINGS else quiet(fn)  # errstate: ~1 µs
+    kernel_fn = fn if fn in _NO_FLOATING_POINT_WARNINGS else quiet(fn)
 
     def prepare(c: Call) -> Kernel:
         dtype = c.check_dtype(self_name, supported)

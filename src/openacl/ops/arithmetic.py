@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from openacl.ops import promotion
-from openacl.ops._special import erf, quiet
+from openacl.ops._special import erf
 from openacl.ops.call import (
     BOOL_DTYPES,
     COMPLEX_DTYPES,
@@ -25,6 +25,7 @@ from openacl.ops.call import (
     TensorArg,
     array_module,
 )
+from openacl.ops.fpstate import quiet
 from openacl.ops.registry import register, register_inplace
 
 ARITH_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES

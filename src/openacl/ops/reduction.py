@@ -31,7 +31,6 @@ import numpy as np
 from openacl import dtypes
 from openacl.errors import AclError
 from openacl.ops import promotion
-from openacl.ops._special import quiet
 from openacl.ops.call import (
     BOOL_DTYPES,
     COMPLEX_DTYPES,
@@ -45,6 +44,7 @@ from openacl.ops.call import (
     as_array,
     like,
 )
+from openacl.ops.fpstate import quiet
 from openacl.ops.registry import register
 
 INT64 = np.dtype(np.int64)
