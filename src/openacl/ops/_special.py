@@ -42,13 +42,12 @@ NORMAL_TAIL_CLAMP = 16.0  # Phi(-16) ~ 6e-58: 0 in float32; keeps inf out of the
 
 
 def normal_lower_tail(a: np.ndarray) -> np.ndarray:
-    """``Phi(-a) = 0.5 * erfc(a / sqrt(2))`` for a float32 ``a >= 0`` (NaN propagates), with
-    erfcc's relative accuracy: GELU's erf form needs the small tail exactly. One fresh array
-    and in-place passes over it: t = 1 / (1 + a / (2 sqrt 2)), then
-    ``t * exp(-a^2 / 2 + P(t))`` with P erfcc's polynomial. Arguments above
-    ``NORMAL_TAIL_CLAMP`` give 0 (their tail underflows float32 anyway)."""
+    """``Phi(-a) = 0.5 * erfc(a / sqrt(2))`` for a float32 ``a`` in [0, NORMAL_TAIL_CLAMP]
+    (or NaN, which propagates; the caller clamps: above the clamp the tail underflows
+    float32 anyway), with erfcc's relative accuracy: GELU's erf form needs the small tail
+    exactly. ``a`` is left as it is; t = 1 / (1 + a / (2 sqrt 2)), then
+    ``t * exp(-a^2 / 2 + P(t))`` with P erfcc's polynomial, in place on two fresh arrays."""
     f32 = np.float32
-    a = np.minimum(a, f32(NORMAL_TAIL_CLAMP))
     t = np.multiply(a, f32(0.5 / math.sqrt(2.0)))
     t += f32(1.0)
     np.reciprocal(t, out=t)
@@ -57,9 +56,9 @@ def normal_lower_tail(a: np.ndarray) -> np.ndarray:
         poly += f32(coefficient)
         poly *= t
     poly += f32(HALF_ERFC_C0)
-    np.multiply(a, a, out=a)  # a is our own clamped copy
-    a *= f32(-0.5)
-    poly += a
+    square = np.multiply(a, a)
+    square *= f32(-0.5)
+    poly += square
     np.exp(poly, out=poly)
     poly *= t
     return poly

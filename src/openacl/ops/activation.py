@@ -70,22 +70,28 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     return x * _sigmoid(2.0 * inner)
 
 
-def _gelu_erf(x: np.ndarray) -> np.ndarray:
+def _gelu_erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The erf form; float32 host arrays may give ``out`` (same shape and dtype, possibly
+    ``x`` itself) to receive the result without a copy."""
     # x * Phi(x) == max(x, 0) - |x| * Phi(-|x|): one tail for both signs, no branch, no
     # cancellation. |x| is clamped where the tail underflows, so that +inf gives inf and
     # -inf gives 0, the limits (torch's kernel gives NaN for both: inf * 0)
-    shape, x = x.shape, x.reshape(-1)  # 1-d: in-place ufuncs need arrays, not 0-d scalars
-    wide = x.dtype == np.float64
-    magnitude = np.minimum(np.abs(x), x.dtype.type(GELU_TAIL_CLAMP_64 if wide
-                                                    else NORMAL_TAIL_CLAMP))
     if x.dtype == np.float32 and type(x) is np.ndarray:
+        shape, x = x.shape, x.reshape(-1)  # 1-d: in-place ufuncs need arrays, not 0-d
+        magnitude = np.abs(x)
+        np.minimum(magnitude, np.float32(NORMAL_TAIL_CLAMP), out=magnitude)
         tail = normal_lower_tail(magnitude)
-    else:  # float64 (math.erfc per element) and device arrays (their erfc kernel)
-        tail = 0.5 * erfc(magnitude / x.dtype.type(math.sqrt(2.0)))
+        tail *= magnitude
+        result = np.empty_like(x) if out is None else out.reshape(-1)
+        np.maximum(x, np.float32(0.0), out=result)  # x is read here for the last time
+        result -= tail
+        return result.reshape(shape)
+    # float64 (math.erfc per element) and device arrays (their erfc kernel)
+    clamp = GELU_TAIL_CLAMP_64 if x.dtype == np.float64 else NORMAL_TAIL_CLAMP
+    magnitude = np.minimum(np.abs(x), x.dtype.type(clamp))
+    tail = 0.5 * erfc(magnitude / x.dtype.type(math.sqrt(2.0)))
     tail *= magnitude
-    result = np.maximum(x, x.dtype.type(0.0))
-    result -= tail
-    return result.reshape(shape)
+    return np.maximum(x, x.dtype.type(0.0)) - tail
 
 
 def gelu(x: np.ndarray, approximate: int = GELU_NONE) -> np.ndarray:
@@ -188,8 +194,18 @@ def gelu_v2(c: Call) -> Kernel:
     fn = quiet(_gelu_tanh if approximate == GELU_TANH else _gelu_erf)
     compute = promotion.compute_dtype(dtype)
 
+    into = approximate == GELU_NONE and compute == dtype == np.float32  # no copy: see below
+
     def kernel(v) -> None:
-        _apply(fn, v, v.compute("x", compute), "y")
+        x, y = v.compute("x", compute), v["y"]
+        if into and type(y) is np.ndarray and _chunkable(x, y):
+            flat_x, flat_y = x.reshape(-1), y.reshape(-1)  # results straight into y
+            with ignore_floating_point():
+                for start in range(0, flat_x.size, ELEMENTWISE_CHUNK):
+                    stop = start + ELEMENTWISE_CHUNK
+                    _gelu_erf(flat_x[start:stop], flat_y[start:stop])
+            return
+        _apply(fn, v, x, "y")
     return kernel
 
 
