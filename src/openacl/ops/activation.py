@@ -333,22 +333,27 @@ def _softmax(log: bool) -> Callable[[Call], Kernel]:
             flat_x, flat_out = x.reshape(-1, length), out.reshape(-1, length)
             block = max(1, ELEMENTWISE_CHUNK // length)
             shared = not log and x.dtype == np.float32
+            into = shared and flat_out.dtype == np.float32  # results straight into out
             for start in range(0, flat_x.shape[0], block):
-                rows_in = flat_x[start:start + block]
-                result = (_softmax_shared_shift(rows_in, rows) if shared
-                          else rows(rows_in, 1))
-                np.copyto(flat_out[start:start + block], result, casting="unsafe")
+                rows_in, rows_out = flat_x[start:start + block], flat_out[start:start + block]
+                if shared:
+                    result = _softmax_shared_shift(rows_in, rows, rows_out if into else None)
+                else:
+                    result = rows(rows_in, 1)
+                if result is not rows_out:
+                    np.copyto(rows_out, result, casting="unsafe")
         return kernel
     return prepare
 
 
-def _softmax_shared_shift(block: np.ndarray, exact: Callable) -> np.ndarray:
+def _softmax_shared_shift(block: np.ndarray, exact: Callable,
+                          out: np.ndarray | None = None) -> np.ndarray:
     """Softmax of a block of float32 rows shifted by the *block's* maximum rather than each
     row's (a row maximum costs ~8x a block maximum in numpy), row sums by a BLAS
-    matrix-vector product. Rows whose sum of exps falls below
-    ``SOFTMAX_SHARED_SHIFT_MIN_SUM`` (their maximum is far below the block's: their exps
-    would lose precision) are redone by ``exact(rows, axis)``, and so is a block that holds
-    NaN or inf."""
+    matrix-vector product; into ``out`` (float32, possibly ``block`` itself) when given.
+    Rows whose sum of exps falls below ``SOFTMAX_SHARED_SHIFT_MIN_SUM`` (their maximum is
+    far below the block's: their exps would lose precision) are redone by
+    ``exact(rows, axis)``, and so is a block that holds NaN or inf."""
     shift = block.max()
     if not np.isfinite(shift):
         return exact(block, 1)
@@ -356,11 +361,13 @@ def _softmax_shared_shift(block: np.ndarray, exact: Callable) -> np.ndarray:
     np.exp(exps, out=exps)
     sums = np.matmul(exps, np.ones(block.shape[1], np.float32))
     redo = np.flatnonzero(sums < SOFTMAX_SHARED_SHIFT_MIN_SUM)
+    redone = exact(block[redo], 1) if redo.size else None  # before out may overwrite block
     np.reciprocal(sums, out=sums)
-    exps *= sums[:, None]
-    if redo.size:
-        exps[redo] = exact(block[redo], 1)
-    return exps
+    result = exps if out is None else out
+    np.multiply(exps, sums[:, None], out=result)
+    if redone is not None:
+        result[redo] = redone
+    return result
 
 
 softmax = register("Softmax", "self: tensor, dim: int, out: tensor!")(_softmax(log=False))
