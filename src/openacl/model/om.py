@@ -68,7 +68,6 @@ the engine's job, through the device allocator, which refuses what exceeds the m
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -177,6 +176,8 @@ class _Blob:
         self._offsets: dict[tuple[str, tuple[int, ...], bytes], int] = {}
 
     def place(self, array: np.ndarray) -> int:
+        import hashlib  # here, not at module level: loading an .om never needs OpenSSL (~3 MB)
+
         array = np.ascontiguousarray(array)
         raw = array.reshape(-1).view(np.uint8)  # bytes of any dtype (ml_dtypes' included)
         key = (array.dtype.str, array.shape, hashlib.sha256(raw).digest())

@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 from openacl.errors import (
     ACL_ERROR_INVALID_PARAM,
@@ -97,7 +99,7 @@ class InferenceSession:
         self.engines = EngineSet(Engine(lowered, plan), gears)  # by batch size
         self.engine = self.engines.main
         self._lock = threading.Lock()  # the async runner and stream
-        self._runner: ThreadPoolExecutor | None = None
+        self._runner: Any = None  # a ThreadPoolExecutor, made by the first run_async
         self._async_stream: Any = None
 
     @property
@@ -161,6 +163,8 @@ class InferenceSession:
         stream = self._own_stream() if stream is None else stream
         with self._lock:
             if self._runner is None:  # one worker: runs complete in submission order
+                from concurrent.futures import ThreadPoolExecutor  # ~1 MB: only if used
+
                 self._runner = ThreadPoolExecutor(1, thread_name_prefix="openacl-run-async")
         future = self._runner.submit(self.run, output_names, feeds, stream)
         if callback is not None:

@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import Any
 
 from openacl.backends import BACKEND_NAMES
@@ -115,9 +114,10 @@ def load_config(config: str | os.PathLike | Mapping[str, Any] | None = None,
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"argument 'configPath' = {config!r} is invalid: expected a JSON "
                            f"file path, a dict, or None")
-        path = Path(config)
+        path = os.fspath(config)
         try:
-            text = path.read_text(encoding="utf-8")
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
         except (OSError, UnicodeDecodeError) as exc:
             raise AclError(ACL_ERROR_INVALID_FILE,
                            f"argument 'configPath' = '{path}' cannot be read: {exc}") from None
