@@ -19,7 +19,7 @@ from op_harness import BF16, FLOATS, assert_close, random_array, strided
 from openacl import aclnn
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
 
-CONVOLUTION = importlib.import_module("openacl.ops.convolution")  # the module, not the op
+CONVOLUTION = importlib.import_module("openacl.ops.conv")
 
 F32 = np.dtype(np.float32)
 FORWARD = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}

@@ -14,6 +14,7 @@ self="selfRef", out="selfRef")``.
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,7 +62,70 @@ class OpDef:
         return call, kernel
 
 
-REGISTRY: dict[str, OpDef] = {}
+class _Registry(dict):
+    """Operator name -> OpDef. The built-in families register on import, and the registry
+    imports one when one of its operators is first looked up (``index``: name -> module),
+    or all of them when the registry is listed whole; a model run loads only what its steps
+    use. Operators registered later (custom ones) are plain entries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index: dict[str, str] = {}
+
+    def _load(self, name: Any) -> None:
+        module = self.index.get(name) if isinstance(name, str) else None
+        if module is not None and not dict.__contains__(self, name):
+            importlib.import_module(module)  # a family being imported returns at once
+
+    def load_all(self) -> None:
+        for module in sorted(set(self.index.values())):
+            importlib.import_module(module)
+
+    def __getitem__(self, name: str) -> OpDef:
+        self._load(name)
+        return dict.__getitem__(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self._load(name)
+        return dict.get(self, name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self._load(name)
+        return dict.__contains__(self, name)
+
+    def pop(self, name: str, *default: Any) -> Any:
+        self._load(name)
+        return dict.pop(self, name, *default)
+
+    def __iter__(self):
+        self.load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self.load_all()
+        return dict.__len__(self)
+
+    def keys(self):
+        self.load_all()
+        return dict.keys(self)
+
+    def values(self):
+        self.load_all()
+        return dict.values(self)
+
+    def items(self):
+        self.load_all()
+        return dict.items(self)
+
+
+REGISTRY = _Registry()
+FAMILY_PACKAGE = "openacl.ops"
+
+
+def builtin_module(op: OpDef) -> str | None:
+    """The family module (``"linalg"``) that registered built-in ``op``; None for others."""
+    package, _, module = op.prepare.__module__.rpartition(".")
+    return module if package == FAMILY_PACKAGE else None
 
 
 @functools.cache
@@ -74,7 +138,7 @@ def snake_case(name: str) -> str:
 
 
 def _add(op: OpDef) -> OpDef:
-    if op.name in REGISTRY:
+    if op.name in REGISTRY:  # (a built-in of a family not imported yet is imported here)
         raise ValueError(f"operator {op.name} is registered twice")
     REGISTRY[op.name] = op
     return op
@@ -102,8 +166,23 @@ def get(name: str) -> OpDef:
 
 
 def by_snake_name(name: str) -> OpDef | None:
-    """The operator whose Python name is ``name`` (``add_custom`` -> AddCustom), if any."""
-    return next((op for op in REGISTRY.values() if op.snake_name == name), None)
+    """The operator whose Python name is ``name`` (``add_custom`` -> AddCustom), if any;
+    imports only the family of a built-in one."""
+    builtin = _builtin_snake_names().get(name)
+    if builtin is not None:
+        return REGISTRY.get(builtin)
+    return next((op for op in dict.values(REGISTRY) if op.snake_name == name), None)
+
+
+def _builtin_snake_names() -> dict[str, str]:
+    """Python name -> built-in operator name, from the index (no family imported)."""
+    if len(_BUILTIN_SNAKE) != len(REGISTRY.index):
+        _BUILTIN_SNAKE.clear()
+        _BUILTIN_SNAKE.update({snake_case(name): name for name in REGISTRY.index})
+    return _BUILTIN_SNAKE
+
+
+_BUILTIN_SNAKE: dict[str, str] = {}
 
 
 def add_op(op: OpDef) -> OpDef:
