@@ -383,3 +383,19 @@ def test_fused_matmul_errors():
     ]:
         error = _error(aclnn.fused_matmul_get_workspace_size, *args)
         assert error.code == code and name in error.message, (args[4], error.message)
+
+
+@pytest.mark.parametrize("fused, alias", [("add", "x3"), ("mul", "x3"), ("", "bias"),
+                                          ("relu", "bias")])
+def test_fused_matmul_y_may_be_its_own_addend(fused, alias):
+    # y == x3 (or y == bias) is a legal in-place call: the addend is read after the product
+    x1, x2 = _rand((3, 4), F32, 1), _rand((4, 5), F32, 2)
+    addend = _rand((3, 5), F32, 3)
+    target = _dev(addend)
+    operands = [_dev(x1), _dev(x2)]
+    bias, x3 = (target, None) if alias == "bias" else (None, target)
+    ws, exe = aclnn.fused_matmul_get_workspace_size(*operands, bias, x3, fused, 0, target)
+    aclnn.fused_matmul(0, ws, exe, 0)
+    golden = _golden_fused(x1, x2, addend if alias == "bias" else None,
+                           addend if alias == "x3" else None, fused)
+    assert_close(target.numpy(), golden, f"{fused} y is {alias}")

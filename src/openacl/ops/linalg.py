@@ -374,14 +374,22 @@ def fused_matmul(c: Call) -> Kernel:
     plain = x1.dtype == x2.dtype == rounded == compute == out_dtype
     zero = compute.type(0)
 
+    addends = (("bias",) if bias else ()) + (("x3",) if x3 else ())
+
+    def writable(v, y) -> bool:
+        """The product may go straight into y: contiguous, and y is no addend read after
+        the product (y == x3 is a legal in-place call)."""
+        return y.flags.c_contiguous and not any(
+            np.may_share_memory(y, v[name]) for name in addends)
+
     def kernel(v) -> None:
         y = v["y"]
-        if plain and type(y) is np.ndarray and y.flags.c_contiguous:
+        if plain and type(y) is np.ndarray and writable(v, y):
             _product(np, y, v["x1"], v["x2"], compute)
             epilogue(np, v, y)
             return
         xp = array_module(y)
-        direct = y.dtype == compute and y.flags.c_contiguous
+        direct = y.dtype == compute and writable(v, y)
         product = y if direct else xp.empty(y.shape, compute)
         matmul_into(product, _operand(v["x1"], rounded, compute),
                     _operand(v["x2"], rounded, compute), compute,
