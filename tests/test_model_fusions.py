@@ -94,6 +94,24 @@ def test_conv_div_sub_and_batchnorm_fold():
     _check(model, ["Conv"])
 
 
+@pytest.mark.parametrize("groups", [1, 3], ids=["one-group", "three-groups"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_conv_transpose_add_batchnorm_fold(groups, bias):
+    # ConvTranspose's weight is (C_in, C_out / G, *kernel): output channel o scales dim 1
+    # within its group (PP-OCR det's upsampling ConvTranspose -> Add -> BatchNormalization)
+    c_out = 6
+    weights = {"Wt": _f32(3, c_out // groups, 2, 2), "Bt": _f32(c_out),
+               "t": _f32(1, c_out, 1, 1), "g": _f32(c_out), "b": _f32(c_out),
+               "mu": _f32(c_out), "var": _f32(c_out, low=0.5, high=2.0)}
+    inputs = ["x", "Wt", "Bt"] if bias else ["x", "Wt"]
+    model = _model([helper.make_node("ConvTranspose", inputs, ["c"], strides=[2, 2],
+                                     group=groups),
+                    helper.make_node("Add", ["c", "t"], ["a"]),
+                    helper.make_node("BatchNormalization", ["a", "g", "b", "mu", "var"],
+                                     ["y"])], weights)
+    _check(model, ["ConvTranspose"], atol=1e-4)
+
+
 @pytest.mark.parametrize("case", ["conv-output-also-read", "non-constant", "constant-minus-x",
                                   "spatial-constant", "x-over-constant-is-fine"])
 def test_affine_not_folded_where_it_would_change_results(case):

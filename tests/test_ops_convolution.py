@@ -83,6 +83,14 @@ CASES = {
     "2d-transposed": ((2, 4, 5, 6), (4, 3, 3, 3), [2, 2], [1, 0], [1, 1], True, [1, 1], 2),
     "2d-transposed-dilation": ((1, 2, 4, 4), (2, 3, 2, 3), [1, 2], [0, 2], [2, 1], True,
                                [0, 1], 1),
+    # stride == kernel (dilation 1, no output padding): the taps tile the output
+    "1d-transposed-tiled": ((2, 4, 5), (4, 2, 3), [3], [0], [1], True, [0], 2),
+    "2d-transposed-tiled": ((2, 4, 3, 5), (4, 3, 2, 3), [2, 3], [0, 0], [1, 1], True,
+                            [0, 0], 1),
+    "2d-transposed-tiled-cropped": ((1, 2, 4, 3), (2, 3, 2, 2), [2, 2], [1, 0], [1, 1],
+                                    True, [0, 0], 1),
+    "3d-transposed-tiled": ((1, 2, 2, 3, 2), (2, 2, 2, 1, 2), [2, 1, 2], [0, 0, 0],
+                            [1, 1, 1], True, [0, 0, 0], 2),
     "3d-transposed": ((1, 2, 3, 4, 3), (2, 2, 2, 2, 2), [2, 1, 2], [0, 1, 0], [1, 1, 1], True,
                       [1, 0, 0], 2),
 }

@@ -1,10 +1,11 @@
 """Graph fusions run by ``passes.optimize`` after constant folding, before dead code
 elimination: each rewrites a pattern of nodes into fewer nodes that compute the same values.
 
-* ``fold_conv_affine``: a ``Conv`` with constant weights followed by constant per-channel
-  ``Mul`` / ``Div`` / ``Add`` / ``Sub`` or an inference ``BatchNormalization`` is one ``Conv``
-  with folded weights and bias (``W' = W * s``, ``b' = b * s + t``), computed in float64 and
-  rounded once, as onnxruntime and ATC do.
+* ``fold_conv_affine``: a ``Conv`` or ``ConvTranspose`` with constant weights followed by
+  constant per-channel ``Mul`` / ``Div`` / ``Add`` / ``Sub`` or an inference
+  ``BatchNormalization`` is one node with folded weights and bias (``W' = W * s`` per output
+  channel, ``b' = b * s + t``), computed in float64 and rounded once, as onnxruntime and
+  ATC do.
 * ``fuse_hard_swish``: ``x * clip(x + 3, 0, 6) / 6`` (``/ 6`` or ``* (1/6)``, either operand
   order) is one ``HardSwish``.
 * ``fuse_matmul_epilogue``: ``MatMul`` by a constant matrix, then an ``Add`` of a constant
@@ -112,18 +113,22 @@ def _affine_step(graph: Graph, node: Node, conv_output: str, channels: int,
 
 
 def fold_conv_affine(graph: Graph) -> int:
-    """Fold constant per-channel affine steps and BatchNormalization into the Conv before."""
+    """Fold constant per-channel affine steps and BatchNormalization into the Conv (or
+    ConvTranspose) before."""
     folded = 0
     uses = _Uses(graph)  # rebuilt after each rewrite only
     for conv in list(graph.nodes):
-        if conv.op_type != "Conv" or len(conv.inputs) < 2:
+        if conv.op_type not in ("Conv", "ConvTranspose") or len(conv.inputs) < 2:
             continue
         weight = graph.initializers.get(conv.inputs[1])
         bias_name = conv.inputs[2] if len(conv.inputs) > 2 and conv.inputs[2] else None
         bias = graph.initializers.get(bias_name) if bias_name else None
         if weight is None or weight.dtype.kind != "f" or (bias_name and bias is None):
             continue
-        channels, rank = weight.shape[0], weight.ndim
+        groups = int(conv.attrs.get("group", 1))
+        transposed = conv.op_type == "ConvTranspose"  # weight (C_in, C_out / G, *kernel)
+        channels, rank = (weight.shape[1] * groups if transposed else weight.shape[0],
+                          weight.ndim)
         scale, shift = np.ones(channels), np.zeros(channels)
         absorbed: list[Node] = []
         while True:
@@ -141,7 +146,7 @@ def fold_conv_affine(graph: Graph) -> int:
             continue
         folded += len(absorbed)
         base = np.zeros(channels) if bias is None else bias.astype(np.float64)
-        new_weight = weight.astype(np.float64) * scale.reshape((-1,) + (1,) * (rank - 1))
+        new_weight = _scaled_weight(weight, scale, groups, transposed)
         names = []
         for suffix, array in (("folded_weight", new_weight), ("folded_bias", base * scale + shift)):
             name = _fresh_name(graph, f"{conv.name or conv.outputs[0]}/{suffix}")
@@ -150,6 +155,19 @@ def fold_conv_affine(graph: Graph) -> int:
             names.append(name)
         conv.inputs = [conv.inputs[0], *names]
     return folded
+
+
+def _scaled_weight(weight: np.ndarray, scale: np.ndarray, groups: int,
+                   transposed: bool) -> np.ndarray:
+    """``weight`` (float64) with output channel o scaled by ``scale[o]``: dim 0 of a Conv's
+    weight; dim 1 within each group of a ConvTranspose's."""
+    wide = weight.astype(np.float64)
+    kernel = (1,) * (weight.ndim - 2)
+    if not transposed:
+        return wide * scale.reshape(-1, 1, *kernel)
+    c_in, per_group = weight.shape[:2]
+    grouped = wide.reshape(groups, c_in // groups, per_group, *weight.shape[2:])
+    return (grouped * scale.reshape(groups, 1, per_group, *kernel)).reshape(weight.shape)
 
 
 def _fresh_name(graph: Graph, name: str) -> str:

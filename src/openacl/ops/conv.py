@@ -469,6 +469,10 @@ def _transposed(out, x, w, bias, g: _Geometry, compute) -> None:
     xp = array_module(x)
     contributions = xp.matmul(weights, inputs).reshape(
         groups, o_group, taps, n, *in_size)
+    if not any(g.output_padding) and all(s == k and d == 1 for s, k, d in zip(
+            g.stride, g.kernel_size, g.dilation, strict=True)):
+        _tiled_taps(out, contributions, bias, g, in_size, compute)
+        return
     full_size = tuple((i - 1) * s + d * (k - 1) + 1 + op for i, s, d, k, op in zip(
         in_size, g.stride, g.dilation, g.kernel_size, g.output_padding, strict=True))
     full = xp.zeros((n, groups, o_group, *full_size), compute)
@@ -482,3 +486,27 @@ def _transposed(out, x, w, bias, g: _Geometry, compute) -> None:
     crop = tuple(slice(b, b + o) for (b, _), o in zip(g.pads, g.out_size, strict=True))
     result = full[(slice(None), slice(None), *crop)]
     _finish(out, result, bias, compute)
+
+
+def _tiled_taps(out, contributions, bias, g: _Geometry, in_size, compute) -> None:
+    """Stride equal to the kernel (dilation 1, no output padding: upsampling): the taps tile
+    the output without overlapping, so each tap's contribution is written (with the bias
+    added on the way) into its own strided slice, with no zeroed buffer and no adds
+    (measured, 24 ch 2x2 stride 2 160 -> 320: 5.4 -> 2.6 ms)."""
+    groups, o_group, _, n = contributions.shape[:4]
+    xp = array_module(out)
+    tiled = tuple(i * k for i, k in zip(in_size, g.kernel_size, strict=True))
+    direct = out.dtype == compute and tiled == g.out_size
+    full = out if direct else xp.empty((n, groups * o_group, *tiled), compute)
+    by_channel = None if bias is None else bias.reshape(-1, *(1,) * len(in_size))
+    for index, tap in enumerate(itertools.product(*(range(k) for k in g.kernel_size))):
+        target = full[(slice(None), slice(None),
+                       *(slice(t, None, k) for t, k in zip(tap, g.kernel_size, strict=True)))]
+        source = xp.moveaxis(contributions[:, :, index], 2, 0).reshape(target.shape)
+        if by_channel is None:
+            xp.copyto(target, source, casting="unsafe")
+        else:
+            xp.add(source, by_channel, out=target, casting="unsafe")
+    if not direct:
+        crop = tuple(slice(b, b + o) for (b, _), o in zip(g.pads, g.out_size, strict=True))
+        _finish(out, full[(slice(None), slice(None), *crop)], None, compute)
