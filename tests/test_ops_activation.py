@@ -371,3 +371,18 @@ def test_gelu_erf_chunks_tails_and_layouts(dtype, layout):
     ws, exe = aclnn.gelu_v2_get_workspace_size(source, 0, out)
     aclnn.gelu_v2(0, ws, exe, 0)
     assert_close(out.numpy(), golden, f"gelu {dtype} {layout}")
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+def test_hardswish_written_into_its_output_over_chunks(inplace):
+    # float32 Hardswish writes chunk by chunk straight into the output (or self): both
+    # sides of the gate, and its flat parts, against torch in float64
+    a = random_array((2, 50_001), np.float32, np.random.default_rng(8), -6, 6)
+    golden = from_torch(F.hardswish(to_torch(a.astype(np.float64))).float())
+    target = _dev(a)
+    if inplace:
+        openacl.ops.inplace_hardswish(target)
+        result = target
+    else:
+        result = openacl.ops.hardswish(target)
+    assert_close(result.numpy(), golden, f"hardswish {inplace}")

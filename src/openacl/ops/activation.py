@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -114,6 +115,15 @@ def _hardswish(x: np.ndarray) -> np.ndarray:
     return x * _hardsigmoid(x)
 
 
+def _hardswish_into(x: np.ndarray, out: np.ndarray) -> None:
+    """Hardswish of float32 ``x`` written into ``out`` (possibly ``x``): four passes, one
+    temporary."""
+    gate = np.multiply(x, np.float32(HARD_SIGMOID_SLOPE))
+    gate += np.float32(HARD_SIGMOID_OFFSET)
+    np.clip(gate, np.float32(0.0), np.float32(1.0), out=gate)
+    np.multiply(x, gate, out=out)
+
+
 def _mish(x: np.ndarray) -> np.ndarray:
     return x * np.tanh(_softplus_unit(x))
 
@@ -125,20 +135,33 @@ def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: b
     doc says so), else any dtype the input's can be cast to."""
     kernel_fn = fn if fn in _NO_FLOATING_POINT_WARNINGS else quiet(fn)
 
+    into = _WRITES_INTO.get(fn)
+
     def prepare(c: Call) -> Kernel:
         dtype = c.check_dtype(self_name, supported)
         c.check_out(out_name, c.tensor(self_name).shape, dtype, exact_dtype=exact_out)
         compute = promotion.compute_dtype(dtype)
 
         def kernel(v) -> None:
-            _apply(kernel_fn, v, v.compute(self_name, compute), out_name)
+            _apply(kernel_fn, v, v.compute(self_name, compute), out_name, into)
         return kernel
     return prepare
 
 
-def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: str) -> None:
-    """``out = fn(x)``, chunk by chunk over large contiguous tensors (``ELEMENTWISE_CHUNK``)."""
+def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: str,
+           into: Callable[[np.ndarray, np.ndarray], Any] | None = None) -> None:
+    """``out = fn(x)``, chunk by chunk over large contiguous tensors (``ELEMENTWISE_CHUNK``).
+    ``into(x, out)``, where given, computes the same float32 results straight into ``out``
+    (no result array, no copy): used when input and output are float32 host arrays."""
     out = v[out_name]
+    if (into is not None and x.dtype == out.dtype == np.float32 and type(out) is np.ndarray
+            and _chunkable(x, out)):
+        flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+        with ignore_floating_point():
+            for start in range(0, flat_x.size, ELEMENTWISE_CHUNK):
+                stop = start + ELEMENTWISE_CHUNK
+                into(flat_x[start:stop], flat_out[start:stop])
+        return
     if x.size <= ELEMENTWISE_CHUNK or not _chunkable(x, out):
         v.write(out_name, fn(x))
         return
@@ -160,6 +183,9 @@ def _chunkable(x: np.ndarray, out: np.ndarray) -> bool:
     return (x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
             and x.dtype.itemsize == out.dtype.itemsize)
 
+
+# float32 kernels that write their results straight into the output (see _apply)
+_WRITES_INTO: dict[Callable, Callable] = {_gelu_erf: _gelu_erf, _hardswish: _hardswish_into}
 
 # name: (kernel, supported dtypes, output dtype must equal input's, in-place (name, ref arg))
 _ELEMENTWISE = {
@@ -193,19 +219,10 @@ def gelu_v2(c: Call) -> Kernel:
     c.check_out("y", c.tensor("x").shape, dtype, exact_dtype=True)
     fn = quiet(_gelu_tanh if approximate == GELU_TANH else _gelu_erf)
     compute = promotion.compute_dtype(dtype)
-
-    into = approximate == GELU_NONE and compute == dtype == np.float32  # no copy: see below
+    into = _WRITES_INTO.get(_gelu_tanh if approximate == GELU_TANH else _gelu_erf)
 
     def kernel(v) -> None:
-        x, y = v.compute("x", compute), v["y"]
-        if into and type(y) is np.ndarray and _chunkable(x, y):
-            flat_x, flat_y = x.reshape(-1), y.reshape(-1)  # results straight into y
-            with ignore_floating_point():
-                for start in range(0, flat_x.size, ELEMENTWISE_CHUNK):
-                    stop = start + ELEMENTWISE_CHUNK
-                    _gelu_erf(flat_x[start:stop], flat_y[start:stop])
-            return
-        _apply(fn, v, x, "y")
+        _apply(fn, v, v.compute("x", compute), "y", into)
     return kernel
 
 
