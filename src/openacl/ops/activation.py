@@ -115,6 +115,13 @@ def _hardswish(x: np.ndarray) -> np.ndarray:
     return x * _hardsigmoid(x)
 
 
+def _relu_into(x: np.ndarray, out: np.ndarray) -> None:
+    np.maximum(x, np.float32(0.0), out=out)
+
+
+_SINGLE_PASS = frozenset({_relu_into})  # into-kernels that gain nothing from chunking
+
+
 def _hardswish_into(x: np.ndarray, out: np.ndarray) -> None:
     """Hardswish of float32 ``x`` written into ``out`` (possibly ``x``): four passes, one
     temporary."""
@@ -157,10 +164,10 @@ def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: s
     if (into is not None and x.dtype == out.dtype == np.float32 and type(out) is np.ndarray
             and _chunkable(x, out)):
         flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+        step = max(flat_x.size, 1) if into in _SINGLE_PASS else ELEMENTWISE_CHUNK
         with ignore_floating_point():
-            for start in range(0, flat_x.size, ELEMENTWISE_CHUNK):
-                stop = start + ELEMENTWISE_CHUNK
-                into(flat_x[start:stop], flat_out[start:stop])
+            for start in range(0, flat_x.size, step):
+                into(flat_x[start:start + step], flat_out[start:start + step])
         return
     if x.size <= ELEMENTWISE_CHUNK or not _chunkable(x, out):
         v.write(out_name, fn(x))
@@ -185,7 +192,8 @@ def _chunkable(x: np.ndarray, out: np.ndarray) -> bool:
 
 
 # float32 kernels that write their results straight into the output (see _apply)
-_WRITES_INTO: dict[Callable, Callable] = {_gelu_erf: _gelu_erf, _hardswish: _hardswish_into}
+_WRITES_INTO: dict[Callable, Callable] = {_gelu_erf: _gelu_erf, _hardswish: _hardswish_into,
+                                          _relu: _relu_into}
 
 # name: (kernel, supported dtypes, output dtype must equal input's, in-place (name, ref arg))
 _ELEMENTWISE = {
