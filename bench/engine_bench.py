@@ -4,8 +4,10 @@ Models: the seed's tiny model (x[1,32] @ W[32,64], then ReLU) and an MLP (batch 
 784-1024-1024-10 with ReLU), both built here with onnx.helper; plus the real models in
 ../shared/models when present (MiniLM batch 1 and 8, seq 128; PP-OCRv4 det 1x3x640x640),
 skipped with a note otherwise. For each: latency medians with spread (p10-p90) over repeated
-runs, as a ratio to onnxruntime's ``run``; and peak RSS of a fresh process per runtime that
-loads the model and runs it (``VmHWM``: ``ru_maxrss`` can carry the parent's across exec):
+samples, one runtime after the other (a sample of a fast model times a batch of calls
+lasting at least 5 ms), as a ratio to onnxruntime's ``run``; and peak RSS of a fresh
+process per runtime that loads the model and runs it (``VmHWM``: ``ru_maxrss`` can carry
+the parent's across exec):
 ours on the .om converted beforehand (the deployment path: convert once, like ATC) and on
 the .onnx converted in the process, onnxruntime on the .onnx.
 
@@ -28,8 +30,9 @@ from pathlib import Path
 import numpy as np
 
 SHARED_MODELS = Path(__file__).resolve().parent.parent.parent / "shared" / "models"
-RUNS = 30  # timed runs per model and runtime (after WARMUP)
+RUNS = 30  # timed samples per model and runtime (after WARMUP calls)
 WARMUP = 3
+MIN_SAMPLE_S = 0.005  # a sample times enough calls to last this long (fast models)
 TARGETS = {"tiny": 1.0, "mlp": 1.0, "minilm-b1": 1.2, "minilm-b8": 1.1, "ppocr-det": 1.5}
 
 _RSS_SCRIPT = """
@@ -104,13 +107,23 @@ def _real_models(rng, quick: bool):
 
 
 def _time(fn, runs: int) -> tuple[float, float, float]:
+    """Per-call (median, p10, p90) seconds of ``fn`` over ``runs`` samples. A sample times a
+    batch of calls lasting at least ``MIN_SAMPLE_S`` (one call of a microsecond model is
+    below the clock's and the scheduler's noise). The runtimes are timed one after the
+    other, never interleaved: each keeps worker threads spinning for a while after a call
+    (OpenBLAS's, onnxruntime's pool), and alternating samples measured each slowed by the
+    other's (onnxruntime's MiniLM 15 -> 45 ms)."""
     for _ in range(WARMUP):
         fn()
+    start = time.perf_counter()
+    fn()
+    batch = max(1, int(MIN_SAMPLE_S / max(time.perf_counter() - start, 1e-7)))
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
+        for _ in range(batch):
+            fn()
+        samples.append((time.perf_counter() - start) / batch)
     samples.sort()
     return (statistics.median(samples), samples[len(samples) // 10],
             samples[(len(samples) * 9) // 10])

@@ -91,6 +91,7 @@ class Engine:
         self._last_launch: tuple[Stream, int] | None = None  # (stream, its last task)
         self._host: tuple[dict[str, np.ndarray], list] | None = None  # see _run_here
         self._may_warn = any(step.op not in SILENT_OPS for step in lowered.steps)
+        self._on_host = core.current().backend.name == "cpu"  # runs_here(None), fixed
         self.closed = False
         try:
             self._load()
@@ -179,6 +180,8 @@ class Engine:
         thread (the run is synchronous anyway), through views prepared at the first run:
         no stream round trip, no pointer resolution, no allocation but the outputs.
         """
+        if stream is None and self._on_host:  # the common call, without the detours
+            return self._run_here(feeds)
         return self._run(feeds, stream, None)
 
     def launch(self, inputs: Sequence[tuple[int, int]], outputs: Sequence[tuple[int, int]],
