@@ -28,13 +28,12 @@ Design note (invariants)
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
 
-logger = logging.getLogger("openacl")
+from openacl.runtime import log
 
 Task = Callable[[int], None]  # called with the task's own value on the timeline
 
@@ -109,7 +108,7 @@ class HostQueue:
         try:
             task(value)
         except BaseException:  # noqa: BLE001 - the owner's guard should have caught it
-            logger.exception("unguarded task failed on %s", self.name)
+            log.logger().exception("unguarded task failed on %s", self.name)
         finally:
             self.timeline.signal(value)
 

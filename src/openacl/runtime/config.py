@@ -27,9 +27,10 @@ from openacl.errors import (
     ACL_ERROR_PARSE_FILE,
     AclError,
 )
+from openacl.runtime.log import LEVELS
 
 ENV_PREFIX = "OPENACL_"
-LOG_LEVELS = ("debug", "info", "warning", "error", "null")
+LOG_LEVELS = tuple(LEVELS)  # "null": silent
 MAX_DEVICE_COUNT = 64  # CPU devices one process may simulate
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20,
           "mb": 1000 ** 2, "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30,

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import logging
 import os
 import threading
 import warnings
@@ -39,12 +38,11 @@ from openacl.errors import (
     ACL_ERROR_UNINITIALIZE,
     AclError,
 )
+from openacl.runtime import log
 from openacl.runtime.allocator import CachingAllocator
 from openacl.runtime.config import RuntimeConfig, load_config
 from openacl.runtime.handles import HandleTable
 from openacl.runtime.pointer_table import PointerTable
-
-logger = logging.getLogger("openacl")
 
 FINALIZE_DRAIN_TIMEOUT = 30.0  # seconds finalize waits for each stream to drain
 
@@ -135,18 +133,11 @@ def drain_deferred(runtime: Runtime | None = None) -> None:
         try:
             runtime.deferred.popleft()()
         except AclError as exc:
-            logger.warning("deferred release failed: %s", exc)
+            log.logger().warning("deferred release failed: %s", exc)
 
 
 def is_initialized() -> bool:
     return _runtime is not None
-
-
-def _configure_logging(level: str) -> None:
-    if level == "null":
-        logger.setLevel(logging.CRITICAL + 1)
-    else:
-        logger.setLevel(getattr(logging, level.upper()))
 
 
 def init(config: str | os.PathLike | Mapping[str, Any] | None = None) -> None:
@@ -174,9 +165,10 @@ def init(config: str | os.PathLike | Mapping[str, Any] | None = None) -> None:
             from openacl.errors import ACL_ERROR_RT_NO_DEVICE
             raise AclError(ACL_ERROR_RT_NO_DEVICE, f"backend '{settings.backend}': {exc}"
                            ) from exc
-        _configure_logging(settings.log_level)
+        log.configure(settings.log_level)
         _runtime = runtime
-        logger.info("openacl initialised: %s", settings)
+        if log.enabled("info"):
+            log.logger().info("openacl initialised: %s", settings)
 
 
 def finalize() -> None:
