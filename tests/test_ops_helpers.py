@@ -64,3 +64,47 @@ def test_a_later_operator_named_like_an_unloaded_built_in_is_refused():
         "except ValueError as exc:\n"
         "    print(exc)\n")
     assert "registered twice" in message
+
+
+RACE = """
+import sys, threading, time
+import numpy as np
+import openacl
+from openacl.ops import REGISTRY
+openacl.init({"stream_mode": "inline", "backend": "cpu"}); openacl.rt.set_device(0)
+paused, go = threading.Event(), threading.Event()
+
+def tracer(frame, event, arg):  # stop linalg's import right after Addmm is registered
+    if frame.f_code.co_filename.endswith("ops/linalg.py") and frame.f_code.co_name == "<module>":
+        def local(frame, event, arg):
+            if event == "line" and not paused.is_set() and dict.__contains__(REGISTRY, "Addmm"):
+                paused.set(); go.wait()
+            return local
+        return local
+    return None
+
+def importer():
+    sys.settrace(tracer)
+    REGISTRY["Matmul"]  # the first lookup imports the family
+
+results = {}
+def caller():
+    try:
+        openacl.rt.set_device(0)
+        x, m = (openacl.to_device(np.ones(shape, np.float32)) for shape in ((2, 3), (3, 4)))
+        bias = openacl.to_device(np.ones(4, np.float32))
+        results["value"] = float(openacl.ops.addmm(bias, x, m).numpy()[0, 0])
+    except Exception as exc:
+        results["value"] = repr(exc)
+
+first = threading.Thread(target=importer); first.start(); paused.wait(30)
+second = threading.Thread(target=caller); second.start()
+time.sleep(0.3)
+waited = second.is_alive()  # blocked on the family's import, not running half a module
+go.set(); first.join(30); second.join(30)
+print(waited, results["value"])
+"""
+
+
+def test_a_lookup_during_another_threads_family_import_waits_for_it():
+    assert _fresh_process(RACE).split() == ["True", "4.0"]

@@ -44,6 +44,7 @@ MATMUL_SHAPES = [
     ((2, 1, 3, 4), (5, 4, 6)),  # batch broadcast
     ((2, 3, 3, 4), (4, 5)),  # a stack @ one matrix: folded into one taller product
     ((2, 0, 4), (4, 3)),     # ... with no rows
+    ((2, 3, 0), (0, 4)),     # ... with an empty reduce dim: zeros
     ((1, 2, 1, 2, 3, 4), (2, 1, 2, 1, 4, 2)),  # 6 dims
     ((0, 4), (4, 3)),        # empty rows
     ((3, 0), (0, 2)),        # empty reduce dim: zeros

@@ -30,6 +30,7 @@ of the compute dtype the product is written into it with ``out=``, with no extra
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Sequence
 
@@ -122,7 +123,8 @@ def _product(xp, out, a, b, compute) -> None:
                 and out.flags.c_contiguous):
             # a stack of matrices times one matrix is one taller product: one BLAS call
             # instead of one per matrix (measured, 8 x [128, 384] @ [384, 1536]: 5.8 -> 4.2 ms)
-            a, out = a.reshape(-1, a.shape[-1]), out.reshape(-1, out.shape[-1])
+            rows = math.prod(a.shape[:-1])  # (not -1: a 0-size operand has no inferable dim)
+            a, out = a.reshape(rows, a.shape[-1]), out.reshape(rows, out.shape[-1])
         xp.matmul(a, b, out=out)
     else:
         xp.copyto(out, xp.matmul(a, b), casting="unsafe")

@@ -66,20 +66,34 @@ class _Registry(dict):
     """Operator name -> OpDef. The built-in families register on import, and the registry
     imports one when one of its operators is first looked up (``index``: name -> module),
     or all of them when the registry is listed whole; a model run loads only what its steps
-    use. Operators registered later (custom ones) are plain entries."""
+    use. Operators registered later (custom ones) are plain entries.
+
+    Concurrency: a family counts as loaded only once its module has finished executing. A
+    lookup from another thread while it is still executing (its first operators already
+    registered, the rest of the module not yet) waits in ``importlib.import_module`` on the
+    module's import lock; a lookup from the importing thread itself (``_add``'s duplicate
+    check) gets the partial module back at once, as Python's imports do."""
 
     def __init__(self) -> None:
         super().__init__()
         self.index: dict[str, str] = {}
+        self._loaded: set[str] = set()  # family modules whose import has completed
+
+    def _import(self, module: str) -> None:
+        if module in self._loaded:
+            return
+        imported = importlib.import_module(module)
+        if not getattr(getattr(imported, "__spec__", None), "_initializing", False):
+            self._loaded.add(module)
 
     def _load(self, name: Any) -> None:
         module = self.index.get(name) if isinstance(name, str) else None
-        if module is not None and not dict.__contains__(self, name):
-            importlib.import_module(module)  # a family being imported returns at once
+        if module is not None:
+            self._import(module)
 
     def load_all(self) -> None:
         for module in sorted(set(self.index.values())):
-            importlib.import_module(module)
+            self._import(module)
 
     def __getitem__(self, name: str) -> OpDef:
         self._load(name)
@@ -116,6 +130,26 @@ class _Registry(dict):
     def items(self):
         self.load_all()
         return dict.items(self)
+
+    def copy(self) -> dict[str, OpDef]:
+        self.load_all()
+        return dict(dict.items(self))
+
+    def __or__(self, other):
+        self.load_all()
+        return dict(dict.items(self)) | other
+
+    def __ror__(self, other):
+        self.load_all()
+        return other | dict(dict.items(self))
+
+    def __reversed__(self):
+        self.load_all()
+        return dict.__reversed__(self)
+
+    def __repr__(self) -> str:
+        self.load_all()
+        return dict.__repr__(self)
 
 
 REGISTRY = _Registry()
@@ -171,15 +205,18 @@ def by_snake_name(name: str) -> OpDef | None:
     builtin = _builtin_snake_names().get(name)
     if builtin is not None:
         return REGISTRY.get(builtin)
-    return next((op for op in dict.values(REGISTRY) if op.snake_name == name), None)
+    # a copy taken in one step: another thread's lookup may import a family meanwhile
+    return next((op for op in tuple(dict.values(REGISTRY)) if op.snake_name == name), None)
 
 
 def _builtin_snake_names() -> dict[str, str]:
     """Python name -> built-in operator name, from the index (no family imported)."""
-    if len(_BUILTIN_SNAKE) != len(REGISTRY.index):
-        _BUILTIN_SNAKE.clear()
-        _BUILTIN_SNAKE.update({snake_case(name): name for name in REGISTRY.index})
-    return _BUILTIN_SNAKE
+    global _BUILTIN_SNAKE
+    names = _BUILTIN_SNAKE
+    if len(names) != len(REGISTRY.index):  # built whole, then published in one step
+        names = {snake_case(name): name for name in REGISTRY.index}
+        _BUILTIN_SNAKE = names
+    return names
 
 
 _BUILTIN_SNAKE: dict[str, str] = {}
