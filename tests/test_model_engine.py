@@ -16,6 +16,7 @@ from openacl.errors import (  # noqa: E402
     ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
     ACL_ERROR_OP_NOT_FOUND,
     ACL_ERROR_PARSE_MODEL,
+    ACL_ERROR_RT_AICORE_EXCEPTION,
     AclError,
 )
 from openacl.model.lowering import lower  # noqa: E402
@@ -237,3 +238,30 @@ def test_a_constant_output_is_read_not_written():
         np.testing.assert_array_equal(shape, [2, 3])
     finally:
         session.close()
+
+
+def test_a_failing_kernel_names_its_node_and_operator():
+    # a host run turns a kernel's exception into the stream failure code, naming the step
+    weight = RNG.standard_normal((4, 4)).astype(np.float32)
+    model = _model([helper.make_node("MatMul", ["x", "W"], ["h"], name="product"),
+                    helper.make_node("Sigmoid", ["h"], ["y"], name="squash")],
+                   [("x", [1, 4])], [("y", [1, 4])], [("W", weight)])
+    session = InferenceSession(model)
+    try:
+        engine = session.engine
+        if not engine.runs_here(None):
+            pytest.skip("device backends run the steps on a stream, not this host path")
+        host = engine._prepare_host()
+        index = next(i for i, step in enumerate(engine.lowered.steps) if step.node == "squash")
+
+        def broken() -> None:
+            raise ValueError("boom")
+
+        host.kernels[index] = broken
+        with pytest.raises(AclError) as caught:
+            session.run(None, {"x": np.ones((1, 4), np.float32)})
+    finally:
+        session.close()
+    assert caught.value.code == ACL_ERROR_RT_AICORE_EXCEPTION
+    assert "'squash'" in caught.value.message and "aclnnSigmoid" in caught.value.message
+    assert "ValueError: boom" in caught.value.message

@@ -35,6 +35,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,16 @@ SILENT_OPS = frozenset({"Relu", "Permute", "Expand", "Cat", "Slice", "Embedding"
                         "IndexSelect", "InplaceCopy"})
 
 
+@dataclass
+class _HostRun:
+    """What a run on the calling thread uses, prepared once: the input and output views
+    (in graph order) and every step's kernel bound to its views."""
+
+    inputs: list[tuple[str, np.ndarray]]
+    outputs: list[np.ndarray]
+    kernels: list[Callable[[], None]]
+
+
 class Engine:
     """A loaded model: memory, tensors and executors, ready to run."""
 
@@ -89,7 +100,7 @@ class Engine:
         self.workspace_bytes = 0
         self._workspace = 0
         self._last_launch: tuple[Stream, int] | None = None  # (stream, its last task)
-        self._host: tuple[dict[str, np.ndarray], list] | None = None  # see _run_here
+        self._host: _HostRun | None = None  # see _run_here
         self._may_warn = any(step.op not in SILENT_OPS for step in lowered.steps)
         self._on_host = core.current().backend.name == "cpu"  # runs_here(None), fixed
         self.closed = False
@@ -284,42 +295,41 @@ class Engine:
             self._check_open()
             if self._last_launch is not None:
                 self._wait_previous_launch()
-            if self._host is None:
-                self._host = self._prepare_host()
-            views, tasks = self._host
-            for name in self.graph.inputs:
-                feed, target = feeds.get(name), views[name]
+            host = self._host if self._host is not None else self._prepare_host()
+            for name, target in host.inputs:
+                feed = feeds.get(name)
                 if (type(feed) is not np.ndarray or feed.shape != target.shape
                         or feed.dtype != target.dtype):  # the common case skips the checks
                     feed = self._checked_feed(name, feeds)
                 np.copyto(target, feed, casting="no")
             # kernels behave as on a device: inf/NaN results, no floating-point warnings (a
             # stream worker runs quietly; here the caller's numpy error state would apply).
-            # Skipped (~0.8 µs) when no step can warn.
+            # Skipped when no step can warn.
             with ignore_floating_point() if self._may_warn else contextlib.nullcontext():
                 index = 0
                 try:
                     if record is None:
-                        for index, (task, _) in enumerate(tasks):  # noqa: B007 (read below)
-                            task()
+                        for index, kernel in enumerate(host.kernels):  # noqa: B007 (below)
+                            kernel()
                     else:
                         clock = time.perf_counter_ns
-                        for index, (task, _) in enumerate(tasks):
+                        for index, kernel in enumerate(host.kernels):
                             start = clock()
-                            task()
+                            kernel()
                             record(index, start, clock())
                 except AclError:
                     raise
                 except Exception as exc:
-                    step = tasks[index][1]
+                    step = self.lowered.steps[index]
                     raise AclError(ACL_ERROR_RT_AICORE_EXCEPTION,
                                    f"model {self.graph.name!r}: node {step.node!r} "
                                    f"(aclnn{step.op}) failed: {type(exc).__name__}: {exc}"
                                    ) from exc
-            return [views[name].copy() for name in self.graph.outputs]
+            return [view.copy() for view in host.outputs]
 
-    def _prepare_host(self) -> tuple[dict[str, np.ndarray], list]:
-        """Views of the inputs/outputs and every executor's kernel bound to its views."""
+    def _prepare_host(self) -> _HostRun:
+        """Views of the inputs/outputs and every executor's kernel bound to its views (made
+        at the first host run, kept for the next)."""
         views = {name: tensor_view(lookup_tensor(self._tensors[name]), name,
                                    write=name in self.graph.inputs)[0]
                  for name in (*self.graph.inputs, *self.graph.outputs)}  # outputs: read only
@@ -328,10 +338,12 @@ class Engine:
             region, offset = core.current().pointers.resolve(
                 self._workspace, self.workspace_bytes, "workspace", write=True)
             workspace = region.view(offset, self.workspace_bytes)
-        tasks = [(find_executor(executor).bound_kernel(workspace), step)
-                 for (executor, _), step in zip(self._executors, self.lowered.steps,
-                                                strict=True)]
-        return views, tasks
+        self._host = _HostRun(
+            inputs=[(name, views[name]) for name in self.graph.inputs],
+            outputs=[views[name] for name in self.graph.outputs],
+            kernels=[find_executor(executor).bound_kernel(workspace)
+                     for executor, _ in self._executors])
+        return self._host
 
     def _replay(self, target: Stream, record: StepClock | None = None) -> None:
         """Enqueue every step on ``target``; with ``record``, wait for each and time it.
@@ -340,13 +352,11 @@ class Engine:
         kernels in order (one completion signal per run instead of one per step); the
         kernels themselves still run asynchronously on the stream."""
         if record is None and core.current().backend.name != "cpu":
-            if self._host is None:
-                self._host = self._prepare_host()
+            host = self._host if self._host is not None else self._prepare_host()
             for address in self._pointers:
                 region, _ = core.current().pointers.resolve(address, 1, "model memory")
                 use_on_stream(region, target)
-            kernels = [task for task, _ in self._host[1]]
-            target.submit(functools.partial(_run_steps, kernels))
+            target.submit(functools.partial(_run_steps, host.kernels))
             return
         for index, (executor, workspace) in enumerate(self._executors):
             start = time.perf_counter_ns() if record is not None else 0
