@@ -94,6 +94,12 @@ def strided(array: np.ndarray, kind: str = "step") -> Tensor:
     return Tensor(handle, keepalive=base)
 
 
+def agreement(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
+    """(cosine similarity, max absolute difference) of two model outputs, in float64."""
+    a, b = ours.astype(np.float64).ravel(), theirs.astype(np.float64).ravel()
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), float(np.abs(a - b).max())
+
+
 def relative_errors(actual: np.ndarray, golden: np.ndarray) -> tuple[float, float]:
     """(MERE, MARE) of ``actual`` against ``golden`` under CANN's single-benchmark standard."""
     report = single_benchmark(actual, golden, np.asarray(golden).dtype)

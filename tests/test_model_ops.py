@@ -13,6 +13,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from op_harness import agreement  # noqa: E402
 from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError  # noqa: E402
 from openacl.model.onnx_import import import_onnx  # noqa: E402
 from openacl.model.passes import fold_onnx, optimize  # noqa: E402
@@ -345,11 +346,6 @@ def test_folding_leaves_large_results_as_nodes():
 
 
 # -- real models ---------------------------------------------------------------------------------
-def _agree(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
-    a, b = ours.astype(np.float64).ravel(), theirs.astype(np.float64).ravel()
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), float(np.abs(a - b).max())
-
-
 def _real_model(path: str, feeds: dict) -> None:
     if not os.path.exists(path):
         pytest.skip(f"{path} is absent (see shared/models/README.md)")
@@ -360,7 +356,7 @@ def _real_model(path: str, feeds: dict) -> None:
     finally:
         session.close()
     theirs = ort.InferenceSession(path).run(None, feeds)[0]
-    cosine, max_abs = _agree(ours, theirs)
+    cosine, max_abs = agreement(ours, theirs)
     assert ours.shape == theirs.shape
     assert cosine >= 0.9999 and max_abs <= 1e-4, (cosine, max_abs)
     assert time.perf_counter() - start < 30

@@ -12,6 +12,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import openacl  # noqa: E402
+from op_harness import agreement  # noqa: E402
 from openacl.cli.main import main  # noqa: E402
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError  # noqa: E402
 from openacl.model import om  # noqa: E402
@@ -45,11 +46,6 @@ def _model():
                                                      ("zero", np.zeros(32, np.float32)),
                                                      ("big", bias))])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _agreement(ours, theirs):
-    a, b = ours.astype(np.float64).ravel(), theirs.astype(np.float64).ravel()
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), float(np.abs(a - b).max())
 
 
 @pytest.mark.parametrize("precision", ["fp16", "mixed"])
@@ -121,5 +117,5 @@ def test_real_models_in_fp16_agree_with_onnxruntime(name, tmp_path):
     finally:
         session.close()
     theirs = ort.InferenceSession(source).run(None, feeds)[0]
-    cosine, max_abs = _agreement(ours, theirs)
+    cosine, max_abs = agreement(ours, theirs)
     assert cosine >= FP16_COSINE and max_abs <= FP16_MAX_ABS[name], (cosine, max_abs)
