@@ -106,7 +106,8 @@ _UNARY = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "L
           "Erf": "Erf", "Floor": "Floor", "Ceil": "Ceil", "Sin": "Sin", "Cos": "Cos",
           "Sign": "Sign", "Not": "LogicalNot", "Tan": "Tan", "Asin": "Asin", "Acos": "Acos",
           "Atan": "Atan", "Sinh": "Sinh", "Cosh": "Cosh", "Asinh": "Asinh", "Acosh": "Acosh",
-          "Atanh": "Atanh"}
+          "Atanh": "Atanh", "Round": "Round", "Mish": "Mish", "HardSwish": "Hardswish"}
+# (ONNX Round rounds half to even, as aclnnRound does)
 
 
 @lowering(*_UNARY)
@@ -140,12 +141,6 @@ def hard_sigmoid(node: Node, b: Builder) -> None:
     b.call("InplaceAdds", selfRef=Ref(y), other=Scalar(beta, dtype), alpha=None)
     b.call("Clamp", self=Ref(y), clipValueMin=Scalar(0.0, dtype),
            clipValueMax=Scalar(1.0, dtype), out=Ref(y))
-
-
-@lowering("HardSwish")
-def hard_swish(node: Node, b: Builder) -> None:
-    _only(node)
-    b.call("Hardswish", self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
 
 
 @lowering("LeakyRelu")

@@ -56,12 +56,6 @@ def mod(node: Node, b: Builder) -> None:
     b.call(op, self=Ref(node.inputs[0]), other=Ref(node.inputs[1]), out=Ref(node.outputs[0]))
 
 
-@lowering("Round")
-def round_half_even(node: Node, b: Builder) -> None:
-    _only(node)
-    b.call("Round", self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
-
-
 @lowering("IsNaN")
 def is_nan(node: Node, b: Builder) -> None:
     """NaN is the one value not equal to itself."""
@@ -130,12 +124,6 @@ def softsign(node: Node, b: Builder) -> None:
     b.call("InplaceAdds", selfRef=Ref(denominator), other=Scalar(1.0, value.dtype.name),
            alpha=None)
     b.call("Div", self=Ref(x), other=Ref(denominator), out=Ref(out))
-
-
-@lowering("Mish")
-def mish(node: Node, b: Builder) -> None:
-    _only(node)
-    b.call("Mish", self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
 
 
 @lowering("PRelu")
