@@ -111,45 +111,25 @@ class _Registry(dict):
         self._load(name)
         return dict.pop(self, name, *default)
 
-    def __iter__(self):
-        self.load_all()
-        return dict.__iter__(self)
+    def _whole(method: Callable) -> Callable:  # noqa: N805 (applied in the class body)
+        """``method`` of dict, after every family is imported (it lists the registry)."""
+        @functools.wraps(method)
+        def listing(self, *args: Any) -> Any:
+            self.load_all()
+            return method(self, *args)
+        return listing
 
-    def __len__(self) -> int:
-        self.load_all()
-        return dict.__len__(self)
-
-    def keys(self):
-        self.load_all()
-        return dict.keys(self)
-
-    def values(self):
-        self.load_all()
-        return dict.values(self)
-
-    def items(self):
-        self.load_all()
-        return dict.items(self)
-
-    def copy(self) -> dict[str, OpDef]:
-        self.load_all()
-        return dict(dict.items(self))
-
-    def __or__(self, other):
-        self.load_all()
-        return dict(dict.items(self)) | other
-
-    def __ror__(self, other):
-        self.load_all()
-        return other | dict(dict.items(self))
-
-    def __reversed__(self):
-        self.load_all()
-        return dict.__reversed__(self)
-
-    def __repr__(self) -> str:
-        self.load_all()
-        return dict.__repr__(self)
+    __iter__ = _whole(dict.__iter__)
+    __len__ = _whole(dict.__len__)
+    __reversed__ = _whole(dict.__reversed__)
+    __repr__ = _whole(dict.__repr__)
+    __or__ = _whole(dict.__or__)
+    __ror__ = _whole(dict.__ror__)
+    keys = _whole(dict.keys)
+    values = _whole(dict.values)
+    items = _whole(dict.items)
+    copy = _whole(dict.copy)
+    del _whole
 
 
 REGISTRY = _Registry()
