@@ -483,9 +483,7 @@ def _transposed(out, x, w, bias, g: _Geometry, compute) -> None:
             tap, g.dilation, g.stride, in_size, strict=True))
         full[(slice(None), slice(None), slice(None), *target)] += moved[:, :, :, index]
     full = full.reshape(n, groups * o_group, *full_size)
-    crop = tuple(slice(b, b + o) for (b, _), o in zip(g.pads, g.out_size, strict=True))
-    result = full[(slice(None), slice(None), *crop)]
-    _finish(out, result, bias, compute)
+    _finish(out, _cropped(full, g), bias, compute)
 
 
 def _tiled_taps(out, contributions, bias, g: _Geometry, in_size, compute) -> None:
@@ -508,5 +506,10 @@ def _tiled_taps(out, contributions, bias, g: _Geometry, in_size, compute) -> Non
         else:
             xp.add(source, by_channel, out=target, casting="unsafe")
     if not direct:
-        crop = tuple(slice(b, b + o) for (b, _), o in zip(g.pads, g.out_size, strict=True))
-        _finish(out, full[(slice(None), slice(None), *crop)], None, compute)
+        _finish(out, _cropped(full, g), None, compute)
+
+
+def _cropped(full, g: _Geometry):
+    """A transposed convolution's full result without its padding: the output window."""
+    return full[(slice(None), slice(None), *(slice(b, b + o) for (b, _), o in zip(
+        g.pads, g.out_size, strict=True)))]
