@@ -144,3 +144,18 @@ def gate():
     g = Gate()
     yield g
     g.open()
+
+
+@pytest.fixture(params=["native", "numpy"])
+def kernel_path(request):
+    """Run a test on the C kernels (openacl._native, where built) and on the numpy kernels:
+    operator tests that use it cover both implementations of the float32 hot paths."""
+    from openacl.ops import native
+
+    if request.param == "numpy":
+        with native.disabled():
+            yield request.param
+    else:
+        if not native.built():
+            pytest.skip("openacl._native is not built (no C compiler at install time)")
+        yield request.param

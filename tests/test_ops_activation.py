@@ -19,6 +19,9 @@ from openacl import aclnn
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
 from openacl.ops.activation import ELEMENTWISE_CHUNK
 
+# every test on both kernel implementations: the C extension's and numpy's
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
 
 @pytest.fixture(autouse=True)
 def _rt(threaded_runtime):

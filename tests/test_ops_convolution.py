@@ -26,6 +26,10 @@ FORWARD = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 TRANSPOSED = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
+# every test on both kernel implementations: the C extension's and numpy's
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
+
 @pytest.fixture(autouse=True)
 def _rt(threaded_runtime):
     yield

@@ -16,6 +16,10 @@ NORM_FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32)]
 FLOAT32 = np.dtype(np.float32)
 
 
+# every test on both kernel implementations: the C extension's and numpy's
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
+
 @pytest.fixture(autouse=True)
 def _rt(threaded_runtime):
     yield

@@ -56,9 +56,10 @@ def collect_info(config: str | None) -> dict[str, Any]:
             rt.reset_device(device_id)
         host_free, host_total = _host_memory()
         from openacl.backends import availability
+        from openacl.ops import native
 
         return {"version": openacl.__version__, "backend": runtime.config.backend,
-                "backends": availability(),
+                "backends": availability(), "cpu_kernels": native.describe(),
                 "stream_mode": runtime.config.stream_mode,
                 "memory_limit": runtime.config.memory_limit, "devices": devices,
                 "host_memory_free": host_free, "host_memory_total": host_total}
@@ -86,6 +87,7 @@ def _format_info(info: dict[str, Any]) -> str:
         f"{info['host_memory_total'] / GIB:.1f} GiB",
     ]
     lines += [f"backend {name}: {state}" for name, state in info["backends"].items()]
+    lines.append(f"cpu kernels: {info['cpu_kernels']}")
     header = f"| {'Device':<6} | {'Name':<14} | {'Memory in use / total':<28} | {'Free':>10} |"
     rule = "+" + "-" * (len(header) - 2) + "+"
     lines += [rule, header, rule]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from openacl.ops import promotion
+from openacl.ops import native, promotion
 from openacl.ops._special import NORMAL_TAIL_CLAMP, erfc, normal_lower_tail
 from openacl.ops.call import COMPLEX_DTYPES, FLOAT_DTYPES, Call, Kernel
 from openacl.ops.fpstate import ignore_floating_point, quiet
@@ -98,6 +98,12 @@ def _gelu_erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 def gelu(x: np.ndarray, approximate: int = GELU_NONE) -> np.ndarray:
     """GELU of an array in its compute dtype: ``approximate`` 0 the erf form, 1 the tanh
     form (aclnnGeluV2's values); for fused kernels (aclnnFusedMatmul's gelu epilogues)."""
+    if approximate != GELU_TANH:
+        lib = native.kernels()
+        if lib is not None and native.host_float32(x):
+            out = np.empty_like(x)
+            lib.gelu_erf(x, out)
+            return out
     with ignore_floating_point():
         return _gelu_tanh(x) if approximate == GELU_TANH else _gelu_erf(x)
 
@@ -161,6 +167,11 @@ def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: s
     ``into(x, out)``, where given, computes the same float32 results straight into ``out``
     (no result array, no copy): used when input and output are float32 host arrays."""
     out = v[out_name]
+    if into is not None and _chunkable(x, out) and native.host_float32(x, out):
+        lib = native.kernels()
+        if lib is not None and into in _NATIVE_INTO:  # one fused pass, straight into out
+            getattr(lib, _NATIVE_INTO[into])(x, out)
+            return
     if (into is not None and x.dtype == out.dtype == np.float32 and type(out) is np.ndarray
             and _chunkable(x, out)):
         flat_x, flat_out = x.reshape(-1), out.reshape(-1)
@@ -194,6 +205,9 @@ def _chunkable(x: np.ndarray, out: np.ndarray) -> bool:
 # float32 kernels that write their results straight into the output (see _apply)
 _WRITES_INTO: dict[Callable, Callable] = {_gelu_erf: _gelu_erf, _hardswish: _hardswish_into,
                                           _relu: _relu_into}
+
+# into-kernels the C extension also has, by its function names (see openacl.ops.native)
+_NATIVE_INTO: dict[Callable, str] = {_gelu_erf: "gelu_erf", _hardswish_into: "hardswish"}
 
 # name: (kernel, supported dtypes, output dtype must equal input's, in-place (name, ref arg))
 _ELEMENTWISE = {
@@ -348,13 +362,17 @@ def _softmax(log: bool) -> Callable[[Call], Kernel]:
             x, out = v.compute("self", compute), v["out"]
             if x.size == 0:
                 return
+            lib = None if log or axis != x.ndim - 1 else native.kernels()
+            if lib is not None and native.host_float32(x, out) and _chunkable(x, out):
+                lib.softmax_rows(x, out, x.shape[-1])  # out: apart from x, or x itself
+                return
             if (axis != x.ndim - 1 or x.size <= ELEMENTWISE_CHUNK
                     or not _chunkable(x, out)):
                 work = x.reshape(1) if x.ndim == 0 else x
                 v.write("out", rows(work, axis).reshape(x.shape))
                 return
-            # the last dim, large and contiguous: blocks of whole rows that stay in cache
             length = x.shape[-1]
+            # the last dim, large and contiguous: blocks of whole rows that stay in cache
             flat_x, flat_out = x.reshape(-1, length), out.reshape(-1, length)
             block = max(1, ELEMENTWISE_CHUNK // length)
             shared = not log and x.dtype == np.float32

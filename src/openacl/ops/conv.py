@@ -47,7 +47,7 @@ import math
 
 import numpy as np
 
-from openacl.ops import promotion
+from openacl.ops import native, promotion
 from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module, as_array
 from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
 from openacl.ops.registry import register
@@ -198,6 +198,8 @@ def convolution(c: Call) -> Kernel:
         # on a device, one im2col matmul (grouped: depthwise too): the host-cache tilings of
         # the other bodies only add kernel launches there
         run = body if type(out) is np.ndarray or transposed else _im2col
+        if run in _DEPTHWISE_BODIES and spatial == 2 and native.host_float32(out, xs):
+            run = _depthwise_native if native.kernels() is not None else run
         run(out, xs, ws, bias_values, geometry, compute)
     return kernel
 
@@ -451,6 +453,24 @@ def _depthwise_columns(out, x, w, bias, g: _Geometry, compute) -> None:
             np.matmul(weights[block], tile, out=partial)
             np.copyto(target, partial.reshape(target.shape))
     _finish(out, result, bias, compute)
+
+
+_DEPTHWISE_BODIES = (_depthwise_flat, _depthwise_columns)
+
+
+def _depthwise_native(out, x, w, bias, g: _Geometry, compute) -> None:
+    """2-d float32 depthwise convolution by the C extension: one pass over each input row
+    per kernel tap, any stride, padding and dilation, bias added in the same pass."""
+    n, channels, height, width = x.shape
+    apart = not np.may_share_memory(out, x)  # the kernel reads x while it writes out
+    result = out if apart else np.empty(out.shape, np.float32)
+    weights = np.ascontiguousarray(w, np.float32)
+    bias_values = None if bias is None else np.ascontiguousarray(bias, np.float32)
+    native.kernels().depthwise_conv2d(
+        x, weights, bias_values, result, (n, channels, height, width), g.kernel_size,
+        g.stride, (g.pads[0][0], g.pads[1][0]), g.dilation, g.out_size)
+    if result is not out:
+        np.copyto(out, result)
 
 
 def _transposed(out, x, w, bias, g: _Geometry, compute) -> None:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
-from openacl.ops import promotion
+from openacl.ops import native, promotion
 from openacl.ops.call import Call, Kernel, array_module
 from openacl.ops.registry import register
 
@@ -113,6 +113,8 @@ def layer_norm(c: Call) -> Kernel:
     def kernel(v) -> None:
         x = v.compute("input", dtype).reshape(rows, width)
         target = v["out"]
+        if x.size and _native_layer_norm(v, x, target, width, eps, stat_shape):
+            return
         xp = array_module(x)
         direct = target.dtype == compute and target.flags.c_contiguous and x.size
         y = target.reshape(rows, width) if direct else xp.empty((rows, width), compute)
@@ -134,6 +136,34 @@ def layer_norm(c: Call) -> Kernel:
         if v.get("rstdOutOptional") is not None:
             v.write("rstdOutOptional", rstd.reshape(stat_shape))
     return kernel
+
+
+def _native_layer_norm(v, x: np.ndarray, target, width: int, eps: float, stat_shape) -> bool:
+    """LayerNorm by the C extension, for float32 host rows written straight into a float32
+    output that is apart from the input or the input itself; False where it does not apply
+    (the numpy kernel runs)."""
+    lib = native.kernels()
+    if lib is None or not native.host_float32(x, target):
+        return False
+    if np.may_share_memory(x, target) and (
+            x.__array_interface__["data"][0] != target.__array_interface__["data"][0]):
+        return False  # a partial overlap: the numpy kernel reads x whole first
+    weight, bias = _optional(v, "weightOptional"), _optional(v, "biasOptional")
+    params = []
+    for param in (weight, bias):
+        if param is not None and not native.host_float32(param):
+            if type(param) is not np.ndarray:
+                return False
+            param = np.ascontiguousarray(param, np.float32)
+        params.append(param)
+    rows = x.shape[0]
+    mean, rstd = np.empty(rows, np.float32), np.empty(rows, np.float32)
+    lib.layer_norm_rows(x, params[0], params[1], target, mean, rstd, width, eps)
+    if v.get("meanOutOptional") is not None:
+        v.write("meanOutOptional", mean.reshape(stat_shape))
+    if v.get("rstdOutOptional") is not None:
+        v.write("rstdOutOptional", rstd.reshape(stat_shape))
+    return True
 
 
 def _row_moments_blas(x: np.ndarray, y: np.ndarray, mean_weights: np.ndarray, eps: float

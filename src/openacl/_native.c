@@ -1,0 +1,510 @@
+/* openacl._native: fused float32 kernels for the CPU backend's hot operators.
+ *
+ * Why: numpy evaluates GELU's erf form, softmax or a depthwise convolution as 10-30 passes
+ * over memory with a temporary each; these loops do one pass, vectorised by the compiler
+ * (an AVX2/FMA clone chosen at load time on x86-64, the baseline ISA elsewhere).
+ *
+ * Contract (every function): arguments are C-contiguous float32 buffers (the buffer
+ * protocol checks contiguity, the format and, for outputs, writability), their lengths are
+ * checked against the dims before anything is read, and the GIL is released while the loop
+ * runs. Elementwise kernels accept an output that is the input itself (in place); other
+ * overlaps are the caller's responsibility (openacl.ops.native only passes disjoint
+ * buffers). NaN propagates and infinities give their limits, as the numpy kernels do.
+ *
+ * This module is optional: openacl.ops.native falls back to numpy when it is missing.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MULTIVERSIONED \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MULTIVERSIONED
+#endif
+#define INLINE static inline __attribute__((always_inline))
+
+/* -- exp: Cephes' range reduction and polynomial, written so that loops vectorise ------- */
+#define EXP_HI 88.72283935546875f  /* above: +inf */
+#define EXP_LO -87.33654022216797f /* below: 0 (float32's normal range ends here) */
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+#define ROUNDING_SHIFTER 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
+
+INLINE float bits_to_float(int32_t bits) {
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+INLINE int32_t float_to_bits(float value) {
+    int32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+/* exp(x) within ~2 ulp; NaN -> NaN, +inf -> inf, -inf and anything below EXP_LO -> 0. */
+INLINE float fast_exp(float x) {
+    float clamped = x > EXP_HI ? EXP_HI : x;
+    clamped = clamped < EXP_LO ? EXP_LO : clamped;
+    float shifted = clamped * LOG2E + ROUNDING_SHIFTER;
+    float n = shifted - ROUNDING_SHIFTER;
+    int32_t exponent = float_to_bits(shifted) - float_to_bits(ROUNDING_SHIFTER);
+    float r = clamped - n * LN2_HI;
+    r = r - n * LN2_LO;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    /* 2^n in two halves: n reaches 128 at EXP_HI, one past float32's largest exponent */
+    int32_t half = exponent >> 1;
+    y = y * bits_to_float((half + 127) << 23) * bits_to_float((exponent - half + 127) << 23);
+    y = x > EXP_HI ? INFINITY : y;
+    y = x < EXP_LO ? 0.0f : y;
+    return x != x ? x : y;
+}
+
+/* -- GELU, erf form: x * Phi(x) = max(x, 0) - |x| * Phi(-|x|) ---------------------------- */
+/* Phi(-a) = 0.5 * erfc(a / sqrt 2) by Numerical Recipes' erfcc (fractional error < 1.2e-7):
+ * t = 1 / (1 + a / (2 sqrt 2)), Phi(-a) = t * exp(-a^2 / 2 + P(t)), ln 0.5 folded into P's
+ * constant term; the same algorithm as the numpy kernel (openacl.ops._special). */
+/* above this |x| the tail term |x| * Phi(-|x|) < 5e-35 vanishes beside x (it is taken as 0),
+ * and below it every intermediate stays a normal float (subnormals cost ~100x on x86) */
+#define GELU_TAIL_LIMIT 12.5f
+#define HALF_OVER_SQRT2 0.35355339059327373f
+#define HALF_ERFC_C0 (-1.26551223f - 0.69314718055994531f)
+
+INLINE float gelu_erf(float x) {
+    float magnitude = x < 0.0f ? -x : x;
+    float a = magnitude < GELU_TAIL_LIMIT ? magnitude : GELU_TAIL_LIMIT;
+    float t = 1.0f / (1.0f + a * HALF_OVER_SQRT2);
+    float p = 0.17087277f;
+    p = p * t - 0.82215223f;
+    p = p * t + 1.48851587f;
+    p = p * t - 1.13520398f;
+    p = p * t + 0.27886807f;
+    p = p * t - 0.18628806f;
+    p = p * t + 0.09678418f;
+    p = p * t + 0.37409196f;
+    p = p * t + 1.00002368f;
+    p = p * t + HALF_ERFC_C0;
+    float tail = t * fast_exp(p - 0.5f * a * a);
+    tail = magnitude < GELU_TAIL_LIMIT ? tail : 0.0f;
+    float positive = x > 0.0f ? x : 0.0f;
+    float y = positive - a * tail;
+    return x != x ? x : y;
+}
+
+MULTIVERSIONED
+static void gelu_erf_loop(const float *x, float *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = gelu_erf(x[i]);
+}
+
+/* -- Hardswish: x * clip(x / 6 + 1/2, 0, 1) ---------------------------------------------- */
+MULTIVERSIONED
+static void hardswish_loop(const float *x, float *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float v = x[i];
+        float gate = v * (1.0f / 6.0f) + 0.5f;
+        gate = gate > 0.0f ? gate : 0.0f;
+        gate = gate < 1.0f ? gate : 1.0f;
+        float y = v * gate;
+        out[i] = v != v ? v : y; /* clip would turn a NaN gate into 0 or 1 */
+    }
+}
+
+/* -- softmax over contiguous rows ---------------------------------------------------------- */
+#define LANES 16 /* independent partial maxima/sums: lets the loops vectorise in order */
+
+/* the largest element of a row; NaN is skipped (the exps of the row make it NaN anyway).
+ * Spelled with vector types: the compiler does not vectorise a float max reduction
+ * without -ffinite-math-only, which would break NaN and inf elsewhere */
+typedef float FloatLanes __attribute__((vector_size(LANES * sizeof(float))));
+typedef int32_t IntLanes __attribute__((vector_size(LANES * sizeof(float))));
+
+INLINE float row_max(const float *in, Py_ssize_t length) {
+    FloatLanes lane;
+    for (int j = 0; j < LANES; j++) lane[j] = -INFINITY;
+    Py_ssize_t body = length - length % LANES, i;
+    for (i = 0; i < body; i += LANES) {
+        FloatLanes values;
+        memcpy(&values, in + i, sizeof values);
+        IntLanes greater = values > lane;
+        lane = (FloatLanes)((greater & (IntLanes)values) | (~greater & (IntLanes)lane));
+    }
+    float best = -INFINITY;
+    for (int j = 0; j < LANES; j++) best = lane[j] > best ? lane[j] : best;
+    for (; i < length; i++) best = in[i] > best ? in[i] : best;
+    return best;
+}
+
+INLINE float row_sum(const float *values, Py_ssize_t length) {
+    float lane[LANES] = {0};
+    Py_ssize_t body = length - length % LANES, i;
+    for (i = 0; i < body; i += LANES)
+        for (int j = 0; j < LANES; j++) lane[j] += values[i + j];
+    float total = 0.0f;
+    for (int j = 0; j < LANES; j++) total += lane[j];
+    for (; i < length; i++) total += values[i];
+    return total;
+}
+
+/* x and out are the same rows or apart: each element is read before it is written */
+MULTIVERSIONED
+static void softmax_rows_loop(const float *x, float *out, Py_ssize_t rows, Py_ssize_t length) {
+    for (Py_ssize_t row = 0; row < rows; row++) {
+        const float *in = x + row * length;
+        float *o = out + row * length;
+        /* a row holding +inf, or all -inf, gives inf - inf = NaN: torch's results */
+        float shift = row_max(in, length);
+        for (Py_ssize_t i = 0; i < length; i++) o[i] = fast_exp(in[i] - shift);
+        float scale = 1.0f / row_sum(o, length);
+        for (Py_ssize_t i = 0; i < length; i++) o[i] *= scale;
+    }
+}
+
+/* -- LayerNorm over contiguous rows ------------------------------------------------------ */
+/* Moments in float64 lanes (two passes: the mean, then the centred squares), so long rows
+ * keep float32 accuracy; y = (x - mean) * rstd, then * weight + bias in float32. */
+INLINE double row_sum_double(const float *in, Py_ssize_t length, double centre) {
+    double lane[LANES] = {0};
+    Py_ssize_t body = length - length % LANES, i;
+    for (i = 0; i < body; i += LANES)
+        for (int j = 0; j < LANES; j++) lane[j] += (double)in[i + j] - centre;
+    double total = 0.0;
+    for (int j = 0; j < LANES; j++) total += lane[j];
+    for (; i < length; i++) total += (double)in[i] - centre;
+    return total;
+}
+
+INLINE double row_centred_squares(const float *in, Py_ssize_t length, double mean) {
+    double lane[LANES] = {0};
+    Py_ssize_t body = length - length % LANES, i;
+    for (i = 0; i < body; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            double d = (double)in[i + j] - mean;
+            lane[j] += d * d;
+        }
+    double total = 0.0;
+    for (int j = 0; j < LANES; j++) total += lane[j];
+    for (; i < length; i++) {
+        double d = (double)in[i] - mean;
+        total += d * d;
+    }
+    return total;
+}
+
+MULTIVERSIONED
+static void layer_norm_loop(const float *x, const float *weight, const float *bias, float *out,
+                            float *means, float *rstds, Py_ssize_t rows, Py_ssize_t length,
+                            double eps) {
+    for (Py_ssize_t row = 0; row < rows; row++) {
+        const float *in = x + row * length;
+        float *o = out + row * length;
+        double mean = row_sum_double(in, length, 0.0) / (double)length;
+        double variance = row_centred_squares(in, length, mean) / (double)length;
+        double rstd = 1.0 / sqrt(variance + eps);
+        means[row] = (float)mean;
+        rstds[row] = (float)rstd;
+        /* centred in float64: x - mean cancels, and a float32 mean would leave its rounding
+         * error (~ulp(mean)) in every small normalized value */
+        if (weight && bias) {
+            for (Py_ssize_t i = 0; i < length; i++)
+                o[i] = (float)(((double)in[i] - mean) * rstd) * weight[i] + bias[i];
+        } else if (weight) {
+            for (Py_ssize_t i = 0; i < length; i++)
+                o[i] = (float)(((double)in[i] - mean) * rstd) * weight[i];
+        } else if (bias) {
+            for (Py_ssize_t i = 0; i < length; i++)
+                o[i] = (float)(((double)in[i] - mean) * rstd) + bias[i];
+        } else {
+            for (Py_ssize_t i = 0; i < length; i++)
+                o[i] = (float)(((double)in[i] - mean) * rstd);
+        }
+    }
+}
+
+/* -- depthwise 2-d convolution, NCHW, any stride, padding and dilation ---------------------- */
+typedef struct {
+    Py_ssize_t batch, channels, height, width;
+    Py_ssize_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+    Py_ssize_t out_h, out_w;
+} DepthwiseGeometry;
+
+/* first output index whose input index o * stride + offset is >= 0, and one past the last
+ * whose input index is < extent */
+INLINE Py_ssize_t first_inside(Py_ssize_t offset, Py_ssize_t stride) {
+    return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+}
+
+INLINE Py_ssize_t end_inside(Py_ssize_t offset, Py_ssize_t stride, Py_ssize_t extent,
+                             Py_ssize_t count) {
+    if (extent - 1 - offset < 0) return 0;
+    Py_ssize_t end = (extent - 1 - offset) / stride + 1;
+    return end < count ? end : count;
+}
+
+MULTIVERSIONED
+static void depthwise_loop(const float *x, const float *w, const float *bias, float *out,
+                           const DepthwiseGeometry *g) {
+    Py_ssize_t plane = g->height * g->width, out_plane = g->out_h * g->out_w;
+    Py_ssize_t taps = g->kernel_h * g->kernel_w;
+    for (Py_ssize_t image = 0; image < g->batch; image++)
+        for (Py_ssize_t c = 0; c < g->channels; c++) {
+            const float *in = x + (image * g->channels + c) * plane;
+            const float *weights = w + c * taps;
+            float *o = out + (image * g->channels + c) * out_plane;
+            float start = bias ? bias[c] : 0.0f;
+            for (Py_ssize_t oh = 0; oh < g->out_h; oh++) {
+                float *row = o + oh * g->out_w;
+                for (Py_ssize_t ow = 0; ow < g->out_w; ow++) row[ow] = start;
+                for (Py_ssize_t kh = 0; kh < g->kernel_h; kh++) {
+                    Py_ssize_t ih = oh * g->stride_h - g->pad_h + kh * g->dilation_h;
+                    if (ih < 0 || ih >= g->height) continue;
+                    const float *source = in + ih * g->width;
+                    for (Py_ssize_t kw = 0; kw < g->kernel_w; kw++) {
+                        float weight = weights[kh * g->kernel_w + kw];
+                        Py_ssize_t offset = kw * g->dilation_w - g->pad_w;
+                        Py_ssize_t lo = first_inside(offset, g->stride_w);
+                        Py_ssize_t hi = end_inside(offset, g->stride_w, g->width, g->out_w);
+                        if (g->stride_w == 1) {
+                            const float *shifted = source + offset;
+                            for (Py_ssize_t ow = lo; ow < hi; ow++)
+                                row[ow] += weight * shifted[ow];
+                        } else {
+                            for (Py_ssize_t ow = lo; ow < hi; ow++)
+                                row[ow] += weight * source[ow * g->stride_w + offset];
+                        }
+                    }
+                }
+            }
+        }
+}
+
+/* -- argument handling ------------------------------------------------------------------- */
+static int get_float_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(object, view, flags) != 0) return -1;
+    if (view->itemsize != 4 || view->format == NULL || strcmp(view->format, "f") != 0) {
+        PyErr_Format(PyExc_TypeError, "argument '%s' must be a float32 buffer (format 'f'), "
+                     "got format '%s'", name, view->format ? view->format : "B");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_count(Py_buffer *view, Py_ssize_t count, const char *name) {
+    if (view->len / 4 < count) {
+        PyErr_Format(PyExc_ValueError, "argument '%s' holds %zd float32 values, %zd needed",
+                     name, view->len / 4, count);
+        return -1;
+    }
+    return 0;
+}
+
+typedef void (*ElementwiseLoop)(const float *, float *, Py_ssize_t);
+
+static PyObject *elementwise(PyObject *args, ElementwiseLoop loop) {
+    PyObject *x_object, *out_object;
+    if (!PyArg_ParseTuple(args, "OO", &x_object, &out_object)) return NULL;
+    Py_buffer x, out;
+    if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
+    if (get_float_buffer(out_object, &out, 1, "out") != 0) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    Py_ssize_t n = x.len / 4;
+    PyObject *result = NULL;
+    if (check_count(&out, n, "out") == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        loop((const float *)x.buf, (float *)out.buf, n);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&x);
+    return result;
+}
+
+static PyObject *py_gelu_erf(PyObject *Py_UNUSED(self), PyObject *args) {
+    return elementwise(args, gelu_erf_loop);
+}
+
+static PyObject *py_hardswish(PyObject *Py_UNUSED(self), PyObject *args) {
+    return elementwise(args, hardswish_loop);
+}
+
+static PyObject *py_softmax_rows(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *out_object;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(args, "OOn", &x_object, &out_object, &length)) return NULL;
+    if (length <= 0) {
+        PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", length);
+        return NULL;
+    }
+    Py_buffer x, out;
+    if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
+    if (get_float_buffer(out_object, &out, 1, "out") != 0) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    Py_ssize_t rows = x.len / 4 / length;
+    PyObject *result = NULL;
+    if (x.len / 4 != rows * length) {
+        PyErr_Format(PyExc_ValueError, "argument 'x' holds %zd values, not whole rows of "
+                     "'length' %zd", x.len / 4, length);
+    } else if (check_count(&out, rows * length, "out") == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        softmax_rows_loop((const float *)x.buf, (float *)out.buf, rows, length);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&x);
+    return result;
+}
+
+static PyObject *py_layer_norm_rows(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *w_object, *b_object, *out_object, *mean_object, *rstd_object;
+    Py_ssize_t length;
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOOOOnd", &x_object, &w_object, &b_object, &out_object,
+                          &mean_object, &rstd_object, &length, &eps))
+        return NULL;
+    if (length <= 0) {
+        PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", length);
+        return NULL;
+    }
+    Py_buffer views[6];
+    PyObject *objects[6] = {x_object, w_object, b_object, out_object, mean_object, rstd_object};
+    static const char *names[6] = {"x", "weight", "bias", "out", "mean", "rstd"};
+    static const int writable[6] = {0, 0, 0, 1, 1, 1};
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 6; got++) {
+        if (objects[got] == Py_None && (got == 1 || got == 2)) continue; /* optional */
+        if (get_float_buffer(objects[got], &views[got], writable[got], names[got]) != 0)
+            goto done;
+    }
+    Py_ssize_t count = views[0].len / 4, rows = count / length;
+    if (rows * length != count) {
+        PyErr_Format(PyExc_ValueError, "argument 'x' holds %zd values, not whole rows of "
+                     "'length' %zd", count, length);
+        goto done;
+    }
+    if ((w_object != Py_None && check_count(&views[1], length, "weight") != 0) ||
+        (b_object != Py_None && check_count(&views[2], length, "bias") != 0) ||
+        check_count(&views[3], count, "out") != 0 || check_count(&views[4], rows, "mean") != 0 ||
+        check_count(&views[5], rows, "rstd") != 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    layer_norm_loop((const float *)views[0].buf,
+                    w_object != Py_None ? (const float *)views[1].buf : NULL,
+                    b_object != Py_None ? (const float *)views[2].buf : NULL,
+                    (float *)views[3].buf, (float *)views[4].buf, (float *)views[5].buf, rows,
+                    length, eps);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = got - 1; i >= 0; i--)
+        if (!(objects[i] == Py_None && (i == 1 || i == 2))) PyBuffer_Release(&views[i]);
+    return result;
+}
+
+/* a * b * c * d, or -1 when it overflows (hostile dims must not wrap the length checks) */
+static Py_ssize_t product4(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) {
+    Py_ssize_t ab, abc, abcd;
+    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc) ||
+        __builtin_mul_overflow(abc, d, &abcd))
+        return -1;
+    return abcd;
+}
+
+static PyObject *py_depthwise_conv2d(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *w_object, *bias_object, *out_object;
+    DepthwiseGeometry g;
+    if (!PyArg_ParseTuple(args, "OOOO(nnnn)(nn)(nn)(nn)(nn)(nn)", &x_object, &w_object,
+                          &bias_object, &out_object, &g.batch, &g.channels, &g.height,
+                          &g.width, &g.kernel_h, &g.kernel_w, &g.stride_h, &g.stride_w,
+                          &g.pad_h, &g.pad_w, &g.dilation_h, &g.dilation_w, &g.out_h,
+                          &g.out_w))
+        return NULL;
+    /* every input read is guarded by the row and column ranges, so any positive output
+     * size is memory-safe; the sizes only have to be positive and fit the buffers */
+    if (g.batch < 0 || g.channels < 0 || g.height <= 0 || g.width <= 0 || g.kernel_h <= 0 ||
+        g.kernel_w <= 0 || g.stride_h <= 0 || g.stride_w <= 0 || g.pad_h < 0 || g.pad_w < 0 ||
+        g.dilation_h <= 0 || g.dilation_w <= 0 || g.out_h <= 0 || g.out_w <= 0) {
+        PyErr_SetString(PyExc_ValueError, "depthwise_conv2d: sizes, kernel, stride, dilation "
+                        "and output size must be > 0, batch, channels and padding >= 0");
+        return NULL;
+    }
+    Py_ssize_t x_count = product4(g.batch, g.channels, g.height, g.width);
+    Py_ssize_t w_count = product4(g.channels, g.kernel_h, g.kernel_w, 1);
+    Py_ssize_t out_count = product4(g.batch, g.channels, g.out_h, g.out_w);
+    if (x_count < 0 || w_count < 0 || out_count < 0) {
+        PyErr_SetString(PyExc_OverflowError, "depthwise_conv2d: sizes overflow");
+        return NULL;
+    }
+    Py_buffer x, w, bias, out;
+    int have_bias = bias_object != Py_None, got = 0;
+    PyObject *result = NULL;
+    if (get_float_buffer(x_object, &x, 0, "x") != 0) goto done;
+    got = 1;
+    if (get_float_buffer(w_object, &w, 0, "weight") != 0) goto done;
+    got = 2;
+    if (have_bias && get_float_buffer(bias_object, &bias, 0, "bias") != 0) goto done;
+    got = 3;
+    if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
+    got = 4;
+    if (check_count(&x, x_count, "x") != 0 || check_count(&w, w_count, "weight") != 0 ||
+        (have_bias && check_count(&bias, g.channels, "bias") != 0) ||
+        check_count(&out, out_count, "out") != 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    depthwise_loop((const float *)x.buf, (const float *)w.buf,
+                   have_bias ? (const float *)bias.buf : NULL, (float *)out.buf, &g);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    if (got >= 4) PyBuffer_Release(&out);
+    if (got >= 3 && have_bias) PyBuffer_Release(&bias);
+    if (got >= 2) PyBuffer_Release(&w);
+    if (got >= 1) PyBuffer_Release(&x);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"gelu_erf", py_gelu_erf, METH_VARARGS,
+     "gelu_erf(x, out): GELU's erf form of float32 x into out (may be x)."},
+    {"hardswish", py_hardswish, METH_VARARGS,
+     "hardswish(x, out): x * clip(x / 6 + 1/2, 0, 1) of float32 x into out (may be x)."},
+    {"softmax_rows", py_softmax_rows, METH_VARARGS,
+     "softmax_rows(x, out, length): softmax of each contiguous row of float32 x into out."},
+    {"layer_norm_rows", py_layer_norm_rows, METH_VARARGS,
+     "layer_norm_rows(x, weight, bias, out, mean, rstd, length, eps): LayerNorm of each "
+     "contiguous float32 row of x into out (weight and bias: length values or None), the "
+     "row means and reciprocal standard deviations into mean and rstd."},
+    {"depthwise_conv2d", py_depthwise_conv2d, METH_VARARGS,
+     "depthwise_conv2d(x, weight, bias, out, (N, C, H, W), (KH, KW), stride, "
+     "(pad_top, pad_left), dilation, (OH, OW)): NCHW float32 depthwise convolution (weight C x KH x KW, bias C or None)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "openacl._native",
+    .m_doc = "Fused float32 kernels for the CPU backend (optional; numpy is the fallback).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,82 @@
+"""The optional C kernels (``openacl._native``): whether they are used, and for what.
+
+Mechanism lives in ``_native.c`` (float32 loops over C-contiguous buffers); the policy is
+here: the extension is imported once, on first use, and used only where its results match
+the numpy kernels' (float32 host arrays; the callers check layout and aliasing). Set
+``OPENACL_NATIVE=0`` to run the numpy kernels only; ``disabled()`` does the same for a block
+(tests compare both paths). Where the extension was not built (no C compiler at install
+time) everything runs on numpy, only slower.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from types import ModuleType
+
+import numpy as np
+
+_lock = threading.Lock()
+_module: ModuleType | None = None
+_resolved = False
+_disabled_depth = 0  # > 0 inside disabled()
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("OPENACL_NATIVE", "1").strip() == "0":
+        return None
+    try:
+        from openacl import _native
+    except ImportError:
+        return None
+    return _native
+
+
+def kernels() -> ModuleType | None:
+    """The extension module, or None when it is missing, turned off, or ``disabled()``."""
+    global _module, _resolved
+    if not _resolved:
+        with _lock:
+            if not _resolved:
+                _module = _load()
+                _resolved = True
+    return None if _disabled_depth else _module
+
+
+def built() -> bool:
+    """Whether the extension can be imported (whatever OPENACL_NATIVE says)."""
+    try:
+        from openacl import _native  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def describe() -> str:
+    """One line for ``openacl info``: which float32 kernels the CPU backend runs."""
+    if not built():
+        return "numpy (the C extension openacl._native was not built: no C compiler?)"
+    if kernels() is None:
+        return "numpy (the C extension is built but turned off: OPENACL_NATIVE=0)"
+    return "native C (openacl._native: GELU, Hardswish, Softmax, depthwise conv, LayerNorm)"
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Run the numpy kernels inside the block (process-wide; meant for tests)."""
+    global _disabled_depth
+    with _lock:
+        _disabled_depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _disabled_depth -= 1
+
+
+def host_float32(*arrays) -> bool:
+    """Every array is a C-contiguous float32 numpy array (what the C kernels take)."""
+    return all(type(a) is np.ndarray and a.dtype == np.float32 and a.flags.c_contiguous
+               for a in arrays)

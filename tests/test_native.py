@@ -1,0 +1,219 @@
+"""The C kernels (openacl._native) called directly: results against float64 references
+(torch) with CANN's float32 standard, NaN/inf, in-place calls, every row-length tail, and
+the argument checks that keep a bad call from reading or writing outside its buffers.
+
+The operators that use these kernels are tested on both implementations through the
+``kernel_path`` fixture (test_ops_activation, test_ops_convolution, test_ops_normalization).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_harness import assert_close
+from openacl.ops import native
+
+if not native.built():  # a CI install sets OPENACL_REQUIRE_NATIVE=1: there it must be built
+    if os.environ.get("OPENACL_REQUIRE_NATIVE") == "1":
+        raise RuntimeError("openacl._native is not built, and OPENACL_REQUIRE_NATIVE=1")
+    pytest.skip("openacl._native is not built (no C compiler at install time); the numpy "
+                "kernels run instead", allow_module_level=True)
+
+from openacl import _native  # noqa: E402
+
+F32 = np.float32
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 1e-40, 12.4, 12.6,
+                     -12.6, 20.0, -20.0, 88.0, -88.0, 100.0, -100.0, 3.4e38, -3.4e38], F32)
+
+
+def _random(shape, scale=4.0, seed=0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(F32)
+
+
+def _t64(array):
+    return torch.from_numpy(np.asarray(array, np.float64))
+
+
+def _golden(fn, x):
+    return fn(_t64(x)).numpy().astype(F32)
+
+
+def test_openacl_native_env_turns_the_extension_off():
+    code = "from openacl.ops import native; print(native.kernels() is None, native.built())"
+    env = dict(os.environ, OPENACL_NATIVE="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["True", "True"]
+    assert native.kernels() is _native
+    with native.disabled():
+        assert native.kernels() is None
+    assert "native C" in native.describe()
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16, 17, 1000, 65537])
+def test_gelu_erf_matches_float64_torch(size):
+    x = _random(size, seed=size)
+    out = np.empty_like(x)
+    _native.gelu_erf(x, out)
+    assert_close(out, _golden(F.gelu, x), f"gelu size {size}")
+
+
+def test_gelu_erf_specials_and_in_place():
+    x = SPECIALS.copy()
+    _native.gelu_erf(x, x)
+    assert np.isnan(x[0]) and x[1] == np.inf and x[2] == 0.0
+    finite = np.isfinite(SPECIALS)
+    np.testing.assert_allclose(x[finite], _golden(F.gelu, SPECIALS[finite]), rtol=2e-6,
+                               atol=1e-37)
+
+
+@pytest.mark.parametrize("size", [1, 17, 4099])
+def test_hardswish_matches_torch_with_specials(size):
+    x = np.concatenate([_random(size, 5.0), SPECIALS])
+    out = np.empty_like(x)
+    _native.hardswish(x, out)
+    # near x = -3 the gate x / 6 + 1/2 cancels in float32 (the numpy kernel's too): CANN's
+    # standard with its small-value rule; -inf * 0 is NaN in both
+    assert_close(out, _golden(F.hardswish, x), "hardswish")
+
+
+@pytest.mark.parametrize("length", [1, 2, 15, 16, 17, 33, 128, 1000])
+def test_softmax_rows_every_tail(length):
+    x = _random((7, length), 6.0, seed=length)
+    out = np.empty_like(x)
+    _native.softmax_rows(x, out, length)
+    assert_close(out, _golden(lambda t: torch.softmax(t, -1), x), f"softmax {length}")
+    _native.softmax_rows(x, x, length)  # in place
+    np.testing.assert_array_equal(x, out)
+
+
+def test_softmax_rows_specials_like_torch():
+    rows = np.array([[1, 2, np.nan, 3], [1, np.inf, 2, 3], [-np.inf] * 4,
+                     [0, -np.inf, 0, -1e30], [-200, 0, -100, -80]], F32)
+    out = np.empty_like(rows)
+    _native.softmax_rows(rows, out, 4)
+    golden = torch.softmax(torch.from_numpy(rows), -1).numpy()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(golden))
+    ok = ~np.isnan(golden)
+    np.testing.assert_allclose(out[ok], golden[ok], rtol=1e-6, atol=1e-30)
+
+
+@pytest.mark.parametrize("length", [1, 7, 16, 384, 4097])
+@pytest.mark.parametrize("affine", ["none", "weight", "bias", "both"])
+def test_layer_norm_rows_matches_torch(length, affine):
+    x = _random((5, length), 3.0, seed=length) + F32(10.0)  # an offset: centring matters
+    weight = _random(length, 1.0, seed=1) if affine in ("weight", "both") else None
+    bias = _random(length, 1.0, seed=2) if affine in ("bias", "both") else None
+    out, mean, rstd = np.empty_like(x), np.empty(5, F32), np.empty(5, F32)
+    _native.layer_norm_rows(x, weight, bias, out, mean, rstd, length, 1e-5)
+    golden, golden_mean, golden_rstd = torch.native_layer_norm(
+        _t64(x), [length], None if weight is None else _t64(weight),
+        None if bias is None else _t64(bias), 1e-5)
+    assert_close(out, golden.numpy().astype(F32), "y")
+    assert_close(mean, golden_mean.numpy().ravel().astype(F32), "mean")
+    assert_close(rstd, golden_rstd.numpy().ravel().astype(F32), "rstd")
+
+
+DEPTHWISE = [
+    # (N, C, H, W), (KH, KW), stride, padding (top, left), dilation
+    ((1, 3, 9, 11), (3, 3), (1, 1), (1, 1), (1, 1)),
+    ((2, 4, 8, 8), (5, 5), (1, 1), (2, 2), (1, 1)),
+    ((1, 2, 10, 9), (3, 3), (2, 2), (1, 1), (1, 1)),
+    ((1, 2, 12, 13), (3, 2), (2, 3), (0, 1), (2, 3)),
+    ((1, 1, 5, 5), (5, 5), (1, 1), (0, 0), (1, 1)),
+    ((1, 3, 4, 4), (3, 3), (1, 1), (3, 3), (1, 1)),  # padding wider than the kernel reaches
+    ((1, 2, 40, 40), (7, 7), (1, 1), (3, 3), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("shape, kernel, stride, padding, dilation", DEPTHWISE)
+def test_depthwise_conv2d_matches_torch(shape, kernel, stride, padding, dilation, bias):
+    n, c, h, w = shape
+    x = _random(shape, 2.0)
+    weight = _random((c, 1, *kernel), 1.0, seed=3)
+    b = _random(c, 1.0, seed=4) if bias else None
+    golden = F.conv2d(_t64(x), _t64(weight), None if b is None else _t64(b), stride, padding,
+                      dilation, c).numpy().astype(F32)
+    out = np.full(golden.shape, np.nan, F32)
+    _native.depthwise_conv2d(x, weight, b, out, shape, kernel, stride, padding, dilation,
+                             golden.shape[2:])
+    assert_close(out, golden, f"depthwise {shape} {kernel}")
+
+
+def test_depthwise_conv2d_nan_and_inf_propagate():
+    x = np.zeros((1, 1, 5, 5), F32)
+    x[0, 0, 0, 0], x[0, 0, 4, 4] = np.nan, np.inf
+    out = np.empty((1, 1, 5, 5), F32)
+    _native.depthwise_conv2d(x, np.ones((1, 1, 3, 3), F32), None, out, (1, 1, 5, 5), (3, 3),
+                             (1, 1), (1, 1), (1, 1), (5, 5))
+    assert np.isnan(out[0, 0, :2, :2]).all() and np.isinf(out[0, 0, 3:, 3:]).all()
+    assert (out[0, 0, 0, 3:] == 0).all()
+
+
+# -- bad calls: errors, never reads or writes outside the buffers ------------------------------
+def test_elementwise_argument_checks():
+    x = np.ones(8, F32)
+    with pytest.raises(TypeError, match="'x' must be a float32 buffer"):
+        _native.gelu_erf(np.ones(8), np.ones(8, F32))
+    with pytest.raises(TypeError, match="'out' must be a float32 buffer"):
+        _native.hardswish(x, np.ones(8, np.int32))
+    with pytest.raises(ValueError, match="'out' holds 4 float32 values, 8 needed"):
+        _native.gelu_erf(x, np.ones(4, F32))
+    with pytest.raises((ValueError, BufferError)):
+        _native.gelu_erf(np.ones(16, F32)[::2], np.ones(8, F32))  # not contiguous
+    read_only = np.ones(8, F32)
+    read_only.flags.writeable = False
+    with pytest.raises((ValueError, BufferError)):
+        _native.gelu_erf(x, read_only)
+    with pytest.raises(TypeError):
+        _native.gelu_erf(b"\x00" * 32, x)  # bytes: format 'B'
+    with pytest.raises(TypeError):
+        _native.gelu_erf(x)
+
+
+def test_row_kernel_argument_checks():
+    x = np.ones((3, 4), F32)
+    with pytest.raises(ValueError, match="'length' must be > 0, got 0"):
+        _native.softmax_rows(x, x, 0)
+    with pytest.raises(ValueError, match="not whole rows of 'length' 5"):
+        _native.softmax_rows(x, np.empty_like(x), 5)
+    with pytest.raises(ValueError, match="'out' holds 4 float32 values, 12 needed"):
+        _native.softmax_rows(x, np.empty(4, F32), 4)
+    stats = np.empty(3, F32)
+    with pytest.raises(ValueError, match="'weight' holds 2 float32 values, 4 needed"):
+        _native.layer_norm_rows(x, np.ones(2, F32), None, np.empty_like(x), stats, stats, 4,
+                                1e-5)
+    with pytest.raises(ValueError, match="'rstd' holds 1 float32 values, 3 needed"):
+        _native.layer_norm_rows(x, None, None, np.empty_like(x), stats, np.empty(1, F32), 4,
+                                1e-5)
+    with pytest.raises(TypeError, match="'bias' must be a float32 buffer"):
+        _native.layer_norm_rows(x, None, np.ones(4), np.empty_like(x), stats, stats, 4, 1e-5)
+
+
+def test_depthwise_argument_checks():
+    x, w, out = np.ones((1, 2, 4, 4), F32), np.ones((2, 1, 3, 3), F32), np.empty((1, 2, 4, 4), F32)
+    good = ((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (4, 4))
+    _native.depthwise_conv2d(x, w, None, out, *good)
+    assert out[0, 0, 1, 1] == 9.0 and out[0, 0, 0, 0] == 4.0
+    with pytest.raises(ValueError, match="must be > 0"):
+        _native.depthwise_conv2d(x, w, None, out, (1, 2, 4, 4), (3, 3), (0, 1), (1, 1), (1, 1),
+                                 (4, 4))
+    with pytest.raises(ValueError, match="'x' holds 32 float32 values, 64 needed"):
+        _native.depthwise_conv2d(x, w, None, out, (1, 4, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1),
+                                 (4, 4))
+    with pytest.raises(ValueError, match="'out' holds 32 float32 values, 50 needed"):
+        _native.depthwise_conv2d(x, w, None, out, *good[:5], (5, 5))
+    with pytest.raises(ValueError, match="'bias' holds 1 float32 values, 2 needed"):
+        _native.depthwise_conv2d(x, w, np.ones(1, F32), out, *good)
+    huge = 1 << 40
+    with pytest.raises(OverflowError, match="sizes overflow"):
+        _native.depthwise_conv2d(x, w, None, out, (huge, huge, 4, 4), (3, 3), (1, 1), (1, 1),
+                                 (1, 1), (4, 4))
