@@ -10,7 +10,7 @@ import platform
 
 from setuptools import Extension, setup
 
-FLAGS = ["-O3", "-std=gnu11", "-fno-trapping-math"]
+FLAGS = ["-O3", "-std=gnu11", "-fno-trapping-math", "-Wno-psabi"]
 if platform.machine().lower() in ("x86_64", "amd64"):
     FLAGS.append("-mprefer-vector-width=512")  # the AVX-512 clone uses whole zmm registers
 

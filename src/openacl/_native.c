@@ -233,60 +233,133 @@ static void layer_norm_loop(const float *x, const float *weight, const float *bi
 }
 
 /* -- depthwise 2-d convolution, NCHW, any stride, padding and dilation ---------------------- */
+/* Each channel's plane is first copied into a zero-bordered scratch plane holding exactly
+ * the rows and columns the outputs read, its columns split by phase (column c at phase
+ * c % stride_w, position c / stride_w), so that every kernel tap reads a contiguous run
+ * for consecutive outputs and no loop checks bounds. Outputs are computed 32 at a time with
+ * every tap accumulated in registers (one store per output). With stride 1 the loops run
+ * over the scratch plane's flat layout (rows of pitch `pitch`; the pitch - OW extra
+ * columns of each row are computed and dropped), so they stay long on 20-wide planes. */
 typedef struct {
     Py_ssize_t batch, channels, height, width;
     Py_ssize_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
     Py_ssize_t out_h, out_w;
 } DepthwiseGeometry;
 
-/* first output index whose input index o * stride + offset is >= 0, and one past the last
- * whose input index is < extent */
-INLINE Py_ssize_t first_inside(Py_ssize_t offset, Py_ssize_t stride) {
-    return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+typedef float Vector __attribute__((vector_size(16 * sizeof(float))));
+#define VECTOR_LANES 16
+#define MAX_TAPS 64 /* tap offsets on the stack; larger kernels go by groups of taps */
+
+INLINE Vector load_vector(const float *p) {
+    Vector v;
+    memcpy(&v, p, sizeof v);
+    return v;
 }
 
-INLINE Py_ssize_t end_inside(Py_ssize_t offset, Py_ssize_t stride, Py_ssize_t extent,
-                             Py_ssize_t count) {
-    if (extent - 1 - offset < 0) return 0;
-    Py_ssize_t end = (extent - 1 - offset) / stride + 1;
-    return end < count ? end : count;
+INLINE void store_vector(float *p, Vector v) { memcpy(p, &v, sizeof v); }
+
+/* the scratch plane: `rows` rows of `pitch` floats, each row `phases` runs of `run` */
+INLINE void copy_phased(const float *in, float *padded, const DepthwiseGeometry *g,
+                        Py_ssize_t rows, Py_ssize_t columns, Py_ssize_t run) {
+    Py_ssize_t phases = g->stride_w, pitch = phases * run;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        float *line = padded + r * pitch;
+        Py_ssize_t source_row = r - g->pad_h;
+        memset(line, 0, (size_t)pitch * sizeof(float));
+        if (source_row < 0 || source_row >= g->height) continue;
+        const float *source = in + source_row * g->width;
+        Py_ssize_t first = g->pad_w, last = g->pad_w + g->width; /* columns holding input */
+        if (last > columns) last = columns;
+        if (phases == 1) {
+            if (first < last)
+                memcpy(line + first, source, (size_t)(last - first) * sizeof(float));
+            continue;
+        }
+        for (Py_ssize_t phase = 0; phase < phases; phase++) {
+            /* positions whose column pos * phases + phase lies in [first, last) */
+            Py_ssize_t lo = first > phase ? (first - phase + phases - 1) / phases : 0;
+            Py_ssize_t hi = last > phase ? (last - phase + phases - 1) / phases : 0;
+            float *target = line + phase * run;
+            const float *origin = source + phase - g->pad_w; /* column 0 of this phase */
+            for (Py_ssize_t pos = lo; pos < hi; pos++) target[pos] = origin[pos * phases];
+        }
+    }
+}
+
+/* out[i] = start + sum_t weights[t] * source[i + offsets[t]] for i < count */
+INLINE void tap_sums(const float *source, const Py_ssize_t *offsets, const float *weights,
+                     Py_ssize_t taps, float start, float *out, Py_ssize_t count) {
+    Py_ssize_t i = 0;
+    for (; i + 2 * VECTOR_LANES <= count; i += 2 * VECTOR_LANES) {
+        Vector low = (Vector){0} + start, high = low;
+        for (Py_ssize_t t = 0; t < taps; t++) {
+            const float *s = source + i + offsets[t];
+            low += weights[t] * load_vector(s);
+            high += weights[t] * load_vector(s + VECTOR_LANES);
+        }
+        store_vector(out + i, low);
+        store_vector(out + i + VECTOR_LANES, high);
+    }
+    for (; i + VECTOR_LANES <= count; i += VECTOR_LANES) {
+        Vector acc = (Vector){0} + start;
+        for (Py_ssize_t t = 0; t < taps; t++) acc += weights[t] * load_vector(source + i + offsets[t]);
+        store_vector(out + i, acc);
+    }
+    if (i < count) { /* a last partial vector: reads up to VECTOR_LANES - 1 past the plane
+                        * (the scratch has that many zeros after it), stores only count - i */
+        Vector acc = (Vector){0} + start;
+        for (Py_ssize_t t = 0; t < taps; t++) acc += weights[t] * load_vector(source + i + offsets[t]);
+        float lanes[VECTOR_LANES];
+        store_vector(lanes, acc);
+        memcpy(out + i, lanes, (size_t)(count - i) * sizeof(float));
+    }
 }
 
 MULTIVERSIONED
 static void depthwise_loop(const float *x, const float *w, const float *bias, float *out,
-                           const DepthwiseGeometry *g) {
-    Py_ssize_t plane = g->height * g->width, out_plane = g->out_h * g->out_w;
+                           const DepthwiseGeometry *g, Py_ssize_t rows, Py_ssize_t columns,
+                           float *padded, float *sums) {
+    Py_ssize_t run = (columns + g->stride_w - 1) / g->stride_w, pitch = run * g->stride_w;
     Py_ssize_t taps = g->kernel_h * g->kernel_w;
-    for (Py_ssize_t image = 0; image < g->batch; image++)
-        for (Py_ssize_t c = 0; c < g->channels; c++) {
-            const float *in = x + (image * g->channels + c) * plane;
-            const float *weights = w + c * taps;
-            float *o = out + (image * g->channels + c) * out_plane;
-            float start = bias ? bias[c] : 0.0f;
+    Py_ssize_t offsets[MAX_TAPS];
+    int flat = g->stride_h == 1 && g->stride_w == 1;
+    Py_ssize_t flat_count = (g->out_h - 1) * pitch + g->out_w;
+    for (Py_ssize_t plane = 0; plane < g->batch * g->channels; plane++) {
+        Py_ssize_t c = plane % g->channels;
+        copy_phased(x + plane * g->height * g->width, padded, g, rows, columns, run);
+        float *o = out + plane * g->out_h * g->out_w;
+        float start = bias ? bias[c] : 0.0f;
+        for (Py_ssize_t first = 0; first < taps; first += MAX_TAPS) {
+            Py_ssize_t group = taps - first < MAX_TAPS ? taps - first : MAX_TAPS;
+            const float *weights = w + c * taps + first;
+            for (Py_ssize_t t = 0; t < group; t++) {
+                Py_ssize_t kh = (first + t) / g->kernel_w, kw = (first + t) % g->kernel_w;
+                Py_ssize_t column = kw * g->dilation_w;
+                offsets[t] = kh * g->dilation_h * pitch + (column % g->stride_w) * run +
+                             column / g->stride_w;
+            }
+            /* a later group of taps adds to what the earlier ones wrote */
+            float *partial = sums + (flat ? flat_count : g->out_w);
+            if (flat) {
+                tap_sums(padded, offsets, weights, group, first ? 0.0f : start,
+                         first ? partial : sums, flat_count);
+                if (first)
+                    for (Py_ssize_t i = 0; i < flat_count; i++) sums[i] += partial[i];
+                continue;
+            }
             for (Py_ssize_t oh = 0; oh < g->out_h; oh++) {
                 float *row = o + oh * g->out_w;
-                for (Py_ssize_t ow = 0; ow < g->out_w; ow++) row[ow] = start;
-                for (Py_ssize_t kh = 0; kh < g->kernel_h; kh++) {
-                    Py_ssize_t ih = oh * g->stride_h - g->pad_h + kh * g->dilation_h;
-                    if (ih < 0 || ih >= g->height) continue;
-                    const float *source = in + ih * g->width;
-                    for (Py_ssize_t kw = 0; kw < g->kernel_w; kw++) {
-                        float weight = weights[kh * g->kernel_w + kw];
-                        Py_ssize_t offset = kw * g->dilation_w - g->pad_w;
-                        Py_ssize_t lo = first_inside(offset, g->stride_w);
-                        Py_ssize_t hi = end_inside(offset, g->stride_w, g->width, g->out_w);
-                        if (g->stride_w == 1) {
-                            const float *shifted = source + offset;
-                            for (Py_ssize_t ow = lo; ow < hi; ow++)
-                                row[ow] += weight * shifted[ow];
-                        } else {
-                            for (Py_ssize_t ow = lo; ow < hi; ow++)
-                                row[ow] += weight * source[ow * g->stride_w + offset];
-                        }
-                    }
-                }
+                const float *source = padded + oh * g->stride_h * pitch;
+                tap_sums(source, offsets, weights, group, first ? 0.0f : start,
+                         first ? partial : row, g->out_w);
+                if (first)
+                    for (Py_ssize_t i = 0; i < g->out_w; i++) row[i] += partial[i];
             }
         }
+        if (flat)
+            for (Py_ssize_t oh = 0; oh < g->out_h; oh++)
+                memcpy(o + oh * g->out_w, sums + oh * pitch, (size_t)g->out_w * sizeof(float));
+    }
 }
 
 /* -- argument handling ------------------------------------------------------------------- */
@@ -429,6 +502,18 @@ static Py_ssize_t product4(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t 
     return abcd;
 }
 
+/* (out - 1) * stride + dilation * (kernel - 1) + 1: the input rows (or columns) the
+ * outputs read, or -1 when it overflows */
+static Py_ssize_t input_span(Py_ssize_t out, Py_ssize_t stride, Py_ssize_t dilation,
+                             Py_ssize_t kernel) {
+    Py_ssize_t reach, extent, span;
+    if (__builtin_mul_overflow(out - 1, stride, &reach) ||
+        __builtin_mul_overflow(dilation, kernel - 1, &extent) ||
+        __builtin_add_overflow(reach, extent, &span) || __builtin_add_overflow(span, 1, &span))
+        return -1;
+    return span;
+}
+
 static PyObject *py_depthwise_conv2d(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *x_object, *w_object, *bias_object, *out_object;
     DepthwiseGeometry g;
@@ -469,10 +554,31 @@ static PyObject *py_depthwise_conv2d(PyObject *Py_UNUSED(self), PyObject *args) 
         (have_bias && check_count(&bias, g.channels, "bias") != 0) ||
         check_count(&out, out_count, "out") != 0)
         goto done;
+    /* scratch: the phased padded plane, then the sums (flat: two planes' worth, for tap
+     * groups; by rows: two rows' worth) */
+    Py_ssize_t rows = input_span(g.out_h, g.stride_h, g.dilation_h, g.kernel_h);
+    Py_ssize_t columns = input_span(g.out_w, g.stride_w, g.dilation_w, g.kernel_w);
+    Py_ssize_t run = columns < 0 ? -1 : columns / g.stride_w + 1;
+    Py_ssize_t padded_count = product4(rows, run, g.stride_w, 1);
+    Py_ssize_t sums_count = product4(2, rows, run, g.stride_w);
+    if (rows < 0 || columns < 0 || padded_count < 0 || sums_count < 0) {
+        PyErr_SetString(PyExc_OverflowError, "depthwise_conv2d: sizes overflow");
+        goto done;
+    }
+    Py_ssize_t margin = VECTOR_LANES; /* zeros after the plane: tap_sums' last vector */
+    float *scratch = PyMem_RawMalloc((size_t)(padded_count + margin + sums_count) *
+                                     sizeof(float));
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memset(scratch + padded_count, 0, (size_t)margin * sizeof(float));
     Py_BEGIN_ALLOW_THREADS
     depthwise_loop((const float *)x.buf, (const float *)w.buf,
-                   have_bias ? (const float *)bias.buf : NULL, (float *)out.buf, &g);
+                   have_bias ? (const float *)bias.buf : NULL, (float *)out.buf, &g, rows,
+                   columns, scratch, scratch + padded_count + margin);
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(scratch);
     result = Py_NewRef(Py_None);
 done:
     if (got >= 4) PyBuffer_Release(&out);
