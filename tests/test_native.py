@@ -121,6 +121,18 @@ def test_layer_norm_rows_matches_torch(length, affine):
     assert_close(rstd, golden_rstd.numpy().ravel().astype(F32), "rstd")
 
 
+@pytest.mark.parametrize("length", [1, 15, 16, 17, 1600, 65537])
+def test_row_sums_accumulate_in_float64(length):
+    x = _random((3, length), 1.0, seed=length) + F32(1000.0)  # float32 sums would drift
+    out = np.empty(3, np.float64)
+    _native.row_sums(x, out, length)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=1), rtol=1e-13)
+    with pytest.raises(TypeError, match="'out' must be a float64 buffer"):
+        _native.row_sums(x, np.empty(3, F32), length)
+    with pytest.raises(ValueError, match="'out' holds 2 float64 values, 3 needed"):
+        _native.row_sums(x, np.empty(2, np.float64), length)
+
+
 DEPTHWISE = [
     # (N, C, H, W), (KH, KW), stride, padding (top, left), dilation
     ((1, 3, 9, 11), (3, 3), (1, 1), (1, 1), (1, 1)),

@@ -26,6 +26,10 @@ DIM_CASES = [[], [0], [-1], [0, 2], [2, -3]]
 SHAPE = (3, 4, 5)
 
 
+# every test on both kernel implementations: the C extension's and numpy's
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
+
 @pytest.fixture(autouse=True)
 def _rt(threaded_runtime):
     yield

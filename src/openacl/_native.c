@@ -203,6 +203,12 @@ INLINE double row_centred_squares(const float *in, Py_ssize_t length, double mea
 }
 
 MULTIVERSIONED
+static void row_sums_loop(const float *x, double *out, Py_ssize_t rows, Py_ssize_t length) {
+    for (Py_ssize_t row = 0; row < rows; row++)
+        out[row] = row_sum_double(x + row * length, length, 0.0);
+}
+
+MULTIVERSIONED
 static void layer_norm_loop(const float *x, const float *weight, const float *bias, float *out,
                             float *means, float *rstds, Py_ssize_t rows, Py_ssize_t length,
                             double eps) {
@@ -375,6 +381,18 @@ static int get_float_buffer(PyObject *object, Py_buffer *view, int writable, con
     return 0;
 }
 
+static int get_double_buffer(PyObject *object, Py_buffer *view, const char *name) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE))
+        return -1;
+    if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "d") != 0) {
+        PyErr_Format(PyExc_TypeError, "argument '%s' must be a float64 buffer (format 'd'), "
+                     "got format '%s'", name, view->format ? view->format : "B");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 static int check_count(Py_buffer *view, Py_ssize_t count, const char *name) {
     if (view->len / 4 < count) {
         PyErr_Format(PyExc_ValueError, "argument '%s' holds %zd float32 values, %zd needed",
@@ -493,6 +511,39 @@ done:
     return result;
 }
 
+static PyObject *py_row_sums(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *out_object;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(args, "OOn", &x_object, &out_object, &length)) return NULL;
+    if (length <= 0) {
+        PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", length);
+        return NULL;
+    }
+    Py_buffer x, out;
+    if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
+    if (get_double_buffer(out_object, &out, "out") != 0) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    Py_ssize_t count = x.len / 4, rows = count / length;
+    PyObject *result = NULL;
+    if (rows * length != count) {
+        PyErr_Format(PyExc_ValueError, "argument 'x' holds %zd values, not whole rows of "
+                     "'length' %zd", count, length);
+    } else if (out.len / 8 < rows) {
+        PyErr_Format(PyExc_ValueError, "argument 'out' holds %zd float64 values, %zd needed",
+                     out.len / 8, rows);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        row_sums_loop((const float *)x.buf, (double *)out.buf, rows, length);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&x);
+    return result;
+}
+
 /* a * b * c * d, or -1 when it overflows (hostile dims must not wrap the length checks) */
 static Py_ssize_t product4(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) {
     Py_ssize_t ab, abc, abcd;
@@ -595,6 +646,9 @@ static PyMethodDef methods[] = {
      "hardswish(x, out): x * clip(x / 6 + 1/2, 0, 1) of float32 x into out (may be x)."},
     {"softmax_rows", py_softmax_rows, METH_VARARGS,
      "softmax_rows(x, out, length): softmax of each contiguous row of float32 x into out."},
+    {"row_sums", py_row_sums, METH_VARARGS,
+     "row_sums(x, out, length): the sum of each contiguous float32 row of x, accumulated in "
+     "float64, into the float64 buffer out."},
     {"layer_norm_rows", py_layer_norm_rows, METH_VARARGS,
      "layer_norm_rows(x, weight, bias, out, mean, rstd, length, eps): LayerNorm of each "
      "contiguous float32 row of x into out (weight and bias: length values or None), the "
