@@ -229,3 +229,34 @@ def test_depthwise_argument_checks():
     with pytest.raises(OverflowError, match="sizes overflow"):
         _native.depthwise_conv2d(x, w, None, out, (huge, huge, 4, 4), (3, 3), (1, 1), (1, 1),
                                  (1, 1), (4, 4))
+
+
+def test_shifted_sums_against_numpy_and_checks():
+    rng = np.random.default_rng(5)
+    channels, slab, rows, pitch, cols, taps = 3, 44, 4, 9, 7, [0, 1, 9, 10]
+    source = rng.standard_normal(channels * slab + 16).astype(F32)  # +16: the last vector
+    out = np.full((channels, 6, cols), np.nan, F32)
+    bias = np.array([1, 2, 3], F32)
+    _native.shifted_sums(source, out, bias, taps, (channels, slab), (rows, pitch),
+                         (cols, 6 * cols, 2))
+    for c in range(channels):
+        for r in range(rows):
+            base = c * slab + r * pitch
+            expected = bias[c] + sum(source[base + t:base + t + cols] for t in taps)
+            np.testing.assert_allclose(out[c, 2 + r], expected, rtol=1e-5, atol=1e-6)
+    assert np.isnan(out[:, :2]).all()  # rows before first_row untouched
+    args = (bias, taps, (channels, slab), (rows, pitch), (cols, 6 * cols, 2))
+    with pytest.raises(ValueError, match="'source' holds 120 float32 values, 147 needed"):
+        _native.shifted_sums(source[:120], out, *args)
+    with pytest.raises(ValueError, match="'out' holds 100 float32 values, 126 needed"):
+        _native.shifted_sums(source, out.reshape(-1)[:100], *args)
+    with pytest.raises(ValueError, match="'offsets' must be >= 0, got -1 at 1"):
+        _native.shifted_sums(source, out, bias, [0, -1], *args[2:])
+    with pytest.raises(ValueError, match="1 to 64 taps, got 65"):
+        _native.shifted_sums(source, out, bias, [0] * 65, *args[2:])
+    with pytest.raises(OverflowError, match="sizes overflow"):
+        _native.shifted_sums(source, out, bias, taps, (channels, 1 << 62), (rows, pitch),
+                             (cols, 6 * cols, 2))
+    with pytest.raises(ValueError, match="must be > 0"):
+        _native.shifted_sums(source, out, bias, taps, (0, slab), (rows, pitch),
+                             (cols, 6 * cols, 2))

@@ -120,14 +120,15 @@ def test_convolution_matches_torch(name, dtype, with_bias, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(n for n in CASES if "shifted" in n))
-@pytest.mark.parametrize("mode", ["tap-by-tap", "stacked-in-blocks"])
+@pytest.mark.parametrize("mode", ["tap-by-tap", "stacked-in-blocks", "stacked-one-block"])
 def test_shifted_windows_both_accumulations(name, mode, monkeypatch):
     # the shifted-windows kernel sums its taps either one matmul per tap, or (thin outputs)
-    # one stacked matmul per block of grid columns; force each, with many small blocks
+    # one stacked matmul per block of grid columns (2-d float32: of output rows, the taps
+    # summed by the C kernels); force each, with many small blocks or one
     monkeypatch.setattr(CONVOLUTION, "SHIFTED_MIN_COLUMN_BYTES", 0)
     if mode == "tap-by-tap":
         monkeypatch.setattr(CONVOLUTION, "STACKED_MAX_ROWS", 0)
-    else:
+    elif mode == "stacked-in-blocks":
         monkeypatch.setattr(CONVOLUTION, "STACKED_BLOCK_BYTES", 1)
         monkeypatch.setattr(CONVOLUTION, "STACKED_MIN_BLOCK", 5)
     shape_x, shape_w, stride, padding, dilation, _, _, _ = CASES[name]

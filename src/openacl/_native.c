@@ -368,6 +368,27 @@ static void depthwise_loop(const float *x, const float *w, const float *bias, fl
     }
 }
 
+/* -- the taps of a stacked product summed at their offsets ------------------------------- */
+/* A dense stride-1 convolution with few output channels computes one product of every
+ * tap's weights with the flat padded input, (taps * C_out, positions); each output is then
+ * the sum over taps of that tap's rows read at the tap's offset. One pass, bias included,
+ * straight into the output's rows (the padded layout's extra columns are never written). */
+typedef struct {
+    Py_ssize_t channels, channel_stride, rows, row_pitch, cols, out_plane, first_row, taps;
+} ShiftedSums;
+
+MULTIVERSIONED
+static void shifted_sums_loop(const float *source, float *out, const float *bias,
+                              const Py_ssize_t *offsets, const ShiftedSums *s) {
+    float ones[MAX_TAPS];
+    for (Py_ssize_t t = 0; t < s->taps; t++) ones[t] = 1.0f;
+    for (Py_ssize_t c = 0; c < s->channels; c++)
+        for (Py_ssize_t r = 0; r < s->rows; r++)
+            tap_sums(source + c * s->channel_stride + r * s->row_pitch, offsets, ones, s->taps,
+                     bias ? bias[c] : 0.0f,
+                     out + c * s->out_plane + (s->first_row + r) * s->cols, s->cols);
+}
+
 /* -- argument handling ------------------------------------------------------------------- */
 static int get_float_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
@@ -639,6 +660,87 @@ done:
     return result;
 }
 
+/* a * b + c with overflow checks: -1 on overflow */
+static Py_ssize_t multiply_add(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c) {
+    Py_ssize_t product, sum;
+    if (__builtin_mul_overflow(a, b, &product) || __builtin_add_overflow(product, c, &sum))
+        return -1;
+    return sum;
+}
+
+static PyObject *py_shifted_sums(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *source_object, *out_object, *bias_object, *offsets_object;
+    ShiftedSums g;
+    if (!PyArg_ParseTuple(args, "OOOO(nn)(nn)(nnn)", &source_object, &out_object, &bias_object,
+                          &offsets_object, &g.channels, &g.channel_stride, &g.rows,
+                          &g.row_pitch, &g.cols, &g.out_plane, &g.first_row))
+        return NULL;
+    if (g.channels <= 0 || g.channel_stride < 0 || g.rows <= 0 || g.row_pitch < 0 ||
+        g.cols <= 0 || g.out_plane < 0 || g.first_row < 0) {
+        PyErr_SetString(PyExc_ValueError, "shifted_sums: channels, rows and cols must be > 0, "
+                        "strides, pitches and first_row >= 0");
+        return NULL;
+    }
+    Py_ssize_t offsets[MAX_TAPS];
+    PyObject *sequence = PySequence_Fast(offsets_object, "argument 'offsets' must be a sequence");
+    if (sequence == NULL) return NULL;
+    g.taps = PySequence_Fast_GET_SIZE(sequence);
+    Py_ssize_t reach = 0;
+    for (Py_ssize_t t = 0; t < g.taps && t < MAX_TAPS; t++) {
+        offsets[t] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(sequence, t));
+        if (offsets[t] < 0) break;
+        if (offsets[t] > reach) reach = offsets[t];
+    }
+    Py_DECREF(sequence);
+    if (PyErr_Occurred()) return NULL;
+    if (g.taps <= 0 || g.taps > MAX_TAPS) {
+        PyErr_Format(PyExc_ValueError, "argument 'offsets' must hold 1 to %d taps, got %zd",
+                     MAX_TAPS, g.taps);
+        return NULL;
+    }
+    for (Py_ssize_t t = 0; t < g.taps; t++)
+        if (offsets[t] < 0) {
+            PyErr_Format(PyExc_ValueError, "argument 'offsets' must be >= 0, got %zd at %zd",
+                         offsets[t], t);
+            return NULL;
+        }
+    /* the furthest element read (the last partial vector reads VECTOR_LANES - 1 further)
+     * and the furthest written */
+    Py_ssize_t last_read = multiply_add(g.channels - 1, g.channel_stride, 0);
+    last_read = last_read < 0 ? -1 : multiply_add(g.rows - 1, g.row_pitch, last_read);
+    last_read = last_read < 0 ? -1 : multiply_add(1, reach + g.cols - 1 + VECTOR_LANES - 1,
+                                                  last_read);
+    Py_ssize_t last_write = multiply_add(g.channels - 1, g.out_plane, 0);
+    last_write = last_write < 0 ? -1 : multiply_add(g.first_row + g.rows, g.cols, last_write);
+    if (last_read < 0 || last_write < 0) {
+        PyErr_SetString(PyExc_OverflowError, "shifted_sums: sizes overflow");
+        return NULL;
+    }
+    Py_buffer source, out, bias;
+    int have_bias = bias_object != Py_None, got = 0;
+    PyObject *result = NULL;
+    if (get_float_buffer(source_object, &source, 0, "source") != 0) goto done;
+    got = 1;
+    if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
+    got = 2;
+    if (have_bias && get_float_buffer(bias_object, &bias, 0, "bias") != 0) goto done;
+    got = 3;
+    if (check_count(&source, last_read + 1, "source") != 0 ||
+        check_count(&out, last_write, "out") != 0 ||
+        (have_bias && check_count(&bias, g.channels, "bias") != 0))
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    shifted_sums_loop((const float *)source.buf, (float *)out.buf,
+                      have_bias ? (const float *)bias.buf : NULL, offsets, &g);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    if (got >= 3 && have_bias) PyBuffer_Release(&bias);
+    if (got >= 2) PyBuffer_Release(&out);
+    if (got >= 1) PyBuffer_Release(&source);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gelu_erf", py_gelu_erf, METH_VARARGS,
      "gelu_erf(x, out): GELU's erf form of float32 x into out (may be x)."},
@@ -649,6 +751,11 @@ static PyMethodDef methods[] = {
     {"row_sums", py_row_sums, METH_VARARGS,
      "row_sums(x, out, length): the sum of each contiguous float32 row of x, accumulated in "
      "float64, into the float64 buffer out."},
+    {"shifted_sums", py_shifted_sums, METH_VARARGS,
+     "shifted_sums(source, out, bias, offsets, (channels, channel_stride), (rows, row_pitch), "
+     "(cols, out_plane, first_row)): out[c, first_row + r, j] = bias[c] + sum over t of "
+     "source[c * channel_stride + r * row_pitch + offsets[t] + j] (float32; source holds "
+     "15 readable values past the last one summed)."},
     {"layer_norm_rows", py_layer_norm_rows, METH_VARARGS,
      "layer_norm_rows(x, weight, bias, out, mean, rstd, length, eps): LayerNorm of each "
      "contiguous float32 row of x into out (weight and bias: length values or None), the "

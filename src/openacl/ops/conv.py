@@ -65,6 +65,8 @@ SHIFTED_MIN_COLUMN_BYTES = 16 << 20
 STACKED_MAX_ROWS = 288  # taps * C_out
 STACKED_BLOCK_BYTES = 16 << 20  # the stacked product, per block of grid columns
 STACKED_MIN_BLOCK = 1024
+NATIVE_MAX_TAPS = 64  # kernels the C tap sums take (their offsets live on the stack)
+NATIVE_VECTOR_MARGIN = 16  # floats a C kernel's last partial vector may read past its data
 # depthwise: stride 1 with up to 9 taps multiply-adds tap by tap over the flat layout; more
 # taps, or a stride, use column buffers and a product (faster there, slower at 3x3 stride 1)
 DEPTHWISE_FLAT_MAX_TAPS = 9
@@ -335,8 +337,16 @@ def _shifted_windows(out, x, w, bias, g: _Geometry, compute) -> None:
     weights = np.ascontiguousarray(w.reshape(c_out, c_in, taps).transpose(2, 0, 1))
     grid = np.empty((c_out, layout.grid_length), compute)
     accumulate = _stacked_taps if taps * c_out <= STACKED_MAX_ROWS else _tap_by_tap
+    lib = native.kernels()
+    straight = (lib is not None and accumulate is _stacked_taps and x.ndim == 4
+                and taps <= NATIVE_MAX_TAPS and native.host_float32(out))
+    bias_values = None if bias is None or not straight else np.ascontiguousarray(bias,
+                                                                                np.float32)
     for index in range(n):
         layout.image[layout.interior] = x[index]
+        if straight:  # the tap sums, bias and valid columns in one pass, into the output
+            _stacked_taps_into(lib, out[index], weights, layout, bias_values)
+            continue
         accumulate(grid, weights, layout, compute)
         result = layout.valid(grid, (c_out,))
         if bias is not None:
@@ -376,6 +386,31 @@ def _stacked_taps(grid, weights, layout: _FlatLayout, compute) -> None:
                 np.copyto(acc, contribution)
             else:
                 acc += contribution
+
+
+def _stacked_taps_into(lib, out: np.ndarray, weights, layout: _FlatLayout, bias) -> None:
+    """``_stacked_taps`` for a 2-d float32 image written straight into ``out`` (C_out, OH,
+    OW) by the C kernels: blocks of whole output rows, each one product of the stacked
+    weights with the rows' flat window, then ``shifted_sums`` adds every tap's rows at its
+    offset, with the bias, into the output rows (the padded columns never leave the
+    product)."""
+    taps, c_out, c_in = weights.shape
+    stacked = weights.reshape(taps * c_out, c_in)
+    out_h, out_w = layout.out_size
+    pitch, reach = layout.padded[1], layout.offsets[-1]
+    block_rows = max(1, min(out_h, STACKED_BLOCK_BYTES // (taps * c_out * 4) // pitch))
+    slab = block_rows * pitch + reach  # product columns per tap and channel
+    # shifted_sums' last partial vector reads up to NATIVE_VECTOR_MARGIN values further
+    product = np.empty(taps * c_out * slab + NATIVE_VECTOR_MARGIN, np.float32)
+    rows = product[:taps * c_out * slab].reshape(taps * c_out, slab)
+    offsets = [tap * c_out * slab + offset for tap, offset in enumerate(layout.offsets)]
+    for first in range(0, out_h, block_rows):
+        count = min(block_rows, out_h - first)
+        span = count * pitch + reach
+        np.matmul(stacked, layout.flat[:, first * pitch:first * pitch + span],
+                  out=rows[:, :span])
+        lib.shifted_sums(product, out, bias, offsets, (c_out, slab), (count, pitch),
+                         (out_w, out_h * out_w, first))
 
 
 def _depthwise_flat(out, x, w, bias, g: _Geometry, compute) -> None:
