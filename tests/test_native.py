@@ -133,39 +133,44 @@ def test_row_sums_accumulate_in_float64(length):
         _native.row_sums(x, np.empty(2, np.float64), length)
 
 
-DEPTHWISE = [
-    # (N, C, H, W), (KH, KW), stride, padding (top, left), dilation
-    ((1, 3, 9, 11), (3, 3), (1, 1), (1, 1), (1, 1)),
-    ((2, 4, 8, 8), (5, 5), (1, 1), (2, 2), (1, 1)),
-    ((1, 2, 10, 9), (3, 3), (2, 2), (1, 1), (1, 1)),
-    ((1, 2, 12, 13), (3, 2), (2, 3), (0, 1), (2, 3)),
-    ((1, 1, 5, 5), (5, 5), (1, 1), (0, 0), (1, 1)),
-    ((1, 3, 4, 4), (3, 3), (1, 1), (3, 3), (1, 1)),  # padding wider than the kernel reaches
-    ((1, 2, 40, 40), (7, 7), (1, 1), (3, 3), (1, 1)),
+DIRECT = [
+    # (N, C, H, W), (C_out, groups), (KH, KW), stride, padding (top, left), dilation
+    ((1, 3, 9, 11), (3, 3), (3, 3), (1, 1), (1, 1), (1, 1)),  # depthwise
+    ((2, 4, 8, 8), (4, 4), (5, 5), (1, 1), (2, 2), (1, 1)),
+    ((1, 2, 10, 9), (2, 2), (3, 3), (2, 2), (1, 1), (1, 1)),
+    ((1, 2, 12, 13), (2, 2), (3, 2), (2, 3), (0, 1), (2, 3)),
+    ((1, 1, 5, 5), (1, 1), (5, 5), (1, 1), (0, 0), (1, 1)),
+    ((1, 3, 4, 4), (3, 3), (3, 3), (1, 1), (3, 3), (1, 1)),  # padding wider than the reach
+    ((1, 2, 40, 40), (2, 2), (9, 9), (1, 1), (4, 4), (1, 1)),  # 81 taps: two passes
+    ((1, 2, 23, 21), (2, 2), (9, 9), (2, 2), (4, 4), (1, 1)),
+    ((2, 3, 33, 31), (16, 1), (3, 3), (2, 2), (1, 1), (1, 1)),  # a stem: 3 colour planes
+    ((1, 3, 20, 20), (8, 1), (7, 7), (2, 2), (3, 3), (1, 1)),  # 147 taps: three passes
+    ((1, 4, 9, 10), (6, 2), (3, 3), (1, 1), (1, 1), (1, 2)),  # grouped, 2 in / 3 out
 ]
 
 
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("shape, kernel, stride, padding, dilation", DEPTHWISE)
-def test_depthwise_conv2d_matches_torch(shape, kernel, stride, padding, dilation, bias):
-    n, c, h, w = shape
+@pytest.mark.parametrize("shape, channels, kernel, stride, padding, dilation", DIRECT)
+def test_conv2d_direct_matches_torch(shape, channels, kernel, stride, padding, dilation,
+                                     bias):
+    c_out, groups = channels
     x = _random(shape, 2.0)
-    weight = _random((c, 1, *kernel), 1.0, seed=3)
-    b = _random(c, 1.0, seed=4) if bias else None
+    weight = _random((c_out, shape[1] // groups, *kernel), 1.0, seed=3)
+    b = _random(c_out, 1.0, seed=4) if bias else None
     golden = F.conv2d(_t64(x), _t64(weight), None if b is None else _t64(b), stride, padding,
-                      dilation, c).numpy().astype(F32)
+                      dilation, groups).numpy().astype(F32)
     out = np.full(golden.shape, np.nan, F32)
-    _native.depthwise_conv2d(x, weight, b, out, shape, kernel, stride, padding, dilation,
-                             golden.shape[2:])
-    assert_close(out, golden, f"depthwise {shape} {kernel}")
+    _native.conv2d_direct(x, weight, b, out, shape, channels, kernel, stride, padding,
+                          dilation, golden.shape[2:])
+    assert_close(out, golden, f"direct {shape} {channels} {kernel}")
 
 
-def test_depthwise_conv2d_nan_and_inf_propagate():
+def test_conv2d_direct_nan_and_inf_propagate():
     x = np.zeros((1, 1, 5, 5), F32)
     x[0, 0, 0, 0], x[0, 0, 4, 4] = np.nan, np.inf
     out = np.empty((1, 1, 5, 5), F32)
-    _native.depthwise_conv2d(x, np.ones((1, 1, 3, 3), F32), None, out, (1, 1, 5, 5), (3, 3),
-                             (1, 1), (1, 1), (1, 1), (5, 5))
+    _native.conv2d_direct(x, np.ones((1, 1, 3, 3), F32), None, out, (1, 1, 5, 5), (1, 1),
+                          (3, 3), (1, 1), (1, 1), (1, 1), (5, 5))
     assert np.isnan(out[0, 0, :2, :2]).all() and np.isinf(out[0, 0, 3:, 3:]).all()
     assert (out[0, 0, 0, 3:] == 0).all()
 
@@ -210,25 +215,30 @@ def test_row_kernel_argument_checks():
         _native.layer_norm_rows(x, None, np.ones(4), np.empty_like(x), stats, stats, 4, 1e-5)
 
 
-def test_depthwise_argument_checks():
+def test_conv2d_direct_argument_checks():
     x, w, out = np.ones((1, 2, 4, 4), F32), np.ones((2, 1, 3, 3), F32), np.empty((1, 2, 4, 4), F32)
-    good = ((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (4, 4))
-    _native.depthwise_conv2d(x, w, None, out, *good)
+    shape, channels, rest = (1, 2, 4, 4), (2, 2), ((3, 3), (1, 1), (1, 1), (1, 1), (4, 4))
+    _native.conv2d_direct(x, w, None, out, shape, channels, *rest)
     assert out[0, 0, 1, 1] == 9.0 and out[0, 0, 0, 0] == 4.0
     with pytest.raises(ValueError, match="must be > 0"):
-        _native.depthwise_conv2d(x, w, None, out, (1, 2, 4, 4), (3, 3), (0, 1), (1, 1), (1, 1),
-                                 (4, 4))
+        _native.conv2d_direct(x, w, None, out, shape, channels, (3, 3), (0, 1), (1, 1),
+                              (1, 1), (4, 4))
+    with pytest.raises(ValueError, match="groups 2 must divide the input channels 3"):
+        _native.conv2d_direct(x, w, None, out, (1, 3, 4, 4), channels, *rest)
     with pytest.raises(ValueError, match="'x' holds 32 float32 values, 64 needed"):
-        _native.depthwise_conv2d(x, w, None, out, (1, 4, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1),
-                                 (4, 4))
+        _native.conv2d_direct(x, w, None, out, (1, 4, 4, 4), (4, 4), *rest)
+    with pytest.raises(ValueError, match="'weight' holds 18 float32 values, 36 needed"):
+        _native.conv2d_direct(x, w, None, out, shape, (2, 1), *rest)
     with pytest.raises(ValueError, match="'out' holds 32 float32 values, 50 needed"):
-        _native.depthwise_conv2d(x, w, None, out, *good[:5], (5, 5))
+        _native.conv2d_direct(x, w, None, out, shape, channels, *rest[:4], (5, 5))
     with pytest.raises(ValueError, match="'bias' holds 1 float32 values, 2 needed"):
-        _native.depthwise_conv2d(x, w, np.ones(1, F32), out, *good)
+        _native.conv2d_direct(x, w, np.ones(1, F32), out, shape, channels, *rest)
     huge = 1 << 40
     with pytest.raises(OverflowError, match="sizes overflow"):
-        _native.depthwise_conv2d(x, w, None, out, (huge, huge, 4, 4), (3, 3), (1, 1), (1, 1),
-                                 (1, 1), (4, 4))
+        _native.conv2d_direct(x, w, None, out, (huge, huge, 4, 4), (huge, huge), *rest)
+    with pytest.raises(OverflowError, match="sizes overflow"):  # the scratch plane's span
+        _native.conv2d_direct(x, w, None, out, shape, channels, (3, 3), (1 << 62, 1), (1, 1),
+                              (1, 1), (4, 4))
 
 
 def test_shifted_sums_against_numpy_and_checks():

@@ -247,10 +247,10 @@ static void layer_norm_loop(const float *x, const float *weight, const float *bi
  * over the scratch plane's flat layout (rows of pitch `pitch`; the pitch - OW extra
  * columns of each row are computed and dropped), so they stay long on 20-wide planes. */
 typedef struct {
-    Py_ssize_t batch, channels, height, width;
+    Py_ssize_t batch, channels, height, width, out_channels, groups;
     Py_ssize_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
     Py_ssize_t out_h, out_w;
-} DepthwiseGeometry;
+} ConvGeometry;
 
 typedef float Vector __attribute__((vector_size(16 * sizeof(float))));
 #define VECTOR_LANES 16
@@ -265,7 +265,7 @@ INLINE Vector load_vector(const float *p) {
 INLINE void store_vector(float *p, Vector v) { memcpy(p, &v, sizeof v); }
 
 /* the scratch plane: `rows` rows of `pitch` floats, each row `phases` runs of `run` */
-INLINE void copy_phased(const float *in, float *padded, const DepthwiseGeometry *g,
+INLINE void copy_phased(const float *in, float *padded, const ConvGeometry *g,
                         Py_ssize_t rows, Py_ssize_t columns, Py_ssize_t run) {
     Py_ssize_t phases = g->stride_w, pitch = phases * run;
     for (Py_ssize_t r = 0; r < rows; r++) {
@@ -281,7 +281,15 @@ INLINE void copy_phased(const float *in, float *padded, const DepthwiseGeometry 
                 memcpy(line + first, source, (size_t)(last - first) * sizeof(float));
             continue;
         }
-        for (Py_ssize_t phase = 0; phase < phases; phase++) {
+        for (Py_ssize_t phase = 0; phase < phases; phase++) { /* stride 2: constant step */
+            if (phases == 2) {
+                Py_ssize_t lo = first > phase ? (first - phase + 1) / 2 : 0;
+                Py_ssize_t hi = last > phase ? (last - phase + 1) / 2 : 0;
+                float *target = line + phase * run;
+                const float *origin = source + phase - g->pad_w;
+                for (Py_ssize_t pos = lo; pos < hi; pos++) target[pos] = origin[2 * pos];
+                continue;
+            }
             /* positions whose column pos * phases + phase lies in [first, last) */
             Py_ssize_t lo = first > phase ? (first - phase + phases - 1) / phases : 0;
             Py_ssize_t hi = last > phase ? (last - phase + phases - 1) / phases : 0;
@@ -322,50 +330,65 @@ INLINE void tap_sums(const float *source, const Py_ssize_t *offsets, const float
 }
 
 MULTIVERSIONED
-static void depthwise_loop(const float *x, const float *w, const float *bias, float *out,
-                           const DepthwiseGeometry *g, Py_ssize_t rows, Py_ssize_t columns,
-                           float *padded, float *sums) {
+static void direct_conv_loop(const float *x, const float *w, const float *bias, float *out,
+                             const ConvGeometry *g, Py_ssize_t rows, Py_ssize_t columns,
+                             Py_ssize_t *offsets, float *padded, float *sums) {
     Py_ssize_t run = (columns + g->stride_w - 1) / g->stride_w, pitch = run * g->stride_w;
-    Py_ssize_t taps = g->kernel_h * g->kernel_w;
-    Py_ssize_t offsets[MAX_TAPS];
-    int flat = g->stride_h == 1 && g->stride_w == 1;
+    Py_ssize_t plane_floats = rows * pitch;
+    Py_ssize_t group_in = g->channels / g->groups, group_out = g->out_channels / g->groups;
+    Py_ssize_t kernel = g->kernel_h * g->kernel_w, taps = group_in * kernel;
+    for (Py_ssize_t t = 0; t < taps; t++) { /* tap (ci, kh, kw): weights' order */
+        Py_ssize_t ci = t / kernel, kh = t % kernel / g->kernel_w;
+        Py_ssize_t column = t % kernel % g->kernel_w * g->dilation_w;
+        offsets[t] = ci * plane_floats + kh * g->dilation_h * pitch +
+                     (column % g->stride_w) * run + column / g->stride_w;
+    }
+    /* one output channel per group (depthwise) at stride 1: whole planes in the flat
+     * layout; otherwise output row by output row, every output channel of the group in
+     * turn, so that the input rows a row reads stay in cache */
+    int flat = g->stride_h == 1 && g->stride_w == 1 && group_out == 1;
     Py_ssize_t flat_count = (g->out_h - 1) * pitch + g->out_w;
-    for (Py_ssize_t plane = 0; plane < g->batch * g->channels; plane++) {
-        Py_ssize_t c = plane % g->channels;
-        copy_phased(x + plane * g->height * g->width, padded, g, rows, columns, run);
-        float *o = out + plane * g->out_h * g->out_w;
-        float start = bias ? bias[c] : 0.0f;
-        for (Py_ssize_t first = 0; first < taps; first += MAX_TAPS) {
-            Py_ssize_t group = taps - first < MAX_TAPS ? taps - first : MAX_TAPS;
-            const float *weights = w + c * taps + first;
-            for (Py_ssize_t t = 0; t < group; t++) {
-                Py_ssize_t kh = (first + t) / g->kernel_w, kw = (first + t) % g->kernel_w;
-                Py_ssize_t column = kw * g->dilation_w;
-                offsets[t] = kh * g->dilation_h * pitch + (column % g->stride_w) * run +
-                             column / g->stride_w;
+    float *partial = sums + (flat ? flat_count : g->out_w);
+    for (Py_ssize_t image = 0; image < g->batch; image++)
+        for (Py_ssize_t group = 0; group < g->groups; group++) {
+            for (Py_ssize_t ci = 0; ci < group_in; ci++) {
+                Py_ssize_t plane = image * g->channels + group * group_in + ci;
+                copy_phased(x + plane * g->height * g->width, padded + ci * plane_floats, g,
+                            rows, columns, run);
             }
-            /* a later group of taps adds to what the earlier ones wrote */
-            float *partial = sums + (flat ? flat_count : g->out_w);
+            Py_ssize_t first_out = image * g->out_channels + group * group_out;
             if (flat) {
-                tap_sums(padded, offsets, weights, group, first ? 0.0f : start,
-                         first ? partial : sums, flat_count);
-                if (first)
-                    for (Py_ssize_t i = 0; i < flat_count; i++) sums[i] += partial[i];
+                Py_ssize_t co = group * group_out;
+                for (Py_ssize_t first = 0; first < taps; first += MAX_TAPS) {
+                    Py_ssize_t count = taps - first < MAX_TAPS ? taps - first : MAX_TAPS;
+                    tap_sums(padded, offsets + first, w + co * taps + first, count,
+                             first ? 0.0f : (bias ? bias[co] : 0.0f), first ? partial : sums,
+                             flat_count);
+                    if (first)
+                        for (Py_ssize_t i = 0; i < flat_count; i++) sums[i] += partial[i];
+                }
+                float *o = out + first_out * g->out_h * g->out_w;
+                for (Py_ssize_t oh = 0; oh < g->out_h; oh++)
+                    memcpy(o + oh * g->out_w, sums + oh * pitch, (size_t)g->out_w * sizeof(float));
                 continue;
             }
             for (Py_ssize_t oh = 0; oh < g->out_h; oh++) {
-                float *row = o + oh * g->out_w;
                 const float *source = padded + oh * g->stride_h * pitch;
-                tap_sums(source, offsets, weights, group, first ? 0.0f : start,
-                         first ? partial : row, g->out_w);
-                if (first)
-                    for (Py_ssize_t i = 0; i < g->out_w; i++) row[i] += partial[i];
+                for (Py_ssize_t oc = 0; oc < group_out; oc++) {
+                    Py_ssize_t co = group * group_out + oc;
+                    float *row = out + ((first_out + oc) * g->out_h + oh) * g->out_w;
+                    for (Py_ssize_t first = 0; first < taps; first += MAX_TAPS) {
+                        Py_ssize_t count = taps - first < MAX_TAPS ? taps - first : MAX_TAPS;
+                        /* a later chunk of taps adds to what the earlier ones wrote */
+                        tap_sums(source, offsets + first, w + co * taps + first, count,
+                                 first ? 0.0f : (bias ? bias[co] : 0.0f),
+                                 first ? partial : row, g->out_w);
+                        if (first)
+                            for (Py_ssize_t i = 0; i < g->out_w; i++) row[i] += partial[i];
+                    }
+                }
             }
         }
-        if (flat)
-            for (Py_ssize_t oh = 0; oh < g->out_h; oh++)
-                memcpy(o + oh * g->out_w, sums + oh * pitch, (size_t)g->out_w * sizeof(float));
-    }
 }
 
 /* -- the taps of a stacked product summed at their offsets ------------------------------- */
@@ -586,29 +609,36 @@ static Py_ssize_t input_span(Py_ssize_t out, Py_ssize_t stride, Py_ssize_t dilat
     return span;
 }
 
-static PyObject *py_depthwise_conv2d(PyObject *Py_UNUSED(self), PyObject *args) {
+static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *x_object, *w_object, *bias_object, *out_object;
-    DepthwiseGeometry g;
-    if (!PyArg_ParseTuple(args, "OOOO(nnnn)(nn)(nn)(nn)(nn)(nn)", &x_object, &w_object,
+    ConvGeometry g;
+    if (!PyArg_ParseTuple(args, "OOOO(nnnn)(nn)(nn)(nn)(nn)(nn)(nn)", &x_object, &w_object,
                           &bias_object, &out_object, &g.batch, &g.channels, &g.height,
-                          &g.width, &g.kernel_h, &g.kernel_w, &g.stride_h, &g.stride_w,
-                          &g.pad_h, &g.pad_w, &g.dilation_h, &g.dilation_w, &g.out_h,
-                          &g.out_w))
+                          &g.width, &g.out_channels, &g.groups, &g.kernel_h, &g.kernel_w,
+                          &g.stride_h, &g.stride_w, &g.pad_h, &g.pad_w, &g.dilation_h,
+                          &g.dilation_w, &g.out_h, &g.out_w))
         return NULL;
     /* every input read is guarded by the row and column ranges, so any positive output
      * size is memory-safe; the sizes only have to be positive and fit the buffers */
-    if (g.batch < 0 || g.channels < 0 || g.height <= 0 || g.width <= 0 || g.kernel_h <= 0 ||
-        g.kernel_w <= 0 || g.stride_h <= 0 || g.stride_w <= 0 || g.pad_h < 0 || g.pad_w < 0 ||
+    if (g.batch < 0 || g.channels <= 0 || g.height <= 0 || g.width <= 0 ||
+        g.out_channels <= 0 || g.groups <= 0 || g.kernel_h <= 0 || g.kernel_w <= 0 ||
+        g.stride_h <= 0 || g.stride_w <= 0 || g.pad_h < 0 || g.pad_w < 0 ||
         g.dilation_h <= 0 || g.dilation_w <= 0 || g.out_h <= 0 || g.out_w <= 0) {
-        PyErr_SetString(PyExc_ValueError, "depthwise_conv2d: sizes, kernel, stride, dilation "
-                        "and output size must be > 0, batch, channels and padding >= 0");
+        PyErr_SetString(PyExc_ValueError, "conv2d_direct: channels, groups, sizes, kernel, "
+                        "stride, dilation and output size must be > 0, batch and padding >= 0");
+        return NULL;
+    }
+    if (g.channels % g.groups || g.out_channels % g.groups) {
+        PyErr_Format(PyExc_ValueError, "conv2d_direct: groups %zd must divide the input "
+                     "channels %zd and the output channels %zd", g.groups, g.channels,
+                     g.out_channels);
         return NULL;
     }
     Py_ssize_t x_count = product4(g.batch, g.channels, g.height, g.width);
-    Py_ssize_t w_count = product4(g.channels, g.kernel_h, g.kernel_w, 1);
-    Py_ssize_t out_count = product4(g.batch, g.channels, g.out_h, g.out_w);
+    Py_ssize_t w_count = product4(g.out_channels, g.channels / g.groups, g.kernel_h, g.kernel_w);
+    Py_ssize_t out_count = product4(g.batch, g.out_channels, g.out_h, g.out_w);
     if (x_count < 0 || w_count < 0 || out_count < 0) {
-        PyErr_SetString(PyExc_OverflowError, "depthwise_conv2d: sizes overflow");
+        PyErr_SetString(PyExc_OverflowError, "conv2d_direct: sizes overflow");
         return NULL;
     }
     Py_buffer x, w, bias, out;
@@ -623,18 +653,18 @@ static PyObject *py_depthwise_conv2d(PyObject *Py_UNUSED(self), PyObject *args) 
     if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
     got = 4;
     if (check_count(&x, x_count, "x") != 0 || check_count(&w, w_count, "weight") != 0 ||
-        (have_bias && check_count(&bias, g.channels, "bias") != 0) ||
+        (have_bias && check_count(&bias, g.out_channels, "bias") != 0) ||
         check_count(&out, out_count, "out") != 0)
         goto done;
-    /* scratch: the phased padded plane, then the sums (flat: two planes' worth, for tap
+    /* scratch: a group's phased padded planes, then the sums (flat: two planes' worth, for tap
      * groups; by rows: two rows' worth) */
     Py_ssize_t rows = input_span(g.out_h, g.stride_h, g.dilation_h, g.kernel_h);
     Py_ssize_t columns = input_span(g.out_w, g.stride_w, g.dilation_w, g.kernel_w);
     Py_ssize_t run = columns < 0 ? -1 : columns / g.stride_w + 1;
-    Py_ssize_t padded_count = product4(rows, run, g.stride_w, 1);
+    Py_ssize_t padded_count = product4(rows, run, g.stride_w, g.channels / g.groups);
     Py_ssize_t sums_count = product4(2, rows, run, g.stride_w);
     if (rows < 0 || columns < 0 || padded_count < 0 || sums_count < 0) {
-        PyErr_SetString(PyExc_OverflowError, "depthwise_conv2d: sizes overflow");
+        PyErr_SetString(PyExc_OverflowError, "conv2d_direct: sizes overflow");
         goto done;
     }
     Py_ssize_t margin = VECTOR_LANES; /* zeros after the plane: tap_sums' last vector */
@@ -645,11 +675,19 @@ static PyObject *py_depthwise_conv2d(PyObject *Py_UNUSED(self), PyObject *args) 
         goto done;
     }
     memset(scratch + padded_count, 0, (size_t)margin * sizeof(float));
+    Py_ssize_t *offsets = PyMem_RawMalloc((size_t)(w_count / g.out_channels) *
+                                          sizeof(Py_ssize_t)); /* one per tap of a channel */
+    if (offsets == NULL) {
+        PyMem_RawFree(scratch);
+        PyErr_NoMemory();
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS
-    depthwise_loop((const float *)x.buf, (const float *)w.buf,
-                   have_bias ? (const float *)bias.buf : NULL, (float *)out.buf, &g, rows,
-                   columns, scratch, scratch + padded_count + margin);
+    direct_conv_loop((const float *)x.buf, (const float *)w.buf,
+                     have_bias ? (const float *)bias.buf : NULL, (float *)out.buf, &g, rows,
+                     columns, offsets, scratch, scratch + padded_count + margin);
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(offsets);
     PyMem_RawFree(scratch);
     result = Py_NewRef(Py_None);
 done:
@@ -760,9 +798,11 @@ static PyMethodDef methods[] = {
      "layer_norm_rows(x, weight, bias, out, mean, rstd, length, eps): LayerNorm of each "
      "contiguous float32 row of x into out (weight and bias: length values or None), the "
      "row means and reciprocal standard deviations into mean and rstd."},
-    {"depthwise_conv2d", py_depthwise_conv2d, METH_VARARGS,
-     "depthwise_conv2d(x, weight, bias, out, (N, C, H, W), (KH, KW), stride, "
-     "(pad_top, pad_left), dilation, (OH, OW)): NCHW float32 depthwise convolution (weight C x KH x KW, bias C or None)."},
+    {"conv2d_direct", py_conv2d_direct, METH_VARARGS,
+     "conv2d_direct(x, weight, bias, out, (N, C, H, W), (C_out, groups), (KH, KW), stride, "
+     "(pad_top, pad_left), dilation, (OH, OW)): NCHW float32 grouped convolution (weight "
+     "C_out x C/groups x KH x KW, bias C_out or None) summing taps directly; for depthwise "
+     "and few-channel convolutions."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -65,7 +65,8 @@ SHIFTED_MIN_COLUMN_BYTES = 16 << 20
 STACKED_MAX_ROWS = 288  # taps * C_out
 STACKED_BLOCK_BYTES = 16 << 20  # the stacked product, per block of grid columns
 STACKED_MIN_BLOCK = 1024
-NATIVE_MAX_TAPS = 64  # kernels the C tap sums take (their offsets live on the stack)
+NATIVE_MAX_TAPS = 64  # taps per C tap-sum pass (their offsets live on the stack)
+DIRECT_MAX_GROUP_CHANNELS = 4  # dense convolutions with more input channels go to BLAS
 NATIVE_VECTOR_MARGIN = 16  # floats a C kernel's last partial vector may read past its data
 # depthwise: stride 1 with up to 9 taps multiply-adds tap by tap over the flat layout; more
 # taps, or a stride, use column buffers and a product (faster there, slower at 3x3 stride 1)
@@ -190,6 +191,12 @@ def convolution(c: Call) -> Kernel:
     else:
         body = _im2col
 
+    # the C kernels' direct tap sums: depthwise, or few input channels per group (a stem
+    # convolution's 3 colour planes), where im2col would copy more than it multiplies
+    direct = spatial == 2 and not transposed and (
+        body in _DEPTHWISE_BODIES or (w.shape[1] <= DIRECT_MAX_GROUP_CHANNELS
+                                      and w.shape[1] * math.prod(kernel_size) <= NATIVE_MAX_TAPS))
+
     def kernel(v) -> None:
         out = v["output"]
         if out.size == 0:
@@ -200,8 +207,9 @@ def convolution(c: Call) -> Kernel:
         # on a device, one im2col matmul (grouped: depthwise too): the host-cache tilings of
         # the other bodies only add kernel launches there
         run = body if type(out) is np.ndarray or transposed else _im2col
-        if run in _DEPTHWISE_BODIES and spatial == 2 and native.host_float32(out, xs):
-            run = _depthwise_native if native.kernels() is not None else run
+        if (direct and run is not _transposed and native.host_float32(out, xs)
+                and native.kernels() is not None):
+            run = _direct_native
         run(out, xs, ws, bias_values, geometry, compute)
     return kernel
 
@@ -493,17 +501,17 @@ def _depthwise_columns(out, x, w, bias, g: _Geometry, compute) -> None:
 _DEPTHWISE_BODIES = (_depthwise_flat, _depthwise_columns)
 
 
-def _depthwise_native(out, x, w, bias, g: _Geometry, compute) -> None:
-    """2-d float32 depthwise convolution by the C extension: one pass over each input row
-    per kernel tap, any stride, padding and dilation, bias added in the same pass."""
+def _direct_native(out, x, w, bias, g: _Geometry, compute) -> None:
+    """2-d float32 grouped convolution by the C kernels' direct tap sums (any stride,
+    padding and dilation; the bias added in the same pass): depthwise, or few channels."""
     n, channels, height, width = x.shape
     apart = not np.may_share_memory(out, x)  # the kernel reads x while it writes out
     result = out if apart else np.empty(out.shape, np.float32)
     weights = np.ascontiguousarray(w, np.float32)
     bias_values = None if bias is None else np.ascontiguousarray(bias, np.float32)
-    native.kernels().depthwise_conv2d(
-        x, weights, bias_values, result, (n, channels, height, width), g.kernel_size,
-        g.stride, (g.pads[0][0], g.pads[1][0]), g.dilation, g.out_size)
+    native.kernels().conv2d_direct(
+        x, weights, bias_values, result, (n, channels, height, width), (w.shape[0], g.groups),
+        g.kernel_size, g.stride, (g.pads[0][0], g.pads[1][0]), g.dilation, g.out_size)
     if result is not out:
         np.copyto(out, result)
 
