@@ -270,3 +270,31 @@ def test_shifted_sums_against_numpy_and_checks():
     with pytest.raises(ValueError, match="must be > 0"):
         _native.shifted_sums(source, out, bias, taps, (0, slab), (rows, pitch),
                              (cols, 6 * cols, 2))
+
+
+def test_add_layer_norm_rows_bias_forms_and_checks():
+    rng = np.random.default_rng(6)
+    x1, x2 = (rng.standard_normal((3, 20)).astype(F32) for _ in range(2))
+    gamma, beta = rng.standard_normal(20).astype(F32), rng.standard_normal(20).astype(F32)
+    for bias in (None, rng.standard_normal(20).astype(F32),
+                 rng.standard_normal((3, 20)).astype(F32)):
+        y, x, mean, rstd = np.empty_like(x1), np.empty_like(x1), np.empty(3, F32), np.empty(3, F32)
+        _native.add_layer_norm_rows(x1, x2, bias, gamma, beta, y, x, mean, rstd, 20, 1e-5)
+        total = x1 + x2 + (0 if bias is None else bias)
+        golden = F.layer_norm(_t64(total), [20], _t64(gamma), _t64(beta), 1e-5).numpy()
+        np.testing.assert_allclose(x, total, rtol=1e-6)
+        assert_close(y, golden.astype(F32), "add_layer_norm y")
+        np.testing.assert_allclose(mean, total.astype(np.float64).mean(axis=1), rtol=1e-5,
+                                   atol=1e-6)
+    stats = np.empty(3, F32)
+    with pytest.raises(ValueError, match="'x2' holds 40 float32 values, 60 needed"):
+        _native.add_layer_norm_rows(x1, x2[:2], None, gamma, beta, y, None, stats, stats, 20,
+                                    1e-5)
+    with pytest.raises(ValueError, match="'gamma' holds 10 float32 values, 20 needed"):
+        _native.add_layer_norm_rows(x1, x2, None, gamma[:10], beta, y, None, stats, stats, 20,
+                                    1e-5)
+    with pytest.raises(ValueError, match="not whole rows of 'length' 7"):
+        _native.add_layer_norm_rows(x1, x2, None, gamma, beta, y, None, stats, stats, 7, 1e-5)
+    with pytest.raises(TypeError, match="'y' must be a float32 buffer"):
+        _native.add_layer_norm_rows(x1, x2, None, gamma, beta, y.astype(np.float64), None,
+                                    stats, stats, 20, 1e-5)

@@ -75,6 +75,83 @@ def test_layer_norm_long_rows_take_pairwise_sums():
         assert_close(got.numpy(), from_torch(want))
 
 
+# -- AddLayerNorm -------------------------------------------------------------------------------
+def _add_layer_norm_golden(x1, x2, gamma, beta, bias, eps):
+    """float64 torch: (y, mean, rstd, x) with x = x1 + x2 + bias."""
+    x = torch.from_numpy(np.asarray(x1, np.float64)) + torch.from_numpy(
+        np.asarray(x2, np.float64))
+    if bias is not None:
+        x = x + torch.from_numpy(np.asarray(bias, np.float64))
+    y, mean, rstd = torch.ops.aten.native_layer_norm(
+        x, list(gamma.shape), torch.from_numpy(np.asarray(gamma, np.float64)),
+        torch.from_numpy(np.asarray(beta, np.float64)), eps)
+    return y.numpy(), mean.numpy(), rstd.numpy(), x.numpy()
+
+
+@pytest.mark.parametrize("shape,normalized", [((4, 16), (16,)), ((2, 3, 8), (3, 8)),
+                                              ((7,), (7,)), ((2, 5, 384), (384,))], ids=str)
+@pytest.mark.parametrize("bias", ["none", "row", "full"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16], ids=str)
+def test_add_layer_norm_matches_torch(shape, normalized, bias, dtype):
+    x1, x2 = _data(shape, dtype, 41), _data(shape, dtype, 42)
+    gamma, beta = _data(normalized, dtype, 43), _data(normalized, dtype, 44)
+    b = None if bias == "none" else _data(normalized if bias == "row" else shape, dtype, 45)
+    y, mean, rstd, x = _add_layer_norm_golden(x1, x2, gamma, beta, b, 1e-5)
+    result = openacl.ops.add_layer_norm(_dev(x1), _dev(x2), _dev(gamma), _dev(beta),
+                                        None if b is None else _dev(b), 1e-5, True)
+    dtype = np.dtype(dtype)
+    for got, want, name in ((result[0], y.astype(dtype), "y"), (result[3], x.astype(dtype), "x"),
+                            (result[1], mean.astype(np.float32), "mean"),
+                            (result[2], rstd.astype(np.float32), "rstd")):
+        assert_close(got.numpy(), want, f"add_layer_norm {name} {dtype} {bias}")
+
+
+def test_add_layer_norm_in_place_and_x_out_untouched_without_additional_output():
+    x1, x2 = _data((6, 32), np.float32, 46), _data((6, 32), np.float32, 47)
+    gamma, beta = _data((32,), np.float32, 48), _data((32,), np.float32, 49)
+    y, mean, rstd, _ = _add_layer_norm_golden(x1, x2, gamma, beta, None, 1e-6)
+    first, second, g, b = _dev(x1), _dev(x2), _dev(gamma), _dev(beta)
+    mean_out, rstd_out = openacl.empty((6, 1), np.float32), openacl.empty((6, 1), np.float32)
+    x_out = openacl.to_device(np.full((6, 32), 7.0, np.float32))
+    ws, exe = aclnn.add_layer_norm_get_workspace_size(
+        first, second, g, b, None, 1e-6, False, first, mean_out, rstd_out,
+        x_out)  # yOut is x1 itself
+    aclnn.add_layer_norm(0, ws, exe, 0)
+    assert_close(first.numpy(), y.astype(np.float32), "in place")
+    assert_close(mean_out.numpy(), mean.astype(np.float32), "mean")
+    assert (x_out.numpy() == 7.0).all()  # additionalOutput false: xOut not written
+
+
+def test_add_layer_norm_errors():
+    x = _dev(np.ones((2, 3, 4), np.float32))
+    g = _dev(np.ones(4, np.float32))
+    out, x_out = openacl.empty((2, 3, 4), np.float32), openacl.empty((2, 3, 4), np.float32)
+    stat = openacl.empty((2, 3, 1), np.float32)
+    phase1 = aclnn.add_layer_norm_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "x2", phase1, x, None, g, g, None, 1e-5, False, out, stat,
+            stat, x_out)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "xOut", phase1, x, x, g, g, None, 1e-5, False, out, stat,
+            stat, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, "x2", phase1, x, _dev(np.ones((2, 3, 5), np.float32)), g,
+            g, None, 1e-5, False, out, stat, stat, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "gamma", phase1, x, x, _dev(np.ones(3, np.float32)),
+            _dev(np.ones(3, np.float32)), None, 1e-5, False, out, stat, stat, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "beta", phase1, x, x, g, _dev(np.ones((1, 4), np.float32)),
+            None, 1e-5, False, out, stat, stat, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "biasOptional", phase1, x, x, g, g,
+            _dev(np.ones((3, 4), np.float32)), 1e-5, False, out, stat, stat, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "x1", phase1, _dev(np.ones((2, 4), np.float64)),
+            _dev(np.ones((2, 4), np.float64)), g, g, None, 1e-5, False,
+            openacl.empty((2, 4), np.float64), openacl.empty((2, 1), np.float32),
+            openacl.empty((2, 1), np.float32), openacl.empty((2, 4), np.float64))
+    _expect(ACLNN_ERR_PARAM_INVALID, "x2", phase1, x, _dev(np.ones((2, 3, 4), np.float16)), g,
+            g, None, 1e-5, False, out, stat, stat, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "meanOut", phase1, x, x, g, g, None, 1e-5, False, out,
+            openacl.empty((2, 3), np.float32), stat, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "rstdOut", phase1, x, x, g, g, None, 1e-5, False, out,
+            stat, openacl.empty((2, 3, 1), np.float16), x_out)
+
+
 # -- RmsNorm -----------------------------------------------------------------------------------
 def _rms_golden(x, gamma, eps):
     xf = to_torch(x).float()

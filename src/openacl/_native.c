@@ -202,6 +202,38 @@ INLINE double row_centred_squares(const float *in, Py_ssize_t length, double mea
     return total;
 }
 
+/* AddLayerNorm: x = x1 + x2 (+ bias: one row, or full rows) into x_out when given, else
+ * into y's row (where it is normalized in place): the row stays in cache for the moments
+ * and the normalization, one pass over memory for the sum and one for y. */
+typedef struct {
+    const float *x1, *x2, *bias, *gamma, *beta;
+    float *y, *x_out, *means, *rstds;
+    Py_ssize_t rows, length, bias_row_stride; /* 0: one bias row for all rows */
+    double eps;
+} AddLayerNorm;
+
+MULTIVERSIONED
+static void add_layer_norm_loop(const AddLayerNorm *a) {
+    for (Py_ssize_t row = 0; row < a->rows; row++) {
+        const float *in1 = a->x1 + row * a->length, *in2 = a->x2 + row * a->length;
+        float *o = a->y + row * a->length;
+        float *sum = a->x_out ? a->x_out + row * a->length : o;
+        if (a->bias) {
+            const float *b = a->bias + row * a->bias_row_stride;
+            for (Py_ssize_t i = 0; i < a->length; i++) sum[i] = in1[i] + in2[i] + b[i];
+        } else {
+            for (Py_ssize_t i = 0; i < a->length; i++) sum[i] = in1[i] + in2[i];
+        }
+        double mean = row_sum_double(sum, a->length, 0.0) / (double)a->length;
+        double variance = row_centred_squares(sum, a->length, mean) / (double)a->length;
+        double rstd = 1.0 / sqrt(variance + a->eps);
+        a->means[row] = (float)mean;
+        a->rstds[row] = (float)rstd;
+        for (Py_ssize_t i = 0; i < a->length; i++)
+            o[i] = (float)(((double)sum[i] - mean) * rstd) * a->gamma[i] + a->beta[i];
+    }
+}
+
 MULTIVERSIONED
 static void row_sums_loop(const float *x, double *out, Py_ssize_t rows, Py_ssize_t length) {
     for (Py_ssize_t row = 0; row < rows; row++)
@@ -588,6 +620,61 @@ static PyObject *py_row_sums(PyObject *Py_UNUSED(self), PyObject *args) {
     return result;
 }
 
+static PyObject *py_add_layer_norm_rows(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *objects[9]; /* x1, x2, bias, gamma, beta, y, x_out, mean, rstd */
+    Py_ssize_t length;
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOnd", &objects[0], &objects[1], &objects[2],
+                          &objects[3], &objects[4], &objects[5], &objects[6], &objects[7],
+                          &objects[8], &length, &eps))
+        return NULL;
+    if (length <= 0) {
+        PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", length);
+        return NULL;
+    }
+    static const char *names[9] = {"x1", "x2", "bias", "gamma", "beta", "y", "x_out", "mean",
+                                   "rstd"};
+    static const int writable[9] = {0, 0, 0, 0, 0, 1, 1, 1, 1};
+    static const int optional[9] = {0, 0, 1, 0, 0, 0, 1, 0, 0};
+    Py_buffer views[9];
+    int held[9] = {0};
+    PyObject *result = NULL;
+    for (int i = 0; i < 9; i++) {
+        if (optional[i] && objects[i] == Py_None) continue;
+        if (get_float_buffer(objects[i], &views[i], writable[i], names[i]) != 0) goto done;
+        held[i] = 1;
+    }
+    Py_ssize_t count = views[0].len / 4, rows = count / length;
+    if (rows * length != count) {
+        PyErr_Format(PyExc_ValueError, "argument 'x1' holds %zd values, not whole rows of "
+                     "'length' %zd", count, length);
+        goto done;
+    }
+    /* bias: one row (length values) or one per row of x1 */
+    Py_ssize_t bias_stride = held[2] && views[2].len / 4 >= count && count > length ? length : 0;
+    if (check_count(&views[1], count, "x2") != 0 ||
+        (held[2] && check_count(&views[2], length, "bias") != 0) ||
+        check_count(&views[3], length, "gamma") != 0 ||
+        check_count(&views[4], length, "beta") != 0 || check_count(&views[5], count, "y") != 0 ||
+        (held[6] && check_count(&views[6], count, "x_out") != 0) ||
+        check_count(&views[7], rows, "mean") != 0 || check_count(&views[8], rows, "rstd") != 0)
+        goto done;
+    AddLayerNorm call = {
+        (const float *)views[0].buf, (const float *)views[1].buf,
+        held[2] ? (const float *)views[2].buf : NULL, (const float *)views[3].buf,
+        (const float *)views[4].buf, (float *)views[5].buf,
+        held[6] ? (float *)views[6].buf : NULL, (float *)views[7].buf, (float *)views[8].buf,
+        rows, length, bias_stride, eps};
+    Py_BEGIN_ALLOW_THREADS
+    add_layer_norm_loop(&call);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = 8; i >= 0; i--)
+        if (held[i]) PyBuffer_Release(&views[i]);
+    return result;
+}
+
 /* a * b * c * d, or -1 when it overflows (hostile dims must not wrap the length checks) */
 static Py_ssize_t product4(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) {
     Py_ssize_t ab, abc, abcd;
@@ -794,6 +881,11 @@ static PyMethodDef methods[] = {
      "(cols, out_plane, first_row)): out[c, first_row + r, j] = bias[c] + sum over t of "
      "source[c * channel_stride + r * row_pitch + offsets[t] + j] (float32; source holds "
      "15 readable values past the last one summed)."},
+    {"add_layer_norm_rows", py_add_layer_norm_rows, METH_VARARGS,
+     "add_layer_norm_rows(x1, x2, bias, gamma, beta, y, x_out, mean, rstd, length, eps): "
+     "x = x1 + x2 (+ bias: one row or one per row, or None) into x_out (or None), its "
+     "LayerNorm over rows of length into y (float32; y and x_out apart from the inputs or "
+     "the very same), row means and rstds into mean and rstd."},
     {"layer_norm_rows", py_layer_norm_rows, METH_VARARGS,
      "layer_norm_rows(x, weight, bias, out, mean, rstd, length, eps): LayerNorm of each "
      "contiguous float32 row of x into out (weight and bias: length values or None), the "

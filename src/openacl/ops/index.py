@@ -58,7 +58,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "UpsampleNearest2d",
     ),
     "normalization": (
-        "BatchNorm", "GroupNorm", "InstanceNorm", "LayerNorm", "RmsNorm",
+        "AddLayerNorm", "BatchNorm", "GroupNorm", "InstanceNorm", "LayerNorm", "RmsNorm",
     ),
     "pooling": (
         "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "MaxPool",

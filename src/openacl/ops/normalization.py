@@ -179,6 +179,100 @@ def _row_moments_blas(x: np.ndarray, y: np.ndarray, mean_weights: np.ndarray, ep
     return mean, rstd
 
 
+# -- AddLayerNorm --------------------------------------------------------------------------------
+@register("AddLayerNorm", "x1: tensor, x2: tensor, gamma: tensor, beta: tensor, "
+                          "biasOptional: tensor?, epsilon: float = 1e-05, "
+                          "additionalOutput: bool = False, yOut: tensor!, meanOut: tensor!, "
+                          "rstdOut: tensor!, xOut: tensor!")
+def add_layer_norm(c: Call) -> Kernel:
+    """``x = x1 + x2 + biasOptional``, then LayerNorm of ``x`` over gamma's dims (the
+    trailing ones): ``yOut = (x - mean) * rstd * gamma + beta``; meanOut and rstdOut (float32)
+    keep the normalized dims as 1; ``xOut`` receives ``x`` when ``additionalOutput`` is true.
+    The residual-add-then-norm step of a transformer layer, one pass where there were two."""
+    dtype = c.check_dtype("x1", NORM_DTYPES)
+    shape = c.tensor("x1").shape
+    if not 1 <= len(shape) <= MAX_NORM_RANK:
+        raise c.fail("x1", f"must have 1 to {MAX_NORM_RANK} dims")
+    if c.tensor("x2").shape != shape:
+        raise c.fail("x2", f"shape must equal x1's {list(shape)}")
+    normalized = c.tensor("gamma").shape
+    if not normalized or len(normalized) > len(shape) or \
+            shape[len(shape) - len(normalized):] != normalized:
+        raise c.fail("gamma", f"shape must equal trailing dims of x1 {list(shape)}")
+    if c.tensor("beta").shape != normalized:
+        raise c.fail("beta", f"shape must equal gamma's {list(normalized)}")
+    for name in ("x2", "gamma", "beta", "biasOptional"):
+        if c[name] is not None:
+            c.check_dtype(name, NORM_DTYPES)
+            _param_dtype(c, name, dtype, allow_float32=name in ("gamma", "beta"))
+    if c["biasOptional"] is not None and c.tensor("biasOptional").shape not in (normalized,
+                                                                                  shape):
+        raise c.fail("biasOptional", f"shape must be gamma's {list(normalized)} or x1's "
+                                     f"{list(shape)}")
+    lead = shape[:len(shape) - len(normalized)]
+    stat_shape = (*lead, *(1,) * len(normalized))
+    c.check_out("yOut", shape, dtype, exact_dtype=True)
+    c.check_out("xOut", shape, dtype, exact_dtype=True)
+    c.check_out("meanOut", stat_shape, FLOAT32, exact_dtype=True)
+    c.check_out("rstdOut", stat_shape, FLOAT32, exact_dtype=True)
+    rows, width = math.prod(lead), math.prod(normalized)
+    eps, keep_sum = c["epsilon"], bool(c["additionalOutput"])
+    bias_full = c["biasOptional"] is not None and c.tensor("biasOptional").shape == shape
+
+    def kernel(v) -> None:
+        if not rows * width:
+            return
+        if _native_add_layer_norm(v, rows, width, eps, keep_sum):
+            return
+        x = v.compute("x1", FLOAT32) + v.compute("x2", FLOAT32)
+        if v.get("biasOptional") is not None:
+            x += v.compute("biasOptional", FLOAT32).reshape(shape if bias_full else normalized)
+        if keep_sum:
+            v.write("xOut", x)
+        x = x.reshape(rows, width)
+        if array_module(x) is np:
+            y = np.empty_like(x)
+            mean, rstd = _row_moments_blas(x, y, np.full(width, 1.0 / width, FLOAT32), eps)
+        else:  # a device array: its own reductions
+            mean, centred, variance = _moments(x, 1)
+            rstd = _rsqrt(variance, eps)
+            y = centred * rstd
+        y *= v.compute("gamma", FLOAT32).reshape(width)
+        y += v.compute("beta", FLOAT32).reshape(width)
+        v.write("yOut", y.reshape(shape))
+        v.write("meanOut", mean.reshape(stat_shape))
+        v.write("rstdOut", rstd.reshape(stat_shape))
+    return kernel
+
+
+def _native_add_layer_norm(v, rows: int, width: int, eps: float, keep_sum: bool) -> bool:
+    """AddLayerNorm by the C kernels: float32 host tensors, outputs apart from the inputs
+    or the very same; False where that does not hold (the numpy kernel runs)."""
+    lib = native.kernels()
+    names = ("x1", "x2", "gamma", "beta", "yOut", "meanOut", "rstdOut") + (
+        ("biasOptional",) if v.get("biasOptional") is not None else ()) + (
+        ("xOut",) if keep_sum else ())
+    arrays = {name: v[name] for name in names}
+    if lib is None or not native.host_float32(*arrays.values()):
+        return False
+    for out in ("yOut", "xOut") if keep_sum else ("yOut",):
+        for source in ("x1", "x2", "biasOptional"):
+            if source in arrays and _overlaps_partly(arrays[out], arrays[source]):
+                return False
+    lib.add_layer_norm_rows(arrays["x1"], arrays["x2"], arrays.get("biasOptional"),
+                            arrays["gamma"], arrays["beta"], arrays["yOut"],
+                            arrays.get("xOut"), arrays["meanOut"], arrays["rstdOut"], width,
+                            eps)
+    return True
+
+
+def _overlaps_partly(out: np.ndarray, source: np.ndarray) -> bool:
+    """``out`` shares memory with ``source`` without being the very same elements."""
+    return np.may_share_memory(out, source) and (
+        out.__array_interface__["data"][0] != source.__array_interface__["data"][0]
+        or out.size != source.size)
+
+
 # -- RmsNorm ----------------------------------------------------------------------------------
 @register("RmsNorm", "x: tensor, gamma: tensor, epsilon: float = 1e-06, yOut: tensor!, "
                      "rstdOut: tensor!")
