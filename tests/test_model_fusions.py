@@ -1,6 +1,6 @@
 """Graph fusions: Conv + constant affine / BatchNormalization folding, HardSwish, MatMul /
-Gemm + bias + ReLU; each case checks the node counts after ``optimize`` and the results
-against onnxruntime."""
+Gemm + bias + ReLU, Add + LayerNormalization; each case checks the node counts after
+``optimize`` and the results against onnxruntime."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from openacl.model.fusions import (  # noqa: E402
+    ADD_LAYER_NORM,
     FUSED_MATMUL,
     fold_conv_affine,
     fuse_hard_swish,
@@ -249,3 +250,62 @@ def test_matmul_lookalikes_are_left_alone(case):
         expected = [FUSED_MATMUL, "Relu"]
     model = _model(nodes, weights, outputs, input_shape=inputs)
     _check(model, expected)
+
+
+# -- Add + LayerNormalization (a transformer's residual then norm) ---------------------------------
+LN_WEIGHTS = {"W": _f32(MM_OUT, MM_OUT), "b": _f32(MM_OUT), "gamma": _f32(MM_OUT),
+              "beta": _f32(MM_OUT), "row": _f32(1, MM_OUT), "wide_gamma": _f32(3, MM_OUT)}
+LN_SHAPE = [2, 3, MM_OUT]
+
+
+def _residual_norm_nodes(outputs=("y",), bias="beta", scale="gamma", addend="x"):
+    """x @ W + b (+ addend), LayerNormalization over the last dim."""
+    inputs = ["s", scale] + ([bias] if bias else [])
+    return [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+            helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
+            helper.make_node("Add", ["hb", addend], ["s"], name="residual"),
+            helper.make_node("LayerNormalization", inputs, list(outputs), axis=-1,
+                             epsilon=1e-5, name="norm")]
+
+
+@pytest.mark.parametrize("bias", ["beta", ""], ids=["with-beta", "no-beta"])
+def test_residual_add_and_layer_norm_become_one_node_with_the_matmul_bias(bias):
+    model = _model(_residual_norm_nodes(bias=bias), LN_WEIGHTS, input_shape=LN_SHAPE)
+    graph = optimize(import_onnx(model))
+    ops = collections.Counter(node.op_type for node in graph.nodes)
+    assert ops == collections.Counter([FUSED_MATMUL, ADD_LAYER_NORM])
+    matmul = next(n for n in graph.nodes if n.op_type == FUSED_MATMUL)
+    norm = next(n for n in graph.nodes if n.op_type == ADD_LAYER_NORM)
+    assert matmul.inputs[2] == "" and norm.inputs[4]  # the bias moved into the norm
+    _check(model, [FUSED_MATMUL, ADD_LAYER_NORM])
+
+
+@pytest.mark.parametrize("case", ["stats-read", "broadcast-add", "computed-scale",
+                                  "sum-read-twice", "matmul-product-read-twice"])
+def test_add_layer_norm_lookalikes(case):
+    nodes, outputs, expected = _residual_norm_nodes(), ("y",), None
+    weights = dict(LN_WEIGHTS)
+    if case == "stats-read":  # Mean is a graph output: aclnnAddLayerNorm's stats differ
+        nodes = _residual_norm_nodes(outputs=("y", "mean"))
+        outputs = ("y", "mean")
+        expected = [FUSED_MATMUL, "Add", "LayerNormalization"]
+    elif case == "broadcast-add":  # h + row: the addends' shapes differ
+        nodes = _residual_norm_nodes(addend="row")
+        expected = [FUSED_MATMUL, "Add", "LayerNormalization"]
+    elif case == "computed-scale":  # the scale is computed, not a constant
+        nodes = [*_residual_norm_nodes()[:3],
+                 helper.make_node("ReduceMean", ["x"], ["g3"], axes=[0, 1], keepdims=0),
+                 helper.make_node("LayerNormalization", ["s", "g3", "beta"], ["y"], axis=-1)]
+        expected = [FUSED_MATMUL, "Add", "ReduceMean", "LayerNormalization"]
+    elif case == "sum-read-twice":  # the residual sum is also an output
+        outputs = ("y", "s")
+        expected = [FUSED_MATMUL, "Add", "LayerNormalization"]
+    else:  # the biased product is read again: its bias stays in the FusedMatMul
+        outputs = ("y", "hb")
+        expected = [FUSED_MATMUL, ADD_LAYER_NORM]
+    model = _model(nodes, weights, outputs, input_shape=LN_SHAPE)
+    _check(model, expected)
+    if case == "matmul-product-read-twice":
+        graph = optimize(import_onnx(model))
+        matmul = next(n for n in graph.nodes if n.op_type == FUSED_MATMUL)
+        assert matmul.inputs[2] == "b"

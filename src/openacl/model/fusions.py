@@ -12,6 +12,10 @@ elimination: each rewrites a pattern of nodes into fewer nodes that compute the 
   bias row and/or a ``Relu`` (or a plain ``Gemm`` then ``Relu``) is one ``FusedMatMul``
   node, lowered onto aclnnFusedMatmul (fusedOpType "" or "relu"): one step where there
   were two or three, the bias and the ReLU applied in place on the product.
+* ``fuse_add_layer_norm``: ``LayerNormalization(a + b)`` with constant scale and bias (a
+  transformer's residual add then norm) is one ``AddLayerNorm``, lowered onto
+  aclnnAddLayerNorm; the bias row of a ``FusedMatMul`` producing ``a`` or ``b`` moves into
+  it (added in the same pass instead of its own pass over the product).
 
 A pattern is rewritten only when every intermediate value it removes has exactly one reader
 and is not a graph output, so no other node loses an input. New weights are new initializers
@@ -33,7 +37,8 @@ HARD_SWISH_OFFSET, HARD_SWISH_LIMIT = 3.0, 6.0
 def fuse(graph: Graph) -> dict[str, int]:
     """Run every fusion; returns how many patterns each rewrote."""
     return {"conv_affine": fold_conv_affine(graph), "hard_swish": fuse_hard_swish(graph),
-            "matmul_epilogue": fuse_matmul_epilogue(graph)}
+            "matmul_epilogue": fuse_matmul_epilogue(graph),
+            "add_layer_norm": fuse_add_layer_norm(graph)}
 
 
 class _Uses:
@@ -327,3 +332,81 @@ def _row(graph: Graph, name: str, columns: int) -> np.ndarray | None:
                                                                         (1, columns)):
         return None
     return array
+
+
+# -- Add + LayerNormalization ----------------------------------------------------------------------
+ADD_LAYER_NORM = "AddLayerNorm"  # the IR op type (not an ONNX one)
+
+
+def fuse_add_layer_norm(graph: Graph) -> int:
+    """``LayerNormalization(Add(a, b), scale, bias)`` (a and b of the sum's shape; scale and
+    bias constants of the normalized shape; only Y used) -> ``AddLayerNorm(a, b, scale,
+    bias, matmul_bias)`` with attributes ``epsilon`` and ``axis``."""
+    fused = 0
+    uses = _Uses(graph)
+    for norm in list(graph.nodes):
+        if norm.op_type != "LayerNormalization" or int(norm.attrs.get("stash_type", 1)) != 1:
+            continue
+        if any(name and uses.readers[name] for name in norm.outputs[1:]):
+            continue  # Mean / InvStdDev are read: aclnnAddLayerNorm's float32 stats differ
+        total = norm.inputs[0]
+        add = uses.sole_product(total, "Add")
+        shape = graph.value(total).shape
+        if add is None or len(add.inputs) != 2 or any(
+                graph.value(name).shape != shape for name in add.inputs):
+            continue
+        axis = int(norm.attrs.get("axis", -1))
+        normalized = tuple(shape[axis + len(shape) if axis < 0 else axis:])
+        params = _norm_params(graph, norm, normalized)
+        if params is None:
+            continue
+        bias = _movable_matmul_bias(graph, uses, add, normalized)
+        graph.nodes[graph.nodes.index(norm)] = Node(
+            ADD_LAYER_NORM, norm.name or f"{norm.outputs[0]}/add_layer_norm",
+            [*add.inputs, *params, bias or ""], [norm.outputs[0]],
+            {"epsilon": float(norm.attrs.get("epsilon", 1e-5)), "axis": axis})
+        graph.nodes.remove(add)
+        fused += 1
+        uses = _Uses(graph)
+    return fused
+
+
+def _norm_params(graph: Graph, norm: Node, normalized: tuple[int, ...]) -> list[str] | None:
+    """[scale, bias] of a LayerNormalization as constants of the normalized shape (a missing
+    bias becomes zeros), or None."""
+    names = []
+    for position in (1, 2):
+        name = norm.inputs[position] if len(norm.inputs) > position else ""
+        if not name:  # LayerNormalization's B is optional: aclnnAddLayerNorm's beta is not
+            scale = graph.initializers[names[0]]
+            name = _fresh_name(graph, f"{norm.name or norm.outputs[0]}/beta")
+            graph.initializers[name] = np.zeros(normalized, scale.dtype)
+            graph.values[name] = Value(name, scale.dtype, normalized)
+        array = graph.initializers.get(name)
+        if array is None or array.shape != normalized or array.dtype.kind != "f":
+            return None
+        names.append(name)
+    return names
+
+
+def _movable_matmul_bias(graph: Graph, uses: _Uses, add: Node,
+                         normalized: tuple[int, ...]) -> str | None:
+    """Take the bias row off a ``FusedMatMul`` (no epilogue besides the bias) whose product
+    only the Add reads, for the AddLayerNorm to add; its name (reshaped to the normalized
+    shape where needed), or None when no operand qualifies."""
+    for operand in add.inputs:
+        matmul = uses.sole_product(operand, FUSED_MATMUL)
+        if matmul is None or matmul.attrs.get("fusedOpType") or not matmul.inputs[2]:
+            continue
+        bias = matmul.inputs[2]
+        row = graph.initializers[bias]
+        if row.size != int(np.prod(normalized)) or row.dtype != graph.value(operand).dtype:
+            continue
+        if row.shape != normalized:
+            reshaped = _fresh_name(graph, f"{bias}/row")
+            graph.initializers[reshaped] = row.reshape(normalized)
+            graph.values[reshaped] = Value(reshaped, row.dtype, normalized)
+            bias = reshaped
+        matmul.inputs[2] = ""
+        return bias
+    return None

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from openacl.errors import AclError
+from openacl.model.fusions import ADD_LAYER_NORM
 from openacl.model.ir import Node
 from openacl.model.lowering import Builder, Ref, Scalar, lowering, unsupported
 from openacl.model.onnx_ops import KEEP_DTYPE, _constant_input, _only
@@ -175,6 +176,22 @@ def layer_normalization(node: Node, b: Builder) -> None:
            out=Ref(outputs[0]),
            meanOutOptional=Ref(outputs[1]) if outputs[1] else None,
            rstdOutOptional=Ref(outputs[2]) if outputs[2] else None)
+
+
+@lowering(ADD_LAYER_NORM)
+def add_layer_norm(node: Node, b: Builder) -> None:
+    """The fusions' ``AddLayerNorm(a, b, scale, beta, bias)``: aclnnAddLayerNorm, its
+    statistics and sum into temporaries nothing reads (additionalOutput off)."""
+    _only(node, "epsilon", "axis")
+    first, second, gamma, beta, bias = node.inputs
+    shape, dtype = b.value(first).shape, b.value(first).dtype
+    lead = len(shape) - len(b.value(gamma).shape)
+    stats = (*shape[:lead], *(1,) * (len(shape) - lead))
+    b.call("AddLayerNorm", x1=Ref(first), x2=Ref(second), gamma=Ref(gamma), beta=Ref(beta),
+           biasOptional=Ref(bias) if bias else None, epsilon=float(node.attrs["epsilon"]),
+           additionalOutput=False, yOut=Ref(node.outputs[0]),
+           meanOut=Ref(b.temp(stats, np.float32)), rstdOut=Ref(b.temp(stats, np.float32)),
+           xOut=Ref(b.temp(shape, dtype)))
 
 
 # -- pooling ------------------------------------------------------------------------------------

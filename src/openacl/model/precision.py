@@ -32,7 +32,7 @@ FLOAT32, FLOAT16 = np.dtype(np.float32), np.dtype(np.float16)
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 ONNX_FLOAT, ONNX_FLOAT16 = 1, 10  # TensorProto data types (Cast's ``to``)
 SENSITIVE = frozenset({
-    "LayerNormalization", "BatchNormalization", "InstanceNormalization",
+    "LayerNormalization", "AddLayerNorm", "BatchNormalization", "InstanceNormalization",
     "GroupNormalization", "Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceL2",
     "ReduceSumSquare", "ReduceLogSumExp", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Div",
     "Erf", "CumSum"})
