@@ -510,34 +510,48 @@ static PyObject *py_hardswish(PyObject *Py_UNUSED(self), PyObject *args) {
     return elementwise(args, hardswish_loop);
 }
 
-static PyObject *py_softmax_rows(PyObject *Py_UNUSED(self), PyObject *args) {
+/* The (x, out, length) arguments of a row kernel: x float32 in whole rows of `length`, out
+ * float32 like x (per_row_double 0) or float64 with one value per row (1). Returns the row
+ * count with both buffers held, or -1 with an exception set and nothing held. */
+static Py_ssize_t row_arguments(PyObject *args, Py_buffer *x, Py_buffer *out,
+                                Py_ssize_t *length, int per_row_double) {
     PyObject *x_object, *out_object;
-    Py_ssize_t length;
-    if (!PyArg_ParseTuple(args, "OOn", &x_object, &out_object, &length)) return NULL;
-    if (length <= 0) {
-        PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", length);
-        return NULL;
+    if (!PyArg_ParseTuple(args, "OOn", &x_object, &out_object, length)) return -1;
+    if (*length <= 0) {
+        PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", *length);
+        return -1;
     }
-    Py_buffer x, out;
-    if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
-    if (get_float_buffer(out_object, &out, 1, "out") != 0) {
-        PyBuffer_Release(&x);
-        return NULL;
+    if (get_float_buffer(x_object, x, 0, "x") != 0) return -1;
+    if ((per_row_double ? get_double_buffer(out_object, out, "out")
+                        : get_float_buffer(out_object, out, 1, "out")) != 0) {
+        PyBuffer_Release(x);
+        return -1;
     }
-    Py_ssize_t rows = x.len / 4 / length;
-    PyObject *result = NULL;
-    if (x.len / 4 != rows * length) {
+    Py_ssize_t count = x->len / 4, rows = count / *length;
+    if (rows * *length != count) {
         PyErr_Format(PyExc_ValueError, "argument 'x' holds %zd values, not whole rows of "
-                     "'length' %zd", x.len / 4, length);
-    } else if (check_count(&out, rows * length, "out") == 0) {
-        Py_BEGIN_ALLOW_THREADS
-        softmax_rows_loop((const float *)x.buf, (float *)out.buf, rows, length);
-        Py_END_ALLOW_THREADS
-        result = Py_NewRef(Py_None);
+                     "'length' %zd", count, *length);
+    } else if (per_row_double && out->len / 8 < rows) {
+        PyErr_Format(PyExc_ValueError, "argument 'out' holds %zd float64 values, %zd needed",
+                     out->len / 8, rows);
+    } else if (per_row_double || check_count(out, count, "out") == 0) {
+        return rows;
     }
+    PyBuffer_Release(out);
+    PyBuffer_Release(x);
+    return -1;
+}
+
+static PyObject *py_softmax_rows(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer x, out;
+    Py_ssize_t length, rows = row_arguments(args, &x, &out, &length, 0);
+    if (rows < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    softmax_rows_loop((const float *)x.buf, (float *)out.buf, rows, length);
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&out);
     PyBuffer_Release(&x);
-    return result;
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_layer_norm_rows(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -588,36 +602,15 @@ done:
 }
 
 static PyObject *py_row_sums(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *x_object, *out_object;
-    Py_ssize_t length;
-    if (!PyArg_ParseTuple(args, "OOn", &x_object, &out_object, &length)) return NULL;
-    if (length <= 0) {
-        PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", length);
-        return NULL;
-    }
     Py_buffer x, out;
-    if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
-    if (get_double_buffer(out_object, &out, "out") != 0) {
-        PyBuffer_Release(&x);
-        return NULL;
-    }
-    Py_ssize_t count = x.len / 4, rows = count / length;
-    PyObject *result = NULL;
-    if (rows * length != count) {
-        PyErr_Format(PyExc_ValueError, "argument 'x' holds %zd values, not whole rows of "
-                     "'length' %zd", count, length);
-    } else if (out.len / 8 < rows) {
-        PyErr_Format(PyExc_ValueError, "argument 'out' holds %zd float64 values, %zd needed",
-                     out.len / 8, rows);
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        row_sums_loop((const float *)x.buf, (double *)out.buf, rows, length);
-        Py_END_ALLOW_THREADS
-        result = Py_NewRef(Py_None);
-    }
+    Py_ssize_t length, rows = row_arguments(args, &x, &out, &length, 1);
+    if (rows < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    row_sums_loop((const float *)x.buf, (double *)out.buf, rows, length);
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&out);
     PyBuffer_Release(&x);
-    return result;
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_add_layer_norm_rows(PyObject *Py_UNUSED(self), PyObject *args) {
