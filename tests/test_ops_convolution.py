@@ -143,6 +143,24 @@ def test_shifted_windows_both_accumulations(name, mode, monkeypatch):
     assert_close(result.numpy(), golden, f"{name} {mode}")
 
 
+def test_float64_input_into_float32_output_sums_taps_in_float64(monkeypatch):
+    # the stacked-taps path with a float64 compute dtype must not round each tap's product
+    # to float32 before summing (the C tap sums are float32-only): review regression
+    monkeypatch.setattr(CONVOLUTION, "SHIFTED_MIN_COLUMN_BYTES", 0)
+    rng = np.random.default_rng(1)
+    x = 1e6 + rng.standard_normal((1, 16, 20, 20))
+    w = np.zeros((8, 16, 3, 3))
+    w[:, :, 1, 1] = 4  # a Laplacian: the taps cancel the large offset
+    w[:, :, 0, 1] = w[:, :, 2, 1] = w[:, :, 1, 0] = w[:, :, 1, 2] = -1
+    out = openacl.empty((1, 8, 18, 18), np.float32)
+    xd, wd = _dev(x), _dev(w)
+    ws, exe = aclnn.convolution_get_workspace_size(xd, wd, None, [1, 1], [0, 0], [1, 1], False,
+                                                   [0, 0], 1, out, 0)
+    aclnn.convolution(0, ws, exe, 0)
+    golden = F.conv2d(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    np.testing.assert_allclose(out.numpy(), golden, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", ["2d-depthwise-5x5", "2d-depthwise-strided",
                                   "3d-depthwise-strided"])
 @pytest.mark.parametrize("column_bytes", [1, 2000], ids=["row-tiles", "channel-tiles"])

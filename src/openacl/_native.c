@@ -36,7 +36,7 @@
 #define LN2_LO -2.12194440e-4f
 #define ROUNDING_SHIFTER 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
 
-INLINE float bits_to_float(int32_t bits) {
+INLINE float bits_to_float(uint32_t bits) {
     float value;
     memcpy(&value, &bits, sizeof value);
     return value;
@@ -66,7 +66,10 @@ INLINE float fast_exp(float x) {
     float y = p * r * r + r + 1.0f;
     /* 2^n in two halves: n reaches 128 at EXP_HI, one past float32's largest exponent */
     int32_t half = exponent >> 1;
-    y = y * bits_to_float((half + 127) << 23) * bits_to_float((exponent - half + 127) << 23);
+    /* unsigned shifts: a NaN's meaningless exponent must not overflow (its result is
+     * replaced below) */
+    y = y * bits_to_float((uint32_t)(half + 127) << 23) *
+        bits_to_float((uint32_t)(exponent - half + 127) << 23);
     y = x > EXP_HI ? INFINITY : y;
     y = x < EXP_LO ? 0.0f : y;
     return x != x ? x : y;
@@ -76,15 +79,13 @@ INLINE float fast_exp(float x) {
 /* Phi(-a) = 0.5 * erfc(a / sqrt 2) by Numerical Recipes' erfcc (fractional error < 1.2e-7):
  * t = 1 / (1 + a / (2 sqrt 2)), Phi(-a) = t * exp(-a^2 / 2 + P(t)), ln 0.5 folded into P's
  * constant term; the same algorithm as the numpy kernel (openacl.ops._special). */
-/* above this |x| the tail term |x| * Phi(-|x|) < 5e-35 vanishes beside x (it is taken as 0),
- * and below it every intermediate stays a normal float (subnormals cost ~100x on x86) */
-#define GELU_TAIL_LIMIT 12.5f
+#define NORMAL_TAIL_CLAMP 16.0f /* Phi(-16) ~ 6e-58, 0 in float32: the numpy kernel's clamp */
 #define HALF_OVER_SQRT2 0.35355339059327373f
 #define HALF_ERFC_C0 (-1.26551223f - 0.69314718055994531f)
 
 INLINE float gelu_erf(float x) {
-    float magnitude = x < 0.0f ? -x : x;
-    float a = magnitude < GELU_TAIL_LIMIT ? magnitude : GELU_TAIL_LIMIT;
+    float a = x < 0.0f ? -x : x;
+    a = a < NORMAL_TAIL_CLAMP ? a : NORMAL_TAIL_CLAMP; /* inf -> the limits inf and 0 */
     float t = 1.0f / (1.0f + a * HALF_OVER_SQRT2);
     float p = 0.17087277f;
     p = p * t - 0.82215223f;
@@ -96,8 +97,7 @@ INLINE float gelu_erf(float x) {
     p = p * t + 0.37409196f;
     p = p * t + 1.00002368f;
     p = p * t + HALF_ERFC_C0;
-    float tail = t * fast_exp(p - 0.5f * a * a);
-    tail = magnitude < GELU_TAIL_LIMIT ? tail : 0.0f;
+    float tail = t * fast_exp(p - 0.5f * a * a); /* 0 where exp's result is subnormal */
     float positive = x > 0.0f ? x : 0.0f;
     float y = positive - a * tail;
     return x != x ? x : y;
@@ -668,6 +668,14 @@ done:
     return result;
 }
 
+/* a * b + c with overflow checks: -1 on overflow */
+static Py_ssize_t multiply_add(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c) {
+    Py_ssize_t product, sum;
+    if (__builtin_mul_overflow(a, b, &product) || __builtin_add_overflow(product, c, &sum))
+        return -1;
+    return sum;
+}
+
 /* a * b * c * d, or -1 when it overflows (hostile dims must not wrap the length checks) */
 static Py_ssize_t product4(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) {
     Py_ssize_t ab, abc, abcd;
@@ -748,8 +756,13 @@ static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
         goto done;
     }
     Py_ssize_t margin = VECTOR_LANES; /* zeros after the plane: tap_sums' last vector */
-    float *scratch = PyMem_RawMalloc((size_t)(padded_count + margin + sums_count) *
-                                     sizeof(float));
+    Py_ssize_t scratch_count = multiply_add(1, padded_count, margin);
+    scratch_count = scratch_count < 0 ? -1 : multiply_add(1, scratch_count, sums_count);
+    if (scratch_count < 0 || scratch_count > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(float)) {
+        PyErr_SetString(PyExc_OverflowError, "conv2d_direct: sizes overflow");
+        goto done;
+    }
+    float *scratch = PyMem_RawMalloc((size_t)scratch_count * sizeof(float));
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -776,14 +789,6 @@ done:
     if (got >= 2) PyBuffer_Release(&w);
     if (got >= 1) PyBuffer_Release(&x);
     return result;
-}
-
-/* a * b + c with overflow checks: -1 on overflow */
-static Py_ssize_t multiply_add(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c) {
-    Py_ssize_t product, sum;
-    if (__builtin_mul_overflow(a, b, &product) || __builtin_add_overflow(product, c, &sum))
-        return -1;
-    return sum;
 }
 
 static PyObject *py_shifted_sums(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -826,10 +831,13 @@ static PyObject *py_shifted_sums(PyObject *Py_UNUSED(self), PyObject *args) {
      * and the furthest written */
     Py_ssize_t last_read = multiply_add(g.channels - 1, g.channel_stride, 0);
     last_read = last_read < 0 ? -1 : multiply_add(g.rows - 1, g.row_pitch, last_read);
-    last_read = last_read < 0 ? -1 : multiply_add(1, reach + g.cols - 1 + VECTOR_LANES - 1,
-                                                  last_read);
+    last_read = last_read < 0 ? -1 : multiply_add(1, reach, last_read);
+    last_read = last_read < 0 ? -1 : multiply_add(1, g.cols, last_read);
+    last_read = last_read < 0 ? -1 : multiply_add(1, VECTOR_LANES - 2, last_read);
+    Py_ssize_t rows_end = multiply_add(1, g.first_row, g.rows);
     Py_ssize_t last_write = multiply_add(g.channels - 1, g.out_plane, 0);
-    last_write = last_write < 0 ? -1 : multiply_add(g.first_row + g.rows, g.cols, last_write);
+    last_write = last_write < 0 || rows_end < 0 ? -1 : multiply_add(rows_end, g.cols,
+                                                                    last_write);
     if (last_read < 0 || last_write < 0) {
         PyErr_SetString(PyExc_OverflowError, "shifted_sums: sizes overflow");
         return NULL;

@@ -347,7 +347,8 @@ def _shifted_windows(out, x, w, bias, g: _Geometry, compute) -> None:
     accumulate = _stacked_taps if taps * c_out <= STACKED_MAX_ROWS else _tap_by_tap
     lib = native.kernels()
     straight = (lib is not None and accumulate is _stacked_taps and x.ndim == 4
-                and taps <= NATIVE_MAX_TAPS and native.host_float32(out))
+                and compute == np.float32 and taps <= NATIVE_MAX_TAPS
+                and native.host_float32(out))
     bias_values = None if bias is None or not straight else np.ascontiguousarray(bias,
                                                                                 np.float32)
     for index in range(n):
