@@ -1,6 +1,6 @@
 """Graph fusions: Conv + constant affine / BatchNormalization folding, HardSwish, MatMul /
-Gemm + bias + ReLU, Add + LayerNormalization; each case checks the node counts after
-``optimize`` and the results against onnxruntime."""
+Gemm + bias + ReLU, attention's score scale, Add + LayerNormalization; each case checks the
+node counts after ``optimize`` and the results against onnxruntime."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from openacl.model.fusions import (  # noqa: E402
     ADD_LAYER_NORM,
     FUSED_MATMUL,
     fold_conv_affine,
+    fold_matmul_scale,
     fuse_hard_swish,
     fuse_matmul_epilogue,
 )
@@ -309,3 +310,61 @@ def test_add_layer_norm_lookalikes(case):
         graph = optimize(import_onnx(model))
         matmul = next(n for n in graph.nodes if n.op_type == FUSED_MATMUL)
         assert matmul.inputs[2] == "b"
+
+
+# -- attention's scores scaled by a constant: folded into the query projection ---------------------
+ATTENTION_WEIGHTS = {"Wq": _f32(8, 8), "bq": _f32(8), "Wk": _f32(8, 8), "scale": np.float32(0.35),
+                     "heads": np.array([2, 3, 2, 4], np.int64), "other": _f32(2, 2, 3, 3)}
+
+
+def _attention_nodes(scale_first=False, extra_output=False):
+    """q = (x @ Wq + bq) in heads, k = x @ Wk in heads; y = q @ k^T * scale."""
+    nodes = [helper.make_node("MatMul", ["x", "Wq"], ["q0"]),
+             helper.make_node("Add", ["q0", "bq"], ["q1"]),
+             helper.make_node("Reshape", ["q1", "heads"], ["q2"]),
+             helper.make_node("Transpose", ["q2"], ["q"], perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["x", "Wk"], ["k0"]),
+             helper.make_node("Reshape", ["k0", "heads"], ["k1"]),
+             helper.make_node("Transpose", ["k1"], ["kt"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+             helper.make_node("Mul", ["scale", "scores"] if scale_first else ["scores", "scale"],
+                              ["y"])]
+    return nodes, (("y", "q") if extra_output else ("y",))
+
+
+@pytest.mark.parametrize("scale_first", [False, True])
+def test_attention_scale_folds_into_the_query_projection(scale_first):
+    nodes, outputs = _attention_nodes(scale_first)
+    model = _model(nodes, ATTENTION_WEIGHTS, outputs, input_shape=[2, 3, 8])
+    graph = optimize(import_onnx(model))
+    assert "Mul" not in {node.op_type for node in graph.nodes}
+    query = next(n for n in graph.nodes if n.op_type == FUSED_MATMUL and n.inputs[2])
+    np.testing.assert_allclose(graph.initializers[query.inputs[1]],
+                               ATTENTION_WEIGHTS["Wq"] * np.float32(0.35), rtol=1e-6)
+    _check(model, [FUSED_MATMUL, "MatMul", "MatMul", "Reshape", "Reshape", "Transpose",
+                   "Transpose"])
+
+
+@pytest.mark.parametrize("case", ["query-read-twice", "scale-not-constant", "scale-tensor"])
+def test_matmul_scale_lookalikes(case):
+    nodes, outputs = _attention_nodes(extra_output=case == "query-read-twice")
+    weights = dict(ATTENTION_WEIGHTS)
+    if case == "scale-not-constant":  # the scale is computed from the input
+        nodes[-1] = helper.make_node("Mul", ["scores", "s"], ["y"])
+        nodes.insert(-1, helper.make_node("ReduceMax", ["x"], ["s"], keepdims=0))
+    elif case == "scale-tensor":  # a per-element constant, not one scalar
+        nodes[-1] = helper.make_node("Mul", ["scores", "other"], ["y"])
+    model = _model(nodes, weights, outputs, input_shape=[2, 3, 8])
+    graph = import_onnx(model)
+    optimize(graph)
+    assert fold_matmul_scale(graph) == 0
+    assert "Mul" in {node.op_type for node in graph.nodes}
+    session = InferenceSession(model)
+    x = _f32(2, 3, 8)
+    try:
+        ours = session.run(None, {"x": x})
+    finally:
+        session.close()
+    theirs = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -12,6 +12,10 @@ elimination: each rewrites a pattern of nodes into fewer nodes that compute the 
   bias row and/or a ``Relu`` (or a plain ``Gemm`` then ``Relu``) is one ``FusedMatMul``
   node, lowered onto aclnnFusedMatmul (fusedOpType "" or "relu"): one step where there
   were two or three, the bias and the ReLU applied in place on the product.
+* ``fold_matmul_scale``: ``MatMul(a, b) * s`` with ``s`` a constant scalar, where ``a`` (or
+  ``b``) comes from a ``FusedMatMul`` through shape-only nodes (attention's
+  ``softmax(q @ k^T * 1/sqrt(d))``, ``q`` a projection reshaped into heads): ``s`` is folded
+  into that projection's weights and bias, and the Mul, a pass over every score, goes.
 * ``fuse_add_layer_norm``: ``LayerNormalization(a + b)`` with constant scale and bias (a
   transformer's residual add then norm) is one ``AddLayerNorm``, lowered onto
   aclnnAddLayerNorm; the bias row of a ``FusedMatMul`` producing ``a`` or ``b`` moves into
@@ -38,6 +42,7 @@ def fuse(graph: Graph) -> dict[str, int]:
     """Run every fusion; returns how many patterns each rewrote."""
     return {"conv_affine": fold_conv_affine(graph), "hard_swish": fuse_hard_swish(graph),
             "matmul_epilogue": fuse_matmul_epilogue(graph),
+            "matmul_scale": fold_matmul_scale(graph),
             "add_layer_norm": fuse_add_layer_norm(graph)}
 
 
@@ -410,3 +415,62 @@ def _movable_matmul_bias(graph: Graph, uses: _Uses, add: Node,
         matmul.inputs[2] = ""
         return bias
     return None
+
+
+# -- MatMul(a, b) * scalar, a from a projection ----------------------------------------------------
+SHAPE_ONLY = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten"})
+
+
+def fold_matmul_scale(graph: Graph) -> int:
+    """``Mul(MatMul(a, b), s)`` (either operand order, ``s`` a constant float scalar) ->
+    ``MatMul(a', b)``, where ``a`` is a ``FusedMatMul`` (no ReLU) seen through shape-only
+    nodes, each read once: its weight and bias are scaled by ``s`` (float64, rounded once;
+    new initializers, so shared ones stay)."""
+    folded = 0
+    uses = _Uses(graph)
+    for mul in list(graph.nodes):
+        if mul.op_type != "Mul" or len(mul.inputs) != 2:
+            continue
+        for position in (0, 1):
+            scale = _scalar(graph, mul.inputs[1 - position])
+            matmul = uses.sole_product(mul.inputs[position], "MatMul")
+            if scale is None or matmul is None:
+                continue
+            projection = next(filter(None, (_projection_behind(uses, operand)
+                                            for operand in matmul.inputs)), None)
+            if projection is None:
+                continue
+            _scale_projection(graph, projection, scale)
+            matmul.outputs[0] = mul.outputs[0]
+            graph.nodes.remove(mul)
+            folded += 1
+            uses = _Uses(graph)
+            break
+    return folded
+
+
+def _projection_behind(uses: _Uses, name: str) -> Node | None:
+    """The FusedMatMul (fusedOpType "") whose product reaches ``name`` through shape-only
+    nodes only, every value on the way read once; None otherwise."""
+    for _ in range(len(SHAPE_ONLY) + 4):  # a short chain: reshape, transpose, ...
+        node = uses.producer.get(name)
+        if node is None or uses.readers[name] != 1:
+            return None
+        if node.op_type == FUSED_MATMUL:
+            return None if node.attrs.get("fusedOpType") else node
+        if node.op_type not in SHAPE_ONLY:
+            return None
+        name = node.inputs[0]
+    return None
+
+
+def _scale_projection(graph: Graph, projection: Node, scale: float) -> None:
+    for position in (1, 2):
+        name = projection.inputs[position]
+        if not name:
+            continue
+        array = graph.initializers[name]
+        scaled = _fresh_name(graph, f"{name}/scaled")
+        graph.initializers[scaled] = (array.astype(np.float64) * scale).astype(array.dtype)
+        graph.values[scaled] = Value(scaled, array.dtype, array.shape)
+        projection.inputs[position] = scaled
