@@ -330,3 +330,26 @@ def test_add_layer_norm_rows_bias_forms_and_checks():
     with pytest.raises(TypeError, match="'y' must be a float32 buffer"):
         _native.add_layer_norm_rows(x1, x2, None, gamma, beta, y.astype(np.float64), None,
                                     stats, stats, 20, 1e-5)
+
+
+def test_tile_taps_interleaves_and_checks():
+    rng = np.random.default_rng(7)
+    for kernel in ((2, 2), (3, 1), (1, 3)):
+        taps = rng.standard_normal((4, kernel[0] * kernel[1], 2, 3, 5)).astype(F32)
+        bias = rng.standard_normal(4).astype(F32)
+        out = np.empty((2, 4, 3 * kernel[0], 5 * kernel[1]), F32)
+        _native.tile_taps(taps, bias, out, (4, *kernel), (2, 3, 5))
+        expected = np.empty_like(out)
+        for a in range(kernel[0]):
+            for b in range(kernel[1]):
+                expected[:, :, a::kernel[0], b::kernel[1]] = (
+                    taps[:, a * kernel[1] + b].transpose(1, 0, 2, 3) + bias[None, :, None, None])
+        np.testing.assert_array_equal(out, expected)
+    with pytest.raises(ValueError, match="'out' holds 10 float32 values, 360 needed"):
+        _native.tile_taps(taps, bias, np.empty(10, F32), (4, 1, 3), (2, 3, 5))
+    with pytest.raises(ValueError, match="'bias' holds 2 float32 values, 4 needed"):
+        _native.tile_taps(taps, bias[:2], out, (4, 1, 3), (2, 3, 5))
+    with pytest.raises(ValueError, match="every size must be > 0"):
+        _native.tile_taps(taps, bias, out, (4, 0, 3), (2, 3, 5))
+    with pytest.raises(OverflowError, match="sizes overflow"):
+        _native.tile_taps(taps, bias, out, (1 << 40, 1 << 40, 3), (2, 3, 5))

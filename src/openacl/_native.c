@@ -444,6 +444,46 @@ static void shifted_sums_loop(const float *source, float *out, const float *bias
                      out + c * s->out_plane + (s->first_row + r) * s->cols, s->cols);
 }
 
+/* -- a transposed convolution whose stride equals its kernel: taps tile the output ------- */
+/* out[n, c, i * KH + a, j * KW + b] = taps[c, a * KW + b, n, i, j] + bias[c]: each output
+ * row written once, contiguously, from the KW tap rows it interleaves (numpy writes each
+ * tap through a strided view instead). */
+typedef struct {
+    Py_ssize_t channels, kernel_h, kernel_w, batch, height, width;
+} TileGeometry;
+
+MULTIVERSIONED
+static void tile_taps_loop(const float *taps, const float *bias, float *out,
+                           const TileGeometry *g) {
+    Py_ssize_t plane = g->height * g->width, tap_count = g->kernel_h * g->kernel_w;
+    Py_ssize_t out_width = g->width * g->kernel_w;
+    for (Py_ssize_t n = 0; n < g->batch; n++)
+        for (Py_ssize_t c = 0; c < g->channels; c++) {
+            float add = bias ? bias[c] : 0.0f;
+            const float *channel = taps + c * tap_count * g->batch * plane + n * plane;
+            float *o = out + (n * g->channels + c) * plane * tap_count;
+            for (Py_ssize_t i = 0; i < g->height; i++)
+                for (Py_ssize_t a = 0; a < g->kernel_h; a++) {
+                    float *row = o + (i * g->kernel_h + a) * out_width;
+                    const float *first = channel + (a * g->kernel_w) * g->batch * plane +
+                                         i * g->width;
+                    if (g->kernel_w == 2) {
+                        const float *second = first + g->batch * plane;
+                        for (Py_ssize_t j = 0; j < g->width; j++) {
+                            row[2 * j] = first[j] + add;
+                            row[2 * j + 1] = second[j] + add;
+                        }
+                        continue;
+                    }
+                    for (Py_ssize_t b = 0; b < g->kernel_w; b++) {
+                        const float *source = first + b * g->batch * plane;
+                        for (Py_ssize_t j = 0; j < g->width; j++)
+                            row[j * g->kernel_w + b] = source[j] + add;
+                    }
+                }
+        }
+}
+
 /* -- argument handling ------------------------------------------------------------------- */
 static int get_float_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
@@ -867,6 +907,48 @@ done:
     return result;
 }
 
+static PyObject *py_tile_taps(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *taps_object, *bias_object, *out_object;
+    TileGeometry g;
+    if (!PyArg_ParseTuple(args, "OOO(nnn)(nnn)", &taps_object, &bias_object, &out_object,
+                          &g.channels, &g.kernel_h, &g.kernel_w, &g.batch, &g.height,
+                          &g.width))
+        return NULL;
+    if (g.channels <= 0 || g.kernel_h <= 0 || g.kernel_w <= 0 || g.batch <= 0 ||
+        g.height <= 0 || g.width <= 0) {
+        PyErr_SetString(PyExc_ValueError, "tile_taps: every size must be > 0");
+        return NULL;
+    }
+    Py_ssize_t per_image = product4(g.channels, g.kernel_h, g.kernel_w, g.height);
+    Py_ssize_t count = per_image < 0 ? -1 : product4(per_image, g.width, g.batch, 1);
+    if (count < 0) {
+        PyErr_SetString(PyExc_OverflowError, "tile_taps: sizes overflow");
+        return NULL;
+    }
+    Py_buffer taps, bias, out;
+    int have_bias = bias_object != Py_None, got = 0;
+    PyObject *result = NULL;
+    if (get_float_buffer(taps_object, &taps, 0, "taps") != 0) goto done;
+    got = 1;
+    if (have_bias && get_float_buffer(bias_object, &bias, 0, "bias") != 0) goto done;
+    got = 2;
+    if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
+    got = 3;
+    if (check_count(&taps, count, "taps") != 0 || check_count(&out, count, "out") != 0 ||
+        (have_bias && check_count(&bias, g.channels, "bias") != 0))
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    tile_taps_loop((const float *)taps.buf, have_bias ? (const float *)bias.buf : NULL,
+                   (float *)out.buf, &g);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    if (got >= 3) PyBuffer_Release(&out);
+    if (got >= 2 && have_bias) PyBuffer_Release(&bias);
+    if (got >= 1) PyBuffer_Release(&taps);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gelu_erf", py_gelu_erf, METH_VARARGS,
      "gelu_erf(x, out): GELU's erf form of float32 x into out (may be x)."},
@@ -887,6 +969,10 @@ static PyMethodDef methods[] = {
      "x = x1 + x2 (+ bias: one row or one per row, or None) into x_out (or None), its "
      "LayerNorm over rows of length into y (float32; y and x_out apart from the inputs or "
      "the very same), row means and rstds into mean and rstd."},
+    {"tile_taps", py_tile_taps, METH_VARARGS,
+     "tile_taps(taps, bias, out, (C, KH, KW), (N, H, W)): out[n, c, i*KH + a, j*KW + b] = "
+     "taps[c, a*KW + b, n, i, j] + bias[c] (float32; bias C values or None): a transposed "
+     "convolution whose stride equals its kernel."},
     {"layer_norm_rows", py_layer_norm_rows, METH_VARARGS,
      "layer_norm_rows(x, weight, bias, out, mean, rstd, length, eps): LayerNorm of each "
      "contiguous float32 row of x into out (weight and bias: length values or None), the "

@@ -559,6 +559,12 @@ def _tiled_taps(out, contributions, bias, g: _Geometry, in_size, compute) -> Non
     xp = array_module(out)
     tiled = tuple(i * k for i, k in zip(in_size, g.kernel_size, strict=True))
     direct = out.dtype == compute and tiled == g.out_size
+    lib = native.kernels()
+    if (direct and lib is not None and len(in_size) == 2 and compute == np.float32
+            and native.host_float32(out, contributions)):  # each output row written once
+        lib.tile_taps(contributions, None if bias is None else np.ascontiguousarray(
+            bias, np.float32), out, (groups * o_group, *g.kernel_size), (n, *in_size))
+        return
     full = out if direct else xp.empty((n, groups * o_group, *tiled), compute)
     by_channel = None if bias is None else bias.reshape(-1, *(1,) * len(in_size))
     for index, tap in enumerate(itertools.product(*(range(k) for k in g.kernel_size))):
