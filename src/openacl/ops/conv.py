@@ -38,6 +38,13 @@ Kernels (no per-pixel Python loops):
   and one (1, taps) @ (taps, positions) product per channel.
 * transposed: the adjoint; one batched matmul gives every tap's contribution, then col2im
   adds them in with a loop over the kernel taps only.
+
+With the C kernels (``openacl.ops.native``; 2-d, float32 host arrays) three paths change:
+depthwise and few-input-channel convolutions (``DIRECT_MAX_GROUP_CHANNELS``) sum their taps
+directly (``conv2d_direct``); the stacked thin product's taps, bias and valid columns are
+summed in one pass straight into the output (``shifted_sums``); and a stride-equals-kernel
+transposed convolution writes each output row once (``tile_taps``). The numpy bodies above
+remain the path everywhere else, and the reference the tests hold both to.
 """
 
 from __future__ import annotations
