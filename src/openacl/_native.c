@@ -1,15 +1,22 @@
 /* openacl._native: fused float32 kernels for the CPU backend's hot operators.
  *
- * Why: numpy evaluates GELU's erf form, softmax or a depthwise convolution as 10-30 passes
- * over memory with a temporary each; these loops do one pass, vectorised by the compiler
- * (an AVX2/FMA clone chosen at load time on x86-64, the baseline ISA elsewhere).
+ * Why: numpy evaluates GELU's erf form, softmax, a LayerNorm or a depthwise convolution as
+ * 4-30 passes over memory with a temporary each; these loops do one pass, vectorised by the
+ * compiler (gcc on x86-64: AVX-512, AVX2/FMA and baseline clones chosen at load time).
  *
- * Contract (every function): arguments are C-contiguous float32 buffers (the buffer
- * protocol checks contiguity, the format and, for outputs, writability), their lengths are
- * checked against the dims before anything is read, and the GIL is released while the loop
- * runs. Elementwise kernels accept an output that is the input itself (in place); other
- * overlaps are the caller's responsibility (openacl.ops.native only passes disjoint
- * buffers). NaN propagates and infinities give their limits, as the numpy kernels do.
+ * Contract (every function): arguments are C-contiguous float32 buffers (float64 where
+ * named; the buffer protocol checks contiguity, the format and, for outputs, writability);
+ * every size is checked, with overflow-checked arithmetic, against the buffers' lengths
+ * before anything is read or written, so no argument values can make a kernel touch memory
+ * outside its buffers; the GIL is released while the loop runs. Row and elementwise kernels
+ * accept outputs that are their inputs (the very same elements); any other overlap is the
+ * caller's responsibility (openacl.ops.native's callers pass disjoint buffers or fall back to
+ * numpy). NaN propagates and infinities give their limits, as the numpy kernels do.
+ *
+ * Invariants of the convolution kernels: tap sums read whole vectors, up to VECTOR_LANES - 1
+ * floats past the last element they use, so every source they read is followed by that many
+ * readable floats (conv2d_direct's scratch has a zeroed margin; shifted_sums checks its
+ * caller's margin); their scratch is allocated per call (no state between calls or threads).
  *
  * This module is optional: openacl.ops.native falls back to numpy when it is missing.
  */
