@@ -353,3 +353,22 @@ def test_tile_taps_interleaves_and_checks():
         _native.tile_taps(taps, bias, out, (4, 0, 3), (2, 3, 5))
     with pytest.raises(OverflowError, match="sizes overflow"):
         _native.tile_taps(taps, bias, out, (1 << 40, 1 << 40, 3), (2, 3, 5))
+
+
+def test_masked_softmax_checks():
+    x = np.zeros((1, 2, 3, 4), F32)
+    mask = np.zeros((1, 1, 3, 4), np.bool_)
+    out = np.empty_like(x)
+    _native.masked_softmax(x, mask, out, (1, 2, 3, 4), (1, 1), 1.0)
+    np.testing.assert_allclose(out, 0.25)
+    with pytest.raises(TypeError, match="'mask' must be a bool buffer"):
+        _native.masked_softmax(x, mask.astype(np.uint8), out, (1, 2, 3, 4), (1, 1), 1.0)
+    with pytest.raises(ValueError, match="'mask' holds 12 values, 24 needed"):
+        _native.masked_softmax(x, mask, out, (1, 2, 3, 4), (1, 2), 1.0)
+    with pytest.raises(ValueError, match="first two dims 1 or x's"):
+        _native.masked_softmax(x, mask, out, (1, 2, 3, 4), (1, 3), 1.0)
+    with pytest.raises(ValueError, match="'out' holds 24 float32 values, 48 needed"):
+        _native.masked_softmax(np.zeros(48, F32), np.zeros(48, np.bool_), out, (2, 2, 3, 4),
+                               (2, 2), 1.0)
+    with pytest.raises(OverflowError, match="sizes overflow"):
+        _native.masked_softmax(x, mask, out, (1 << 40, 1 << 40, 3, 4), (1, 1), 1.0)

@@ -389,3 +389,50 @@ def test_hardswish_written_into_its_output_over_chunks(inplace):
     else:
         result = openacl.ops.hardswish(target)
     assert_close(result.numpy(), golden, f"hardswish {inplace}")
+
+
+# -- ScaledMaskedSoftmax ------------------------------------------------------------------------
+def _scaled_masked_golden(x, mask, scale, dtype):
+    scores = torch.from_numpy(np.asarray(x, np.float64)) * scale
+    scores = scores.masked_fill(torch.from_numpy(np.array(mask)), -10000.0)  # CANN's fill
+    return torch.softmax(scores, -1).numpy().astype(dtype)
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 3, 8, 40), (2, 1, 8, 40), (1, 3, 8, 40),
+                                        (1, 1, 8, 40)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, FLOATS[1]], ids=str)
+def test_scaled_masked_softmax_matches_torch(mask_shape, dtype):
+    rng = np.random.default_rng(11)
+    x = random_array((2, 3, 8, 40), dtype, rng, -6, 6)
+    mask = rng.random(mask_shape) < 0.3
+    mask[..., 0, :] = True  # a row masked everywhere: uniform, as CANN's -10000 fill gives
+    result = openacl.ops.scaled_masked_softmax(_dev(x), _dev(mask), 0.125, False)
+    golden = _scaled_masked_golden(x, np.broadcast_to(mask, x.shape), 0.125, np.dtype(dtype))
+    assert_close(result.numpy(), golden, f"scaled_masked_softmax {dtype} {mask_shape}")
+
+
+def test_scaled_masked_softmax_in_place_and_errors():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 2, 4, 16)).astype(np.float32)
+    mask = rng.random((1, 1, 4, 16)) < 0.5
+    target, m = _dev(x), _dev(mask)
+    ws, exe = aclnn.scaled_masked_softmax_get_workspace_size(target, m, 2.0, False, target)
+    aclnn.scaled_masked_softmax(0, ws, exe, 0)
+    assert_close(target.numpy(), _scaled_masked_golden(x, np.broadcast_to(mask, x.shape), 2.0,
+                                                       np.dtype(np.float32)), "in place")
+    y = openacl.empty((1, 2, 4, 16), np.float32)
+    phase1 = aclnn.scaled_masked_softmax_get_workspace_size
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "mask", phase1, target, None, 1.0, False, y)
+    _raises(ACLNN_ERR_PARAM_INVALID, "fixTriuMask", phase1, target, m, 1.0, True, y)
+    _raises(ACLNN_ERR_PARAM_INVALID, "mask", phase1, target,
+            _dev(np.zeros((1, 2, 4, 16), np.float32)), 1.0, False, y)  # not bool
+    _raises(ACLNN_ERR_PARAM_INVALID, "mask", phase1, target,
+            _dev(np.zeros((1, 3, 4, 16), np.bool_)), 1.0, False, y)  # 3 channels
+    _raises(ACLNN_ERR_PARAM_INVALID, "mask", phase1, target,
+            _dev(np.zeros((1, 1, 4, 8), np.bool_)), 1.0, False, y)  # last dims differ
+    _raises(ACLNN_ERR_PARAM_INVALID, "x", phase1, _dev(np.zeros((2, 4, 16), np.float32)), m,
+            1.0, False, openacl.empty((2, 4, 16), np.float32))  # 3 dims
+    _raises(ACLNN_ERR_PARAM_INVALID, "x", phase1, _dev(x.astype(np.float64)), m, 1.0, False,
+            openacl.empty((1, 2, 4, 16), np.float64))
+    _raises(ACLNN_ERR_PARAM_INVALID, "y", phase1, target, m, 1.0, False,
+            openacl.empty((1, 2, 4, 16), np.float16))

@@ -178,6 +178,38 @@ static void softmax_rows_loop(const float *x, float *out, Py_ssize_t rows, Py_ss
     }
 }
 
+/* ScaledMaskedSoftmax: softmax over rows of scale * x with masked positions (mask true)
+ * set to MASKED_SCORE, CANN's fill value; x is (B, C, S1, S2) and the boolean mask
+ * (mask_b, mask_c, S1, S2) with mask_b in {1, B} and mask_c in {1, C} (broadcast). */
+#define MASKED_SCORE -10000.0f
+
+typedef struct {
+    Py_ssize_t batch, channels, rows, length, mask_batch, mask_channels;
+    float scale;
+} MaskedSoftmax;
+
+MULTIVERSIONED
+static void masked_softmax_loop(const float *x, const unsigned char *mask, float *out,
+                                const MaskedSoftmax *m) {
+    for (Py_ssize_t b = 0; b < m->batch; b++)
+        for (Py_ssize_t c = 0; c < m->channels; c++) {
+            Py_ssize_t plane = (b * m->channels + c) * m->rows * m->length;
+            Py_ssize_t mask_plane = ((m->mask_batch > 1 ? b : 0) * m->mask_channels +
+                                     (m->mask_channels > 1 ? c : 0)) * m->rows * m->length;
+            for (Py_ssize_t r = 0; r < m->rows; r++) {
+                const float *in = x + plane + r * m->length;
+                const unsigned char *hidden = mask + mask_plane + r * m->length;
+                float *o = out + plane + r * m->length;
+                for (Py_ssize_t i = 0; i < m->length; i++)
+                    o[i] = hidden[i] ? MASKED_SCORE : in[i] * m->scale;
+                float shift = row_max(o, m->length);
+                for (Py_ssize_t i = 0; i < m->length; i++) o[i] = fast_exp(o[i] - shift);
+                float inverse = 1.0f / row_sum(o, m->length);
+                for (Py_ssize_t i = 0; i < m->length; i++) o[i] *= inverse;
+            }
+        }
+}
+
 /* -- LayerNorm over contiguous rows ------------------------------------------------------ */
 /* Moments in float64 lanes (two passes: the mean, then the centred squares), so long rows
  * keep float32 accuracy; y = (x - mean) * rstd, then * weight + bias in float32. */
@@ -509,6 +541,17 @@ static int get_double_buffer(PyObject *object, Py_buffer *view, const char *name
         return -1;
     if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "d") != 0) {
         PyErr_Format(PyExc_TypeError, "argument '%s' must be a float64 buffer (format 'd'), "
+                     "got format '%s'", name, view->format ? view->format : "B");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static int get_bool_buffer(PyObject *object, Py_buffer *view, const char *name) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) return -1;
+    if (view->itemsize != 1 || view->format == NULL || strcmp(view->format, "?") != 0) {
+        PyErr_Format(PyExc_TypeError, "argument '%s' must be a bool buffer (format '?'), "
                      "got format '%s'", name, view->format ? view->format : "B");
         PyBuffer_Release(view);
         return -1;
@@ -956,6 +999,56 @@ done:
     return result;
 }
 
+static PyObject *py_masked_softmax(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *mask_object, *out_object;
+    MaskedSoftmax m;
+    double scale;
+    if (!PyArg_ParseTuple(args, "OOO(nnnn)(nn)d", &x_object, &mask_object, &out_object,
+                          &m.batch, &m.channels, &m.rows, &m.length, &m.mask_batch,
+                          &m.mask_channels, &scale))
+        return NULL;
+    if (m.batch <= 0 || m.channels <= 0 || m.rows <= 0 || m.length <= 0 ||
+        (m.mask_batch != 1 && m.mask_batch != m.batch) ||
+        (m.mask_channels != 1 && m.mask_channels != m.channels)) {
+        PyErr_SetString(PyExc_ValueError, "masked_softmax: sizes must be > 0, the mask's "
+                        "first two dims 1 or x's");
+        return NULL;
+    }
+    m.scale = (float)scale;
+    Py_ssize_t count = product4(m.batch, m.channels, m.rows, m.length);
+    Py_ssize_t mask_count = product4(m.mask_batch, m.mask_channels, m.rows, m.length);
+    if (count < 0 || mask_count < 0) {
+        PyErr_SetString(PyExc_OverflowError, "masked_softmax: sizes overflow");
+        return NULL;
+    }
+    Py_buffer x, mask, out;
+    int got = 0;
+    PyObject *result = NULL;
+    if (get_float_buffer(x_object, &x, 0, "x") != 0) goto done;
+    got = 1;
+    if (get_bool_buffer(mask_object, &mask, "mask") != 0) goto done;
+    got = 2;
+    if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
+    got = 3;
+    if (check_count(&x, count, "x") != 0 || check_count(&out, count, "out") != 0)
+        goto done;
+    if (mask.len < mask_count) {
+        PyErr_Format(PyExc_ValueError, "argument 'mask' holds %zd values, %zd needed",
+                     mask.len, mask_count);
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    masked_softmax_loop((const float *)x.buf, (const unsigned char *)mask.buf,
+                        (float *)out.buf, &m);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    if (got >= 3) PyBuffer_Release(&out);
+    if (got >= 2) PyBuffer_Release(&mask);
+    if (got >= 1) PyBuffer_Release(&x);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gelu_erf", py_gelu_erf, METH_VARARGS,
      "gelu_erf(x, out): GELU's erf form of float32 x into out (may be x)."},
@@ -963,6 +1056,10 @@ static PyMethodDef methods[] = {
      "hardswish(x, out): x * clip(x / 6 + 1/2, 0, 1) of float32 x into out (may be x)."},
     {"softmax_rows", py_softmax_rows, METH_VARARGS,
      "softmax_rows(x, out, length): softmax of each contiguous row of float32 x into out."},
+    {"masked_softmax", py_masked_softmax, METH_VARARGS,
+     "masked_softmax(x, mask, out, (B, C, S1, S2), (mask_b, mask_c), scale): softmax over the "
+     "last dim of scale * x, positions where the bool mask is true set to -10000 first "
+     "(aclnnScaledMaskedSoftmax; mask_b/mask_c 1 or B/C; out may be x itself)."},
     {"row_sums", py_row_sums, METH_VARARGS,
      "row_sums(x, out, length): the sum of each contiguous float32 row of x, accumulated in "
      "float64, into the float64 buffer out."},

@@ -22,7 +22,7 @@ import numpy as np
 
 from openacl.ops import native, promotion
 from openacl.ops._special import NORMAL_TAIL_CLAMP, erfc, normal_lower_tail
-from openacl.ops.call import COMPLEX_DTYPES, FLOAT_DTYPES, Call, Kernel
+from openacl.ops.call import COMPLEX_DTYPES, FLOAT_DTYPES, Call, Kernel, array_module
 from openacl.ops.fpstate import ignore_floating_point, quiet
 from openacl.ops.registry import register, register_inplace
 
@@ -42,6 +42,7 @@ RELU_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (np.int8, np.uint8, 
                                                              np.int64))
 HARDSIGMOID_DTYPES = FLOAT_DTYPES | frozenset({np.dtype(np.int32)})
 SIGMOID_DTYPES = FLOAT_DTYPES | COMPLEX_DTYPES
+FLOAT32_DTYPE = np.dtype(np.float32)
 
 
 # -- kernels (functions of arrays in the compute dtype) -----------------------------------------
@@ -415,3 +416,50 @@ def _softmax_shared_shift(block: np.ndarray, exact: Callable,
 
 softmax = register("Softmax", "self: tensor, dim: int, out: tensor!")(_softmax(log=False))
 log_softmax = register("LogSoftmax", "self: tensor, dim: int, out: tensor!")(_softmax(log=True))
+
+
+# -- ScaledMaskedSoftmax -------------------------------------------------------------------------
+SCALED_SOFTMAX_DTYPES = frozenset(np.dtype(t) for t in (np.float16, promotion.BFLOAT16,
+                                                         np.float32))
+MASKED_SCORE = -10000.0  # what CANN's kernel writes at masked positions before the softmax
+SCALED_SOFTMAX_RANK = 4
+
+
+@register("ScaledMaskedSoftmax", "x: tensor, mask: tensor, scale: float = 1.0, "
+                                 "fixTriuMask: bool = False, y: tensor!")
+def scaled_masked_softmax(c: Call) -> Kernel:
+    """``y = softmax((scale * x).masked_fill(mask, -10000), dim=-1)``: x (B, C, S1, S2) in
+    float32/16/bf16, mask bool (1 or B, 1 or C, S1, S2). An attention's scores, scaling and
+    padding mask in one pass. ``fixTriuMask`` (a generated causal mask) is not supported,
+    as on CANN's current products."""
+    dtype = c.check_dtype("x", SCALED_SOFTMAX_DTYPES)
+    shape = c.tensor("x").shape
+    if len(shape) != SCALED_SOFTMAX_RANK:
+        raise c.fail("x", f"must have 4 dims (B, C, S1, S2), got {list(shape)}")
+    c.check_dtype("mask", {np.dtype(np.bool_)})
+    mask_shape = c.tensor("mask").shape
+    if len(mask_shape) != SCALED_SOFTMAX_RANK or mask_shape[2:] != shape[2:] or any(
+            m not in (1, d) for m, d in zip(mask_shape[:2], shape[:2], strict=True)):
+        raise c.fail("mask", f"shape must be (1 or {shape[0]}, 1 or {shape[1]}, {shape[2]}, "
+                             f"{shape[3]}), got {list(mask_shape)}")
+    if c["fixTriuMask"]:
+        raise c.fail("fixTriuMask", "only False is supported (as on CANN)")
+    c.check_out("y", shape, dtype, exact_dtype=True)
+    scale = float(c["scale"])
+
+    @quiet
+    def kernel(v) -> None:
+        if not math.prod(shape):
+            return
+        x, mask, y = v.compute("x", FLOAT32_DTYPE), v["mask"], v["y"]
+        lib = native.kernels()
+        if (lib is not None and native.host_float32(x, y) and _chunkable(x, y)
+                and type(mask) is np.ndarray and mask.flags.c_contiguous):
+            lib.masked_softmax(x, mask, y, shape, mask_shape[:2], scale)
+            return
+        scores = np.multiply(x, np.float32(scale)) if type(x) is np.ndarray else x * scale
+        scores = array_module(scores).where(mask, np.float32(MASKED_SCORE), scores)
+        scores -= scores.max(axis=-1, keepdims=True)
+        exps = array_module(scores).exp(scores)
+        v.write("y", exps / exps.sum(axis=-1, keepdims=True))
+    return kernel

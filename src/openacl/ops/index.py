@@ -13,7 +13,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "Elu", "Gelu", "GeluV2", "Hardsigmoid", "Hardswish", "InplaceElu",
         "InplaceHardsigmoid", "InplaceHardswish", "InplaceLeakyRelu", "InplaceMish",
         "InplaceRelu", "InplaceSigmoid", "LeakyRelu", "LogSoftmax", "Mish", "Prelu", "Relu",
-        "Sigmoid", "Silu", "Softmax", "Softplus",
+        "ScaledMaskedSoftmax", "Sigmoid", "Silu", "Softmax", "Softplus",
     ),
     "arithmetic": (
         "Abs", "Acos", "Acosh", "Add", "Addcdiv", "Addcmul", "Adds", "Asin", "Asinh", "Atan",
