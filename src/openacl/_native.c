@@ -371,6 +371,14 @@ INLINE void copy_phased(const float *in, float *padded, const ConvGeometry *g,
     }
 }
 
+/* VECTOR_LANES consecutive outputs: start + sum_t weights[t] * source[j + offsets[t]] */
+INLINE Vector tap_vector(const float *source, const Py_ssize_t *offsets, const float *weights,
+                         Py_ssize_t taps, float start) {
+    Vector acc = (Vector){0} + start;
+    for (Py_ssize_t t = 0; t < taps; t++) acc += weights[t] * load_vector(source + offsets[t]);
+    return acc;
+}
+
 /* out[i] = start + sum_t weights[t] * source[i + offsets[t]] for i < count */
 INLINE void tap_sums(const float *source, const Py_ssize_t *offsets, const float *weights,
                      Py_ssize_t taps, float start, float *out, Py_ssize_t count) {
@@ -385,17 +393,12 @@ INLINE void tap_sums(const float *source, const Py_ssize_t *offsets, const float
         store_vector(out + i, low);
         store_vector(out + i + VECTOR_LANES, high);
     }
-    for (; i + VECTOR_LANES <= count; i += VECTOR_LANES) {
-        Vector acc = (Vector){0} + start;
-        for (Py_ssize_t t = 0; t < taps; t++) acc += weights[t] * load_vector(source + i + offsets[t]);
-        store_vector(out + i, acc);
-    }
+    for (; i + VECTOR_LANES <= count; i += VECTOR_LANES)
+        store_vector(out + i, tap_vector(source + i, offsets, weights, taps, start));
     if (i < count) { /* a last partial vector: reads up to VECTOR_LANES - 1 past the plane
                         * (the scratch has that many zeros after it), stores only count - i */
-        Vector acc = (Vector){0} + start;
-        for (Py_ssize_t t = 0; t < taps; t++) acc += weights[t] * load_vector(source + i + offsets[t]);
         float lanes[VECTOR_LANES];
-        store_vector(lanes, acc);
+        store_vector(lanes, tap_vector(source + i, offsets, weights, taps, start));
         memcpy(out + i, lanes, (size_t)(count - i) * sizeof(float));
     }
 }
@@ -568,6 +571,57 @@ static int check_count(Py_buffer *view, Py_ssize_t count, const char *name) {
     return 0;
 }
 
+/* -- holding a call's buffers ------------------------------------------------------------- */
+typedef enum { INPUT, OUTPUT, OPTIONAL_INPUT, OPTIONAL_OUTPUT, BOOL_INPUT } BufferRole;
+
+typedef struct {
+    PyObject *object;
+    const char *name;
+    BufferRole role;
+    Py_buffer view;
+    int held;
+} BufferArg;
+
+static void release_buffers(BufferArg *args, int count) {
+    for (int i = count - 1; i >= 0; i--)
+        if (args[i].held) {
+            PyBuffer_Release(&args[i].view);
+            args[i].held = 0;
+        }
+}
+
+/* Hold every argument's buffer (float32, writable for outputs; bool for BOOL_INPUT; an
+ * optional one given as None stays unheld): 0, or -1 with an exception set and nothing
+ * held. */
+static int hold_buffers(BufferArg *args, int count) {
+    for (int i = 0; i < count; i++) {
+        BufferArg *arg = &args[i];
+        arg->held = 0;
+        if ((arg->role == OPTIONAL_INPUT || arg->role == OPTIONAL_OUTPUT) &&
+            arg->object == Py_None)
+            continue;
+        int failed = arg->role == BOOL_INPUT
+                         ? get_bool_buffer(arg->object, &arg->view, arg->name)
+                         : get_float_buffer(arg->object, &arg->view,
+                                            arg->role == OUTPUT || arg->role == OPTIONAL_OUTPUT,
+                                            arg->name);
+        if (failed) {
+            release_buffers(args, i);
+            return -1;
+        }
+        arg->held = 1;
+    }
+    return 0;
+}
+
+/* an argument's data, or NULL for an optional one given as None */
+INLINE void *data_of(const BufferArg *arg) { return arg->held ? arg->view.buf : NULL; }
+
+/* an optional argument is None, or holds at least count float32 values */
+static int check_optional(BufferArg *arg, Py_ssize_t count) {
+    return arg->held ? check_count(&arg->view, count, arg->name) : 0;
+}
+
 typedef void (*ElementwiseLoop)(const float *, float *, Py_ssize_t);
 
 static PyObject *elementwise(PyObject *args, ElementwiseLoop loop) {
@@ -645,49 +699,40 @@ static PyObject *py_softmax_rows(PyObject *Py_UNUSED(self), PyObject *args) {
 }
 
 static PyObject *py_layer_norm_rows(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *x_object, *w_object, *b_object, *out_object, *mean_object, *rstd_object;
+    BufferArg b[6] = {
+        {.name = "x", .role = INPUT},
+        {.name = "weight", .role = OPTIONAL_INPUT},
+        {.name = "bias", .role = OPTIONAL_INPUT},
+        {.name = "out", .role = OUTPUT},
+        {.name = "mean", .role = OUTPUT},
+        {.name = "rstd", .role = OUTPUT},
+    };
     Py_ssize_t length;
     double eps;
-    if (!PyArg_ParseTuple(args, "OOOOOOnd", &x_object, &w_object, &b_object, &out_object,
-                          &mean_object, &rstd_object, &length, &eps))
+    if (!PyArg_ParseTuple(args, "OOOOOOnd", &b[0].object, &b[1].object, &b[2].object,
+                          &b[3].object, &b[4].object, &b[5].object, &length, &eps))
         return NULL;
     if (length <= 0) {
         PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", length);
         return NULL;
     }
-    Py_buffer views[6];
-    PyObject *objects[6] = {x_object, w_object, b_object, out_object, mean_object, rstd_object};
-    static const char *names[6] = {"x", "weight", "bias", "out", "mean", "rstd"};
-    static const int writable[6] = {0, 0, 0, 1, 1, 1};
-    int got = 0;
+    if (hold_buffers(b, 6) != 0) return NULL;
     PyObject *result = NULL;
-    for (; got < 6; got++) {
-        if (objects[got] == Py_None && (got == 1 || got == 2)) continue; /* optional */
-        if (get_float_buffer(objects[got], &views[got], writable[got], names[got]) != 0)
-            goto done;
-    }
-    Py_ssize_t count = views[0].len / 4, rows = count / length;
+    Py_ssize_t count = b[0].view.len / 4, rows = count / length;
     if (rows * length != count) {
         PyErr_Format(PyExc_ValueError, "argument 'x' holds %zd values, not whole rows of "
                      "'length' %zd", count, length);
-        goto done;
+    } else if (check_optional(&b[1], length) == 0 && check_optional(&b[2], length) == 0 &&
+               check_count(&b[3].view, count, "out") == 0 &&
+               check_count(&b[4].view, rows, "mean") == 0 &&
+               check_count(&b[5].view, rows, "rstd") == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        layer_norm_loop(data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]),
+                        data_of(&b[4]), data_of(&b[5]), rows, length, eps);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
     }
-    if ((w_object != Py_None && check_count(&views[1], length, "weight") != 0) ||
-        (b_object != Py_None && check_count(&views[2], length, "bias") != 0) ||
-        check_count(&views[3], count, "out") != 0 || check_count(&views[4], rows, "mean") != 0 ||
-        check_count(&views[5], rows, "rstd") != 0)
-        goto done;
-    Py_BEGIN_ALLOW_THREADS
-    layer_norm_loop((const float *)views[0].buf,
-                    w_object != Py_None ? (const float *)views[1].buf : NULL,
-                    b_object != Py_None ? (const float *)views[2].buf : NULL,
-                    (float *)views[3].buf, (float *)views[4].buf, (float *)views[5].buf, rows,
-                    length, eps);
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    for (int i = got - 1; i >= 0; i--)
-        if (!(objects[i] == Py_None && (i == 1 || i == 2))) PyBuffer_Release(&views[i]);
+    release_buffers(b, 6);
     return result;
 }
 
@@ -704,57 +749,51 @@ static PyObject *py_row_sums(PyObject *Py_UNUSED(self), PyObject *args) {
 }
 
 static PyObject *py_add_layer_norm_rows(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *objects[9]; /* x1, x2, bias, gamma, beta, y, x_out, mean, rstd */
+    BufferArg b[9] = {
+        {.name = "x1", .role = INPUT},
+        {.name = "x2", .role = INPUT},
+        {.name = "bias", .role = OPTIONAL_INPUT},
+        {.name = "gamma", .role = INPUT},
+        {.name = "beta", .role = INPUT},
+        {.name = "y", .role = OUTPUT},
+        {.name = "x_out", .role = OPTIONAL_OUTPUT},
+        {.name = "mean", .role = OUTPUT},
+        {.name = "rstd", .role = OUTPUT},
+    };
     Py_ssize_t length;
     double eps;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOnd", &objects[0], &objects[1], &objects[2],
-                          &objects[3], &objects[4], &objects[5], &objects[6], &objects[7],
-                          &objects[8], &length, &eps))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOnd", &b[0].object, &b[1].object, &b[2].object,
+                          &b[3].object, &b[4].object, &b[5].object, &b[6].object, &b[7].object,
+                          &b[8].object, &length, &eps))
         return NULL;
     if (length <= 0) {
         PyErr_Format(PyExc_ValueError, "argument 'length' must be > 0, got %zd", length);
         return NULL;
     }
-    static const char *names[9] = {"x1", "x2", "bias", "gamma", "beta", "y", "x_out", "mean",
-                                   "rstd"};
-    static const int writable[9] = {0, 0, 0, 0, 0, 1, 1, 1, 1};
-    static const int optional[9] = {0, 0, 1, 0, 0, 0, 1, 0, 0};
-    Py_buffer views[9];
-    int held[9] = {0};
+    if (hold_buffers(b, 9) != 0) return NULL;
     PyObject *result = NULL;
-    for (int i = 0; i < 9; i++) {
-        if (optional[i] && objects[i] == Py_None) continue;
-        if (get_float_buffer(objects[i], &views[i], writable[i], names[i]) != 0) goto done;
-        held[i] = 1;
-    }
-    Py_ssize_t count = views[0].len / 4, rows = count / length;
+    Py_ssize_t count = b[0].view.len / 4, rows = count / length;
+    /* bias: one row (length values) or one per row of x1 */
+    Py_ssize_t bias_stride = b[2].held && b[2].view.len / 4 >= count && count > length ? length
+                                                                                      : 0;
     if (rows * length != count) {
         PyErr_Format(PyExc_ValueError, "argument 'x1' holds %zd values, not whole rows of "
                      "'length' %zd", count, length);
-        goto done;
+    } else if (check_count(&b[1].view, count, "x2") == 0 && check_optional(&b[2], length) == 0 &&
+               check_count(&b[3].view, length, "gamma") == 0 &&
+               check_count(&b[4].view, length, "beta") == 0 &&
+               check_count(&b[5].view, count, "y") == 0 && check_optional(&b[6], count) == 0 &&
+               check_count(&b[7].view, rows, "mean") == 0 &&
+               check_count(&b[8].view, rows, "rstd") == 0) {
+        AddLayerNorm call = {data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]),
+                             data_of(&b[4]), data_of(&b[5]), data_of(&b[6]), data_of(&b[7]),
+                             data_of(&b[8]), rows, length, bias_stride, eps};
+        Py_BEGIN_ALLOW_THREADS
+        add_layer_norm_loop(&call);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
     }
-    /* bias: one row (length values) or one per row of x1 */
-    Py_ssize_t bias_stride = held[2] && views[2].len / 4 >= count && count > length ? length : 0;
-    if (check_count(&views[1], count, "x2") != 0 ||
-        (held[2] && check_count(&views[2], length, "bias") != 0) ||
-        check_count(&views[3], length, "gamma") != 0 ||
-        check_count(&views[4], length, "beta") != 0 || check_count(&views[5], count, "y") != 0 ||
-        (held[6] && check_count(&views[6], count, "x_out") != 0) ||
-        check_count(&views[7], rows, "mean") != 0 || check_count(&views[8], rows, "rstd") != 0)
-        goto done;
-    AddLayerNorm call = {
-        (const float *)views[0].buf, (const float *)views[1].buf,
-        held[2] ? (const float *)views[2].buf : NULL, (const float *)views[3].buf,
-        (const float *)views[4].buf, (float *)views[5].buf,
-        held[6] ? (float *)views[6].buf : NULL, (float *)views[7].buf, (float *)views[8].buf,
-        rows, length, bias_stride, eps};
-    Py_BEGIN_ALLOW_THREADS
-    add_layer_norm_loop(&call);
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    for (int i = 8; i >= 0; i--)
-        if (held[i]) PyBuffer_Release(&views[i]);
+    release_buffers(b, 9);
     return result;
 }
 
@@ -819,21 +858,6 @@ static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "conv2d_direct: sizes overflow");
         return NULL;
     }
-    Py_buffer x, w, bias, out;
-    int have_bias = bias_object != Py_None, got = 0;
-    PyObject *result = NULL;
-    if (get_float_buffer(x_object, &x, 0, "x") != 0) goto done;
-    got = 1;
-    if (get_float_buffer(w_object, &w, 0, "weight") != 0) goto done;
-    got = 2;
-    if (have_bias && get_float_buffer(bias_object, &bias, 0, "bias") != 0) goto done;
-    got = 3;
-    if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
-    got = 4;
-    if (check_count(&x, x_count, "x") != 0 || check_count(&w, w_count, "weight") != 0 ||
-        (have_bias && check_count(&bias, g.out_channels, "bias") != 0) ||
-        check_count(&out, out_count, "out") != 0)
-        goto done;
     /* scratch: a group's phased padded planes, then the sums (flat: two planes' worth, for tap
      * groups; by rows: two rows' worth) */
     Py_ssize_t rows = input_span(g.out_h, g.stride_h, g.dilation_h, g.kernel_h);
@@ -841,43 +865,47 @@ static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t run = columns < 0 ? -1 : columns / g.stride_w + 1;
     Py_ssize_t padded_count = product4(rows, run, g.stride_w, g.channels / g.groups);
     Py_ssize_t sums_count = product4(2, rows, run, g.stride_w);
-    if (rows < 0 || columns < 0 || padded_count < 0 || sums_count < 0) {
-        PyErr_SetString(PyExc_OverflowError, "conv2d_direct: sizes overflow");
-        goto done;
-    }
     Py_ssize_t margin = VECTOR_LANES; /* zeros after the plane: tap_sums' last vector */
-    Py_ssize_t scratch_count = multiply_add(1, padded_count, margin);
+    Py_ssize_t scratch_count = padded_count < 0 ? -1 : multiply_add(1, padded_count, margin);
+    if (sums_count < 0) scratch_count = -1;
     scratch_count = scratch_count < 0 ? -1 : multiply_add(1, scratch_count, sums_count);
-    if (scratch_count < 0 || scratch_count > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(float)) {
+    if (rows < 0 || columns < 0 || scratch_count < 0 ||
+        scratch_count > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(float)) {
         PyErr_SetString(PyExc_OverflowError, "conv2d_direct: sizes overflow");
-        goto done;
+        return NULL;
     }
+    BufferArg b[4] = {
+        {.object = x_object, .name = "x", .role = INPUT},
+        {.object = w_object, .name = "weight", .role = INPUT},
+        {.object = bias_object, .name = "bias", .role = OPTIONAL_INPUT},
+        {.object = out_object, .name = "out", .role = OUTPUT},
+    };
+    if (hold_buffers(b, 4) != 0) return NULL;
+    PyObject *result = NULL;
+    if (check_count(&b[0].view, x_count, "x") != 0 ||
+        check_count(&b[1].view, w_count, "weight") != 0 ||
+        check_optional(&b[2], g.out_channels) != 0 ||
+        check_count(&b[3].view, out_count, "out") != 0)
+        goto done;
     float *scratch = PyMem_RawMalloc((size_t)scratch_count * sizeof(float));
-    if (scratch == NULL) {
+    Py_ssize_t *offsets = PyMem_RawMalloc((size_t)(w_count / g.out_channels) *
+                                          sizeof(Py_ssize_t)); /* one per tap of a channel */
+    if (scratch == NULL || offsets == NULL) {
+        PyMem_RawFree(scratch);
+        PyMem_RawFree(offsets);
         PyErr_NoMemory();
         goto done;
     }
     memset(scratch + padded_count, 0, (size_t)margin * sizeof(float));
-    Py_ssize_t *offsets = PyMem_RawMalloc((size_t)(w_count / g.out_channels) *
-                                          sizeof(Py_ssize_t)); /* one per tap of a channel */
-    if (offsets == NULL) {
-        PyMem_RawFree(scratch);
-        PyErr_NoMemory();
-        goto done;
-    }
     Py_BEGIN_ALLOW_THREADS
-    direct_conv_loop((const float *)x.buf, (const float *)w.buf,
-                     have_bias ? (const float *)bias.buf : NULL, (float *)out.buf, &g, rows,
+    direct_conv_loop(data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]), &g, rows,
                      columns, offsets, scratch, scratch + padded_count + margin);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(offsets);
     PyMem_RawFree(scratch);
     result = Py_NewRef(Py_None);
 done:
-    if (got >= 4) PyBuffer_Release(&out);
-    if (got >= 3 && have_bias) PyBuffer_Release(&bias);
-    if (got >= 2) PyBuffer_Release(&w);
-    if (got >= 1) PyBuffer_Release(&x);
+    release_buffers(b, 4);
     return result;
 }
 
@@ -932,28 +960,22 @@ static PyObject *py_shifted_sums(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "shifted_sums: sizes overflow");
         return NULL;
     }
-    Py_buffer source, out, bias;
-    int have_bias = bias_object != Py_None, got = 0;
+    BufferArg b[3] = {
+        {.object = source_object, .name = "source", .role = INPUT},
+        {.object = out_object, .name = "out", .role = OUTPUT},
+        {.object = bias_object, .name = "bias", .role = OPTIONAL_INPUT},
+    };
+    if (hold_buffers(b, 3) != 0) return NULL;
     PyObject *result = NULL;
-    if (get_float_buffer(source_object, &source, 0, "source") != 0) goto done;
-    got = 1;
-    if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
-    got = 2;
-    if (have_bias && get_float_buffer(bias_object, &bias, 0, "bias") != 0) goto done;
-    got = 3;
-    if (check_count(&source, last_read + 1, "source") != 0 ||
-        check_count(&out, last_write, "out") != 0 ||
-        (have_bias && check_count(&bias, g.channels, "bias") != 0))
-        goto done;
-    Py_BEGIN_ALLOW_THREADS
-    shifted_sums_loop((const float *)source.buf, (float *)out.buf,
-                      have_bias ? (const float *)bias.buf : NULL, offsets, &g);
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    if (got >= 3 && have_bias) PyBuffer_Release(&bias);
-    if (got >= 2) PyBuffer_Release(&out);
-    if (got >= 1) PyBuffer_Release(&source);
+    if (check_count(&b[0].view, last_read + 1, "source") == 0 &&
+        check_count(&b[1].view, last_write, "out") == 0 &&
+        check_optional(&b[2], g.channels) == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        shifted_sums_loop(data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), offsets, &g);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    release_buffers(b, 3);
     return result;
 }
 
@@ -975,27 +997,21 @@ static PyObject *py_tile_taps(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "tile_taps: sizes overflow");
         return NULL;
     }
-    Py_buffer taps, bias, out;
-    int have_bias = bias_object != Py_None, got = 0;
+    BufferArg b[3] = {
+        {.object = taps_object, .name = "taps", .role = INPUT},
+        {.object = bias_object, .name = "bias", .role = OPTIONAL_INPUT},
+        {.object = out_object, .name = "out", .role = OUTPUT},
+    };
+    if (hold_buffers(b, 3) != 0) return NULL;
     PyObject *result = NULL;
-    if (get_float_buffer(taps_object, &taps, 0, "taps") != 0) goto done;
-    got = 1;
-    if (have_bias && get_float_buffer(bias_object, &bias, 0, "bias") != 0) goto done;
-    got = 2;
-    if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
-    got = 3;
-    if (check_count(&taps, count, "taps") != 0 || check_count(&out, count, "out") != 0 ||
-        (have_bias && check_count(&bias, g.channels, "bias") != 0))
-        goto done;
-    Py_BEGIN_ALLOW_THREADS
-    tile_taps_loop((const float *)taps.buf, have_bias ? (const float *)bias.buf : NULL,
-                   (float *)out.buf, &g);
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    if (got >= 3) PyBuffer_Release(&out);
-    if (got >= 2 && have_bias) PyBuffer_Release(&bias);
-    if (got >= 1) PyBuffer_Release(&taps);
+    if (check_count(&b[0].view, count, "taps") == 0 && check_count(&b[2].view, count, "out") == 0 &&
+        check_optional(&b[1], g.channels) == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        tile_taps_loop(data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), &g);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    release_buffers(b, 3);
     return result;
 }
 
@@ -1021,31 +1037,25 @@ static PyObject *py_masked_softmax(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "masked_softmax: sizes overflow");
         return NULL;
     }
-    Py_buffer x, mask, out;
-    int got = 0;
+    BufferArg b[3] = {
+        {.object = x_object, .name = "x", .role = INPUT},
+        {.object = mask_object, .name = "mask", .role = BOOL_INPUT},
+        {.object = out_object, .name = "out", .role = OUTPUT},
+    };
+    if (hold_buffers(b, 3) != 0) return NULL;
     PyObject *result = NULL;
-    if (get_float_buffer(x_object, &x, 0, "x") != 0) goto done;
-    got = 1;
-    if (get_bool_buffer(mask_object, &mask, "mask") != 0) goto done;
-    got = 2;
-    if (get_float_buffer(out_object, &out, 1, "out") != 0) goto done;
-    got = 3;
-    if (check_count(&x, count, "x") != 0 || check_count(&out, count, "out") != 0)
-        goto done;
-    if (mask.len < mask_count) {
+    if (check_count(&b[0].view, count, "x") != 0 || check_count(&b[2].view, count, "out") != 0) {
+        /* the exception is set */
+    } else if (b[1].view.len < mask_count) {
         PyErr_Format(PyExc_ValueError, "argument 'mask' holds %zd values, %zd needed",
-                     mask.len, mask_count);
-        goto done;
+                     b[1].view.len, mask_count);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        masked_softmax_loop(data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), &m);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
     }
-    Py_BEGIN_ALLOW_THREADS
-    masked_softmax_loop((const float *)x.buf, (const unsigned char *)mask.buf,
-                        (float *)out.buf, &m);
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    if (got >= 3) PyBuffer_Release(&out);
-    if (got >= 2) PyBuffer_Release(&mask);
-    if (got >= 1) PyBuffer_Release(&x);
+    release_buffers(b, 3);
     return result;
 }
 
