@@ -159,10 +159,8 @@ def fold_conv_affine(graph: Graph) -> int:
         new_weight = _scaled_weight(weight, scale, groups, transposed)
         names = []
         for suffix, array in (("folded_weight", new_weight), ("folded_bias", base * scale + shift)):
-            name = _fresh_name(graph, f"{conv.name or conv.outputs[0]}/{suffix}")
-            graph.initializers[name] = array.astype(weight.dtype)
-            graph.values[name] = Value(name, weight.dtype, tuple(array.shape))
-            names.append(name)
+            names.append(_new_initializer(graph, f"{conv.name or conv.outputs[0]}/{suffix}",
+                                          array.astype(weight.dtype)))
         conv.inputs = [conv.inputs[0], *names]
     return folded
 
@@ -180,11 +178,15 @@ def _scaled_weight(weight: np.ndarray, scale: np.ndarray, groups: int,
     return (grouped * scale.reshape(groups, 1, per_group, *kernel)).reshape(weight.shape)
 
 
-def _fresh_name(graph: Graph, name: str) -> str:
+def _new_initializer(graph: Graph, name: str, array: np.ndarray) -> str:
+    """Add ``array`` as a new initializer named ``name`` (or ``name.N`` where that is taken)
+    with its value entry; returns the name."""
     candidate, number = name, 0
     while candidate in graph.values or candidate in graph.initializers:
         number += 1
         candidate = f"{name}.{number}"
+    graph.initializers[candidate] = array
+    graph.values[candidate] = Value(candidate, array.dtype, tuple(array.shape))
     return candidate
 
 
@@ -279,9 +281,8 @@ def fuse_matmul_epilogue(graph: Graph) -> int:
             continue
         weight_name = node.inputs[1]
         if node.op_type == "Gemm" and node.attrs.get("transB", 0):
-            weight_name = _fresh_name(graph, f"{node.name or output}/weight_t")
-            graph.initializers[weight_name] = np.ascontiguousarray(weight)
-            graph.values[weight_name] = Value(weight_name, weight.dtype, weight.shape)
+            weight_name = _new_initializer(graph, f"{node.name or output}/weight_t",
+                                           np.ascontiguousarray(weight))
         graph.nodes[graph.nodes.index(node)] = Node(
             FUSED_MATMUL, node.name or f"{output}/fused_matmul", [x, weight_name, bias or ""],
             [output], {"fusedOpType": "relu" if relu else ""})
@@ -384,9 +385,8 @@ def _norm_params(graph: Graph, norm: Node, normalized: tuple[int, ...]) -> list[
         name = norm.inputs[position] if len(norm.inputs) > position else ""
         if not name:  # LayerNormalization's B is optional: aclnnAddLayerNorm's beta is not
             scale = graph.initializers[names[0]]
-            name = _fresh_name(graph, f"{norm.name or norm.outputs[0]}/beta")
-            graph.initializers[name] = np.zeros(normalized, scale.dtype)
-            graph.values[name] = Value(name, scale.dtype, normalized)
+            name = _new_initializer(graph, f"{norm.name or norm.outputs[0]}/beta",
+                                    np.zeros(normalized, scale.dtype))
         array = graph.initializers.get(name)
         if array is None or array.shape != normalized or array.dtype.kind != "f":
             return None
@@ -408,10 +408,7 @@ def _movable_matmul_bias(graph: Graph, uses: _Uses, add: Node,
         if row.size != int(np.prod(normalized)) or row.dtype != graph.value(operand).dtype:
             continue
         if row.shape != normalized:
-            reshaped = _fresh_name(graph, f"{bias}/row")
-            graph.initializers[reshaped] = row.reshape(normalized)
-            graph.values[reshaped] = Value(reshaped, row.dtype, normalized)
-            bias = reshaped
+            bias = _new_initializer(graph, f"{bias}/row", row.reshape(normalized))
         matmul.inputs[2] = ""
         return bias
     return None
@@ -470,7 +467,5 @@ def _scale_projection(graph: Graph, projection: Node, scale: float) -> None:
         if not name:
             continue
         array = graph.initializers[name]
-        scaled = _fresh_name(graph, f"{name}/scaled")
-        graph.initializers[scaled] = (array.astype(np.float64) * scale).astype(array.dtype)
-        graph.values[scaled] = Value(scaled, array.dtype, array.shape)
-        projection.inputs[position] = scaled
+        projection.inputs[position] = _new_initializer(
+            graph, f"{name}/scaled", (array.astype(np.float64) * scale).astype(array.dtype))
