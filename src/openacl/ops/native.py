@@ -82,3 +82,12 @@ def host_float32(*arrays) -> bool:
     """Every array is a C-contiguous float32 numpy array (what the C kernels take)."""
     return all(type(a) is np.ndarray and a.dtype == np.float32 and a.flags.c_contiguous
                for a in arrays)
+
+
+def apart_or_same(out: np.ndarray, source: np.ndarray) -> bool:
+    """``out`` shares no memory with ``source``, or is the very same elements (an in-place
+    call): the two layouts the row kernels accept."""
+    if not np.may_share_memory(out, source):
+        return True
+    return (out.__array_interface__["data"][0] == source.__array_interface__["data"][0]
+            and out.nbytes == source.nbytes)

@@ -145,8 +145,7 @@ def _native_layer_norm(v, x: np.ndarray, target, width: int, eps: float, stat_sh
     lib = native.kernels()
     if lib is None or not native.host_float32(x, target):
         return False
-    if np.may_share_memory(x, target) and (
-            x.__array_interface__["data"][0] != target.__array_interface__["data"][0]):
+    if not native.apart_or_same(target, x):
         return False  # a partial overlap: the numpy kernel reads x whole first
     weight, bias = _optional(v, "weightOptional"), _optional(v, "biasOptional")
     params = []
@@ -257,20 +256,13 @@ def _native_add_layer_norm(v, rows: int, width: int, eps: float, keep_sum: bool)
         return False
     for out in ("yOut", "xOut") if keep_sum else ("yOut",):
         for source in ("x1", "x2", "biasOptional"):
-            if source in arrays and _overlaps_partly(arrays[out], arrays[source]):
+            if source in arrays and not native.apart_or_same(arrays[out], arrays[source]):
                 return False
     lib.add_layer_norm_rows(arrays["x1"], arrays["x2"], arrays.get("biasOptional"),
                             arrays["gamma"], arrays["beta"], arrays["yOut"],
                             arrays.get("xOut"), arrays["meanOut"], arrays["rstdOut"], width,
                             eps)
     return True
-
-
-def _overlaps_partly(out: np.ndarray, source: np.ndarray) -> bool:
-    """``out`` shares memory with ``source`` without being the very same elements."""
-    return np.may_share_memory(out, source) and (
-        out.__array_interface__["data"][0] != source.__array_interface__["data"][0]
-        or out.size != source.size)
 
 
 # -- RmsNorm ----------------------------------------------------------------------------------
