@@ -155,19 +155,21 @@ def _store(v, name: str, value) -> None:
     v.write(name, value)
 
 
-def _float64_sums(x, axes: tuple[int, ...], keep: bool):
-    """``np.sum(x, axes, keepdims=keep, dtype=float64)``: by the C kernels (one pass,
-    float64 lanes) for a float32 host array reduced over its trailing axes (a global
-    average pool's), else by numpy (whose float64 accumulation widens buffer by buffer)."""
+def _sums(x, axes: tuple[int, ...], keep: bool, accumulate: np.dtype):
+    """``np.sum(x, axes, keepdims=keep, dtype=accumulate)`` (dtype= widens buffer by buffer
+    inside the reduction: no widened copy of the input); a float32 host array summed in
+    float64 over its trailing axes (a global average pool) goes to the C kernels instead,
+    one pass in float64 lanes."""
     lib = native.kernels()
     ndim = x.ndim
-    if (lib is not None and axes and axes == tuple(range(ndim - len(axes), ndim)) and x.size
+    if (lib is not None and accumulate == FLOAT64 and axes
+            and axes == tuple(range(ndim - len(axes), ndim)) and x.size
             and native.host_float32(x)):
         lead = x.shape[:ndim - len(axes)]
         sums = np.empty(lead, np.float64)
         lib.row_sums(x, sums, x.size // max(math.prod(lead), 1))
         return sums.reshape(_reduced_shape(x.shape, axes, True)) if keep else sums
-    return np.sum(x, axis=axes, keepdims=keep, dtype=FLOAT64)
+    return np.sum(x, axis=axes, keepdims=keep, dtype=accumulate)
 
 
 # -- sum, mean, prod ---------------------------------------------------------------------------
@@ -190,12 +192,8 @@ def reduce_sum(c: Call) -> Kernel:
     accumulate = _accumulator(result)
 
     def kernel(v) -> None:
-        # dtype= widens buffer by buffer inside the reduction: no widened copy of the input
         x = as_array(v["self"]).astype(result, copy=False)
-        if accumulate == FLOAT64 and type(x) is np.ndarray:
-            _store(v, "out", _float64_sums(x, axes, keep))
-            return
-        _store(v, "out", np.sum(x, axis=axes, keepdims=keep, dtype=accumulate))
+        _store(v, "out", _sums(x, axes, keep, accumulate))
     return kernel
 
 
@@ -221,10 +219,7 @@ def mean(c: Call) -> Kernel:
 
     def kernel(v) -> None:
         x = as_array(v["self"]).astype(result, copy=False)
-        if accumulate == FLOAT64 and type(x) is np.ndarray:
-            total = _float64_sums(x, axes, keep)
-        else:
-            total = np.sum(x, axis=axes, keepdims=keep, dtype=accumulate)  # no widened copy
+        total = _sums(x, axes, keep, accumulate)
         _store(v, "out", quiet(lambda: total / count)() if count else
                array_module(total).full(total.shape, np.nan, accumulate))
     return kernel
