@@ -168,9 +168,9 @@ def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: s
     ``into(x, out)``, where given, computes the same float32 results straight into ``out``
     (no result array, no copy): used when input and output are float32 host arrays."""
     out = v[out_name]
-    if into is not None and _chunkable(x, out) and native.host_float32(x, out):
+    if into in _NATIVE_INTO and native.host_float32(x, out) and _chunkable(x, out):
         lib = native.kernels()
-        if lib is not None and into in _NATIVE_INTO:  # one fused pass, straight into out
+        if lib is not None:  # one fused pass, straight into out
             getattr(lib, _NATIVE_INTO[into])(x, out)
             return
     if (into is not None and x.dtype == out.dtype == np.float32 and type(out) is np.ndarray
@@ -457,7 +457,7 @@ def scaled_masked_softmax(c: Call) -> Kernel:
                 and type(mask) is np.ndarray and mask.flags.c_contiguous):
             lib.masked_softmax(x, mask, y, shape, mask_shape[:2], scale)
             return
-        scores = np.multiply(x, np.float32(scale)) if type(x) is np.ndarray else x * scale
+        scores = x * np.float32(scale)
         scores = array_module(scores).where(mask, np.float32(MASKED_SCORE), scores)
         scores -= scores.max(axis=-1, keepdims=True)
         exps = array_module(scores).exp(scores)
