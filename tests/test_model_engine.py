@@ -124,11 +124,11 @@ def test_memory_plan_reuses_dead_values():
     _compare(model, {"v0": RNG.standard_normal((256, 256)).astype(np.float32)})
 
 
-def test_unsupported_op_and_attribute_are_named():
+def test_op_without_lowering_runs_on_the_host_and_a_bogus_attribute_is_named():
     model = _model([helper.make_node("Det", ["x"], ["y"])], [("x", [2, 2])], [("y", [])])
-    with pytest.raises(AclError) as info:
-        InferenceSession(model)
-    assert info.value.code == ACL_ERROR_OP_NOT_FOUND and "Det" in str(info.value)
+    x = RNG.standard_normal((2, 2)).astype(np.float32)
+    (ours,) = InferenceSession(model).run(None, {"x": x})
+    np.testing.assert_allclose(ours, np.linalg.det(x), rtol=1e-5)
     model = _model([helper.make_node("MatMul", ["x", "x"], ["y"], bogus=1)],
                    [("x", [2, 2])], [("y", [2, 2])])
     with pytest.raises(AclError) as info:
@@ -147,12 +147,18 @@ def test_bad_feeds_and_dynamic_inputs():
     session.close()
     dynamic = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", ["N", 3])],
                      [("y", ["N", 3])])
+    session = InferenceSession(dynamic)  # specialised at each new shape
+    assert session.get_inputs()[0].shape == ["N", 3]
+    for rows in (1, 5):
+        x = RNG.standard_normal((rows, 3)).astype(np.float32)
+        np.testing.assert_array_equal(session.run(None, {"x": x})[0], np.maximum(x, 0))
     with pytest.raises(AclError) as info:
-        InferenceSession(dynamic)
-    assert "dynamic" in str(info.value)
-    fixed = InferenceSession(dynamic, input_shapes={"x": (4, 3)})
-    assert fixed.get_inputs()[0].shape == [4, 3]
-    fixed.close()
+        session.run(None, {"x": np.ones((2, 4), np.float32)})
+    assert info.value.code == ACL_ERROR_MODEL_INPUT_NOT_MATCH and "['N', 3]" in str(info.value)
+    session.close()
+    hinted = InferenceSession(dynamic, input_shapes={"x": (4, 3)})  # built at load
+    assert hinted.engine is not None and hinted.get_inputs()[0].shape == ["N", 3]
+    hinted.close()
     assert openacl.memory_stats()["allocated_bytes.all.current"] == 0
 
 

@@ -289,7 +289,7 @@ def test_resize_modes_it_cannot_honour_are_refused():
               consts, "tf_crop_and_resize"),
              (["x", "", "", "sizes"], {"keep_aspect_ratio_policy": "not_larger"},
               {"sizes": np.array([1, 2, 9, 9], np.int64)}, "keep_aspect_ratio_policy"),
-             (["x", "", "scales"], {"mode": "linear"}, {}, "data-dependent")]
+             ]
     for inputs, attrs, initializers, what in cases:
         feeds = {"x": x} if initializers or "scales" not in inputs else {
             "x": x, "scales": np.array([1, 1, 1.5, 1.5], np.float32)}
@@ -297,6 +297,13 @@ def test_resize_modes_it_cannot_honour_are_refused():
             InferenceSession(_model([_node("Resize", inputs, **attrs)], feeds, initializers,
                                     opset=19), {k: v.shape for k, v in feeds.items()})
         assert info.value.code == ACL_ERROR_PARSE_MODEL and what in str(info.value)
+
+
+def test_resize_by_scales_computed_at_run_time_runs_on_the_host():
+    x = _f32(1, 2, 6, 6)
+    feeds = {"x": x, "scales": np.array([1, 1, 1.5, 1.5], np.float32)}
+    _compare(_model([_node("Resize", ["x", "", "scales"], mode="linear")], feeds, opset=19),
+             feeds)
 
 
 def test_pad_constant_and_reflect():

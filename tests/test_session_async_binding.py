@@ -73,7 +73,7 @@ def test_run_async_reports_errors_to_the_callback_and_the_future(session):
     future = session.run_async(None, {"x": np.ones((3, 32), np.float32)},
                                lambda o, d, e: (seen.append((o, e)), done.set()))
     assert done.wait(WAIT_S)
-    assert seen[0][0] == [] and "must be float32 [2, 32]" in seen[0][1]
+    assert seen[0][0] == [] and "has shape [3, 32]; the model takes [2, 32]" in seen[0][1]
     with pytest.raises(AclError) as info:
         future.result(WAIT_S)
     assert info.value.code == ACL_ERROR_MODEL_INPUT_NOT_MATCH

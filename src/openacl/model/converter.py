@@ -23,6 +23,7 @@ import numpy as np
 from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_PARSE_MODEL, AclError
 from openacl.model import om, onnx_import
 from openacl.model.lowering import lower
+from openacl.model.onnx_graph import upgrade_opset
 from openacl.model.onnx_import import import_onnx
 from openacl.model.passes import fold_onnx, optimize
 from openacl.model.plan import plan_memory
@@ -60,7 +61,8 @@ def compile_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = N
     inference reaches every value), import, optimize, lower, plan. Returns
     ``(graph, lowered, plan)``; shared by ``convert_onnx`` and ``InferenceSession``."""
     shapes = {name: tuple(shape) for name, shape in (input_shapes or {}).items()}
-    graph = import_onnx(fold_onnx(model, shapes), shapes)
+    proto, _ = upgrade_opset(onnx_import._load(model))
+    graph = import_onnx(fold_onnx(proto, shapes), shapes)
     lowered = lower(apply_precision(optimize(graph), precision))
     return graph, lowered, plan_memory(lowered)
 

@@ -455,5 +455,6 @@ class EngineSet:
             return self._engines[batch]
 
     def close(self) -> None:
-        for engine in {id(e): e for e in (self.main, *self._engines.values())}.values():
+        for engine in {id(e): e for e in (self.main, *self._engines.values())
+                       if e is not None}.values():
             engine.close()

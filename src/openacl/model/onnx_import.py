@@ -1,6 +1,8 @@
 """ONNX import: an ``onnx.ModelProto`` (or file) becomes a ``Graph`` with concrete shapes.
 
-Opsets 11 to 21 are accepted. Constant nodes become initializers; shapes and dtypes come from
+Opsets 11 to 21 are read as they are, older ones after ``onnx.version_converter`` upgraded
+them to 11 (``onnx_graph.upgrade_opset``), newer ones where each op's definition is unchanged
+since 21. Constant nodes become initializers; shapes and dtypes come from
 ONNX shape inference with the graph inputs fixed to the given shapes (``input_shapes``
 overrides dynamic dims such as the batch). Anything the graph leaves without a concrete
 type is an error naming the value. ``onnx`` is imported here only (it is heavy).
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -21,8 +24,9 @@ from openacl.errors import (
     AclError,
 )
 from openacl.model.ir import Graph, Node, Value
+from openacl.model.onnx_graph import MIN_OPSET, default_opset, upgrade_opset
 
-MIN_OPSET, MAX_OPSET = 11, 21  # ONNX default-domain opsets the lowerings were written for
+MAX_OPSET = 21  # the newest ONNX default-domain opset the lowerings were written for
 
 
 def _load(model: Any):
@@ -61,7 +65,10 @@ def shape_inference_view(proto: Any,
     graph.name = source.name
     graph.node.extend(source.node)
     graph.input.extend(source.input)
-    graph.output.extend(source.output)
+    for output in source.output:  # types only: a declared shape may contradict the real one
+        graph.output.add().CopyFrom(output)
+        if output.type.WhichOneof("value") == "tensor_type":
+            graph.output[-1].type.tensor_type.ClearField("shape")
     graph.value_info.extend(source.value_info)
     initializers = {tensor.name for tensor in source.initializer}
     apply_input_shapes([v for v in graph.input if v.name not in initializers], input_shapes)
@@ -176,24 +183,20 @@ def _check_definitions_unchanged(graph: Any, opset: int) -> None:
                            f"opset {MAX_OPSET}) is not supported")
 
 
-def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
-    """Read an ONNX model into a Graph (see the module docstring)."""
-    import onnx
-    from onnx import numpy_helper, shape_inference
+def check_model_types(proto: Any, initializers: set[str] | None = None) -> None:
+    """Every graph input (but the ``initializers``) and output must be a tensor of numbers.
 
-    proto = _load(model)
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
-    newest = onnx.defs.onnx_opset_version()
-    if not MIN_OPSET <= opset <= max(MAX_OPSET, newest):
-        raise AclError(ACL_ERROR_PARSE_MODEL,
-                       f"ONNX opset {opset} is not supported (opsets {MIN_OPSET}-{MAX_OPSET}, "
-                       f"and later ones where an op's definition is unchanged)")
-    if opset > MAX_OPSET:
-        _check_definitions_unchanged(proto.graph, opset)
+    Raises:
+        AclError: ACL_ERROR_PARSE_MODEL naming the value and what it is.
+    """
+    import onnx
+
     graph = proto.graph
-    initializer_names = {i.name for i in graph.initializer}
-    inputs = [i for i in graph.input if i.name not in initializer_names]
-    for value in [*inputs, *graph.output]:
+    if initializers is None:
+        initializers = {i.name for i in graph.initializer}
+    for value in [*graph.input, *graph.output]:
+        if value.name in initializers:
+            continue
         kind = value.type.WhichOneof("value")
         if kind != "tensor_type":
             raise AclError(ACL_ERROR_PARSE_MODEL,
@@ -204,28 +207,55 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"graph value {value.name!r} holds strings; string tensors are not "
                            f"supported")
+
+
+def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                weights: Mapping[str, np.ndarray] | None = None) -> Graph:
+    """Read an ONNX model into a Graph (see the module docstring). ``weights`` gives the
+    arrays of graph inputs that are really initializers (the staged engine keeps a model's
+    big weights out of its protos and shares the arrays between specialisations); they
+    become the graph's initializers as they are, never copied."""
+    import onnx
+    from onnx import numpy_helper, shape_inference
+
+    proto, _ = upgrade_opset(_load(model))
+    weights = weights or {}
+    opset = default_opset(proto)
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= max(MAX_OPSET, newest):
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"ONNX opset {opset} is not supported (opsets {MIN_OPSET}-{MAX_OPSET}, "
+                       f"and later ones where an op's definition is unchanged)")
+    if opset > MAX_OPSET:
+        _check_definitions_unchanged(proto.graph, opset)
+    graph = proto.graph
+    initializer_names = {i.name for i in graph.initializer} | set(weights)
+    inputs = [i for i in graph.input if i.name not in initializer_names]
+    check_model_types(proto, initializer_names)
     view = shape_inference_view(proto, input_shapes)  # the caller's proto stays unchanged
     input_names = {value.name for value in inputs}
     for value in view.graph.input:
         if value.name not in input_names:
             continue  # a big initializer shape inference sees as an input
         for dim in value.type.tensor_type.shape.dim:
-            if not dim.HasField("dim_value"):
+            if not dim.HasField("dim_value") or dim.dim_value < 0:
                 raise AclError(ACL_ERROR_PARSE_MODEL,
-                               f"input {value.name!r} has a dynamic dim {dim.dim_param!r}: "
-                               f"give its shape (input_shapes / --input-shape)")
+                               f"input {value.name!r} has a dynamic dim "
+                               f"{dim.dim_param or dim.dim_value!r}: give its shape "
+                               f"(input_shapes / --input-shape)")
     inferred = shape_inference.infer_shapes(view, strict_mode=False, data_prop=True)
     values: dict[str, Value] = {}
     for info in list(inferred.graph.input) + list(inferred.graph.value_info) + \
             list(inferred.graph.output):
         tensor_type = info.type.tensor_type
         if not tensor_type.HasField("shape") or any(
-                not d.HasField("dim_value") for d in tensor_type.shape.dim):
+                not d.HasField("dim_value") or d.dim_value < 0 for d in tensor_type.shape.dim):
             continue
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
         values[info.name] = Value(info.name, dtype,
                                   tuple(d.dim_value for d in tensor_type.shape.dim))
     initializers = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    initializers.update(weights)
     nodes = []
     for index, node in enumerate(inferred.graph.node):
         name = node.name or f"{node.op_type}_{index}"

@@ -143,6 +143,7 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
     import onnx
     from onnx import numpy_helper, shape_inference
 
+    from openacl.model.onnx_graph import inline_branch
     from openacl.model.onnx_import import (
         _attribute,
         _load,
@@ -157,6 +158,7 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
     graph = proto.graph
     del graph.value_info[:]  # stale symbolic shapes (a "batch" dim) would fight the fixed ones
     constants = _Constants(graph.initializer)
+    taken: set[str] = set()  # every value name, gathered at the first If inlined
     apply_input_shapes([v for v in graph.input if v.name not in constants], input_shapes)
     for _ in range(MAX_ONNX_FOLD_ROUNDS):
         inferred = shape_inference.infer_shapes(shape_inference_view(proto), strict_mode=False,
@@ -165,17 +167,29 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
         for info in list(inferred.graph.input) + list(inferred.graph.value_info):
             dims = info.type.tensor_type.shape.dim
             if info.type.tensor_type.HasField("shape") and all(
-                    d.HasField("dim_value") for d in dims):
+                    d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
                 shapes[info.name] = tuple(d.dim_value for d in dims)
 
         def shape_of(name: str, shapes: dict = shapes) -> tuple[int, ...]:
             return constants.shape(name) if name in constants else shapes[name]
 
-        kept, folded = [], []
+        kept, folded, inlined = [], [], False
         for index, proto_node in enumerate(graph.node):
+            if proto_node.op_type == "If" and proto_node.domain in ("", "ai.onnx") and \
+                    proto_node.input[0] in constants:
+                if not taken:
+                    taken.update(_all_names(graph))
+                nodes, tensors = inline_branch(
+                    proto_node, if_condition(proto_node, constants[proto_node.input[0]]), taken)
+                kept.extend(nodes)
+                graph.initializer.extend(tensors)
+                constants.add_tensors(tensors)
+                inlined = True
+                continue
             node = Node(proto_node.op_type, proto_node.name or f"{proto_node.op_type}_{index}",
                         list(proto_node.input), list(proto_node.output),
-                        {a.name: _attribute(a) for a in proto_node.attribute})
+                        {a.name: _attribute(a) for a in proto_node.attribute
+                         if a.type != a.GRAPH and a.type != a.GRAPHS})
             results = None
             if proto_node.domain in ("", "ai.onnx"):
                 if node.op_type == "Constant" and "value" in node.attrs:
@@ -188,15 +202,38 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
             for name, array in zip(node.outputs, results, strict=False):
                 constants[name] = array
                 folded.append(numpy_helper.from_array(array, name))
-        if not folded:
+        if not folded and not inlined:
             break
         del graph.node[:]
         graph.node.extend(kept)
         graph.initializer.extend(folded)
         produced = {name for n in kept for name in n.output}
-        if produced <= set(shapes):
+        if produced <= set(shapes) and not inlined:
             break
     return proto
+
+
+def if_condition(node: Any, value: np.ndarray) -> bool:
+    """The truth of an ``If`` node's condition ``value``: one element, bool (numbers are
+    refused, as onnxruntime refuses them).
+
+    Raises:
+        AclError: ACL_ERROR_INVALID_PARAM naming the node, the dtype and the shape.
+    """
+    from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+
+    array = np.asarray(value)
+    if array.dtype != np.bool_ or array.size != 1:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"node {node.name!r} (If): the condition {node.input[0]!r} must be one "
+                       f"bool element; it is {array.dtype} {list(array.shape)}")
+    return bool(array.reshape(-1)[0])
+
+
+def _all_names(graph: Any) -> set[str]:
+    names = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    names.update(out for node in graph.node for out in node.output)
+    return names
 
 
 class _Constants(dict):
@@ -216,6 +253,10 @@ class _Constants(dict):
         array = numpy_helper.to_array(self._tensors[name])
         self[name] = array
         return array
+
+    def add_tensors(self, tensors: Any) -> None:
+        """Know these TensorProtos too (the initializers of an inlined branch)."""
+        self._tensors.update((tensor.name, tensor) for tensor in tensors)
 
     def shape(self, name: str) -> tuple[int, ...]:
         if dict.__contains__(self, name):

@@ -30,11 +30,11 @@ from openacl.errors import (
     ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
     AclError,
 )
-from openacl.model.converter import compile_onnx
 from openacl.model.engine import Engine, EngineSet
 from openacl.model.lowering import Lowered
 from openacl.model.om import Gear, is_model_file, load_model_gears
 from openacl.model.plan import MemoryPlan
+from openacl.model.staged import DEFAULT_CACHE_SIZE, StagedModel
 from openacl.runtime import core
 from openacl.runtime.context import current_context
 
@@ -88,19 +88,47 @@ class InferenceSession:
     """Load a model (.om, or .onnx converted on the fly) and run it on numpy arrays."""
 
     def __init__(self, path: str | os.PathLike | Any,
-                 input_shapes: dict[str, Sequence[int]] | None = None, **_: Any) -> None:
+                 input_shapes: dict[str, Sequence[int]] | None = None,
+                 cache_size: int = DEFAULT_CACHE_SIZE, precision: str = "fp32",
+                 **_: Any) -> None:
+        """Args:
+            path: an offline model (.om, by its magic) or an ONNX model (path, bytes or
+                ModelProto).
+            input_shapes: for an ONNX model, shapes to build a specialisation for at load
+                (a hint: other shapes still run); for an offline model, the shapes it was
+                converted for (checked).
+            cache_size: specialisations an ONNX model keeps (least recently used first out).
+            precision: ``fp32``, ``fp16`` or ``mixed`` for an ONNX model.
+        """
         _ensure_runtime()
-        gears: list[Gear] = []
-        if is_model_file(path):  # an offline model (.om), told apart by its magic
-            lowered, plan, gears = _load_offline_model(path, input_shapes)
-            self.graph = lowered.graph
-        else:
-            self.graph, lowered, plan = compile_onnx(path, input_shapes)
-        self.engines = EngineSet(Engine(lowered, plan), gears)  # by batch size
-        self.engine = self.engines.main
         self._lock = threading.Lock()  # the async runner and stream
         self._runner: Any = None  # a ThreadPoolExecutor, made by the first run_async
         self._async_stream: Any = None
+        self.staged: StagedModel | None = None
+        self.engine: Engine | None = None
+        self.graph: Any = None
+        if is_model_file(path):  # an offline model (.om), told apart by its magic
+            lowered, plan, gears = _load_offline_model(path, input_shapes)
+            self.graph = lowered.graph
+            self.engines = EngineSet(Engine(lowered, plan), gears)  # by batch size
+            self.engine = self.engines.main
+            self._inputs = [(name, self.graph.value(name).dtype,
+                             list(self.graph.value(name).shape)) for name in self.graph.inputs]
+            self._outputs = [(name, self.graph.value(name).dtype,
+                              list(self.graph.value(name).shape)) for name in self.graph.outputs]
+            return
+        self.engines = EngineSet(None)
+        self.staged = StagedModel(path, cache_size, precision)
+        self._outputs = [(name, dtype, None if dims is None else list(dims))
+                         for name, dtype, dims in self.staged.outputs]
+        shapes = dict(input_shapes or {})
+        if shapes or all(spec.static for spec in self.staged.inputs):
+            stage = self.staged.prepare(shapes)  # at load, so a model that cannot run says so
+            if self.staged.single(stage):
+                self.engine = stage.engine
+                self.graph = stage.engine.graph
+        self._inputs = [(spec.name, spec.dtype, None if spec.dims is None else list(spec.dims))
+                        for spec in self.staged.inputs]
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -122,33 +150,62 @@ class InferenceSession:
                            f"input {self.graph.inputs[0]!r} has batch {batch}; the model "
                            f"was converted for batch sizes {self.batch_sizes}") from None
 
-    def _args(self, names: list[str]) -> list[NodeArg]:
-        args = []
-        for name in names:
-            value = self.graph.value(name)
-            args.append(NodeArg(name, list(value.shape),
-                                _ONNX_TYPES.get(value.dtype.name, str(value.dtype))))
-        return args
+    @staticmethod
+    def _args(values: list[tuple[str, np.dtype, list | None]]) -> list[NodeArg]:
+        """onnxruntime's description: a dim is an int, its symbol's name, or None."""
+        return [NodeArg(name, dims, _ONNX_TYPES.get(np.dtype(dtype).name, str(dtype)))
+                for name, dtype, dims in values]
 
     def get_inputs(self) -> list[NodeArg]:
-        return self._args(self.graph.inputs)
+        return self._args(self._inputs)
 
     def get_outputs(self) -> list[NodeArg]:
-        return self._args(self.graph.outputs)
+        return self._args(self._outputs)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [name for name, _, _ in self._inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [name for name, _, _ in self._outputs]
 
     def run(self, output_names: Sequence[str] | None, feeds: dict[str, np.ndarray],
             stream: Any = None) -> list[np.ndarray]:
-        """Run on host arrays; returns the named outputs (all when ``output_names`` is None)."""
-        engine = self._engine_for(feeds) if self.engines.dynamic else self.engine
-        if output_names is None:  # the common call: the engine's outputs are in graph order
-            return engine.run(feeds, stream)
-        results = dict(zip(self.graph.outputs, engine.run(feeds, stream), strict=True))
+        """Run on host arrays; returns the named outputs (all when ``output_names`` is None).
+        An ONNX model runs at any input shapes: the first run at new ones specialises it."""
+        if self.staged is not None and stream is None:
+            results = self.staged.run(feeds)
+        else:
+            engine = self._stream_engine(feeds)
+            results = engine.run(feeds, stream)
+        if output_names is None:  # the common call: the outputs are in graph order
+            return results
+        by_name = dict(zip(self.output_names, results, strict=True))
         wanted = list(output_names)
-        missing = [n for n in wanted if n not in results]
+        missing = [n for n in wanted if n not in by_name]
         if missing:
             raise AclError(ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
-                           f"unknown output(s) {missing}; the model has {self.graph.outputs}")
-        return [results[n] for n in wanted]
+                           f"unknown output(s) {missing}; the model has {self.output_names}")
+        return [by_name[n] for n in wanted]
+
+    def _stream_engine(self, feeds: dict[str, np.ndarray]) -> Engine:
+        """The one engine that runs ``feeds`` whole (on a stream, bound to device buffers):
+        an offline model's (gear), or the specialisation of an ONNX model for the feeds'
+        shapes when it is a single stage."""
+        if self.staged is None:
+            return self._engine_for(feeds) if self.engines.dynamic else self.engine
+        kinds = {name: (np.asarray(value).dtype, np.shape(value)) if not hasattr(
+            value, "data_ptr") else (value.dtype, tuple(value.shape))
+            for name, value in feeds.items()}
+        self.staged.check_kinds(kinds)
+        stage = self.staged.root_stage(kinds)
+        if not self.staged.single(stage):
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"model {self.staged.name!r} runs in stages at these shapes (control "
+                           f"flow or data-dependent shapes): run it without a stream or "
+                           f"binding")
+        return stage.engine
 
     def run_async(self, output_names: Sequence[str] | None, feeds: dict[str, np.ndarray],
                   callback: Callable[[list[np.ndarray], Any, str], None] | None = None,
@@ -195,15 +252,19 @@ class InferenceSession:
         model's arena and the outputs out of it, with no host round trip; enqueued on
         ``stream`` (None: synchronous, on the session's own stream)."""
         binding.check()
-        feeds = {name: binding.inputs[name] for name in self.graph.inputs}
-        first = feeds[self.graph.inputs[0]].shape
-        engine = self._gear_engine(first[0] if first else None)
+        names = [name for name, _, _ in self._inputs]
+        feeds = {name: binding.inputs[name] for name in names}
+        if self.staged is None:
+            first = feeds[names[0]].shape
+            engine = self._gear_engine(first[0] if first else None)
+        else:
+            engine = self._stream_engine(feeds)
         for name, tensor in feeds.items():
             _check_bound(tensor, engine.graph.value(name), "input",
                          ACL_ERROR_MODEL_INPUT_NOT_MATCH)
         outputs = [binding.output_tensor(name, engine.graph.value(name))
-                   for name in self.graph.outputs]
-        inputs = [(feeds[name].data_ptr, feeds[name].nbytes) for name in self.graph.inputs]
+                   for name in self.output_names]
+        inputs = [(feeds[name].data_ptr, feeds[name].nbytes) for name in names]
         target = self._own_stream() if stream is None else stream
         engine.launch(inputs, [(t.data_ptr, t.nbytes) for t in outputs], target)
         if stream is None:
@@ -216,8 +277,12 @@ class InferenceSession:
         from openacl.model.profile import profile_engine, synthetic_feeds
 
         if feeds is None:
+            if self.graph is None:
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               "argument 'feeds' is required: the model's input shapes are "
+                               "dynamic (or give input_shapes when loading it)")
             feeds = synthetic_feeds(self.graph)
-        return profile_engine(self.engine, feeds, runs, warmup, stream)
+        return profile_engine(self._stream_engine(feeds), feeds, runs, warmup, stream)
 
     def close(self) -> None:
         if self._runner is not None:
@@ -225,6 +290,8 @@ class InferenceSession:
         if self._async_stream is not None:
             self._async_stream.shutdown(drain_timeout=None)
         self.engines.close()
+        if self.staged is not None:
+            self.staged.close()
 
 
 def _check_bound(tensor: Any, value: Any, kind: str, code: int) -> None:
@@ -262,16 +329,15 @@ class IOBinding:
                            f"{kind}s: {', '.join(names)})")
 
     def bind_input(self, name: str, tensor: Any) -> None:
-        graph = self._session.graph
-        self._check_name(name, graph.inputs, "input")
+        self._check_name(name, self._session.input_names, "input")
         self.inputs[name] = tensor
 
     def bind_output(self, name: str, tensor: Any = None) -> None:
-        self._check_name(name, self._session.graph.outputs, "output")
+        self._check_name(name, self._session.output_names, "output")
         self.outputs[name] = tensor
 
     def check(self) -> None:
-        missing = [n for n in self._session.graph.inputs if n not in self.inputs]
+        missing = [n for n in self._session.input_names if n not in self.inputs]
         if missing:
             raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH, f"input(s) {missing} are not bound")
 
@@ -291,7 +357,7 @@ class IOBinding:
     def get_outputs(self) -> list[Any]:
         """The output tensors in graph order (bound or allocated by the last run)."""
         return [self._owned[name] if self.outputs.get(name) is None else self.outputs[name]
-                for name in self._session.graph.outputs]
+                for name in self._session.output_names]
 
     def copy_outputs_to_cpu(self) -> list[np.ndarray]:
         return [tensor.numpy() for tensor in self.get_outputs()]

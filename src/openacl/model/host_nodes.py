@@ -1,0 +1,306 @@
+"""Nodes the staged engine runs on the host between two compiled stages (``staged.py``).
+
+* ``Loop``, ``Scan`` and an ``If`` whose condition's shape is unknown before it runs: the
+  body (or branch) is a model of its own, a ``StagedModel`` over the body graph whose inputs
+  are the body's formal inputs plus the outer values it reads (outer weights shared, outer
+  constants folded in), run once per iteration and specialised on the shapes it meets like
+  any model; scan outputs are gathered in a list and stacked once at the end.
+* Every other node (NonZero, Unique, NonMaxSuppression, Compress, a node no lowering
+  handles): ``onnx.reference.ReferenceEvaluator`` on a one-node model, built once per input
+  dtypes and kept.
+
+A host node reads its inputs from the run's values, the stage's folded constants and the
+model's weights, and returns its outputs by name. A failure is an AclError naming the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from openacl.errors import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_PARSE_MODEL,
+    ACL_ERROR_RT_AICORE_EXCEPTION,
+    AclError,
+)
+from openacl.model.onnx_graph import free_names
+
+__all__ = ["host_node"]
+
+MAX_LOOP_ITERATIONS = 1 << 24  # a Loop with neither trip count nor condition stops here
+
+
+def host_node(node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> Any:
+    """The host runner for ``node`` of the StagedModel ``model``."""
+    kind = {"Loop": LoopNode, "Scan": ScanNode, "If": IfNode}.get(node.op_type, ReferenceNode)
+    return kind(node, model, constants)
+
+
+class _HostNode:
+    def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
+        self.node = node
+        self.model = model
+        self.constants = dict(constants)
+
+    def value(self, name: str, env: Mapping[str, np.ndarray]) -> np.ndarray:
+        if name in env:
+            return env[name]
+        if name in self.constants:
+            return self.constants[name]
+        return self.model.weights[name]
+
+    def fail(self, code: int, message: str) -> AclError:
+        return AclError(code, f"model {self.model.name!r}: node {self.node.name!r} "
+                              f"({self.node.op_type}): {message}")
+
+    def close(self) -> None:
+        """Release what the node built (its body models)."""
+
+
+class ReferenceNode(_HostNode):
+    """One node run by the ONNX reference evaluator."""
+
+    def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
+        super().__init__(node, model, constants)
+        self._evaluators: dict[tuple, Any] = {}  # by input dtypes
+
+    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
+            ) -> dict[str, np.ndarray]:
+        names = [name for name in self.node.input if name]
+        arrays = [self.value(name, env) for name in names]
+        key = tuple(array.dtype.str for array in arrays)
+        evaluator = self._evaluators.get(key)
+        if evaluator is None:
+            evaluator = self._evaluators[key] = self._evaluator(names, arrays)
+        try:
+            results = evaluator.run(None, dict(zip(names, arrays, strict=True)))
+        except Exception as exc:  # the reference ops raise whatever numpy raises
+            raise self.fail(ACL_ERROR_RT_AICORE_EXCEPTION,
+                            f"failed on the host: {type(exc).__name__}: {exc}") from exc
+        outputs = [name for name in self.node.output if name]
+        return {name: np.asarray(result) for name, result in zip(outputs, results,
+                                                                 strict=True)}
+
+    def _evaluator(self, names: list[str], arrays: list[np.ndarray]) -> Any:
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+
+        graph = helper.make_graph(
+            [self.node], self.node.name,
+            [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                           None) for name, a in zip(names, arrays, strict=True)],
+            [helper.make_value_info(name, helper.make_empty_tensor_value_info(name).type)
+             for name in self.node.output if name])
+        proto = helper.make_model(graph, opset_imports=self.model._opsets)
+        proto.ir_version = self.model._ir_version
+        try:
+            return ReferenceEvaluator(proto)
+        except Exception as exc:
+            raise self.fail(ACL_ERROR_PARSE_MODEL,
+                            f"has no lowering and the host evaluator cannot run it: "
+                            f"{type(exc).__name__}: {exc}") from exc
+
+
+class _BodyModel:
+    """A subgraph as a model of its own: formal inputs, then the outer values it reads."""
+
+    def __init__(self, owner: _HostNode, graph: Any) -> None:
+        self.owner = owner
+        self.graph = graph
+        self.formal = [value.name for value in graph.input]
+        self.outer = sorted(free_names(graph))
+        self._model: Any = None
+
+    def run(self, formal: list[np.ndarray], env: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        owner = self.owner
+        outer = {name: owner.value(name, env) for name in self.outer
+                 if name not in owner.model.weights and name not in owner.constants}
+        if self._model is None:
+            self._model = self._build(formal, outer)
+        feeds = dict(zip(self.formal, formal, strict=True))
+        feeds.update(outer)
+        return self._model.run(feeds)
+
+    def _build(self, formal: list[np.ndarray], outer: Mapping[str, np.ndarray]) -> Any:
+        import onnx
+        from onnx import helper, numpy_helper
+
+        from openacl.model.staged import StagedModel
+
+        owner = self.owner
+        body = onnx.GraphProto()
+        body.CopyFrom(self.graph)
+        body.name = f"{owner.model.name}/{owner.node.name}"
+        del body.input[:]
+        for name, array in [*zip(self.formal, formal, strict=True), *outer.items()]:
+            body.input.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(array.dtype), None))
+        body.initializer.extend(numpy_helper.from_array(np.asarray(owner.constants[name]), name)
+                                for name in self.outer if name in owner.constants)
+        proto = helper.make_model(body, opset_imports=owner.model._opsets)
+        proto.ir_version = owner.model._ir_version
+        shared = {name: owner.model.weights[name] for name in self.outer
+                  if name in owner.model.weights}
+        return StagedModel(proto, owner.model.cache_size, owner.model.precision, shared)
+
+    def close(self) -> None:
+        if self._model is not None:
+            self._model.close()
+            self._model = None
+
+
+def _attr(node: Any, name: str, default: Any) -> Any:
+    from onnx import helper
+
+    for attr in node.attribute:
+        if attr.name == name:
+            return helper.get_attribute_value(attr)
+    return default
+
+
+def _stacked(parts: list[np.ndarray], axis: int, reverse: bool, name: str,
+             declared: Any) -> np.ndarray:
+    """Scan outputs gathered per iteration, stacked once along ``axis``."""
+    if not parts:
+        from openacl.model.staged import declared_dims
+
+        dims = declared_dims(declared)
+        inner = tuple(d for d in (dims or ())) if dims and all(isinstance(d, int)
+                                                              for d in dims) else ()
+        return np.zeros((0, *inner), np.float32)
+    if reverse:
+        parts = parts[::-1]
+    return np.stack(parts, axis=axis)
+
+
+class LoopNode(_HostNode):
+    """ONNX Loop: trip count ``M`` and/or condition, loop-carried values, scan outputs."""
+
+    def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
+        super().__init__(node, model, constants)
+        self.body = _BodyModel(self, _attr(node, "body", None))
+
+    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
+            ) -> dict[str, np.ndarray]:
+        inputs = list(self.node.input) + [""] * max(0, 2 - len(self.node.input))
+        trip = None
+        if inputs[0]:
+            count = np.asarray(self.value(inputs[0], env))
+            if count.size != 1 or not np.issubdtype(count.dtype, np.integer):
+                raise self.fail(ACL_ERROR_INVALID_PARAM,
+                                f"the trip count {inputs[0]!r} must be one integer; it is "
+                                f"{count.dtype} {list(count.shape)}")
+            trip = int(count.reshape(-1)[0])
+            if trip < 0:
+                raise self.fail(ACL_ERROR_INVALID_PARAM,
+                                f"the trip count {inputs[0]!r} is {trip}; it must be >= 0")
+        keep = True
+        if inputs[1]:
+            keep = self._condition(self.value(inputs[1], env), inputs[1])
+        carried = [np.asarray(self.value(name, env)) for name in inputs[2:]]
+        count = len(carried)
+        outputs = list(self.node.output)
+        scans: list[list[np.ndarray]] = [[] for _ in outputs[count:]]
+        iteration = 0
+        limit = trip if trip is not None else MAX_LOOP_ITERATIONS
+        while keep and iteration < limit:
+            results = self.body.run(
+                [np.array(iteration, np.int64), np.array(keep), *carried], env)
+            keep = self._condition(results[0], "the body's condition output")
+            carried = results[1:1 + count]
+            for part, value in zip(scans, results[1 + count:], strict=True):
+                part.append(value)
+            iteration += 1
+        if keep and trip is None and not inputs[1]:
+            raise self.fail(ACL_ERROR_INVALID_PARAM,
+                            f"has neither trip count nor condition and ran "
+                            f"{MAX_LOOP_ITERATIONS} iterations")
+        result = dict(zip(outputs[:count], carried, strict=False))
+        body_outputs = list(self.body.graph.output)[1 + count:]
+        for name, part, declared in zip(outputs[count:], scans, body_outputs, strict=False):
+            result[name] = _stacked(part, 0, False, name, declared)
+        return {name: value for name, value in result.items() if name}
+
+    def _condition(self, value: Any, what: str) -> bool:
+        array = np.asarray(value)
+        if array.dtype != np.bool_ or array.size != 1:
+            raise self.fail(ACL_ERROR_INVALID_PARAM,
+                            f"the condition {what!r} must be one bool element; it is "
+                            f"{array.dtype} {list(array.shape)}")
+        return bool(array.reshape(-1)[0])
+
+    def close(self) -> None:
+        self.body.close()
+
+
+class ScanNode(_HostNode):
+    """ONNX Scan (opset 9+): state variables and scan inputs sliced along their axes."""
+
+    def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
+        super().__init__(node, model, constants)
+        self.body = _BodyModel(self, _attr(node, "body", None))
+        self.scan_count = int(_attr(node, "num_scan_inputs", 0))
+
+    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
+            ) -> dict[str, np.ndarray]:
+        node = self.node
+        inputs = [np.asarray(self.value(name, env)) for name in node.input]
+        states_count = len(inputs) - self.scan_count
+        states, scan_inputs = inputs[:states_count], inputs[states_count:]
+        in_axes = list(_attr(node, "scan_input_axes", [0] * self.scan_count))
+        in_dirs = list(_attr(node, "scan_input_directions", [0] * self.scan_count))
+        outputs = list(node.output)
+        out_count = len(outputs) - states_count
+        out_axes = list(_attr(node, "scan_output_axes", [0] * out_count))
+        out_dirs = list(_attr(node, "scan_output_directions", [0] * out_count))
+        axes = [a + x.ndim if a < 0 else a for a, x in zip(in_axes, scan_inputs, strict=True)]
+        lengths = {x.shape[a] for a, x in zip(axes, scan_inputs, strict=True)}
+        if len(lengths) != 1:
+            raise self.fail(ACL_ERROR_INVALID_PARAM,
+                            f"the scan inputs have different lengths {sorted(lengths)} along "
+                            f"their scan axes")
+        length = lengths.pop()
+        parts: list[list[np.ndarray]] = [[] for _ in range(out_count)]
+        for step in range(length):
+            slices = [np.take(x, length - 1 - step if d else step, axis=a)
+                      for x, a, d in zip(scan_inputs, axes, in_dirs, strict=True)]
+            results = self.body.run([*states, *slices], env)
+            states = results[:states_count]
+            for part, value in zip(parts, results[states_count:], strict=True):
+                part.append(value)
+        result = dict(zip(outputs[:states_count], states, strict=True))
+        body_outputs = list(self.body.graph.output)[states_count:]
+        for name, part, axis, direction, declared in zip(
+                outputs[states_count:], parts, out_axes, out_dirs, body_outputs, strict=True):
+            rank = part[0].ndim + 1 if part else 1
+            result[name] = _stacked(part, axis + rank if axis < 0 else axis, bool(direction),
+                                    name, declared)
+        return {name: value for name, value in result.items() if name}
+
+    def close(self) -> None:
+        self.body.close()
+
+
+class IfNode(_HostNode):
+    """ONNX If whose condition only the run knows the shape of: a branch model each."""
+
+    def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
+        super().__init__(node, model, constants)
+        self.branches = {True: _BodyModel(self, _attr(node, "then_branch", None)),
+                         False: _BodyModel(self, _attr(node, "else_branch", None))}
+
+    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
+            ) -> dict[str, np.ndarray]:
+        from openacl.model.passes import if_condition
+
+        condition = if_condition(self.node, self.value(self.node.input[0], env))
+        results = self.branches[condition].run([], env)
+        return {name: value for name, value in zip(self.node.output, results, strict=False)
+                if name}
+
+    def close(self) -> None:
+        for branch in self.branches.values():
+            branch.close()

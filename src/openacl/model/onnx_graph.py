@@ -1,0 +1,176 @@
+"""ONNX graph plumbing shared by import, folding and the staged engine: what a node reads
+(its inputs plus the outer-scope names its subgraphs use), stable node names, inlining the
+branch of an ``If`` whose condition is known, and upgrading old opsets.
+
+Everything here works on ``onnx`` protos (imported lazily by the callers: ``onnx`` is heavy)
+and changes only the protos it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError
+
+__all__ = [
+    "MIN_OPSET",
+    "constants_to_initializers",
+    "default_opset",
+    "free_names",
+    "inline_branch",
+    "name_nodes",
+    "node_reads",
+    "subgraphs",
+    "upgrade_opset",
+]
+
+MIN_OPSET = 11  # older default-domain opsets are upgraded to this one at import
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def default_opset(proto: Any) -> int:
+    """The model's default-domain (ai.onnx) opset version, 0 when it declares none."""
+    return next((o.version for o in proto.opset_import if o.domain in DEFAULT_DOMAINS), 0)
+
+
+def subgraphs(node: Any) -> Iterator[Any]:
+    """The GraphProtos held by ``node``'s attributes (If branches, Loop and Scan bodies)."""
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield attr.g
+        yield from attr.graphs
+
+
+def free_names(graph: Any) -> set[str]:
+    """The names ``graph`` (a subgraph) reads from its enclosing scopes: used by its nodes
+    (or theirs, recursively) and defined by none of its inputs, initializers or nodes."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    used: set[str] = set()
+    for node in graph.node:
+        used.update(name for name in node_reads(node) if name not in defined)
+        defined.update(node.output)
+    used.update(v.name for v in graph.output if v.name not in defined)
+    return used
+
+
+def node_reads(node: Any) -> list[str]:
+    """Every value ``node`` needs before it runs: its inputs, then the outer-scope names its
+    subgraphs use (in a stable order, without repeats or the empty name)."""
+    names = [name for name in node.input if name]
+    seen = set(names)
+    for graph in subgraphs(node):
+        for name in sorted(free_names(graph)):
+            if name not in seen:
+                seen.add(name)
+                names.append(name)
+    return names
+
+
+def name_nodes(graph: Any) -> None:
+    """Give every unnamed node of ``graph`` the name the importer reports it by
+    (``<OpType>_<index>``), so a node keeps its name when the graph is cut into stages."""
+    taken = {node.name for node in graph.node if node.name}
+    for index, node in enumerate(graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{index}"
+            while name in taken:
+                name += "_"
+            node.name = name
+            taken.add(name)
+
+
+def _renamed(graph: Any, mapping: dict[str, str]) -> None:
+    """Rename, in place, every use of ``mapping``'s names in ``graph`` and its subgraphs,
+    except where a subgraph defines a name of its own (which shadows the outer one)."""
+    for node in graph.node:
+        for index, name in enumerate(node.input):
+            if name in mapping:
+                node.input[index] = mapping[name]
+        for index, name in enumerate(node.output):
+            if name in mapping:
+                node.output[index] = mapping[name]
+        for sub in subgraphs(node):
+            local = {v.name for v in sub.input} | {t.name for t in sub.initializer} | {
+                out for n in sub.node for out in n.output}
+            _renamed(sub, {k: v for k, v in mapping.items() if k not in local})
+    for value in graph.output:
+        if value.name in mapping:
+            value.name = mapping[value.name]
+
+
+def inline_branch(node: Any, condition: bool, taken: set[str]) -> tuple[list[Any], list[Any]]:
+    """The nodes and initializers that replace ``If`` node ``node`` once its condition is
+    known: the chosen branch's nodes with every value the branch defines renamed under the
+    node's name (names stay unique in the graph, ``taken`` is updated), then one Identity
+    per output from the branch's result to the If's output name."""
+    import onnx
+    from onnx import helper
+
+    branch_name = "then_branch" if condition else "else_branch"
+    branch = next((a.g for a in node.attribute if a.name == branch_name), None)
+    if branch is None:
+        raise AclError(ACL_ERROR_PARSE_MODEL, f"node {node.name!r} (If) has no {branch_name}")
+    body = onnx.GraphProto()
+    body.CopyFrom(branch)
+    defined = [t.name for t in body.initializer] + [
+        out for n in body.node for out in n.output if out]
+    mapping = {}
+    for name in defined:
+        fresh = f"{node.name}/{name}"
+        while fresh in taken:
+            fresh += "_"
+        taken.add(fresh)
+        mapping[name] = fresh
+    _renamed(body, mapping)
+    for tensor in body.initializer:
+        tensor.name = mapping[tensor.name]
+    for index, inner in enumerate(body.node):
+        inner.name = f"{node.name}/{inner.name or f'{inner.op_type}_{index}'}"
+    nodes = list(body.node)
+    for result, output in zip(body.output, node.output, strict=False):
+        if output:
+            nodes.append(helper.make_node("Identity", [result.name], [output],
+                                          name=f"{node.name}/{output}"))
+    return nodes, list(body.initializer)
+
+
+def constants_to_initializers(graph: Any) -> None:
+    """Replace, in place, the default-domain ``Constant`` nodes of ``graph`` by
+    initializers of the same name (any of Constant's value attributes)."""
+    from onnx import numpy_helper
+
+    from openacl.model.onnx_import import _attribute, _constant_value
+
+    kept = []
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
+            attrs = {a.name: _attribute(a) for a in node.attribute}
+            graph.initializer.append(numpy_helper.from_array(
+                _constant_value(node.name, attrs), node.output[0]))
+        else:
+            kept.append(node)
+    if len(kept) != len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept)
+
+
+def upgrade_opset(proto: Any) -> tuple[Any, int]:
+    """``proto`` itself when its default-domain opset is ``MIN_OPSET`` or newer, else a copy
+    upgraded to ``MIN_OPSET`` by ``onnx.version_converter``; returns (model, original opset).
+
+    Raises:
+        AclError: ACL_ERROR_PARSE_MODEL naming the opset when the converter cannot upgrade it.
+    """
+    from onnx import version_converter
+
+    opset = default_opset(proto)
+    if opset >= MIN_OPSET or opset == 0:
+        return proto, opset
+    try:
+        upgraded = version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as exc:  # the converter raises RuntimeError/ValueError/C++ errors
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"ONNX opset {opset} could not be upgraded to {MIN_OPSET} by "
+                       f"onnx.version_converter: {exc}") from exc
+    return upgraded, opset

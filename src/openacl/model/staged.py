@@ -1,0 +1,581 @@
+"""Models whose shapes are known only when they run: dynamic dims, If on a computed
+condition, Loop and Scan, data-dependent shapes (NonZero, a Reshape fed by computed values).
+
+``StagedModel`` keeps the ONNX graph and specialises it on what each run brings.
+
+Design note (invariants)
+------------------------
+* Weights: the model's big initializers are converted to numpy once, at load
+  (``weights``); every specialisation's engine uses those arrays in place (the CPU backend
+  registers them, ``engine.py``). The protos that are cut, folded and compiled carry them
+  only as typed graph inputs, so a new specialisation never copies a weight.
+* Signature: a run's inputs' dtypes and shapes. The first run at a signature builds the
+  *root stage* for it; the stages are cached (least recently used first out, at most
+  ``cache_size`` root signatures and as many children per stage), so a run at a seen
+  signature converts nothing and allocates nothing beyond what the engines' runs do.
+* A stage is the largest part of the remaining graph whose shapes are all known once the
+  values it starts from are known: it is folded, fused, lowered and planned like a static
+  model and run by one ``Engine``. The nodes it cannot compile come after it:
+  - an ``If`` whose condition it computes: the condition's value keys the next stage, where
+    the chosen branch is inlined and folded like the main graph (two stages at most, each
+    cached);
+  - a node whose output shape depends on small integer inputs it computes (Reshape, Expand,
+    Tile, Range, ConstantOfShape, Resize, TopK's k, Slice's bounds...): those values key the
+    next stage, where they are constants (``MAX_PROMOTED_ELEMENTS`` elements at most);
+  - ``Loop``, ``Scan``, a node whose outputs only data can size (NonZero, Unique,
+    NonMaxSuppression, Compress) and a node no lowering handles: run on the host between
+    stages (``host_nodes.py``), after which the next stage knows their shapes.
+  A static model is one stage, run as the static path runs it.
+* Each stage names exactly the values the rest of the graph needs (``carry``); the next
+  stage is keyed by their dtypes and shapes and by the promoted values' bytes.
+* Thread safety: one lock per model covers building and running (engines share an arena
+  and are not re-entrant); evicted stages close their engines under it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from openacl.errors import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+    ACL_ERROR_PARSE_MODEL,
+    AclError,
+)
+from openacl.model.onnx_graph import (
+    DEFAULT_DOMAINS,
+    constants_to_initializers,
+    name_nodes,
+    node_reads,
+    upgrade_opset,
+)
+
+__all__ = ["DEFAULT_CACHE_SIZE", "InputSpec", "StagedModel"]
+
+DEFAULT_CACHE_SIZE = 8  # cached signatures (and children per stage) before the oldest goes
+MAX_PROMOTED_ELEMENTS = 64  # largest computed int tensor whose value may key a stage
+LIGHT_ELEMENTS = 4096  # initializers kept inside the protos; bigger ones are shared weights
+HOST_OPS = frozenset({"Loop", "Scan", "If", "NonZero", "Unique", "NonMaxSuppression",
+                      "Compress", "SequenceConstruct", "SequenceAt", "SequenceInsert",
+                      "SequenceLength", "SequenceEmpty", "SplitToSequence",
+                      "ConcatFromSequence"})
+
+Dims = tuple  # a declared shape: ints, symbol names (str) and None for unnamed dims
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A graph input as declared: name, numpy dtype and dims (``None`` for an unknown rank)."""
+
+    name: str
+    dtype: np.dtype
+    dims: Dims | None
+
+    def check(self, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        """Raise ACL_ERROR_MODEL_INPUT_NOT_MATCH unless an array of ``dtype`` and ``shape``
+        can be this input."""
+        if dtype != self.dtype:
+            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                           f"input {self.name!r} must be {self.dtype}; got {dtype}")
+        if self.dims is None:
+            return
+        if len(shape) != len(self.dims) or any(
+                isinstance(d, int) and d != size for d, size in zip(self.dims, shape)):
+            shown = [d if d is not None else "?" for d in self.dims]
+            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                           f"input {self.name!r} has shape {list(shape)}; the model "
+                           f"takes {shown} (rank {len(self.dims)})")
+
+    @property
+    def static(self) -> bool:
+        return self.dims is not None and all(isinstance(d, int) for d in self.dims)
+
+
+def declared_dims(value: Any) -> Dims | None:
+    """A ValueInfoProto's dims as ``InputSpec`` keeps them (``-1`` is unknown, as paddle2onnx
+    writes it)."""
+    tensor_type = value.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    dims = []
+    for dim in tensor_type.shape.dim:
+        if dim.HasField("dim_value") and dim.dim_value >= 0:
+            dims.append(int(dim.dim_value))
+        else:
+            dims.append(dim.dim_param or None)
+    return tuple(dims)
+
+
+@dataclass
+class _Pending:
+    """What is left of the graph: its nodes in order and the small initializers they read."""
+
+    nodes: list[Any]
+    initializers: list[Any]
+
+
+@dataclass
+class Stage:
+    """One compiled part of the graph and the host nodes after it (see the design note)."""
+
+    engine: Any  # an Engine, or None when the stage only runs host nodes
+    engine_inputs: list[str]
+    engine_outputs: list[str]
+    host_nodes: list[Any]
+    constants: dict[str, np.ndarray]  # folded values the host nodes or the outputs read
+    carry: tuple[str, ...]  # the values the rest needs, by name
+    promote: tuple[str, ...]  # the computed values whose contents key the next stage
+    rest: _Pending | None  # None: the last stage
+    children: OrderedDict = field(default_factory=OrderedDict)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+        for child in self.children.values():
+            child.close()
+        self.children.clear()
+        for host in self.host_nodes:
+            host.close()
+
+
+class StagedModel:
+    """An ONNX model run by specialisations built at the first run of each signature.
+
+    Args:
+        source: an ONNX ModelProto, a path, or serialized bytes.
+        cache_size: signatures kept (LRU); also the children kept per stage.
+        precision: ``fp32``, ``fp16`` or ``mixed`` (``model/precision.py``).
+        weights: arrays of graph inputs that are really weights (a subgraph's view of its
+            outer graph's), shared as they are.
+    """
+
+    def __init__(self, source: Any, cache_size: int = DEFAULT_CACHE_SIZE,
+                 precision: str = "fp32", weights: Mapping[str, np.ndarray] | None = None
+                 ) -> None:
+        from onnx import numpy_helper
+
+        from openacl.model.onnx_import import _load, check_model_types
+        from openacl.model.precision import check_precision
+
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'cache_size' = {cache_size!r} is invalid: give an int "
+                           f">= 1")
+        self.cache_size = cache_size
+        self.precision = check_precision(precision)
+        proto = _load(source)
+        proto, self.source_opset = upgrade_opset(proto)
+        check_model_types(proto)
+        graph = proto.graph
+        name_nodes(graph)
+        constants_to_initializers(graph)
+        self.name = graph.name or "model"
+        self._opsets = list(proto.opset_import)
+        self._ir_version = proto.ir_version
+        self._functions = list(proto.functions)
+        self.weights: dict[str, np.ndarray] = dict(weights or {})  # an outer graph's, shared
+        small = []
+        for tensor in graph.initializer:
+            if math.prod(tensor.dims) > LIGHT_ELEMENTS:
+                self.weights[tensor.name] = numpy_helper.to_array(tensor)
+            else:
+                small.append(tensor)
+        known = {t.name for t in graph.initializer} | set(self.weights)
+        self.inputs = [InputSpec(v.name, _elem_dtype(v), declared_dims(v))
+                       for v in graph.input if v.name not in known]
+        self.outputs = [(v.name, _elem_dtype(v), declared_dims(v)) for v in graph.output]
+        self.output_names = [name for name, _, _ in self.outputs]
+        self._root = _Pending(list(graph.node), small)
+        self._cache: OrderedDict[tuple, Stage] = OrderedDict()
+        self._static: Any = None  # the engine of a static model, once built
+        self._lock = threading.RLock()
+        self.stages_built = 0  # every stage compiled so far (a first run's cost, for tests)
+
+    # -- running ----------------------------------------------------------------------------
+    @property
+    def input_names(self) -> list[str]:
+        return [spec.name for spec in self.inputs]
+
+    def checked_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The feeds as C-contiguous arrays, each checked against its declaration."""
+        env = {name: np.asarray(value, order="C") for name, value in feeds.items()}
+        self.check_kinds({name: (a.dtype, a.shape) for name, a in env.items()})
+        return env
+
+    def check_kinds(self, kinds: Mapping[str, tuple[np.dtype, tuple]]) -> None:
+        """Every input given once, each of a dtype and shape its declaration admits.
+
+        Raises:
+            AclError: ACL_ERROR_MODEL_INPUT_NOT_MATCH naming the input and the value.
+        """
+        names = self.input_names
+        unknown = [name for name in kinds if name not in names]
+        if unknown:
+            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                           f"feed(s) {unknown} are not inputs of the model (its inputs: "
+                           f"{', '.join(names) or 'none'})")
+        for spec in self.inputs:
+            if spec.name not in kinds:
+                raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                               f"input {spec.name!r} is missing (the model takes "
+                               f"{', '.join(names)})")
+            spec.check(*kinds[spec.name])
+
+    def root_stage(self, kinds: Mapping[str, tuple[np.dtype, tuple]]) -> Stage:
+        """The root stage for the inputs' ``kinds`` (name -> (dtype, shape)), built and
+        cached on first use."""
+        key = tuple((np.dtype(kinds[name][0]).str, tuple(kinds[name][1]))
+                    for name in self.input_names)
+        with self._lock:
+            stage = self._cache.get(key)
+            if stage is None:
+                available = {name: (np.dtype(kinds[name][0]), tuple(kinds[name][1]))
+                             for name in self.input_names}
+                stage = self._build(self._root, available, {})
+                _insert(self._cache, key, stage, self.cache_size)
+                if self._static is None and all(spec.static for spec in self.inputs) and \
+                        self.single(stage):
+                    self._static = stage.engine
+            else:
+                self._cache.move_to_end(key)
+            return stage
+
+    def single(self, stage: Stage) -> bool:
+        """Whether ``stage`` is the whole model: one engine, taking every input and giving
+        every output in graph order (a static model's only stage)."""
+        return (stage.rest is None and not stage.host_nodes and not stage.constants
+                and stage.engine is not None and stage.engine_outputs == self.output_names
+                and stage.engine_inputs == self.input_names)
+
+    def prepare(self, shapes: Mapping[str, Sequence[int]]) -> Stage:
+        """Build (or find) the root stage for these input shapes before any run.
+
+        Raises:
+            AclError: ACL_ERROR_INVALID_PARAM for a name that is not an input, or a shape
+                that is not a list of ints >= 0 of the input's rank.
+        """
+        specs = {spec.name: spec for spec in self.inputs}
+        for name, dims in shapes.items():
+            spec = specs.get(name)
+            if spec is None:
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument 'input_shapes' names {name!r}, which is not a graph "
+                               f"input (the inputs are {', '.join(specs) or 'none'})")
+            sizes = list(dims)
+            rank = len(spec.dims) if spec.dims is not None else len(sizes)
+            if len(sizes) != rank or not all(
+                    isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+                    for d in sizes):
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument 'input_shapes' gives input {name!r} the shape "
+                               f"{sizes}; it needs {rank} dims, each an int >= 0")
+        kinds = {}
+        for spec in self.inputs:
+            if spec.name in shapes:
+                kinds[spec.name] = (spec.dtype, tuple(int(d) for d in shapes[spec.name]))
+            elif spec.static:
+                kinds[spec.name] = (spec.dtype, spec.dims)
+            else:
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument 'input_shapes' leaves out input {spec.name!r}, whose "
+                               f"dims {list(spec.dims or [])} are not all fixed")
+        for name, (_, shape) in kinds.items():  # a hint widens a fixed dim it contradicts
+            spec = specs[name]
+            if spec.dims is not None and any(isinstance(d, int) and d != size
+                                             for d, size in zip(spec.dims, shape)):
+                index = self.inputs.index(spec)
+                self.inputs[index] = InputSpec(name, spec.dtype, tuple(
+                    d if isinstance(d, int) and d == size else (d if isinstance(d, str)
+                                                                else None)
+                    for d, size in zip(spec.dims, shape)))
+        return self.root_stage(kinds)
+
+    def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """Run on host arrays; returns every graph output in graph order."""
+        static = self._static
+        if static is not None and len(feeds) == len(self.inputs):
+            return static.run(feeds)  # the engine checks each feed's dtype and shape
+        env = self.checked_feeds(feeds)
+        with self._lock:
+            stage = self.root_stage({name: (a.dtype, a.shape) for name, a in env.items()})
+            if self.single(stage):
+                return stage.engine.run(env)
+            fed = set(env)
+            while True:
+                self._execute(stage, env)
+                if stage.rest is None:
+                    break
+                stage = self._next(stage, env)
+        return [env[name].copy() if name in fed else env[name] for name in self.output_names]
+
+    def _execute(self, stage: Stage, env: dict[str, np.ndarray]) -> None:
+        if stage.engine is not None:
+            results = stage.engine.run({name: env[name] for name in stage.engine_inputs})
+            env.update(zip(stage.engine_outputs, results, strict=True))
+        env.update(stage.constants)
+        for host in stage.host_nodes:
+            env.update(host.run(env, self.weights))
+
+    def _next(self, stage: Stage, env: dict[str, np.ndarray]) -> Stage:
+        key = tuple((name, env[name].dtype.str, env[name].shape) for name in stage.carry) + \
+            tuple((name, env[name].dtype.str, env[name].shape, env[name].tobytes())
+                  for name in stage.promote)
+        child = stage.children.get(key)
+        if child is None:
+            available = {name: (env[name].dtype, env[name].shape) for name in stage.carry
+                         if name not in stage.promote}
+            fixed = {name: env[name] for name in stage.promote}
+            child = self._build(stage.rest, available, fixed)
+            _insert(stage.children, key, child, self.cache_size)
+        else:
+            stage.children.move_to_end(key)
+        return child
+
+    def close(self) -> None:
+        with self._lock:
+            self._static = None
+            for stage in self._cache.values():
+                stage.close()
+            self._cache.clear()
+
+    # -- building -----------------------------------------------------------------------------
+    def _build(self, pending: _Pending, available: dict[str, tuple[np.dtype, tuple]],
+               fixed: dict[str, np.ndarray]) -> Stage:
+        """The stage that runs first of ``pending`` given the values ``available`` (dtype and
+        shape, their contents unknown) and ``fixed`` (contents known: constants here)."""
+        from onnx import numpy_helper
+
+        from openacl.model.passes import fold_onnx
+
+        folded = fold_onnx(self._proto(pending, available, fixed, self.output_names))
+        constants_to_initializers(folded.graph)  # those of an inlined branch
+        types = _inferred_types(folded)
+        constants = {t.name: t for t in folded.graph.initializer}
+        fixed_names = set(constants) | set(self.weights)
+        plan = _split(folded.graph.node, set(available) | fixed_names, fixed_names, types,
+                      set(self.output_names))
+        # a lowering that refuses an attribute stays an error, never a host fallback that
+        # might ignore it: only op types without any lowering run on the reference evaluator
+        engine, engine_inputs, engine_outputs = self._compile(
+            plan.ready, plan.engine_outputs, available, constants, types)
+        rest_nodes = plan.blocked
+        if rest_nodes and not (plan.ready or plan.host or plan.promote):
+            node = rest_nodes[0]
+            missing = [name for name in node_reads(node) if name not in set(available) |
+                       fixed_names | plan.produced]
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"model {self.name!r}: node {node.name!r} ({node.op_type}) reads "
+                           f"{missing}, which nothing computes")
+        self.stages_built += 1
+        from openacl.model.host_nodes import host_node
+        needed = {name for node in rest_nodes for name in node_reads(node)} | set(
+            self.output_names)
+        done = set(available) | set(plan.produced) | set(fixed) | {
+            out for node in plan.host for out in node.output if out}
+        host_reads = {name for node in plan.host for name in node_reads(node)}
+        stage_constants = {name: numpy_helper.to_array(constants[name]) for name in constants
+                           if name in host_reads or name in self.output_names}
+        hosts = [host_node(node, self, stage_constants) for node in plan.host]
+        rest = None
+        if rest_nodes:
+            rest = _Pending(rest_nodes, [constants[name] for name in constants
+                                         if name in needed])
+        carry = tuple(sorted(name for name in needed if name in done
+                             and name not in constants and name not in self.weights))
+        unfinished = [name for name in self.output_names if name not in done
+                      and name not in constants and name not in self.weights]
+        if rest is None and unfinished:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"model {self.name!r}: output(s) {unfinished} are never computed")
+        return Stage(engine, engine_inputs, engine_outputs, hosts, stage_constants, carry,
+                     tuple(sorted(plan.promote)), rest)
+
+    def _proto(self, pending: _Pending, available: Mapping[str, tuple[np.dtype, tuple]],
+               fixed: Mapping[str, np.ndarray], outputs: Sequence[str]) -> Any:
+        """A ModelProto of ``pending``'s nodes: the ``available`` values and the weights they
+        read as typed graph inputs, ``fixed`` values as initializers, ``outputs`` (those
+        the nodes produce) as outputs of unknown shape."""
+        import onnx
+        from onnx import helper, numpy_helper
+
+        reads = {name for node in pending.nodes for name in node_reads(node)}
+        produced = {out for node in pending.nodes for out in node.output if out}
+        graph = onnx.GraphProto()
+        graph.name = self.name
+        graph.node.extend(pending.nodes)
+        graph.initializer.extend(pending.initializers)
+        graph.initializer.extend(numpy_helper.from_array(np.asarray(array), name)
+                                 for name, array in fixed.items() if name in reads)
+        for name, (dtype, shape) in available.items():
+            if name in reads:
+                graph.input.append(helper.make_tensor_value_info(
+                    name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape)))
+        for name in sorted(reads & set(self.weights)):
+            array = self.weights[name]
+            graph.input.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape)))
+        kinds = {name: dtype for name, dtype, _ in self.outputs}
+        for name in outputs:
+            if name in produced:
+                dtype = kinds.get(name)
+                graph.output.append(helper.make_tensor_value_info(
+                    name, helper.np_dtype_to_tensor_dtype(dtype) if dtype is not None
+                    else onnx.TensorProto.UNDEFINED, None))
+        model = helper.make_model(graph, opset_imports=self._opsets)
+        model.ir_version = self._ir_version
+        model.functions.extend(self._functions)
+        return model
+
+    def _compile(self, nodes: list[Any], outputs: list[str],
+                 available: Mapping[str, tuple[np.dtype, tuple]], constants: Mapping[str, Any],
+                 types: Mapping[str, tuple[np.dtype, tuple]]) -> tuple[Any, list[str], list[str]]:
+        """An Engine for ``nodes`` computing ``outputs`` (None when there is nothing to do)."""
+        if not nodes or not outputs:
+            return None, [], []
+        import onnx
+        from onnx import helper
+
+        from openacl.model.engine import Engine
+        from openacl.model.lowering import lower
+        from openacl.model.onnx_import import import_onnx
+        from openacl.model.passes import optimize
+        from openacl.model.plan import plan_memory
+        from openacl.model.precision import apply_precision
+
+        reads = {name for node in nodes for name in node_reads(node)}
+        graph = onnx.GraphProto()
+        graph.name = self.name
+        graph.node.extend(nodes)
+        graph.initializer.extend(constants[name] for name in constants if name in reads)
+        inputs = [name for name in available if name in reads]
+        weights = {name: self.weights[name] for name in reads if name in self.weights}
+        for name in [*inputs, *sorted(weights)]:
+            dtype, shape = available[name] if name in available else (
+                weights[name].dtype, weights[name].shape)
+            graph.input.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape)))
+        for name in outputs:
+            dtype, _ = types[name]
+            graph.output.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(dtype), None))
+        model = helper.make_model(graph, opset_imports=self._opsets)
+        model.ir_version = self._ir_version
+        model.functions.extend(self._functions)
+        ir_graph = import_onnx(model, None, weights)
+        lowered = lower(apply_precision(optimize(ir_graph), self.precision))
+        return Engine(lowered, plan_memory(lowered)), inputs, outputs
+
+
+def _insert(cache: OrderedDict, key: tuple, stage: Stage, limit: int) -> None:
+    cache[key] = stage
+    while len(cache) > limit:
+        _, oldest = cache.popitem(last=False)
+        oldest.close()
+
+
+def _elem_dtype(value: Any) -> np.dtype:
+    from onnx import helper
+
+    from openacl.errors import ACL_ERROR_PARSE_MODEL
+
+    elem = value.type.tensor_type.elem_type
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+    except (KeyError, TypeError, ValueError):
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"graph value {value.name!r} has ONNX element type {elem}, which is "
+                       f"not supported") from None
+
+
+def _inferred_types(model: Any) -> dict[str, tuple[np.dtype, tuple]]:
+    """Every value whose dtype and concrete shape ONNX shape inference finds."""
+    from onnx import helper, shape_inference
+
+    from openacl.model.onnx_import import shape_inference_view
+
+    inferred = shape_inference.infer_shapes(shape_inference_view(model), strict_mode=False,
+                                            data_prop=True)
+    types = {}
+    for info in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        tensor_type = info.type.tensor_type
+        if info.type.WhichOneof("value") != "tensor_type" or not tensor_type.HasField("shape"):
+            continue
+        dims = tensor_type.shape.dim
+        if not all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
+            continue
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        except (KeyError, TypeError, ValueError):
+            continue
+        types[info.name] = (dtype, tuple(int(d.dim_value) for d in dims))
+    for tensor in model.graph.initializer:
+        types[tensor.name] = (np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)),
+                              tuple(tensor.dims))
+    return types
+
+
+@dataclass
+class _Split:
+    ready: list[Any]  # compiled into this stage's engine, in order
+    produced: set[str]  # the ready nodes' outputs
+    engine_outputs: list[str]
+    host: list[Any]  # run on the host after the engine
+    promote: set[str]
+    blocked: list[Any]  # left for the next stage
+
+
+def _split(nodes: Sequence[Any], known: set[str], constant: set[str],
+           types: Mapping[str, tuple], outputs: set[str]) -> _Split:
+    """Cut ``nodes`` into this stage's compiled part, the host nodes and promotions after
+    it, and the rest (see the design note)."""
+    from openacl.model.lowering import LOWERINGS, register_lowerings
+
+    register_lowerings()
+    available = set(known)
+    ready, blocked = [], []
+    for node in nodes:
+        outs = [out for out in node.output if out]
+        compilable = (node.domain in DEFAULT_DOMAINS and node.op_type in LOWERINGS
+                      and node.op_type not in HOST_OPS and all(out in types for out in outs))
+        if compilable and all(name in available for name in node_reads(node)):
+            ready.append(node)
+            available.update(outs)
+        else:
+            blocked.append(node)
+    produced = {out for node in ready for out in node.output if out}
+    host, promote, rest = [], set(), []
+    for node in blocked:
+        reads = node_reads(node)
+        if not all(name in available for name in reads):
+            rest.append(node)  # waits for a host node or a later stage
+            continue
+        candidates = [name for name in node.input[:1 if node.op_type == "If" else None]
+                      if name and name not in constant and _promotable(types.get(name))]
+        if node.op_type == "If" and candidates:
+            promote.update(candidates)
+            rest.append(node)
+        elif node.op_type in HOST_OPS or node.domain not in DEFAULT_DOMAINS or \
+                node.op_type not in LOWERINGS or not candidates:
+            host.append(node)
+        else:
+            promote.update(candidates)
+            rest.append(node)
+    needed = {name for node in [*host, *rest] for name in node_reads(node)} | outputs
+    engine_outputs = [out for node in ready for out in node.output if out and out in needed]
+    return _Split(ready, produced, engine_outputs, host, promote, rest)
+
+
+def _promotable(kind: tuple[np.dtype, tuple] | None) -> bool:
+    if kind is None:
+        return False
+    dtype, shape = kind
+    return (np.issubdtype(dtype, np.integer) or dtype == np.bool_) and \
+        math.prod(shape) <= MAX_PROMOTED_ELEMENTS
