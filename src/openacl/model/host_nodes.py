@@ -77,6 +77,10 @@ class ReferenceNode(_HostNode):
             evaluator = self._evaluators[key] = self._evaluator(names, arrays)
         try:
             results = evaluator.run(None, dict(zip(names, arrays, strict=True)))
+        except ImportError as exc:  # an optional package of the reference op (Pillow...)
+            raise self.fail(ACL_ERROR_PARSE_MODEL,
+                            f"is not supported here: its host implementation needs a package "
+                            f"that is not installed ({exc})") from exc
         except Exception as exc:  # the reference ops raise whatever numpy raises
             raise self.fail(ACL_ERROR_RT_AICORE_EXCEPTION,
                             f"failed on the host: {type(exc).__name__}: {exc}") from exc

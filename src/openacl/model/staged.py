@@ -198,6 +198,7 @@ class StagedModel:
         self._static: Any = None  # the engine of a static model, once built
         self._lock = threading.RLock()
         self.stages_built = 0  # every stage compiled so far (a first run's cost, for tests)
+        self.host_ops: set[str] = set()  # op types the reference evaluator has run here
 
     # -- running ----------------------------------------------------------------------------
     @property
@@ -375,6 +376,8 @@ class StagedModel:
                            f"model {self.name!r}: node {node.name!r} ({node.op_type}) reads "
                            f"{missing}, which nothing computes")
         self.stages_built += 1
+        self.host_ops.update(node.op_type for node in plan.host
+                             if node.op_type not in ("Loop", "Scan", "If"))
         from openacl.model.host_nodes import host_node
         needed = {name for node in rest_nodes for name in node_reads(node)} | set(
             self.output_names)

@@ -1,0 +1,174 @@
+"""The zoo's real models (``openacl.model.zoo``) on our engine and on onnxruntime, in one run.
+
+For every model (or those of ``--models`` / ``--ci``): fetch it into the cache, load it with
+``openacl.InferenceSession(path)`` (no ``input_shapes``) and with onnxruntime (CPU,
+``--threads`` intra-op threads: the machine's cores by default), run the feeds of
+``tests/zoo_cases.py``, check every output against onnxruntime's under the model's
+tolerance, then time each runtime's ``run``: median latency over ``--runs`` samples after
+warm-up, one runtime after the other (never interleaved: each keeps worker threads spinning
+for a while after a call), fewer samples for a model whose call takes long
+(``--budget`` seconds per runtime and model). A model that fails to load or run in openacl
+shows the first line of its error as its status; the bench goes on.
+
+Prints a table (model, ours ms, ort ms, ratio ours/ort, load s, first run s, min cosine,
+max |diff|, status), then each failure's first line, and writes ``bench/results/zoo.json``
+(``--json PATH`` elsewhere).
+
+OpenBLAS tuning variables of the calling shell (``OPENBLAS_CORETYPE``,
+``OPENBLAS_L2_SIZE``) are dropped before numpy loads, so both runtimes run on OpenBLAS's
+own detection of this CPU, as a user's process would.
+
+Run: ``.venv/bin/python bench/zoo_bench.py [--runs 20] [--ci] [--models a,b] [--json PATH]``
+"""
+
+from __future__ import annotations
+
+import os
+
+for _name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # before numpy loads OpenBLAS
+    os.environ.pop(_name, None)
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
+
+from _common import print_table, ratio, write_json  # noqa: E402
+
+from zoo_cases import CASES, CI_MODELS, compare  # noqa: E402
+
+RESULTS = BENCH / "results" / "zoo.json"
+RUNS = 20  # timed samples per model and runtime
+WARMUP = 2
+BUDGET_S = 10.0  # timing time per model and runtime; slow models get fewer samples
+MIN_RUNS = 3
+SEED = 0
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _time(fn: Callable[[], Any], runs: int, budget_s: float) -> float:
+    """Median seconds per call of ``fn``: ``WARMUP`` untimed calls (one for a slow model),
+    then up to ``runs`` timed ones, as many as fit ``budget_s`` (at least ``MIN_RUNS``)."""
+    start = time.perf_counter()
+    fn()
+    first = time.perf_counter() - start
+    if first * WARMUP < budget_s / 4:  # a fast model: the rest of its warm-up
+        for _ in range(WARMUP - 1):
+            fn()
+    count = int(min(runs, max(MIN_RUNS, budget_s / max(first, 1e-6))))
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
+
+
+def bench_model(key: str, runs: int, threads: int, budget_s: float) -> dict[str, Any]:
+    """One model's row: timings, agreement and status."""
+    import onnxruntime
+
+    import openacl
+    from openacl.errors import AclError
+    from openacl.model import zoo
+
+    case = CASES[key]
+    row: dict[str, Any] = {"tolerance": case.tolerance, "ci": case.ci}
+    try:
+        path = str(zoo.fetch(key))
+    except AclError as exc:
+        return {**row, "status": f"not fetched: {_first_line(exc)}"}
+    feeds = case.feeds(np.random.default_rng(SEED))
+    row["feeds"] = {name: [str(value.dtype), list(value.shape)] for name, value in feeds.items()}
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    theirs = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    expected = theirs.run(None, feeds)
+    row["ort_ms"] = _time(lambda: theirs.run(None, feeds), runs, budget_s) * 1e3
+    start = time.perf_counter()
+    try:
+        ours = openacl.InferenceSession(path)
+    except Exception as exc:  # noqa: BLE001 - the bench reports any failure and goes on
+        return {**row, "status": f"load: {_first_line(exc)}"}
+    row["load_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    try:
+        got = ours.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001
+        ours.close()
+        return {**row, "status": f"run: {_first_line(exc)}"}
+    row["first_run_s"] = time.perf_counter() - start
+    outputs, wrong = {}, []
+    for arg, mine, ref in zip(theirs.get_outputs(), got, expected, strict=False):
+        agreement = compare(mine, ref, case.tolerance)
+        outputs[arg.name] = {"cosine": agreement.cosine, "max_abs_diff": agreement.max_diff,
+                             "bound": agreement.bound, "ok": agreement.ok}
+        if not agreement.ok:
+            wrong.append(f"{arg.name}: {agreement.detail}")
+    if len(got) != len(expected):
+        wrong.append(f"{len(got)} outputs, onnxruntime has {len(expected)}")
+    row["outputs"] = outputs
+    row["cosine"] = min((o["cosine"] for o in outputs.values()), default=0.0)
+    row["max_abs_diff"] = max((o["max_abs_diff"] for o in outputs.values()), default=0.0)
+    row["ours_ms"] = _time(lambda: ours.run(None, feeds), runs, budget_s) * 1e3
+    row["ratio"] = ratio(row["ours_ms"], row["ort_ms"])
+    row["status"] = "ok" if not wrong else f"MISMATCH {wrong[0]}"
+    ours.close()
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=RUNS, help="timed samples per runtime")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2,
+                        help="onnxruntime's intra-op threads (default: the machine's cores)")
+    parser.add_argument("--budget", type=float, default=BUDGET_S,
+                        help="seconds of timing per model and runtime (slow models: fewer "
+                             "samples)")
+    parser.add_argument("--models", help="comma-separated zoo keys (default: all)")
+    parser.add_argument("--ci", action="store_true", help="only zoo_cases.CI_MODELS")
+    parser.add_argument("--json", default=str(RESULTS), help=f"default {RESULTS}")
+    args = parser.parse_args(argv)
+    keys = (args.models.split(",") if args.models else
+            list(CI_MODELS) if args.ci else list(CASES))
+    unknown = [key for key in keys if key not in CASES]
+    if unknown:
+        parser.error(f"unknown models {unknown}; known: {', '.join(CASES)}")
+
+    results, rows, notes = {}, [], []
+    for key in keys:
+        print(f"{key} ...", file=sys.stderr, flush=True)
+        row = results[key] = bench_model(key, args.runs, args.threads, args.budget)
+        status = row["status"]
+        if status != "ok":
+            notes.append(f"{key}: {status}")
+        rows.append((key, row.get("ours_ms", ""), row.get("ort_ms", ""), row.get("ratio", ""),
+                     row.get("load_s", ""), row.get("first_run_s", ""),
+                     f"{row['cosine']:.6f}" if "cosine" in row else "",
+                     f"{row['max_abs_diff']:.2g}" if "max_abs_diff" in row else "",
+                     status.split(":")[0].split(" ")[0]))
+    print_table(f"zoo: openacl vs onnxruntime ({args.threads} threads), median ms",
+                ("model", "ours ms", "ort ms", "ratio", "load s", "1st run s", "cosine",
+                 "max|diff|", "status"), rows)
+    passed = sum(row["status"] == "ok" for row in results.values())
+    print(f"\n{passed} of {len(results)} models agree with onnxruntime")
+    for note in notes:
+        print(f"  {note}")
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.json, "zoo", results, threads=args.threads, runs=args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
