@@ -154,8 +154,12 @@ def register_lowerings() -> None:
     """Fill ``LOWERINGS`` (the modules register themselves when first imported)."""
     from openacl.model import (  # noqa: F401 - imported for their registrations
         onnx_ops,
+        onnx_ops_einsum,
+        onnx_ops_index,
         onnx_ops_math,
         onnx_ops_nn,
+        onnx_ops_norm,
+        onnx_ops_quant,
         onnx_ops_rnn,
     )
 

@@ -274,15 +274,22 @@ def view(node: Node, b: Builder) -> None:
 
 @lowering("Dropout")
 def dropout(node: Node, b: Builder) -> None:
-    """Inference: the identity (a view); the mask output and training mode are refused."""
+    """Inference: the output is the input (a view) and the optional mask all true (ONNX:
+    nothing is dropped unless ``training_mode`` is true; with a ratio of 0 nothing is
+    dropped either). ``training_mode`` must be a constant: a true one with a non-zero (or
+    computed) ratio would draw random masks, which is refused."""
     _only(node, "seed", "ratio")
-    if len(node.outputs) > 1 and node.outputs[1]:
-        raise unsupported(node, "the mask output")
-    if len(node.inputs) > 2 and node.inputs[2]:
-        mode = b.constant_of(node.inputs[2])
-        if mode is None or bool(mode.reshape(())):
-            raise unsupported(node, "training_mode other than a constant false")
+    training = _constant_input(node, b, 2, "training_mode")
+    if training is not None and bool(training.reshape(-1)[0]):
+        ratio = _constant_input(node, b, 1, "ratio")
+        if ratio is None or float(ratio.reshape(-1)[0]) != 0.0:
+            raise unsupported(node, "training_mode=true with a non-zero ratio (random "
+                                    "dropout)")
     b.view(node.outputs[0], node.inputs[0])
+    if len(node.outputs) > 1 and node.outputs[1]:
+        mask = node.outputs[1]
+        b.call("InplaceFillScalar", selfRef=Ref(mask),
+               value=Scalar(True, b.value(mask).dtype.name))
 
 
 # -- data movement ---------------------------------------------------------------------------
@@ -374,15 +381,6 @@ def gather(node: Node, b: Builder) -> None:
     result = b.temp((*shape[:axis], count, *shape[axis + 1:]), b.value(out).dtype)
     b.view(result, out)
     b.call("IndexSelect", self=Ref(data), dim=axis, index=Ref(indices), out=Ref(result))
-
-
-@lowering("GatherND")
-def gather_nd(node: Node, b: Builder) -> None:
-    _only(node, "batch_dims")
-    if int(node.attrs.get("batch_dims", 0)) != 0:
-        raise unsupported(node, f"batch_dims={node.attrs['batch_dims']}")
-    b.call("GatherNd", self=Ref(node.inputs[0]), indices=Ref(node.inputs[1]),
-           negativeIndexSupport=True, out=Ref(node.outputs[0]))
 
 
 @lowering("Slice")

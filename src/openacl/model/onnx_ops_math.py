@@ -1,7 +1,8 @@
 """ONNX lowerings of the remaining math and indexing ops that map onto one or a few aclnn
 operators: variadic Sum/Mean, Mod, Round, the parameterised activations (Elu, Selu,
 Softplus, Softsign, Mish, PRelu), Trilu, CumSum, ArgMax/ArgMin,
-TopK, Split, Einsum, IsNaN and IsInf.
+TopK, Split, IsNaN and IsInf (Einsum is in onnx_ops_einsum.py, GatherElements in
+onnx_ops_index.py).
 
 Semantics follow the ONNX operator specification; each lowering refuses what it does not
 implement with ``unsupported`` (naming the node, the op and the attribute or input). ONNX's
@@ -186,7 +187,7 @@ def top_k(node: Node, b: Builder) -> None:
            valuesOut=Ref(node.outputs[0]), indicesOut=Ref(node.outputs[1]))
 
 
-# -- split, einsum ------------------------------------------------------------------------------
+# -- split ------------------------------------------------------------------------------------
 @lowering("Split")
 def split(node: Node, b: Builder) -> None:
     """Pieces along ``axis``: the sizes from the ``split`` input/attribute, else the output
@@ -196,15 +197,6 @@ def split(node: Node, b: Builder) -> None:
     sizes = [b.value(name).shape[axis] for name in node.outputs]
     b.call("SplitWithSize", self=Ref(node.inputs[0]), splitSize=tuple(sizes), dim=axis,
            out=RefList(list(node.outputs)))
-
-
-@lowering("Einsum")
-def einsum(node: Node, b: Builder) -> None:
-    _only(node, "equation")
-    dtype = b.value(node.outputs[0]).dtype
-    inputs = [_cast_to(b, name, dtype) for name in node.inputs]
-    b.call("Einsum", tensors=RefList(inputs), equation=str(node.attrs["equation"]),
-           output=Ref(node.outputs[0]))
 
 
 # -- bitwise, more activations -------------------------------------------------------------------
@@ -264,23 +256,6 @@ def depth_space(node: Node, b: Builder) -> None:
     moved = b.temp(tuple(split[d] for d in dims), dtype)
     b.call("Permute", self=Ref(viewed), dims=dims, out=Ref(moved))
     b.view(out, moved)
-
-
-@lowering("GatherElements")
-def gather_elements(node: Node, b: Builder) -> None:
-    """torch.gather: out[i][j] = data[index[i][j]][j] along ``axis``; negative indices count
-    from the end."""
-    _only(node, "axis")
-    data, indices = node.inputs
-    axis = _axis(node, b)
-    size = b.value(data).shape[axis]
-    constant = b.constant_of(indices)
-    if constant is not None:
-        index = b.constant(np.where(constant < 0, constant + size, constant).astype(np.int64),
-                           "indices")
-    else:
-        index = _wrap_negative(b, _cast_to(b, indices, np.dtype(np.int64)), size)
-    b.call("Gather", self=Ref(data), dim=axis, index=Ref(index), out=Ref(node.outputs[0]))
 
 
 @lowering("InstanceNormalization")

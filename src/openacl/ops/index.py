@@ -64,9 +64,15 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "MaxPool",
         "MaxPool2dWithIndices",
     ),
+    "quantization": (
+        "Quantize",
+    ),
     "reduction": (
         "All", "Amax", "Amin", "Any", "ArgMax", "ArgMin", "Cumsum", "Mean", "Prod", "ProdDim",
         "ReduceSum", "Sort", "Std", "Topk", "Var", "VarCorrection",
+    ),
+    "scattering": (
+        "InplaceScatter", "InplaceScatterReduce", "Scatter", "ScatterNd", "ScatterReduce",
     ),
 }
 

@@ -1,0 +1,257 @@
+"""Scatter operators: aclnnScatter / aclnnInplaceScatter, aclnnScatterReduce /
+aclnnInplaceScatterReduce and aclnnScatterNd, with CANN's argument lists.
+
+Semantics are CANN's, which for Scatter and ScatterReduce are PyTorch's (``Tensor.scatter``
+with ``reduce``, ``Tensor.scatter_reduce`` with ``include_self``):
+
+* ``Scatter`` / ``ScatterReduce`` along ``dim``:
+  ``out[i][index[i][j][k]][k] = f(out[...], src[i][j][k])`` (dim 1 of a 3-d tensor) with
+  ``out`` starting as a copy of ``self``. ``self``, ``index`` and ``src`` have the same
+  number of dims; ``index.size(d) <= src.size(d)`` for every dim and
+  ``index.size(d) <= self.size(d)`` for every other dim than ``dim``. ``reduce`` is
+  0 none (replace), 1 add, 2 mul, and for ScatterReduce also 3 max, 4 min, 5 mean;
+  ``includeSelf`` false starts every position that receives a value from the reduction's
+  identity instead of ``self`` (a mean then averages the received values only).
+* ``ScatterNd``: ``out = data`` with ``out[indices[i..., :]] = updates[i...]``: the last
+  dim of ``indices`` addresses the first ``indices.shape[-1]`` dims of ``data``, and
+  ``updates`` has the shape ``indices.shape[:-1] + data.shape[indices.shape[-1]:]``.
+
+Reductions apply the values in ``index`` order, one after another, as the reference
+definitions loop (so floating-point sums round as theirs do); where several values replace
+the same position (``reduce`` 0) the last one wins. Index values live in device memory:
+an index outside ``[0, size)`` is found by the kernel, which raises, so the stream fails and
+its next synchronize names the operator, the argument and the value (CANN's indices are
+non-negative; a caller wraps negative ones first). Dtype lists are the CANN documents'; the
+host kernels accept every dtype numpy holds for ScatterNd too (CANN lists FLOAT16, FLOAT,
+BFLOAT16 and BOOL), as integer shape tensors pass through it in ONNX models.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from openacl.ops.call import (
+    ALL_DTYPES,
+    COMPLEX_DTYPES,
+    WIDE_UNSIGNED_DTYPES,
+    Call,
+    Kernel,
+    TensorArg,
+    array_module,
+    as_array,
+    like,
+)
+from openacl.ops.movement import INDEX_DTYPES, _check_index_range
+from openacl.ops.registry import register, register_inplace
+
+# UINT8, INT8, INT16, INT32, INT64, BOOL, FLOAT16, FLOAT32, DOUBLE, COMPLEX64, COMPLEX128,
+# BFLOAT16 (aclnnScatter, aclnnScatterReduce)
+SCATTER_DTYPES = ALL_DTYPES - WIDE_UNSIGNED_DTYPES
+SCATTER_ND_DTYPES = ALL_DTYPES
+MAX_SCATTER_DIMS = 8
+
+NONE, ADD, MUL, MAX, MIN, MEAN = range(6)  # CANN's reduce values
+REDUCE_NAMES = {NONE: "none", ADD: "add", MUL: "mul", MAX: "max", MIN: "min", MEAN: "mean"}
+SCATTER_REDUCES = frozenset({NONE, ADD, MUL})
+SCATTER_REDUCE_REDUCES = frozenset(REDUCE_NAMES)
+_UFUNCS = {ADD: np.add, MUL: np.multiply, MAX: np.maximum, MIN: np.minimum, MEAN: np.add}
+
+
+# -- shared kernel helpers ----------------------------------------------------------------------
+def _row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return strides[::-1]
+
+
+def _identity(dtype: np.dtype, reduce: int):
+    """The value a reduction starts from when ``self`` is left out."""
+    if reduce in (ADD, MEAN):
+        return dtype.type(0)
+    if reduce == MUL:
+        return dtype.type(1)
+    if dtype == np.bool_:
+        return np.bool_(reduce == MIN)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return dtype.type(info.min if reduce == MAX else info.max)
+    return dtype.type(-np.inf if reduce == MAX else np.inf)
+
+
+def _in_rounds(xp, flat, targets, values, ufunc) -> None:
+    """``flat[t] = ufunc(flat[t], v)`` for each (t, v) in order, for array modules without an
+    unbuffered ``ufunc.at``: the pairs are grouped by how many earlier pairs hit the same
+    position, and each group (distinct positions, so one fancy-indexed update) is applied in
+    turn, which keeps every position's updates in their original order."""
+    count = int(targets.size)
+    if not count:
+        return
+    positions = xp.arange(count)
+    order = xp.lexsort(xp.stack([positions, targets]))  # by target, then original position
+    ordered = targets[order]
+    first = xp.concatenate([xp.ones(1, dtype=bool), ordered[1:] != ordered[:-1]])
+    starts = xp.flatnonzero(first)
+    occurrence = positions - starts[xp.cumsum(first) - 1]
+    by_round = order[xp.argsort(occurrence)]
+    bounds = [0, *xp.cumsum(xp.bincount(occurrence)).tolist()]
+    for low, high in zip(bounds[:-1], bounds[1:], strict=True):
+        chosen = by_round[low:high]
+        where = targets[chosen]
+        flat[where] = ufunc(flat[where], values[chosen])
+
+
+def _reduce_into(flat, targets, values, reduce: int, include_self: bool) -> None:
+    """Scatter ``values`` into the contiguous 1-d ``flat`` at ``targets`` with ``reduce``."""
+    xp = array_module(flat)
+    if reduce == NONE:
+        flat[targets] = values
+        return
+    if not include_self:
+        flat[targets] = _identity(flat.dtype, reduce)
+    ufunc = _UFUNCS[reduce]
+    if xp is np:
+        ufunc.at(flat, targets, values)  # unbuffered: repeated targets apply in order
+    else:
+        _in_rounds(xp, flat, targets, values, ufunc)
+    if reduce == MEAN:
+        counts = xp.bincount(targets, minlength=flat.size)
+        if include_self:
+            counts = counts + 1
+        hit = xp.flatnonzero(counts > (1 if include_self else 0))
+        if flat.dtype.kind in "iu":
+            flat[hit] = xp.floor_divide(flat[hit], counts[hit].astype(flat.dtype))
+        else:
+            flat[hit] = (flat[hit] / counts[hit]).astype(flat.dtype)
+
+
+# -- Scatter and ScatterReduce --------------------------------------------------------------------
+def _scatter_checks(c: Call, reduces: frozenset[int]) -> tuple[TensorArg, TensorArg, int, int]:
+    """Validate self/index/src/dim/reduce (and the output); returns (self, index, dim,
+    reduce)."""
+    self = c.tensor("self")
+    c.check_dtype("self", SCATTER_DTYPES)
+    index = c.tensor("index")
+    c.check_dtype("index", INDEX_DTYPES)
+    src = c.tensor("src")
+    if src.dtype != self.dtype:
+        raise c.fail("src", f"dtype must equal self's ({self.dtype})")
+    if not index.ndim == src.ndim == self.ndim:
+        raise c.fail("index", f"self, index and src must have the same number of dims "
+                              f"({self.ndim}, {index.ndim}, {src.ndim})")
+    if self.ndim > MAX_SCATTER_DIMS:
+        raise c.fail("self", f"must have at most {MAX_SCATTER_DIMS} dims")
+    dim = c.normalize_dim("dim", c["dim"], self.ndim)
+    for k in range(index.ndim):
+        if index.shape[k] > src.shape[k]:
+            raise c.fail("index", f"size {index.shape[k]} of dim {k} exceeds src's "
+                                  f"{src.shape[k]}")
+        if k != dim and index.shape[k] > self.shape[k]:
+            raise c.fail("index", f"size {index.shape[k]} of dim {k} exceeds self's "
+                                  f"{self.shape[k]}")
+    reduce = c["reduce"]
+    if reduce not in reduces:
+        listed = ", ".join(f"{r} ({REDUCE_NAMES[r]})" for r in sorted(reduces))
+        raise c.fail("reduce", f"expected one of {listed}")
+    if reduce != NONE and self.dtype in COMPLEX_DTYPES and reduce in (MAX, MIN):
+        raise c.fail("self", f"complex values have no {REDUCE_NAMES[reduce]}")
+    c.check_out("out", self.shape, self.dtype, exact_dtype=True)
+    return self, index, dim, reduce
+
+
+def _scatter_kernel(op: str, self: TensorArg, index: TensorArg, dim: int, reduce: int,
+                    include_self: bool) -> Kernel:
+    shape = self.shape if self.ndim else (1,)
+    index_shape = index.shape if index.ndim else (1,)
+    strides = _row_major_strides(shape)
+    size = shape[dim]
+
+    def kernel(v) -> None:
+        out = v["out"]
+        result = as_array(v["self"]).copy()  # C order: its flat view is a view
+        if math.prod(index_shape):
+            idx = as_array(v["index"]).reshape(index_shape)
+            targets = _check_index_range(op, "index", idx, size) * strides[dim]
+            for k, n in enumerate(index_shape):
+                if k != dim:
+                    along = np.arange(n, dtype=np.int64).reshape(
+                        [n if j == k else 1 for j in range(len(index_shape))])
+                    targets = targets + like(targets, along * strides[k])
+            source = as_array(v["src"])
+            values = source.reshape(source.shape or (1,))[tuple(slice(0, n)
+                                                                for n in index_shape)]
+            _reduce_into(result.reshape(-1), targets.reshape(-1), values.reshape(-1), reduce,
+                         include_self)
+        np.copyto(out, result.reshape(out.shape))
+    return kernel
+
+
+@register("Scatter", "self: tensor, dim: int, index: tensor, src: tensor, reduce: int = 0, "
+                     "out: tensor!")
+def scatter(c: Call) -> Kernel:
+    """``out = self`` with ``src``'s values written (``reduce`` 0), added (1) or multiplied
+    (2) in at ``index`` along ``dim`` (``Tensor.scatter``)."""
+    self, index, dim, reduce = _scatter_checks(c, SCATTER_REDUCES)
+    return _scatter_kernel("Scatter", self, index, dim, reduce, include_self=True)
+
+
+@register("ScatterReduce", "self: tensor, dim: int, index: tensor, src: tensor, reduce: int, "
+                           "includeSelf: bool = True, out: tensor!")
+def scatter_reduce(c: Call) -> Kernel:
+    """``out = self`` with ``src`` reduced in at ``index`` along ``dim``: ``reduce`` 0 none,
+    1 add, 2 mul, 3 max, 4 min, 5 mean; ``includeSelf`` false leaves ``self``'s values out of
+    the positions that receive any (``Tensor.scatter_reduce``)."""
+    self, index, dim, reduce = _scatter_checks(c, SCATTER_REDUCE_REDUCES)
+    return _scatter_kernel("ScatterReduce", self, index, dim, reduce,
+                           include_self=bool(c["includeSelf"]))
+
+
+register_inplace("InplaceScatter", "selfRef: tensor!, dim: int, index: tensor, src: tensor, "
+                                   "reduce: int = 0", scatter, self="selfRef", out="selfRef")
+register_inplace("InplaceScatterReduce", "selfRef: tensor!, dim: int, index: tensor, "
+                                         "src: tensor, reduce: int, includeSelf: bool = True",
+                 scatter_reduce, self="selfRef", out="selfRef")
+
+
+# -- ScatterNd ----------------------------------------------------------------------------------
+@register("ScatterNd", "data: tensor, indices: tensor, updates: tensor, out: tensor!")
+def scatter_nd(c: Call) -> Kernel:
+    """``out = data`` with ``out[indices[i..., 0], ..., indices[i..., k-1]] = updates[i...]``
+    (``k = indices.shape[-1]``; indices non-negative)."""
+    data = c.tensor("data")
+    c.check_dtype("data", SCATTER_ND_DTYPES)
+    indices = c.tensor("indices")
+    c.check_dtype("indices", INDEX_DTYPES)
+    updates = c.tensor("updates")
+    if updates.dtype != data.dtype:
+        raise c.fail("updates", f"dtype must equal data's ({data.dtype})")
+    if data.ndim < 1:
+        raise c.fail("data", "must have at least 1 dim")
+    if indices.ndim < 1 or indices.shape[-1] > data.ndim:
+        raise c.fail("indices", f"must have at least 1 dim, its last dim at most {data.ndim}")
+    depth = indices.shape[-1]
+    expected = (*indices.shape[:-1], *data.shape[depth:])
+    if updates.shape != expected:
+        raise c.fail("updates", f"shape must be {list(expected)} (indices.shape[:-1] + "
+                                f"data.shape[{depth}:])")
+    c.check_out("out", data.shape, data.dtype, exact_dtype=True)
+    rows_shape = data.shape[:depth]
+    row_strides = _row_major_strides(rows_shape)
+    rows, width = math.prod(rows_shape), math.prod(data.shape[depth:])
+    count = math.prod(indices.shape[:-1])
+
+    def kernel(v) -> None:
+        result = as_array(v["data"]).copy()
+        if count and width:
+            idx = as_array(v["indices"]).reshape(count, depth)
+            targets = like(idx, np.zeros(count, np.int64))
+            for k in range(depth):
+                column = _check_index_range("ScatterNd", "indices", idx[:, k], rows_shape[k])
+                targets = targets + column * row_strides[k]
+            table = result.reshape(rows, width)
+            table[targets] = as_array(v["updates"]).reshape(count, width)
+        np.copyto(v["out"], result)
+    return kernel
