@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+import os
 import random
 import struct
 import time
@@ -202,9 +203,8 @@ def test_cli_converts_and_prints_the_report(tmp_path, capsys):
 @pytest.mark.parametrize("argv", [
     ["convert"],
     ["convert", "{missing}"],
-    ["convert", "{model}"],  # a dynamic batch dim and no --input-shape
     ["convert", "{model}", "--input-shape", "x:4;16"],
-    ["convert", "{model}", "--input-shape", "x:-1,16"],
+    ["convert", "{model}", "--input-shape", "x:5~2,16"],
     ["convert", "{model}", "--input-shape", "x:4,16", "--precision", "fp16"],
     ["convert", "{model}", "--input-shape", "x:4,16", "--dynamic-batch", "1,2,4"],
 ])
@@ -218,6 +218,17 @@ def test_cli_bad_arguments_exit_2(argv, tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["convert", str(tmp_path / "m.onnx"), "--precision", "fp8"])
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize("shape", [None, "x:-1,16", "x:1~8,16"])
+def test_cli_dynamic_dims_make_a_dynamic_shape_file(shape, tmp_path, capsys):
+    model = _matmul_relu()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(model, tmp_path / "m.onnx")
+    argv = ["convert", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "out.om")]
+    assert main(argv + (["--input-shape", shape] if shape else [])) == 0
+    assert "shape ranges: x:" in capsys.readouterr().out
+    assert om.load_offline(str(tmp_path / "out.om")).staged is not None
 
 
 # -- refused files -------------------------------------------------------------------------------
@@ -250,10 +261,10 @@ def test_missing_foreign_and_future_files_are_invalid(tmp_path):
         om.load_model(b"PK\x03\x04 a zip file")
     assert info.value.code == ACL_ERROR_INVALID_FILE and "not an OpenACL" in str(info.value)
     data = bytearray(_om_bytes(_matmul_relu()))
-    struct.pack_into("<H", data, 8, om.VERSION_MAJOR + 1)
+    struct.pack_into("<H", data, 8, max(om.READABLE_MAJORS) + 1)
     with pytest.raises(AclError) as info:
         om.load_model(bytes(data))
-    assert info.value.code == ACL_ERROR_INVALID_FILE and "format 2." in str(info.value)
+    assert info.value.code == ACL_ERROR_INVALID_FILE and "format 3." in str(info.value)
     with pytest.raises(AclError) as info:
         om.load_model(12345)
     assert info.value.code == ACL_ERROR_INVALID_PARAM
@@ -518,4 +529,131 @@ def test_mutation_fuzzer_over_real_files(tmp_path):
     for name in ("ACL_ERROR_INVALID_FILE", "ACL_ERROR_DESERIALIZE_MODEL",
                  "ACL_ERROR_PARSE_MODEL", "loaded and ran"):
         assert outcomes[name] > 0, outcomes
+    assert openacl.memory_stats()["allocated_bytes.all.current"] == 0
+
+
+# -- the mutation fuzzer over dynamic-shape (format 2) files ----------------------------------
+# seeded mutations of a dynamic-shape file per run (OPENACL_FUZZ_CASES=N runs more, offline)
+STAGED_FUZZ_CASES = int(os.environ.get("OPENACL_FUZZ_CASES", "200"))
+
+
+def _staged_bytes(tmp_path) -> bytes:
+    """A dynamic-shape file (format 2): the Gemm MLP with its batch as a range."""
+    from openacl.model.converter import convert_onnx
+
+    model = _gemm_mlp()
+    source, output = tmp_path / "ranged.onnx", tmp_path / "ranged.om"
+    onnx.save(model, source)
+    first = model.graph.input[0]
+    dims = [d.dim_value for d in first.type.tensor_type.shape.dim]
+    convert_onnx(source, output, {first.name: ((1, 8), *dims[1:])})
+    return output.read_bytes()
+
+
+def _proto_mutation(rng: random.Random, document: dict) -> str:
+    """Change the stored ONNX graph itself: an op type, an input name, an attribute, a
+    node dropped, or raw bytes of the protobuf flipped."""
+    import base64
+
+    from onnx import ModelProto
+
+    raw = base64.b64decode(document["staged"]["onnx"])
+    kind = rng.choice(["op", "input", "attribute", "drop node", "bytes"])
+    if kind == "bytes":
+        buffer = bytearray(raw)
+        for _ in range(rng.randint(1, 6)):
+            buffer[rng.randrange(len(buffer))] ^= 1 << rng.randrange(8)
+        raw = bytes(buffer)
+    else:
+        proto = ModelProto()
+        proto.ParseFromString(raw)
+        node = rng.choice(proto.graph.node)
+        if kind == "op":
+            node.op_type = rng.choice(["Bogus", "Loop", "If", "Relu", "Concat", ""])
+        elif kind == "input" and node.input:
+            node.input[rng.randrange(len(node.input))] = rng.choice(["ghost", "", "x", "y"])
+        elif kind == "attribute" and node.attribute:
+            attr = rng.choice(node.attribute)
+            attr.i = rng.choice([-1, 0, 2**40, 7])
+        else:
+            proto.graph.node.remove(node)
+        raw = proto.SerializeToString()
+    document["staged"]["onnx"] = base64.b64encode(raw).decode()
+    return f"proto {kind}"
+
+
+def _staged_mutation(rng: random.Random, data: bytes) -> tuple[str, bytes]:
+    kind = rng.choice(["bit flips", "truncate", "header", "leaf", "leaf", "proto", "proto",
+                       "proto"])
+    if kind in ("bit flips", "truncate", "header"):
+        return _mutate_bytes(rng, data, kind)
+    document, blob = _split(data)
+    if kind == "leaf":
+        path = rng.choice(_paths(document))
+        _get(document, path[:-1])[path[-1]] = rng.choice(HOSTILE_VALUES)
+        label = "json leaf"
+    else:
+        label = _proto_mutation(rng, document)
+    text = json.dumps(document).encode()
+    blob_offset = -(-(om.HEADER_BYTES + len(text)) // om.BLOB_ALIGNMENT) * om.BLOB_ALIGNMENT
+    header = om.HEADER.pack(om.MAGIC, om.STAGED_MAJOR, om.STAGED_MINOR, om.HEADER_BYTES,
+                            om.HEADER_BYTES, len(text), blob_offset, len(blob),
+                            zlib.crc32(text), zlib.crc32(blob))
+    return label, header + text + bytes(blob_offset - om.HEADER_BYTES - len(text)) + blob
+
+
+def _mutate_bytes(rng: random.Random, data: bytes, kind: str) -> tuple[str, bytes]:
+    buffer = bytearray(data)
+    if kind == "bit flips":
+        for _ in range(rng.randint(1, 8)):
+            buffer[rng.randrange(len(buffer))] ^= 1 << rng.randrange(8)
+        return kind, bytes(buffer)
+    if kind == "truncate":
+        return kind, data[:rng.randrange(len(data))]
+    offset = rng.choice([8, 10, 16, 24, 32, 40])
+    fmt = "<H" if offset in (8, 10) else "<Q"
+    struct.pack_into(fmt, buffer, offset, rng.choice([0, 1, 3, len(data), 2**15]))
+    return kind, bytes(buffer)
+
+
+def test_mutation_fuzzer_over_dynamic_shape_files(tmp_path):
+    """Hostile format-2 files: loading gives only the model file codes; a file that loads
+    either runs at a shape inside its range or fails with an AclError, never a crash."""
+    from openacl.model.staged import StagedModel
+
+    openacl.finalize()
+    openacl.init({"stream_mode": "inline", "device_count": 1,
+                  "memory_limit": FUZZ_MEMORY_LIMIT})
+    openacl.rt.set_device(0)
+    rng = random.Random(20261201)
+    data = _staged_bytes(tmp_path)
+    feeds = _feeds(_gemm_mlp())
+    outcomes: collections.Counter[str] = collections.Counter()
+    for case in range(STAGED_FUZZ_CASES):
+        kind, mutated = _staged_mutation(rng, data)
+        try:
+            try:
+                model = om.load_offline(mutated)
+            except AclError as exc:
+                assert exc.code in LOAD_CODES and om.UNCHECKED not in str(exc), f"load: {exc}"
+                outcomes[exc.name] += 1
+                continue
+            if model.staged is None:
+                outcomes["a compiled model"] += 1
+                continue
+            staged = None
+            try:
+                staged = StagedModel(model.staged.proto, weights=model.staged.weights,
+                                     ranges=model.staged.ranges)
+                staged.run(feeds)
+                outcomes["loaded and ran"] += 1
+            except AclError as exc:
+                outcomes[f"loaded, refused ({exc.name})"] += 1
+            finally:
+                if staged is not None:
+                    staged.close()
+        except Exception as exc:  # noqa: BLE001 - report the case that escaped
+            raise AssertionError(f"case {case} ({kind}): {type(exc).__name__}: {exc}") from exc
+    print(f"\nstaged fuzz: {dict(outcomes)}")
+    assert outcomes["ACL_ERROR_PARSE_MODEL"] > 0 and outcomes["loaded and ran"] > 0, outcomes
     assert openacl.memory_stats()["allocated_bytes.all.current"] == 0

@@ -135,7 +135,8 @@ def _loop_model(trip_input=True, cond=True):
         "body",
         [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
          h.make_tensor_value_info("acc", T.FLOAT, None)],
-        [h.make_tensor_value_info("c2", T.BOOL, []), h.make_tensor_value_info("acc2", T.FLOAT, None),
+        [h.make_tensor_value_info("c2", T.BOOL, []),
+         h.make_tensor_value_info("acc2", T.FLOAT, None),
          h.make_tensor_value_info("sq", T.FLOAT, None)])
     inputs = ["m" if trip_input else "", "cond" if cond else "", "x"]
     node = h.make_node("Loop", inputs, ["final", "squares"], body=body)
@@ -275,3 +276,19 @@ def test_inference_session_without_shapes_runs_a_dynamic_model(tmp_path):
         (theirs,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
             None, {"x": x})
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_a_lowering_that_needs_a_constant_input_gets_the_computed_value():
+    # CumSum's axis and Pad's pads given as graph inputs: the lowerings need constants, so
+    # the nodes move to a stage keyed by those values
+    model = _model([h.make_node("CumSum", ["x", "axis"], ["c"]),
+                    h.make_node("Pad", ["c", "pads"], ["y"])],
+                   [h.make_tensor_value_info("x", T.FLOAT, [3, 4]),
+                    h.make_tensor_value_info("axis", T.INT64, []),
+                    h.make_tensor_value_info("pads", T.INT64, [4])],
+                   [h.make_tensor_value_info("y", T.FLOAT, None)])
+    staged = StagedModel(model)
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    for axis, pads in ((0, [0, 1, 1, 0]), (1, [1, 0, 0, 2])):
+        _check(model, {"x": x, "axis": np.array(axis, np.int64),
+                       "pads": np.array(pads, np.int64)}, staged)

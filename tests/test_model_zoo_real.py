@@ -63,8 +63,7 @@ def _model_path(key: str) -> str:
 
 
 # models onnxruntime runs and we do not yet: each a bug, tracked (strict: a fix must say so)
-GAPS = {key: "com.microsoft DynamicQuantizeLSTM (an onnxruntime contrib op) has no kernel yet"
-        for key in ("ddddocr-ocr", "voicefilter-embedder", "voicefilter")}
+GAPS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("key", [

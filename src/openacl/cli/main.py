@@ -13,6 +13,8 @@ Examples::
     openacl run-pyacl sample.py --device 0    # an unchanged pyACL program (import acl)
     openacl convert model.onnx -o model.om --input-shape "x:1,3,640,640"   # ATC's role
     openacl convert model.onnx -o model.om --input-shape "x:-1,3,224,224" --dynamic-batch 1,2,4,8
+    openacl convert model.onnx -o model.om --input-shape "x:1~8,3,-1,-1"  # shape ranges
+    openacl convert model.onnx -o model.om --input-shape "ids:-1,-1" --dynamic-dims "1,128;8,128"
     openacl convert --singleop ops.json -o op_models   # single-op models for set_model_dir
     openacl profile model.om --runs 20 --trace trace.json   # per-operator time, Perfetto trace
     openacl fetch ppocr-det      # PP-OCRv4 det from the rapidocr-onnxruntime wheel, cached
@@ -135,26 +137,43 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 STATUS_BAD_INPUT = 2  # exit status of unusable input (files, JSON, flags)
 
 
-def parse_input_shapes(text: str, allow_dynamic: bool = False) -> dict[str, tuple[int, ...]]:
-    """ATC's ``--input-shape``: ``"x:1,3,640,640;mask:1,128"`` -> {name: dims}; with
-    ``allow_dynamic`` (``--dynamic-batch``) a first dim may be -1, the batch that varies.
+def parse_input_shapes(text: str, allow_dynamic: bool = True) -> dict[str, tuple]:
+    """ATC's ``--input-shape``: ``"x:1,3,640,640;mask:1,128"`` -> {name: dims}. A dim is an
+    int >= 0, ``-1`` (any size) or ATC's range ``low~high`` (``high`` -1: no limit), read as
+    a (low, high) pair; ``allow_dynamic=False`` accepts fixed dims only.
 
     Raises:
-        ValueError: naming the part that is not ``name:d1,d2,...`` with dims >= 0.
+        ValueError: naming the part that is not ``name:d1,d2,...`` with such dims.
     """
-    shapes: dict[str, tuple[int, ...]] = {}
+    shapes: dict[str, tuple] = {}
     for part in filter(None, (item.strip() for item in text.split(";"))):
         name, colon, dims = part.rpartition(":")
         try:
-            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+            shape = tuple(_dim(d.strip()) for d in dims.split(",")) if dims.strip() else ()
         except ValueError:
-            shape = (-1,)
-        fixed = shape[1:] if allow_dynamic and shape[:1] == (-1,) else shape
-        if not colon or not name or any(d < 0 for d in fixed) or name in shapes:
-            raise ValueError(f"--input-shape part {part!r} is not name:d1,d2,... with fixed "
-                             f"dims >= 0 (each name once)")
+            shape = None
+        fixed = shape is not None and all(isinstance(d, int) and d >= 0 for d in shape)
+        if not colon or not name or shape is None or name in shapes or (
+                not allow_dynamic and not fixed):
+            kinds = "fixed dims >= 0" if not allow_dynamic else "dims >= 0, -1 or low~high"
+            raise ValueError(f"--input-shape part {part!r} is not name:d1,d2,... with {kinds} "
+                             f"(each name once)")
         shapes[name] = shape
     return shapes
+
+
+def _dim(text: str) -> int | tuple[int, int]:
+    """One dim of --input-shape: ``8``, ``-1`` or ``1~8`` / ``1~-1``."""
+    low, tilde, high = text.partition("~")
+    if tilde:
+        pair = int(low), int(high)
+        if pair[0] < 0 or (pair[1] != -1 and pair[1] < pair[0]):
+            raise ValueError(text)
+        return pair
+    value = int(text)
+    if value < -1:
+        raise ValueError(text)
+    return value
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
@@ -165,31 +184,25 @@ def _cmd_convert(args: argparse.Namespace) -> int:
               "or --singleop ops.json", file=sys.stderr)
         return STATUS_BAD_INPUT
     try:
-        shapes = parse_input_shapes(args.input_shape or "", allow_dynamic=bool(
-            args.dynamic_batch))
+        shapes = parse_input_shapes(args.input_shape or "")
         batches = None if args.dynamic_batch is None else [
             int(size) for size in args.dynamic_batch.split(",")]
+        dims_gears, image_gears = (None if text is None else [
+            [int(v) for v in gear.split(",")] for gear in text.split(";") if gear.strip()]
+            for text in (args.dynamic_dims, args.dynamic_image_size))
     except ValueError as exc:
         print(f"openacl convert: {exc}", file=sys.stderr)
         return STATUS_BAD_INPUT
-    import openacl
     from openacl.errors import AclError
     from openacl.model import converter
 
     output = args.output or os.path.splitext(args.model)[0] + ".om"
-    started_runtime = not openacl.is_initialized()
-    if started_runtime:  # constant folding may run a node through the engine
-        openacl.init()
-        openacl.rt.set_device(0)
-    try:
+    try:  # conversion needs no runtime: folding evaluates with ONNX's reference evaluator
         report = converter.convert_onnx(args.model, output, shapes, batches,
-                                        args.precision or "fp32")
+                                        args.precision or "fp32", dims_gears, image_gears)
     except AclError as exc:
         print(f"openacl convert: {exc}", file=sys.stderr)
         return STATUS_BAD_INPUT
-    finally:
-        if started_runtime:
-            openacl.finalize()
     print(converter.format_report(report))
     return 0
 
@@ -213,7 +226,7 @@ def _convert_singleop(args: argparse.Namespace) -> int:
 
 def _cmd_profile(args: argparse.Namespace) -> int:
     try:
-        shapes = parse_input_shapes(args.input_shape or "")
+        shapes = parse_input_shapes(args.input_shape or "", allow_dynamic=False)
     except ValueError as exc:
         print(f"openacl profile: {exc}", file=sys.stderr)
         return STATUS_BAD_INPUT
@@ -277,13 +290,21 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the .om file (default: the model's name with .om), or the "
                               "directory of --singleop (default: op_models)")
     convert.add_argument("--input-shape", metavar="SHAPES",
-                         help='fixed input shapes, ATC\'s spelling: "x:1,3,640,640;mask:1,128"')
+                         help='input shapes, ATC\'s spelling: "x:1,3,640,640;mask:1,128"; a dim '
+                              'of -1 or a range low~high (high -1: no limit) makes a '
+                              'dynamic-shape model, specialised at run time')
     convert.add_argument("--precision", choices=("fp32", "fp16", "mixed"),
                          help="fp32 (default), fp16 (float16 weights and values) or mixed "
                               "(float16, sensitive ops in float32)")
     convert.add_argument("--dynamic-batch", metavar="SIZES",
                          help="batch sizes such as 1,2,4,8: one gear each, dim 0 of every "
                               "input (give it as -1 in --input-shape, or leave it dynamic)")
+    convert.add_argument("--dynamic-dims", metavar="GEARS",
+                         help='ATC\'s --dynamic_dims: values of the -1 dims of --input-shape '
+                              'per gear, "1,128;4,128;8,128"')
+    convert.add_argument("--dynamic-image-size", metavar="GEARS",
+                         help='ATC\'s --dynamic_image_size: height,width per gear for each '
+                              'input\'s two -1 dims, "224,224;448,448"')
     convert.set_defaults(handler=_cmd_convert)
     profile = commands.add_parser(
         "profile", help="per-operator time, calls, share and memory of a model; Chrome trace",

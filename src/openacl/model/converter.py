@@ -12,6 +12,7 @@ gear each), in fp32, fp16 or mixed precision (``--precision``, ``model/precision
 from __future__ import annotations
 
 import collections
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -20,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_PARSE_MODEL, AclError
+from openacl.errors import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_OP_NOT_FOUND,
+    ACL_ERROR_PARSE_MODEL,
+    AclError,
+)
 from openacl.model import om, onnx_import
 from openacl.model.lowering import lower
 from openacl.model.onnx_graph import upgrade_opset
@@ -49,6 +55,9 @@ class ConversionReport:
     seconds: float = 0.0
     dynamic_batch: list[int] = field(default_factory=list)  # the gears' batch sizes
     precision: str = "fp32"
+    shape_ranges: dict[str, str] = field(default_factory=dict)  # a dynamic-shape model's
+    small_constants: int = 0  # elements of the small constants kept in its graph
+    gears: list[list[int]] = field(default_factory=list)  # --dynamic-dims/-image-size values
 
 
 def _counts(names: Any) -> dict[str, int]:
@@ -106,13 +115,22 @@ def _gear_shapes(proto: Any, input_shapes: dict[str, tuple[int, ...]] | None,
 def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
                  input_shapes: dict[str, tuple[int, ...]] | None = None,
                  dynamic_batch: Sequence[int] | None = None,
-                 precision: str = "fp32") -> ConversionReport:
+                 precision: str = "fp32",
+                 dynamic_dims: Sequence[Sequence[int]] | None = None,
+                 dynamic_image_size: Sequence[Sequence[int]] | None = None
+                 ) -> ConversionReport:
     """Convert the ONNX model at ``source`` into the offline model ``output``.
 
     With ``dynamic_batch`` (ATC's --dynamic_batch_size) the model is converted once per
     batch size, dim 0 of every input; the file holds each gear's graph and plan and the
     weights once, and ``acl.mdl.set_dynamic_batch_size`` / ``InferenceSession`` choose.
     ``precision`` is ``fp32``, ``fp16`` or ``mixed`` (see ``model/precision.py``).
+    ``input_shapes`` may hold shape ranges (a (low, high) pair, or -1 for any size; ATC's
+    ``1~8`` / ``-1``): the file is then a dynamic-shape model (format 2.x) specialised at
+    run time, as is a model whose inputs keep dynamic dims. ``dynamic_dims`` (ATC's
+    --dynamic_dims: one list of values per gear for the -1 dims of ``input_shapes``, in
+    order) and ``dynamic_image_size`` (--dynamic_image_size: (height, width) per gear for
+    each input's two -1 dims) restrict such a model to those gears.
 
     Raises:
         AclError: ACL_ERROR_INVALID_FILE / PARSE_MODEL / OP_NOT_FOUND for a model the converter
@@ -128,6 +146,16 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
     onnx_ops = _counts(node.op_type for node in proto.graph.node)
     check_precision(precision)
     gears, batches = [], []
+    chosen = [name for name, value in (("dynamic_batch", dynamic_batch), ("dynamic_dims",
+              dynamic_dims), ("dynamic_image_size", dynamic_image_size)) if value is not None]
+    if len(chosen) > 1:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"arguments {' and '.join(repr(c) for c in chosen)} are mutually "
+                       f"exclusive (as ATC's options are)")
+    if dynamic_dims is not None or dynamic_image_size is not None:
+        ranges, gear_set = gear_shapes(proto, input_shapes, dynamic_dims, dynamic_image_size)
+        return _convert_staged(proto, source, output, ranges, precision, onnx_ops, started,
+                               gear_set)
     if dynamic_batch is not None:
         batches = _batch_sizes(dynamic_batch)
         for batch in batches[:-1]:
@@ -135,10 +163,23 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
                 source, _gear_shapes(proto, input_shapes, batch), precision)
             gears.append(om.Gear(batch, gear_lowered, gear_plan))
         input_shapes = _gear_shapes(proto, input_shapes, batches[-1])  # the main model
-    elif any(d < 0 for shape in (input_shapes or {}).values() for d in shape):
-        raise AclError(ACL_ERROR_PARSE_MODEL,
-                       f"input shapes {input_shapes} hold -1: give --dynamic-batch sizes")
-    graph, lowered, plan = compile_onnx(proto, input_shapes, precision)
+    else:
+        ranges = shape_ranges(proto, input_shapes)
+        if ranges is not None:  # ATC's shape ranges, or dims the model leaves dynamic
+            return _convert_staged(proto, source, output, ranges, precision, onnx_ops, started)
+        try:
+            compiled = compile_onnx(proto, input_shapes, precision)
+        except AclError as exc:
+            if exc.code != ACL_ERROR_OP_NOT_FOUND:
+                raise
+            # an op only the host runs (Loop, NonZero, ...): the staged engine takes it
+            ranges = {name: [(d, d) for d in shape] for name, shape in
+                      _fixed_shapes(proto, input_shapes).items()}
+            return _convert_staged(proto, source, output, ranges, precision, onnx_ops,
+                                   started)
+    if dynamic_batch is not None:
+        compiled = compile_onnx(proto, input_shapes, precision)
+    graph, lowered, plan = compiled
     shapes = {name: list(graph.values[name].shape) for name in graph.inputs}
     metadata = {"converter": f"openacl {_version()}", "format_version":
                 f"{om.VERSION_MAJOR}.{om.VERSION_MINOR}", "source_model":
@@ -158,6 +199,168 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
         dynamic_batch=batches, precision=precision)
 
 
+Dim = Any  # an int (-1: any size), or a (low, high) range with high -1 for no limit
+
+
+def _declared(proto: Any) -> dict[str, list[Any]]:
+    """Each graph input's declared dims (ints; None where dynamic or -1)."""
+    initializers = {t.name for t in proto.graph.initializer}
+    dims = {}
+    for value in proto.graph.input:
+        if value.name in initializers:
+            continue
+        shape = value.type.tensor_type.shape
+        dims[value.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0
+                            else None for d in shape.dim]
+    return dims
+
+
+def shape_ranges(proto: Any, input_shapes: dict[str, Sequence[Dim]] | None
+                 ) -> dict[str, list[tuple[int, int]]] | None:
+    """The (low, high) ranges of every input when any input dim is not fixed: given as -1 or
+    a (low, high) pair in ``input_shapes`` (ATC's ``1~8`` / ``-1``), or left dynamic by the
+    model and not given; None when every dim is fixed (a static conversion).
+
+    Raises:
+        AclError: ACL_ERROR_INVALID_PARAM for a name that is not an input, a rank that is
+            not the input's, or a dim that is neither an int >= -1 nor a range.
+    """
+    declared = _declared(proto)
+    given = dict(input_shapes or {})
+    unknown = [name for name in given if name not in declared]
+    if unknown:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'input_shapes' names {unknown}, which are not graph inputs "
+                       f"(the inputs are {', '.join(declared) or 'none'})")
+    ranges, dynamic = {}, False
+    for name, dims in declared.items():
+        shape = list(given.get(name, dims))
+        if name in given and len(shape) != len(dims) and dims:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'input_shapes' gives input {name!r} {len(shape)} dims; "
+                           f"the model's has {len(dims)}")
+        pairs = []
+        for dim in shape:
+            pair = _range(name, dim)
+            dynamic = dynamic or pair[0] != pair[1]
+            pairs.append(pair)
+        ranges[name] = pairs
+    return ranges if dynamic else None
+
+
+def _range(name: str, dim: Any) -> tuple[int, int]:
+    from openacl.model.om_staged import UNBOUNDED
+
+    if dim is None or (_is_int(dim) and dim == -1):
+        return 1, UNBOUNDED  # ATC's -1: any size (GE's default range [1, -1])
+    if _is_int(dim) and dim >= 0:
+        return int(dim), int(dim)
+    if isinstance(dim, (tuple, list)) and len(dim) == 2 and all(_is_int(d) for d in dim):
+        low, high = int(dim[0]), int(dim[1])
+        if 0 <= low and (high == UNBOUNDED or high >= low):
+            return low, high
+    raise AclError(ACL_ERROR_INVALID_PARAM,
+                   f"argument 'input_shapes' gives input {name!r} the dim {dim!r}: give an int "
+                   f">= 0, -1 (any size) or a (low, high) range (high -1: no limit)")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _fixed_shapes(proto: Any, input_shapes: dict[str, Sequence[int]] | None
+                  ) -> dict[str, list[int]]:
+    given = dict(input_shapes or {})
+    return {name: list(given.get(name, dims)) for name, dims in _declared(proto).items()}
+
+
+def gear_shapes(proto: Any, input_shapes: dict[str, Sequence[Dim]] | None,
+                dynamic_dims: Sequence[Sequence[int]] | None,
+                dynamic_image_size: Sequence[Sequence[int]] | None) -> tuple[dict, Any]:
+    """(ranges, Gears) of ATC's --dynamic_dims / --dynamic_image_size over the -1 dims of
+    ``input_shapes`` (or of the model's declaration where it names no input).
+
+    Raises:
+        AclError: ACL_ERROR_INVALID_PARAM for gears of the wrong length, repeated or
+            negative values, too many gears, or inputs without the -1 dims they need.
+    """
+    from openacl.model.om_staged import MAX_GEARS, Gears
+
+    declared = _declared(proto)
+    given = dict(input_shapes or {})
+    kind = "dims" if dynamic_dims is not None else "image_size"
+    argument = "dynamic_dims" if kind == "dims" else "dynamic_image_size"
+    gears = [tuple(gear) for gear in (dynamic_dims if kind == "dims" else dynamic_image_size)]
+    bases, positions = {}, []
+    for name, dims in declared.items():
+        shape = list(given.get(name, dims))
+        for index, dim in enumerate(shape):
+            if dim is None or (_is_int(dim) and dim == -1):
+                positions.append((name, index))
+            elif not _is_int(dim) or dim < 0:
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument 'input_shapes' gives input {name!r} the dim {dim!r}: "
+                               f"with {argument} a dim is an int >= 0 or -1")
+        bases[name] = shape
+    width = len(positions) if kind == "dims" else 2
+    if kind == "image_size":
+        per_input = collections.Counter(name for name, _ in positions)
+        odd = [name for name, count in per_input.items() if count != 2]
+        if odd or not per_input:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'dynamic_image_size' needs each image input to have two "
+                           f"-1 dims (height, width); {odd or 'no input'} do not")
+    if not 1 <= len(gears) <= MAX_GEARS or len(set(gears)) != len(gears) or any(
+            len(gear) != width or not all(_is_int(v) and v >= 0 for v in gear)
+            for gear in gears):
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument {argument!r} = {[list(g) for g in gears]} is invalid: give 1 "
+                       f"to {MAX_GEARS} distinct gears of {width} ints >= 0 each (one per -1 "
+                       f"dim of the input shapes {positions})")
+    shapes = []
+    for gear in gears:
+        filled = {name: list(shape) for name, shape in bases.items()}
+        for number, (name, index) in enumerate(positions):
+            filled[name][index] = int(gear[number if kind == "dims" else number % 2])
+        shapes.append({name: tuple(shape) for name, shape in filled.items()})
+    ranges = {name: [(min(s[name][d] for s in shapes), max(s[name][d] for s in shapes))
+                     for d in range(len(bases[name]))] for name in bases}
+    return ranges, Gears(kind, tuple(positions), tuple(shapes))
+
+
+def _convert_staged(proto: Any, source: str, output: str,
+                    ranges: dict[str, list[tuple[int, int]]], precision: str,
+                    onnx_ops: dict[str, int], started: float, gears: Any = None
+                    ) -> ConversionReport:
+    """Write a dynamic-shape offline model (format 2.x, ``om_staged.py``): the ONNX graph,
+    its weights once, the inputs' ranges; the engine specialises it per input shape."""
+    import onnx
+
+    from openacl.model.om_staged import format_ranges, staged_chunks
+    from openacl.model.staged import StagedModel
+
+    model = StagedModel(proto, precision=precision, ranges=ranges, gears=gears)  # checks it
+    shown = {name: format_ranges(pairs) for name, pairs in ranges.items()}
+    metadata = {"converter": f"openacl {_version()}", "format_version":
+                f"{om.STAGED_MAJOR}.{om.STAGED_MINOR}", "source_model":
+                os.path.basename(source), "precision": precision, "shape_ranges": shown,
+                "onnx_opset": model.source_opset, "onnx_ir_version": int(proto.ir_version),
+                "onnx_producer": proto.producer_name, "onnx_package": onnx.__version__}
+    if gears is not None:
+        metadata["dynamic_" + gears.kind] = [list(gears.values(shape)) for shape in gears.shapes]
+    file_bytes = om.write_chunks(staged_chunks(model.light_proto(), model.weights, ranges,
+                                               precision, metadata, gears), output)
+    small = sum(math.prod(t.dims) for t in model.light_proto().graph.initializer)
+    model.close()
+    return ConversionReport(
+        source=source, output=output, onnx_ops=onnx_ops, aclnn_ops={},
+        weights_bytes=sum(a.nbytes for a in model.weights.values()),
+        weights_count=len(model.weights), file_bytes=file_bytes,
+        input_shapes={name: [] for name in ranges}, seconds=time.perf_counter() - started,
+        precision=precision, shape_ranges=shown, small_constants=small,
+        gears=[] if gears is None else [list(gears.values(shape)) for shape in gears.shapes])
+
+
 def _version() -> str:
     from openacl import __version__
 
@@ -174,6 +377,18 @@ def _ops_line(counts: dict[str, int]) -> str:
 
 def format_report(report: ConversionReport) -> str:
     """The converter's report, as ``openacl convert`` prints it."""
+    if report.shape_ranges:
+        ranges = "; ".join(f"{name}:{dims}" for name, dims in report.shape_ranges.items())
+        return "\n".join([
+            f"converted {report.source} -> {report.output} in {report.seconds:.2f} s",
+            f"  shape ranges: {ranges}   precision: {report.precision}",
+            *([f"  gears (values of the -1 dims): {report.gears}"] if report.gears else []),
+            "  dynamic shapes: the model is kept as a graph and specialised at run time, once "
+            "per input shape (format 2.x)",
+            f"  ONNX nodes: {sum(report.onnx_ops.values())} ({_ops_line(report.onnx_ops)})",
+            f"  weights: {_mb(report.weights_bytes)} in {report.weights_count} tensor(s)",
+            f"  file: {_mb(report.file_bytes)}",
+        ])
     shapes = "; ".join(f"{name}:{','.join(map(str, shape))}"
                        for name, shape in report.input_shapes.items())
     return "\n".join([

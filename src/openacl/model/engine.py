@@ -48,7 +48,7 @@ from openacl.errors import (
     ACL_ERROR_RT_AICORE_EXCEPTION,
     AclError,
 )
-from openacl.model.lowering import Lowered, Ref, RefList, Scalar
+from openacl.model.ir import Lowered, Ref, RefList, Scalar
 from openacl.model.plan import MemoryPlan, slot_bytes
 from openacl.ops import REGISTRY
 from openacl.ops.dispatch import phase1

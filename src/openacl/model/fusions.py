@@ -20,16 +20,30 @@ elimination: each rewrites a pattern of nodes into fewer nodes that compute the 
   transformer's residual add then norm) is one ``AddLayerNorm``, lowered onto
   aclnnAddLayerNorm; the bias row of a ``FusedMatMul`` producing ``a`` or ``b`` moves into
   it (added in the same pass instead of its own pass over the product).
+* ``fuse_qdq`` (first, on the weights' DequantizeLinear that folding left for it): a QDQ
+  group, DequantizeLinear -> Conv / MatMul / Gemm [-> a redundant Relu / Clip] ->
+  QuantizeLinear, is the QLinearConv / QLinearMatMul / QGemm onnxruntime makes of it (and a
+  MatMul / Gemm of dequantized operands with no Q after, its MatMulIntegerToFloat / float
+  QGemm): integer accumulation and one requantization, where the float op would land a
+  halfway quotient one step away. It fuses exactly the groups onnxruntime's QDQ selectors
+  take (see that section), so the quantized values are onnxruntime's to the bit.
+  ``quantize_weights_and_biases`` (run by ``passes.optimize`` before folding) first makes
+  the rewrites onnxruntime makes before its selectors (MatMul + Add -> Gemm, float weights
+  and biases quantized), which decide what its groups are.
 
 A pattern is rewritten only when every intermediate value it removes has exactly one reader
-and is not a graph output, so no other node loses an input. New weights are new initializers
-(an initializer shared with another node is never changed in place); the old ones go with
-dead code elimination.
+and is not a graph output, so no other node loses an input (a QDQ group's DequantizeLinear
+nodes stay for their other readers, as onnxruntime gives each reader a copy). New weights
+are new initializers (an initializer shared with another node is never changed in place);
+the old ones go with dead code elimination.
 """
 
 from __future__ import annotations
 
+import math
+import platform
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
@@ -40,7 +54,8 @@ HARD_SWISH_OFFSET, HARD_SWISH_LIMIT = 3.0, 6.0
 
 def fuse(graph: Graph) -> dict[str, int]:
     """Run every fusion; returns how many patterns each rewrote."""
-    return {"conv_affine": fold_conv_affine(graph), "hard_swish": fuse_hard_swish(graph),
+    return {"qdq": fuse_qdq(graph), "conv_affine": fold_conv_affine(graph),
+            "hard_swish": fuse_hard_swish(graph),
             "matmul_epilogue": fuse_matmul_epilogue(graph),
             "matmul_scale": fold_matmul_scale(graph),
             "add_layer_norm": fuse_add_layer_norm(graph)}
@@ -469,3 +484,590 @@ def _scale_projection(graph: Graph, projection: Node, scale: float) -> None:
         array = graph.initializers[name]
         projection.inputs[position] = _new_initializer(
             graph, f"{name}/scaled", (array.astype(np.float64) * scale).astype(array.dtype))
+
+
+# -- QDQ groups -> QLinearConv / QLinearMatMul / MatMulIntegerToFloat / QGemm --------------------
+# onnxruntime (CPU, graph optimizations on, its default) rewrites DequantizeLinear -> Conv /
+# MatMul / Gemm -> QuantizeLinear into its integer kernels: integer accumulation and one
+# requantization, where the float op lands a halfway quotient one quantization step away.
+# Its QDQ selectors (qdq_selectors.cc: ConvNodeGroupSelector with CheckConvBiasScale,
+# MatMulNodeGroupSelector, GemmNodeGroupSelector, the shared GetQDQSelection /
+# CheckQDQNodes / CanCreateNodeGroup; ReluQuantFusion, ClipQuantFusion and
+# IsClipMadeRedundantByQ for a Relu / Clip before the Q; EnsureUniqueDQForNodeUnit, which
+# copies a DequantizeLinear read twice) decide which groups, checked against onnxruntime
+# 1.32's fused graphs. These rules are theirs, narrowed where the fused op would not
+# compute what the group means (a weight scale per channel along another axis than the
+# output's; a Gemm bias dequantized with another scale, which onnxruntime fuses all the
+# same) or where our lowerings take less (activations and outputs per tensor, float32
+# scales, operands of 2 or more dims, no blocked scales). Dropping a Relu / Clip the Q
+# makes redundant changes no quantized value; what the fusion changes is the rounding.
+QDQ_INT8_ACTIVATIONS = platform.machine().lower().startswith(("aarch64", "arm"))
+# onnxruntime's QDQIsInt8Allowed(): int8 activations (and then int8 weights) are fused on
+# Arm only; on x86 such a group stays float (its session option session.qdqisint8allowed
+# turns it on)
+BIAS_SCALE_RTOL = 0.01  # CheckConvBiasScale: the int32 bias's scale within 1% of x_s * w_s[i]
+QUANT_WEIGHTS = frozenset({np.dtype(np.int8), np.dtype(np.uint8)})
+FLOAT32 = np.dtype(np.float32)
+INT32_MIN = -(1 << 31)
+MATMUL_INTEGER_TO_FLOAT, QGEMM = "MatMulIntegerToFloat", "QGemm"  # IR ops: onnxruntime's
+# contrib ops of those names (inputs in their order), made by fuse_qdq only
+
+
+def quantize_weights_and_biases(graph: Graph) -> int:
+    """What onnxruntime does to a QDQ model before it fuses (graph level 1), so that its
+    groups are the ones it fuses. Returns how many ops it changed.
+
+    * MatMulAddFusion: ``Add(MatMul(DQ(a), DQ(b)), bias)`` with 2-d operands and a 1-d
+      float constant bias, on a path to a Q, is ``Gemm(DQ(a), DQ(b), bias)`` (onnxruntime
+      makes every such pair a Gemm; with no Q after, that stays a float Gemm, which the
+      float ops here compute as well, so ``fuse_qdq`` only leaves such a MatMul alone).
+    * WeightBiasQuantization: a Conv / ConvTranspose / Gemm whose input is dequantized per
+      tensor, on a path to a QuantizeLinear (one reader after another, Relu / Clip allowed
+      between), gets float32 constant weights quantized to int8 per tensor (onnxruntime's
+      GetQuantizationParameter: ``scale = (max(w, 0) - min(w, 0)) / 255``, zero point
+      ``rint(-128 - min / scale)``) and a float 1-d constant bias quantized to int32 with
+      ``scale = x_scale * w_scale``, each behind a DequantizeLinear: the values the op
+      then computes with are those, fused or not. (Scales only known at run time: left.)
+    """
+    changed = 0
+    uses = _QdqUses(graph)
+    for node in list(graph.nodes):
+        if node.op_type == "MatMul" and _matmul_add_to_gemm(graph, uses, node):
+            changed += 1
+            uses = _QdqUses(graph)
+    for node in list(graph.nodes):
+        if node.op_type in ("Conv", "ConvTranspose", "Gemm") and \
+                _quantize_weight_and_bias(graph, uses, node):
+            changed += 1
+            uses = _QdqUses(graph)
+    return changed
+
+
+def _is_dq(uses: _QdqUses, name: str) -> Node | None:
+    node = uses.producer.get(name)
+    return node if node is not None and node.op_type == "DequantizeLinear" else None
+
+
+def _onnx_scalar(graph: Graph, name: str) -> bool:
+    """optimizer_utils::IsScalar: rank 0, or one dim of 1."""
+    return graph.value(name).shape in ((), (1,))
+
+
+def _no_branch_path_to_q(graph: Graph, uses: _QdqUses, node: Node) -> bool:
+    """IsNoBranchPathToQuantizeLinear: one reader after another (graph outputs do not
+    count), through Relu / Clip only, to a QuantizeLinear."""
+    current = node
+    for _ in range(len(graph.nodes)):
+        if len(current.outputs) != 1:
+            return False
+        readers = uses.all_readers.get(current.outputs[0], [])
+        if len(readers) != 1:
+            return False
+        if readers[0].op_type == "QuantizeLinear":
+            return True
+        if readers[0].op_type not in ("Relu", "Clip"):
+            return False
+        current = readers[0]
+    return False
+
+
+def _matmul_add_to_gemm(graph: Graph, uses: _QdqUses, matmul: Node) -> bool:
+    if len(matmul.inputs) != 2 or not all(_is_dq(uses, name) for name in matmul.inputs):
+        return False
+    if any(len(graph.value(name).shape) != 2 for name in matmul.inputs):
+        return False
+    add = uses.only_reader(matmul.outputs[0])
+    if add is None or add.op_type != "Add" or len(add.inputs) != 2:
+        return False
+    bias = add.inputs[1 - add.inputs.index(matmul.outputs[0])]
+    array = graph.initializers.get(bias)
+    columns = graph.value(matmul.outputs[0]).shape[1]
+    if bias == matmul.outputs[0] or array is None or array.dtype != FLOAT32 or \
+            array.shape != (columns,) or not _no_branch_path_to_q(graph, uses, add):
+        return False
+    graph.nodes[graph.nodes.index(add)] = Node(
+        "Gemm", matmul.name or f"{add.outputs[0]}/gemm", [*matmul.inputs, bias],
+        list(add.outputs))
+    graph.nodes.remove(matmul)
+    return True
+
+
+def _quantize_weight_and_bias(graph: Graph, uses: _QdqUses, node: Node) -> bool:
+    if len(node.inputs) < 2:
+        return False
+    weight, bias = node.inputs[1], _optional(node, 2)
+    dq_x, dq_w = _is_dq(uses, node.inputs[0]), _is_dq(uses, weight)
+    if dq_x is None or not _onnx_scalar(graph, dq_x.inputs[1]):
+        return False
+    if not _no_branch_path_to_q(graph, uses, node):
+        return False
+    weights = None if dq_w is not None else graph.initializers.get(weight)
+    if dq_w is None and (weights is None or weights.dtype != FLOAT32):
+        return False
+    bias_array = graph.initializers.get(bias) if bias else None
+    if bias and (bias_array is None or bias_array.ndim != 1 or bias_array.dtype != FLOAT32):
+        return False
+    if dq_w is not None and not bias:
+        return False  # nothing to quantize
+    per_tensor = dq_w is None or _onnx_scalar(graph, dq_w.inputs[1])
+    if not per_tensor:
+        scale_shape = graph.value(dq_w.inputs[1]).shape
+        if len(scale_shape) != 1 or scale_shape[0] != bias_array.shape[0] or \
+                int(dq_w.attrs.get("block_size", 0) or 0):
+            return False
+        axis = int(dq_w.attrs.get("axis", 1))
+        if axis < 0:
+            axis += len(graph.value(weight).shape)
+        expected = (0 if int(node.attrs.get("transB", 0)) else 1) if node.op_type == "Gemm" \
+            else 0
+        if axis != expected:
+            return False
+    x_scale = graph.initializers.get(dq_x.inputs[1])
+    w_scale = None if dq_w is None else graph.initializers.get(dq_w.inputs[1])
+    if bias and (x_scale is None or (dq_w is not None and w_scale is None)):
+        return False  # (onnxruntime computes such a bias at run time)
+    name = node.name or node.outputs[0]
+    new_nodes = []
+    if dq_w is None:
+        scale, zero, quantized = _int8_per_tensor(weights)
+        names = [_new_initializer(graph, f"{name}/weight_q", quantized),
+                 _new_initializer(graph, f"{name}/weight_scale", scale),
+                 _new_initializer(graph, f"{name}/weight_zp", zero)]
+        dequantized = _new_value(graph, f"{name}/weight_dq", FLOAT32, weights.shape)
+        new_nodes.append(Node("DequantizeLinear", dequantized, names, [dequantized]))
+        node.inputs[1] = dequantized
+        w_scale = scale
+    if bias:
+        bias_scale = (x_scale.astype(np.float32) * w_scale.astype(np.float32)).astype(
+            np.float32)
+        with np.errstate(all="ignore"):
+            quantized = np.rint(bias_array / bias_scale).astype(np.int32)
+        names = [_new_initializer(graph, f"{name}/bias_int32", quantized),
+                 _new_initializer(graph, f"{name}/bias_scale", bias_scale)]
+        dequantized = _new_value(graph, f"{name}/bias_dq", FLOAT32, bias_array.shape)
+        new_nodes.append(Node("DequantizeLinear", dequantized, names, [dequantized],
+                              {} if per_tensor else {"axis": 0}))
+        node.inputs[2] = dequantized
+    at = graph.nodes.index(node)
+    graph.nodes[at:at] = new_nodes
+    return True
+
+
+def _int8_per_tensor(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """onnxruntime's GetQuantizationParameter<int8_t> and QuantizeLinear of ``weights``:
+    (scale, zero point, int8 values), float32 arithmetic throughout."""
+    low = min(np.float32(weights.min(initial=np.inf)), np.float32(0))
+    high = max(np.float32(weights.max(initial=-np.inf)), np.float32(0))
+    scale = np.float32(1) if high == low else np.float32((high - low) / np.float32(255))
+    start = np.float32(-128) - np.float32(low / scale)
+    zero = np.rint(np.clip(start, np.float32(-128), np.float32(127)))
+    quantized = np.clip(np.rint(weights / scale) + zero, -128, 127)
+    return np.array(scale, np.float32), np.array(zero, np.int8), quantized.astype(np.int8)
+
+
+def fuse_qdq(graph: Graph) -> int:
+    """QDQ groups -> onnxruntime's integer ops: ``Q(Conv(DQ(x), DQ(w)[, DQ(bias)]))`` ->
+    ``QLinearConv``; ``Q(MatMul(DQ(a), DQ(b)))`` -> ``QLinearMatMul`` and, with no Q
+    after, ``MatMulIntegerToFloat``; ``[Q](Gemm(DQ(a), DQ(b)[, DQ(c)]))`` -> ``QGemm``; a
+    Relu or Clip between the op and its Q that the Q makes redundant goes too. The
+    DequantizeLinear nodes stay for their other readers (dead code elimination drops the
+    rest)."""
+    fused = 0
+    uses = _QdqUses(graph)
+    for op in list(graph.nodes):
+        match = _qdq_group(graph, uses, op)
+        if match is None:
+            continue
+        make, replaced, _ = match
+        new_nodes = make()
+        last = replaced[-1]  # the group's last node: every input is defined before it
+        at = graph.nodes.index(last)
+        graph.nodes[at:at + 1] = new_nodes
+        for node in replaced[:-1]:
+            graph.nodes.remove(node)
+        fused += 1
+        uses = _QdqUses(graph)
+    return fused
+
+
+def qdq_constant_dequantizers(graph: Graph) -> list[Node]:
+    """The DequantizeLinear nodes of constants (weights, biases) in groups ``fuse_qdq``
+    rewrites: constant folding must leave them for it (``passes.optimize``)."""
+    uses = _QdqUses(graph)
+    held: list[Node] = []
+    for op in graph.nodes:
+        match = _qdq_group(graph, uses, op)
+        if match is not None:
+            held.extend(dq for dq in match[2] if all(
+                name in graph.initializers for name in dq.inputs if name))
+    return held
+
+
+class _QdqUses(_Uses):
+    """Also every reader of every value."""
+
+    def __init__(self, graph: Graph) -> None:
+        super().__init__(graph)
+        self.all_readers: dict[str, list[Node]] = {}
+        for node in graph.nodes:
+            for name in node.inputs:
+                if name:
+                    self.all_readers.setdefault(name, []).append(node)
+
+
+Make = Callable[[], list[Node]]  # builds a group's replacement (new initializers and all)
+
+
+def _qdq_group(graph: Graph, uses: _QdqUses, op: Node
+               ) -> tuple[Make, list[Node], list[Node]] | None:
+    """(what makes the nodes replacing the group, the group's nodes but its
+    DequantizeLinears in graph order, those DequantizeLinears) when ``op`` is the Conv /
+    MatMul / Gemm of a group onnxruntime fuses; else None."""
+    if op.op_type not in ("Conv", "MatMul", "Gemm") or len(op.outputs) != 1:
+        return None
+    output = op.outputs[0]
+    if graph.value(output).dtype != FLOAT32:
+        return None
+    # onnxruntime's GetQDQSelection / CheckQDQNodes: a Relu or Clip alone after the op (its
+    # one reader, itself read once and no graph output) must be one the Q after it makes
+    # redundant; the op's value must then be read by that Q alone (no graph output either)
+    edges = uses.all_readers.get(output, [])
+    clip = None
+    if len(edges) == 1 and edges[0].op_type in ("Relu", "Clip") and \
+            len(uses.all_readers.get(edges[0].outputs[0], [])) == 1 and \
+            edges[0].outputs[0] not in graph.outputs:
+        clip = edges[0]
+    end = clip.outputs[0] if clip is not None else output
+    q_nodes = [n for n in uses.all_readers.get(end, []) if n.op_type == "QuantizeLinear"]
+    if clip is not None and (len(q_nodes) != 1 or not _plain_q(graph, q_nodes[0]) or
+                             not _clip_made_redundant(graph, clip, q_nodes[0])):
+        return None
+    if q_nodes and (len(q_nodes) != 1 or len(edges) != 1 or output in graph.outputs or
+                    not _plain_q(graph, q_nodes[0])):
+        return None
+    q = q_nodes[0] if q_nodes else None
+    group = [op, *([clip] if clip else []), *([q] if q else [])]
+    build = {"Conv": _qlinear_conv, "MatMul": _qlinear_matmul, "Gemm": _qgemm}[op.op_type]
+    built = build(graph, uses, op, q)
+    if built is None:
+        return None
+    make, dequantizers = built
+    return make, group, dequantizers
+
+
+def _optional(node: Node, position: int) -> str:
+    return node.inputs[position] if len(node.inputs) > position else ""
+
+
+def _one_element(graph: Graph, name: str) -> bool:
+    return bool(name) and math.prod(graph.value(name).shape) == 1
+
+
+def _plain_q(graph: Graph, q: Node) -> bool:
+    """A per-tensor QuantizeLinear of float32 into 8 bits (a float32 scale of one element,
+    a zero point of one element or none)."""
+    if int(q.attrs.get("block_size", 0) or 0) or len(q.inputs) < 2:
+        return False
+    if graph.value(q.inputs[0]).dtype != FLOAT32:
+        return False
+    scale, zero = q.inputs[1], _optional(q, 2)
+    if not _one_element(graph, scale) or graph.value(scale).dtype != FLOAT32:
+        return False
+    return not zero or _one_element(graph, zero)
+
+
+def _dequantizer(graph: Graph, uses: _Uses, name: str) -> Node | None:
+    """The DequantizeLinear producing ``name`` (float32, not blocked); other readers do not
+    matter (onnxruntime gives each reader a copy of a shared one first)."""
+    dq = uses.producer.get(name)
+    if dq is None or dq.op_type != "DequantizeLinear" or len(dq.inputs) < 2:
+        return None
+    if int(dq.attrs.get("block_size", 0) or 0) or graph.value(name).dtype != FLOAT32:
+        return None
+    if graph.value(dq.inputs[1]).dtype != FLOAT32:
+        return None
+    zero = _optional(dq, 2)
+    if zero and graph.value(zero).dtype != graph.value(dq.inputs[0]).dtype:
+        return None
+    return dq
+
+
+def _per_tensor(graph: Graph, dq: Node) -> bool:
+    zero = _optional(dq, 2)
+    return _one_element(graph, dq.inputs[1]) and (not zero or _one_element(graph, zero))
+
+
+def _per_axis(graph: Graph, dq: Node, axis: int) -> bool:
+    """Per tensor, or one scale (and zero point) per index of ``axis`` of the quantized
+    tensor: what the QLinear op's 1-d weight scale means."""
+    if _per_tensor(graph, dq):
+        return True
+    shape = graph.value(dq.inputs[0]).shape
+    given = int(dq.attrs.get("axis", 1))
+    if not -len(shape) <= given < len(shape) or given % len(shape) != axis:
+        return False
+    size = (shape[axis],)
+    zero = _optional(dq, 2)
+    return graph.value(dq.inputs[1]).shape == size and (not zero or
+                                                        graph.value(zero).shape == size)
+
+
+def _activation_dtypes(x_dtype: np.dtype, w_dtype: np.dtype, int8: bool = False) -> bool:
+    """onnxruntime's type rules: uint8 activations with 8-bit weights; int8 activations
+    with int8 weights only, and for Conv and MatMul only where int8 is allowed
+    (``QDQ_INT8_ACTIVATIONS``; ``int8``: always, Gemm's rule)."""
+    if w_dtype not in QUANT_WEIGHTS:
+        return False
+    if x_dtype == np.dtype(np.uint8):
+        return True
+    return x_dtype == np.dtype(np.int8) and (int8 or QDQ_INT8_ACTIVATIONS) and \
+        w_dtype == x_dtype
+
+
+def _q_output(q: Node | None, out_dtype_of_x: np.dtype, graph: Graph) -> bool:
+    """A Q ending the group writes the activation's own type (onnxruntime: dt_input ==
+    dt_output)."""
+    return q is None or graph.value(q.outputs[0]).dtype == out_dtype_of_x
+
+
+def _qlinear_conv(graph: Graph, uses: _QdqUses, conv: Node, q: Node | None
+                  ) -> tuple[Make, list[Node]] | None:
+    """ConvNodeGroupSelector: every input dequantized (the bias from int32), a Q after."""
+    names = [name for name in conv.inputs if name]
+    if q is None or len(names) != len(conv.inputs) or len(names) not in (2, 3):
+        return None
+    dqs = [_dequantizer(graph, uses, name) for name in names]
+    if any(dq is None for dq in dqs):
+        return None
+    dq_x, dq_w = dqs[0], dqs[1]
+    x, w = dq_x.inputs[0], dq_w.inputs[0]
+    x_dtype = graph.value(x).dtype
+    if not _activation_dtypes(x_dtype, graph.value(w).dtype) or not _q_output(q, x_dtype,
+                                                                             graph):
+        return None
+    if len(graph.value(w).shape) < 3 or not _per_tensor(graph, dq_x) or \
+            not _per_axis(graph, dq_w, 0):
+        return None
+    bias = ""
+    if len(dqs) == 3:
+        channels = graph.value(w).shape[0]
+        if graph.value(dqs[2].inputs[0]).shape != (channels,) or \
+                not _per_axis(graph, dqs[2], 0) or \
+                not _bias_matches(graph, dq_x, dq_w, dqs[2], channels):
+            return None
+        bias = dqs[2].inputs[0]
+    attrs = {k: v for k, v in conv.attrs.items()
+             if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
+    if len(attrs) != len(conv.attrs):
+        return None
+    inputs = [x, dq_x.inputs[1], _optional(dq_x, 2), w, dq_w.inputs[1], _optional(dq_w, 2),
+              q.inputs[1], _optional(q, 2), bias]
+    node = Node("QLinearConv", conv.name or f"{q.outputs[0]}/qlinear_conv",
+                inputs if bias else inputs[:8], [q.outputs[0]], attrs)
+    return lambda: [node], dqs
+
+
+def _bias_matches(graph: Graph, dq_x: Node, dq_w: Node, dq_b: Node, channels: int) -> bool:
+    """The bias is an int32 tensor dequantized with no zero point (or zeros) and a constant
+    scale within ``BIAS_SCALE_RTOL`` of ``x_scale * w_scale`` for each of the ``channels``
+    outputs, so that the integer op can add it to the accumulation as it is
+    (CheckConvBiasScale: without it the fused op would not compute what the group means)."""
+    if graph.value(dq_b.inputs[0]).dtype != np.dtype(np.int32):
+        return False
+    zero = _optional(dq_b, 2)
+    if zero and (zero not in graph.initializers or np.any(graph.initializers[zero])):
+        return False
+    scales = [graph.initializers.get(dq.inputs[1]) for dq in (dq_x, dq_w, dq_b)]
+    if any(s is None or s.dtype != FLOAT32 for s in scales):
+        return False
+    x_scale, w_scale, b_scale = (s.reshape(-1) for s in scales)
+    if x_scale.size != 1 or b_scale.size not in (1, channels) or \
+            w_scale.size not in (1, channels):
+        return False
+    expected = np.broadcast_to(x_scale * w_scale, (channels,)).astype(np.float64)
+    given = np.broadcast_to(b_scale, (channels,)).astype(np.float64)
+    return bool(np.all(np.abs(given - expected) <= BIAS_SCALE_RTOL * np.abs(expected)))
+
+
+def _two_dequantized(graph: Graph, uses: _QdqUses, node: Node, q: Node | None
+                     ) -> tuple[Node, Node] | None:
+    """The DequantizeLinear nodes of a MatMul's or Gemm's A and B, of types onnxruntime
+    fuses (the Q's, if any, the activation's), A per tensor."""
+    if not all(node.inputs[:2]):
+        return None
+    dqs = [_dequantizer(graph, uses, name) for name in node.inputs[:2]]
+    if any(dq is None for dq in dqs):
+        return None
+    dq_a, dq_b = dqs
+    a_dtype = graph.value(dq_a.inputs[0]).dtype
+    if not _activation_dtypes(a_dtype, graph.value(dq_b.inputs[0]).dtype,
+                              node.op_type == "Gemm") or not _q_output(q, a_dtype, graph):
+        return None
+    if not _per_tensor(graph, dq_a):
+        return None
+    return dq_a, dq_b
+
+
+def _qlinear_matmul(graph: Graph, uses: _QdqUses, matmul: Node, q: Node | None
+                    ) -> tuple[Make, list[Node]] | None:
+    """MatMulNodeGroupSelector: both operands dequantized; a Q after (QLinearMatMul) or
+    none (MatMulIntegerToFloat: the integer product times ``a_scale * b_scale``)."""
+    if len(matmul.inputs) != 2:
+        return None
+    pair = _two_dequantized(graph, uses, matmul, q)
+    if pair is None:
+        return None
+    dq_a, dq_b = pair
+    a, b = dq_a.inputs[0], dq_b.inputs[0]
+    b_rank = len(graph.value(b).shape)
+    if len(graph.value(a).shape) < 2 or b_rank < 2 or not _per_axis(graph, dq_b, b_rank - 1):
+        return None
+    name = matmul.name or f"{matmul.outputs[0]}/matmul"
+    follower = uses.only_reader(matmul.outputs[0])
+    if q is None and follower is not None and follower.op_type == "Add":
+        return None  # onnxruntime's MatMulAddFusion makes it a float Gemm first
+    if q is None:
+        inputs = [a, b, dq_a.inputs[1], dq_b.inputs[1], _optional(dq_a, 2), _optional(dq_b, 2)]
+        node = Node(MATMUL_INTEGER_TO_FLOAT, name, inputs, list(matmul.outputs))
+    else:
+        inputs = [a, dq_a.inputs[1], _optional(dq_a, 2), b, dq_b.inputs[1],
+                  _optional(dq_b, 2), q.inputs[1], _optional(q, 2)]
+        node = Node("QLinearMatMul", name, inputs, [q.outputs[0]])
+    return lambda: [node], [dq_a, dq_b]
+
+
+def _qgemm(graph: Graph, uses: _QdqUses, gemm: Node, q: Node | None
+           ) -> tuple[Make, list[Node]] | None:
+    """GemmNodeGroupSelector: A, B (and C, from int32, with beta = alpha = 1) dequantized,
+    a Q after or none -> QGemm (onnxruntime's contrib op: the integer product plus C, times
+    ``alpha * a_scale * b_scale`` [/ y_scale, rounded, plus y_zero_point]). B transposed
+    is transposed here when constant (else by a Transpose node), and so is A; alpha goes
+    into A's scale (a constant then)."""
+    names = [name for name in gemm.inputs if name]
+    if len(names) != len(gemm.inputs) or len(names) not in (2, 3):
+        return None
+    pair = _two_dequantized(graph, uses, gemm, q)
+    if pair is None:
+        return None
+    dq_a, dq_b = pair
+    a, b = dq_a.inputs[0], dq_b.inputs[0]
+    alpha, beta = float(gemm.attrs.get("alpha", 1.0)), float(gemm.attrs.get("beta", 1.0))
+    trans_a, trans_b = int(gemm.attrs.get("transA", 0)), int(gemm.attrs.get("transB", 0))
+    if len(graph.value(a).shape) != 2 or len(graph.value(b).shape) != 2:
+        return None
+    if not _per_axis(graph, dq_b, 0 if trans_b else 1):
+        return None
+    columns = graph.value(b).shape[0 if trans_b else 1]
+    dqs = [dq_a, dq_b]
+    bias = ""
+    if len(names) == 3:
+        dq_c = _dequantizer(graph, uses, names[2])
+        c_shape = graph.value(dq_c.inputs[0]).shape if dq_c is not None else None
+        if dq_c is None or alpha != 1.0 or beta != 1.0 or \
+                c_shape not in ((columns,), (1, columns)) or \
+                not _per_axis(graph, dq_c, len(c_shape) - 1) or \
+                not _bias_matches(graph, dq_a, dq_b, dq_c, columns):
+            return None
+        bias = dq_c.inputs[0]
+        dqs.append(dq_c)
+    if alpha != 1.0 and dq_a.inputs[1] not in graph.initializers:
+        return None
+
+    def make() -> list[Node]:
+        a_scale = dq_a.inputs[1]
+        if alpha != 1.0:  # onnxruntime's multiplier: (alpha * a_scale) * b_scale, float32
+            a_scale = _new_initializer(graph, f"{a_scale}/alpha", np.float32(alpha) *
+                                       graph.initializers[a_scale].astype(np.float32))
+        nodes: list[Node] = []
+        name = gemm.name or f"{gemm.outputs[0]}/gemm"
+        inputs = [_transposed(graph, a, trans_a, nodes, f"{name}/a_t"), a_scale,
+                  _optional(dq_a, 2), _transposed(graph, b, trans_b, nodes, f"{name}/b_t"),
+                  dq_b.inputs[1], _optional(dq_b, 2), bias]
+        out = gemm.outputs[0]
+        if q is not None:
+            inputs += [q.inputs[1], _optional(q, 2)]
+            out = q.outputs[0]
+        return [*nodes, Node(QGEMM, name, inputs, [out])]
+
+    return make, dqs
+
+
+def _transposed(graph: Graph, name: str, transpose: int, nodes: list[Node], hint: str) -> str:
+    """``name`` (2-d), transposed when ``transpose``: a new initializer of a constant, else
+    the output of a Transpose node appended to ``nodes``."""
+    if not transpose:
+        return name
+    array = graph.initializers.get(name)
+    if array is not None:
+        return _new_initializer(graph, hint, np.ascontiguousarray(array.T))
+    value = graph.value(name)
+    out = _new_value(graph, hint, value.dtype, value.shape[::-1])
+    nodes.append(Node("Transpose", hint, [name], [out], {"perm": [1, 0]}))
+    return out
+
+
+def _new_value(graph: Graph, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    candidate, number = name, 0
+    while candidate in graph.values or candidate in graph.initializers:
+        number += 1
+        candidate = f"{name}.{number}"
+    graph.values[candidate] = Value(candidate, np.dtype(dtype), tuple(shape))
+    return candidate
+
+
+def _clip_made_redundant(graph: Graph, clip: Node, q: Node) -> bool:
+    """Whether onnxruntime drops the Relu / Clip before ``q`` (its output's only reader) as
+    one the quantization's own saturation makes redundant: ReluQuantFusion (a constant zero
+    point that is the type's lowest value), ClipQuantFusion (the Clip's bounds cover the
+    quantized range, within float32 epsilon) or the QDQ selectors' IsClipMadeRedundantByQ
+    (the bounds quantized, ``rint(bound / scale) + zero_point``, cover the type's range).
+    Dropping such a node changes no quantized value."""
+    out_dtype = graph.value(q.outputs[0]).dtype
+    if out_dtype not in QUANT_WEIGHTS:
+        return False
+    low, high = (int(v) for v in (np.iinfo(out_dtype).min, np.iinfo(out_dtype).max))
+    zero_name = _optional(q, 2)
+    zero_array = graph.initializers.get(zero_name) if zero_name else np.zeros((), out_dtype)
+    scale_array = graph.initializers.get(q.inputs[1])
+    if zero_array is None or zero_array.size != 1:
+        return False
+    zero = int(zero_array.reshape(()))
+    if clip.op_type == "Relu" and zero_name and zero == low:
+        return True  # ReluQuantFusion
+    # the Clip rules and IsClipMadeRedundantByQ read a 0-d float32 scale and zero point
+    if scale_array is None or scale_array.dtype != FLOAT32 or scale_array.ndim or \
+            zero_array.ndim:
+        return False
+    if clip.op_type == "Relu":
+        return zero == low
+    if clip.attrs:
+        return False
+    bounds = []
+    for position, default in ((1, -np.finfo(np.float32).max), (2, np.finfo(np.float32).max)):
+        name = _optional(clip, position)
+        array = graph.initializers.get(name) if name else np.float32(default)
+        if array is None or array.size != 1:
+            return False
+        bounds.append(np.float32(array.reshape(())))
+    minimum, maximum = bounds
+    scale = np.float32(scale_array)
+    with np.errstate(all="ignore"):
+        if zero_name:  # ClipQuantFusion (which wants the zero point given)
+            lower, upper = scale * np.float32(low - zero), scale * np.float32(high - zero)
+            eps = np.finfo(np.float32).eps
+            if not (eps < minimum - lower or eps < upper - maximum):
+                return True
+        q_min, q_max = (_int32(np.rint(bound / scale)) + zero for bound in (minimum, maximum))
+    return _wrap32(q_min) <= low and _wrap32(q_max) >= high
+
+
+def _int32(value: np.floating) -> int:
+    """C++'s static_cast<int32_t> of a double on x86: out of range (or NaN) is INT32_MIN."""
+    number = float(value)
+    if not math.isfinite(number) or not INT32_MIN <= number < -INT32_MIN:
+        return INT32_MIN
+    return int(number)
+
+
+def _wrap32(value: int) -> int:
+    return (value - INT32_MIN) % (1 << 32) + INT32_MIN

@@ -35,6 +35,12 @@ MAX_LOOP_ITERATIONS = 1 << 24  # a Loop with neither trip count nor condition st
 
 def host_node(node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> Any:
     """The host runner for ``node`` of the StagedModel ``model``."""
+    if node.domain not in ("", "ai.onnx"):  # onnxruntime's contrib ops first (host_contrib.py)
+        from openacl.model.host_contrib import contrib_node
+
+        runner = contrib_node(node, model, constants)
+        if runner is not None:
+            return runner
     kind = {"Loop": LoopNode, "Scan": ScanNode, "If": IfNode}.get(node.op_type, ReferenceNode)
     return kind(node, model, constants)
 
@@ -111,7 +117,9 @@ class ReferenceNode(_HostNode):
 class _BodyModel:
     """A subgraph as a model of its own: formal inputs, then the outer values it reads."""
 
-    def __init__(self, owner: _HostNode, graph: Any) -> None:
+    def __init__(self, owner: _HostNode, graph: Any, attribute: str) -> None:
+        if graph is None:
+            raise owner.fail(ACL_ERROR_PARSE_MODEL, f"has no {attribute!r} graph attribute")
         self.owner = owner
         self.graph = graph
         self.formal = [value.name for value in graph.input]
@@ -185,7 +193,7 @@ class LoopNode(_HostNode):
 
     def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
         super().__init__(node, model, constants)
-        self.body = _BodyModel(self, _attr(node, "body", None))
+        self.body = _BodyModel(self, _attr(node, "body", None), "body")
 
     def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
             ) -> dict[str, np.ndarray]:
@@ -245,7 +253,7 @@ class ScanNode(_HostNode):
 
     def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
         super().__init__(node, model, constants)
-        self.body = _BodyModel(self, _attr(node, "body", None))
+        self.body = _BodyModel(self, _attr(node, "body", None), "body")
         self.scan_count = int(_attr(node, "num_scan_inputs", 0))
 
     def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
@@ -293,12 +301,14 @@ class IfNode(_HostNode):
 
     def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
         super().__init__(node, model, constants)
-        self.branches = {True: _BodyModel(self, _attr(node, "then_branch", None)),
-                         False: _BodyModel(self, _attr(node, "else_branch", None))}
+        self.branches = {True: _BodyModel(self, _attr(node, "then_branch", None),
+                                          "then_branch"),
+                         False: _BodyModel(self, _attr(node, "else_branch", None),
+                                           "else_branch")}
 
     def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
             ) -> dict[str, np.ndarray]:
-        from openacl.model.passes import if_condition
+        from openacl.model.onnx_rules import if_condition
 
         condition = if_condition(self.node, self.value(self.node.input[0], env))
         results = self.branches[condition].run([], env)

@@ -2,8 +2,10 @@
 
 A ``Graph`` is a list of ``Node``s in topological order over named ``Value``s (every value
 has a concrete dtype and shape), plus constant ``initializers`` (numpy arrays). ONNX import
-(``onnx_import.py``) builds it; lowering (``lowering.py``) turns each node into aclnn calls;
-the memory plan (``plan.py``) places every intermediate value in one arena.
+(``onnx_import.py``) builds it; lowering (``lowering.py``) turns each node into aclnn calls,
+a ``Lowered`` program of ``Step``s over ``Ref``/``RefList``/``Scalar`` arguments (defined
+here, so the memory plan, the .om file and the engine read programs without importing the
+lowerings); the memory plan (``plan.py``) places every intermediate value in one arena.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from openacl import dtypes
 from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError
 
 
@@ -79,3 +82,75 @@ class Graph:
         for name in self.outputs:
             if name not in defined:
                 raise AclError(ACL_ERROR_PARSE_MODEL, f"graph output {name!r} is never computed")
+
+
+# -- lowered programs ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ref:
+    """A graph value passed as an aclTensor."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class RefList:
+    """Graph values passed as an aclTensorList."""
+
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A constant passed as an aclScalar of ``dtype`` (a numpy dtype name)."""
+
+    value: Any
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One aclnn call: operator name and its arguments by CANN name."""
+
+    op: str
+    args: tuple[tuple[str, Any], ...]
+    node: str = ""  # the graph node it came from, for errors and profiles
+
+
+@dataclass
+class Lowered:
+    """A graph's steps, its zero-copy views (output -> source) and the graph itself."""
+
+    graph: Graph
+    steps: list[Step] = field(default_factory=list)
+    views: dict[str, str] = field(default_factory=dict)
+
+
+def encode_arg(arg: Any) -> Any:
+    """A step argument as JSON-able data (for the offline model file)."""
+    if isinstance(arg, Ref):
+        return {"value": arg.value}
+    if isinstance(arg, RefList):
+        return {"values": list(arg.values)}
+    if isinstance(arg, Scalar):
+        return {"scalar": arg.value, "dtype": arg.dtype}
+    if isinstance(arg, tuple):
+        return [encode_arg(a) for a in arg]
+    if isinstance(arg, np.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)):
+        return int(dtypes.from_numpy_dtype(arg))  # an aclDataType value (dtype arguments)
+    if isinstance(arg, np.generic):
+        return arg.item()
+    return arg
+
+
+def decode_arg(data: Any) -> Any:
+    if isinstance(data, dict):
+        if set(data) == {"value"}:
+            return Ref(str(data["value"]))
+        if set(data) == {"values"}:
+            return RefList(tuple(str(v) for v in data["values"]))
+        if set(data) == {"scalar", "dtype"}:
+            return Scalar(data["scalar"], str(data["dtype"]))
+        raise AclError(ACL_ERROR_PARSE_MODEL, f"bad step argument {data!r}")
+    if isinstance(data, list):
+        return tuple(data)
+    return data

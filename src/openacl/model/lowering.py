@@ -15,57 +15,26 @@ the op and the attribute: never a wrong result.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from openacl import dtypes
 from openacl.errors import ACL_ERROR_OP_NOT_FOUND, ACL_ERROR_PARSE_MODEL, AclError
-from openacl.model.ir import Graph, Node, Value
+from openacl.model.ir import (  # noqa: F401 - Step's family, re-exported for the lowerings
+    Graph,
+    Lowered,
+    Node,
+    Ref,
+    RefList,
+    Scalar,
+    Step,
+    Value,
+    decode_arg,
+    encode_arg,
+)
 from openacl.ops import REGISTRY
 
 LOWERINGS: dict[str, Callable[[Node, Builder], None]] = {}
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A graph value passed as an aclTensor."""
-
-    value: str
-
-
-@dataclass(frozen=True)
-class RefList:
-    """Graph values passed as an aclTensorList."""
-
-    values: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Scalar:
-    """A constant passed as an aclScalar of ``dtype`` (a numpy dtype name)."""
-
-    value: Any
-    dtype: str
-
-
-@dataclass(frozen=True)
-class Step:
-    """One aclnn call: operator name and its arguments by CANN name."""
-
-    op: str
-    args: tuple[tuple[str, Any], ...]
-    node: str = ""  # the graph node it came from, for errors and profiles
-
-
-@dataclass
-class Lowered:
-    """A graph's steps, its zero-copy views (output -> source) and the graph itself."""
-
-    graph: Graph
-    steps: list[Step] = field(default_factory=list)
-    views: dict[str, str] = field(default_factory=dict)
 
 
 def lowering(*op_types: str) -> Callable:
@@ -149,6 +118,15 @@ class Builder:
         root = self.lowered.views.get(source, source)
         self.lowered.views[output] = root
 
+    def reshaped(self, name: str, shape: tuple[int, ...]) -> str:
+        """A zero-copy view of ``name`` with ``shape`` (``name`` itself when it has it)."""
+        value = self.value(name)
+        if value.shape == tuple(shape):
+            return name
+        viewed = self.temp(shape, value.dtype)
+        self.view(viewed, name)
+        return viewed
+
 
 def register_lowerings() -> None:
     """Fill ``LOWERINGS`` (the modules register themselves when first imported)."""
@@ -178,37 +156,17 @@ def lower(graph: Graph) -> Lowered:
                            f"converter (supported: {len(LOWERINGS)} op types, see "
                            f"openacl.model.lowering.LOWERINGS)")
         builder.node = node
-        fn(node, builder)
+        try:
+            fn(node, builder)
+        except AclError as exc:
+            exc.node = node.name  # which node refused (the staged engine may specialise it)
+            raise
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            # a safety net behind the lowerings' checks: a malformed node never escapes
+            error = AclError(ACL_ERROR_PARSE_MODEL,
+                             f"node {node.name!r} ({node.op_type}) cannot be lowered: "
+                             f"{type(exc).__name__}: {exc}")
+            error.node = node.name
+            raise error from exc
     builder.node = None
     return lowered
-
-
-def encode_arg(arg: Any) -> Any:
-    """A step argument as JSON-able data (for the offline model file)."""
-    if isinstance(arg, Ref):
-        return {"value": arg.value}
-    if isinstance(arg, RefList):
-        return {"values": list(arg.values)}
-    if isinstance(arg, Scalar):
-        return {"scalar": arg.value, "dtype": arg.dtype}
-    if isinstance(arg, tuple):
-        return [encode_arg(a) for a in arg]
-    if isinstance(arg, np.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)):
-        return int(dtypes.from_numpy_dtype(arg))  # an aclDataType value (dtype arguments)
-    if isinstance(arg, np.generic):
-        return arg.item()
-    return arg
-
-
-def decode_arg(data: Any) -> Any:
-    if isinstance(data, dict):
-        if set(data) == {"value"}:
-            return Ref(str(data["value"]))
-        if set(data) == {"values"}:
-            return RefList(tuple(str(v) for v in data["values"]))
-        if set(data) == {"scalar", "dtype"}:
-            return Scalar(data["scalar"], str(data["dtype"]))
-        raise AclError(ACL_ERROR_PARSE_MODEL, f"bad step argument {data!r}")
-    if isinstance(data, list):
-        return tuple(data)
-    return data

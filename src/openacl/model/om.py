@@ -36,6 +36,12 @@ A dynamic-batch model's main graph is its largest batch; "gears" holds the other
 dim 0. Their initializers point into the same blob, where each distinct weight is stored
 once.
 
+Format 2.0 holds a dynamic-shape model instead (converted with shape ranges, or with dims
+the model leaves dynamic): the same container with major version 2 and a JSON section of
+``{"staged": ..., "metadata": ...}``, written and read by ``om_staged.py``. ``load_offline``
+reads both formats; ``load_model`` / ``load_model_gears`` return compiled (1.x) models and
+refuse a 2.x one by name.
+
 Step arguments are ``lowering.encode_arg``'s forms: ``{"value": name}`` (an aclTensor),
 ``{"values": [name, ...]}`` (an aclTensorList), ``{"scalar": x, "dtype": "float32"}`` (an
 aclScalar), or a number, bool, string, null or flat list of those (attributes). Each weight
@@ -74,7 +80,7 @@ import os
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -87,13 +93,24 @@ from openacl.errors import (
     ACL_ERROR_WRITE_FILE,
     AclError,
 )
-from openacl.model.ir import Graph, Value
-from openacl.model.lowering import Lowered, Ref, RefList, Scalar, Step, decode_arg, encode_arg
+from openacl.model.ir import (
+    Graph,
+    Lowered,
+    Ref,
+    RefList,
+    Scalar,
+    Step,
+    Value,
+    decode_arg,
+    encode_arg,
+)
 from openacl.model.plan import ARENA_ALIGNMENT, MemoryPlan, _step_refs, lifetimes, slot_bytes
 
 MAGIC = b"OACLOM01"
 CANN_OM_MAGIC = struct.pack("<I", 0x444F4D49)  # b"IMOD": CANN's MODEL_FILE_MAGIC_NUM
 VERSION_MAJOR, VERSION_MINOR = 1, 1  # 1.1 added "gears" (a 1.0 reader runs the main model)
+STAGED_MAJOR, STAGED_MINOR = 2, 0  # a dynamic-shape model: the ONNX graph, shape ranges
+READABLE_MAJORS = (VERSION_MAJOR, STAGED_MAJOR)
 MAX_GEARS = 128  # batch sizes one dynamic-batch model may hold (CANN's ACL_MAX_BATCH_NUM)
 HEADER = struct.Struct("<8sHHIQQQQII8x")  # the fixed header fields (see the module docstring)
 HEADER_BYTES = 64  # bytes of the header this version writes
@@ -231,6 +248,12 @@ def _document(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | Non
 def _chunks(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None,
             gears: Sequence[Gear] = ()) -> Iterable[bytes | memoryview]:
     document, weights, blob_bytes = _document(lowered, plan, metadata, gears)
+    return _container(document, weights, blob_bytes, VERSION_MAJOR, VERSION_MINOR)
+
+
+def _container(document: dict[str, Any], weights: list[tuple[int, np.ndarray]],
+               blob_bytes: int, major: int, minor: int) -> Iterable[bytes | memoryview]:
+    """The file's bytes, chunk by chunk: header, JSON section, padding, weights blob."""
     text = json.dumps(document, default=_json_default, separators=(",", ":")).encode()
     blob_offset = _align(HEADER_BYTES + len(text), BLOB_ALIGNMENT)
     blob_crc, position = 0, 0
@@ -239,7 +262,7 @@ def _chunks(lowered: Lowered, plan: MemoryPlan, metadata: dict[str, Any] | None,
         blob_crc = zlib.crc32(array.reshape(-1).view(np.uint8), blob_crc)
         position = offset + array.nbytes
     blob_crc = zlib.crc32(bytes(blob_bytes - position), blob_crc)
-    yield HEADER.pack(MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_BYTES, HEADER_BYTES,
+    yield HEADER.pack(MAGIC, major, minor, HEADER_BYTES, HEADER_BYTES,
                       len(text), blob_offset, blob_bytes, zlib.crc32(text), blob_crc)
     yield text
     yield bytes(blob_offset - HEADER_BYTES - len(text))
@@ -266,12 +289,21 @@ def save_model(lowered: Lowered, plan: MemoryPlan, path: str | os.PathLike,
     Raises:
         AclError: ACL_ERROR_WRITE_FILE when the file cannot be written.
     """
+    return write_chunks(_chunks(lowered, plan, metadata, gears), path)
+
+
+def write_chunks(chunks: Iterable[bytes | memoryview], path: str | os.PathLike) -> int:
+    """Write a model file's ``chunks`` atomically (a temporary file renamed); its size.
+
+    Raises:
+        AclError: ACL_ERROR_WRITE_FILE when the file cannot be written.
+    """
     path = os.fspath(path)
     temporary = f"{path}.tmp{os.getpid()}"
     written = 0
     try:
         with open(temporary, "wb") as file:
-            for chunk in _chunks(lowered, plan, metadata, gears):
+            for chunk in chunks:
                 written += file.write(chunk)
         os.replace(temporary, path)
     except OSError as exc:
@@ -301,8 +333,10 @@ def is_model_file(source: Any) -> bool:
     return head == MAGIC or head[:len(CANN_OM_MAGIC)] == CANN_OM_MAGIC
 
 
-def _header(head: bytes, file_bytes: int, origin: str) -> tuple[int, int, int, int, int, int]:
-    """Validate the header; returns (json offset, json bytes, blob offset, blob bytes, CRCs)."""
+def _header(head: bytes, file_bytes: int, origin: str
+            ) -> tuple[int, int, int, int, int, int, int]:
+    """Validate the header; returns (json offset, json bytes, blob offset, blob bytes, CRCs,
+    major version)."""
     if head[:len(CANN_OM_MAGIC)] == CANN_OM_MAGIC:
         raise AclError(ACL_ERROR_INVALID_FILE,
                        f"{origin} is a CANN offline model (ModelFileHeader magic 0x444F4D49 "
@@ -318,10 +352,11 @@ def _header(head: bytes, file_bytes: int, origin: str) -> tuple[int, int, int, i
                        f"{HEADER.size}-byte header")
     (_, major, minor, header_bytes, json_offset, json_bytes, blob_offset, blob_bytes,
      json_crc, blob_crc) = HEADER.unpack_from(head)
-    if major != VERSION_MAJOR:
+    if major not in READABLE_MAJORS:
         raise AclError(ACL_ERROR_INVALID_FILE,
                        f"{origin} is offline model format {major}.{minor}; this OpenACL reads "
-                       f"{VERSION_MAJOR}.x (convert the model again with this version)")
+                       f"{' and '.join(f'{m}.x' for m in READABLE_MAJORS)} (convert the model "
+                       f"again with this version)")
     problems = []
     if not HEADER.size <= header_bytes <= json_offset:
         problems.append(f"header_bytes {header_bytes} is not in [{HEADER.size}, json_offset "
@@ -338,7 +373,7 @@ def _header(head: bytes, file_bytes: int, origin: str) -> tuple[int, int, int, i
                         f"at the end of the file ({file_bytes} bytes): truncated or extended")
     if problems:
         raise _damaged(f"{origin}: bad header: {'; '.join(problems)}")
-    return json_offset, json_bytes, blob_offset, blob_bytes, json_crc, blob_crc
+    return json_offset, json_bytes, blob_offset, blob_bytes, json_crc, blob_crc, major
 
 
 def _decode_json(text: bytes, crc: int, origin: str) -> dict[str, Any]:
@@ -361,11 +396,39 @@ def load_model(source: str | os.PathLike | bytes | bytearray | memoryview,
     return load_model_gears(source, mmap)[:3]
 
 
+@dataclass
+class OfflineModel:
+    """What an offline model file holds: a compiled model (``lowered``, ``plan``, ``gears``;
+    format 1.x) or a dynamic-shape model (``staged``: ``om_staged.StagedSource``; 2.x)."""
+
+    metadata: dict[str, Any]
+    lowered: Lowered | None = None
+    plan: MemoryPlan | None = None
+    gears: list[Gear] = field(default_factory=list)
+    staged: Any = None
+
+
 def load_model_gears(source: str | os.PathLike | bytes | bytearray | memoryview,
                      mmap: bool = True
                      ) -> tuple[Lowered, MemoryPlan, dict[str, Any], list[Gear]]:
-    """Read an offline model: (lowered graph, plan, metadata, the other gears of a
-    dynamic-batch model, empty otherwise).
+    """Read a compiled offline model: (lowered graph, plan, metadata, the other gears of a
+    dynamic-batch model, empty otherwise); ``load_offline`` reads any model file.
+
+    Raises:
+        AclError: as ``load_offline``; ACL_ERROR_INVALID_PARAM for a dynamic-shape model
+            (format 2.x), which only ``load_offline`` returns.
+    """
+    model = load_offline(source, mmap)
+    if model.staged is not None:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       "this offline model has dynamic input shapes (format 2.x): load it with "
+                       "InferenceSession or openacl.mdl")
+    return model.lowered, model.plan, model.metadata, model.gears
+
+
+def load_offline(source: str | os.PathLike | bytes | bytearray | memoryview,
+                 mmap: bool = True) -> OfflineModel:
+    """Read an offline model file (or one in memory), compiled or dynamic-shape.
 
     From a file with ``mmap`` the weights are read-only ``np.memmap`` views of the file (zero
     copy); without it the file is read into memory. From memory they are views of the given
@@ -394,7 +457,7 @@ def load_model_gears(source: str | os.PathLike | bytes | bytearray | memoryview,
                 return _load_buffer(memoryview(file.read()), origin)
             file_bytes = os.fstat(file.fileno()).st_size
             header = _header(file.read(HEADER_BYTES), file_bytes, origin)
-            json_offset, json_bytes, blob_offset, blob_bytes, json_crc, blob_crc = header
+            json_offset, json_bytes, blob_offset, blob_bytes, json_crc, blob_crc, major = header
             file.seek(json_offset)
             text = file.read(json_bytes)
     except OSError as exc:
@@ -409,16 +472,15 @@ def load_model_gears(source: str | os.PathLike | bytes | bytearray | memoryview,
             raise AclError(ACL_ERROR_INVALID_FILE, f"cannot map {origin}: {exc}") from exc
     else:
         blob = np.empty(0, np.uint8)
-    return _build(document, blob, blob_crc, origin)
+    return _build(document, blob, blob_crc, origin, major)
 
 
-def _load_buffer(data: memoryview, origin: str
-                 ) -> tuple[Lowered, MemoryPlan, dict[str, Any], list[Gear]]:
+def _load_buffer(data: memoryview, origin: str) -> OfflineModel:
     header = _header(bytes(data[:HEADER_BYTES]), len(data), origin)
-    json_offset, json_bytes, blob_offset, blob_bytes, json_crc, blob_crc = header
+    json_offset, json_bytes, blob_offset, blob_bytes, json_crc, blob_crc, major = header
     document = _decode_json(bytes(data[json_offset:json_offset + json_bytes]), json_crc, origin)
     blob = np.frombuffer(data, np.uint8, count=blob_bytes, offset=blob_offset)
-    return _build(document, blob, blob_crc, origin)
+    return _build(document, blob, blob_crc, origin, major)
 
 
 # -- reading: the model -------------------------------------------------------------------------
@@ -613,12 +675,19 @@ def _check_plan(lowered: Lowered, plan: MemoryPlan) -> None:
                            f"alive")
 
 
-def _build(document: dict[str, Any], blob: np.ndarray, blob_crc: int,
-           origin: str) -> tuple[Lowered, MemoryPlan, dict[str, Any], list[Gear]]:
+def _build(document: dict[str, Any], blob: np.ndarray, blob_crc: int, origin: str,
+           major: int) -> OfflineModel:
     if zlib.crc32(blob) != blob_crc:
         raise _damaged(f"{origin}: the weights blob fails its checksum (corrupt file)")
     try:
-        return _parse(document, blob)
+        if major == STAGED_MAJOR:
+            from openacl.model.om_staged import parse_staged
+
+            metadata = _field(document, "metadata", dict, "model") \
+                if "metadata" in document else {}
+            return OfflineModel(metadata, staged=parse_staged(document, blob))
+        lowered, plan, metadata, gears = _parse(document, blob)
+        return OfflineModel(metadata, lowered, plan, gears)
     except AclError as exc:
         if exc.code in (ACL_ERROR_PARSE_MODEL, ACL_ERROR_DESERIALIZE_MODEL):
             raise

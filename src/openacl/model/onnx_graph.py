@@ -15,9 +15,11 @@ from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError
 
 __all__ = [
     "MIN_OPSET",
+    "check_nodes",
     "constants_to_initializers",
     "default_opset",
     "free_names",
+    "infer_shapes",
     "inline_branch",
     "name_nodes",
     "node_reads",
@@ -133,6 +135,59 @@ def inline_branch(node: Any, condition: bool, taken: set[str]) -> tuple[list[Any
             nodes.append(helper.make_node("Identity", [result.name], [output],
                                           name=f"{node.name}/{output}"))
     return nodes, list(body.initializer)
+
+
+def check_nodes(graph: Any, opset: int) -> None:
+    """Every default-domain node of ``graph`` (and of its subgraphs) has the inputs and
+    outputs its schema at ``opset`` demands: a count in [min, max] and no required input
+    left empty. Unknown ops pass (their runner names them).
+
+    Raises:
+        AclError: ACL_ERROR_PARSE_MODEL naming the node and what is wrong.
+    """
+    from onnx import AttributeProto, defs
+
+    single = defs.OpSchema.FormalParameterOption.Single
+    for node in graph.node:
+        for sub in subgraphs(node):
+            check_nodes(sub, opset)
+        if node.domain not in DEFAULT_DOMAINS:
+            continue
+        try:
+            schema = defs.get_schema(node.op_type, opset, "")
+        except defs.SchemaError:
+            continue
+        where = f"node {node.name!r} ({node.op_type})"
+        if not schema.min_input <= len(node.input) <= schema.max_input or \
+                not schema.min_output <= len(node.output) <= schema.max_output:
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"{where} has {len(node.input)} input(s) and {len(node.output)} "
+                           f"output(s); its opset-{opset} schema takes {schema.min_input}-"
+                           f"{schema.max_input} and {schema.min_output}-{schema.max_output}")
+        for formal, name in zip(schema.inputs, node.input, strict=False):
+            if formal.option == single and not name:
+                raise AclError(ACL_ERROR_PARSE_MODEL,
+                               f"{where} leaves its required input {formal.name!r} empty")
+        for attr in node.attribute:
+            declared = schema.attributes.get(attr.name)
+            if declared is not None and attr.type != int(declared.type):
+                kinds = AttributeProto.AttributeType
+                given = kinds.Name(attr.type) if attr.type in kinds.values() else attr.type
+                raise AclError(ACL_ERROR_PARSE_MODEL,
+                               f"{where}: attribute {attr.name!r} is {given}; its schema "
+                               f"says {kinds.Name(int(declared.type))}")
+
+
+def infer_shapes(model: Any) -> Any:
+    """ONNX shape inference (lenient, with data propagation) of ``model``; a model it finds
+    inconsistent (it raises even when not strict) is ACL_ERROR_PARSE_MODEL naming why."""
+    from onnx import shape_inference
+
+    try:
+        return shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as exc:  # InferenceError, ValidationError, C++ errors as RuntimeError
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"the model is inconsistent (ONNX shape inference: {exc})") from exc
 
 
 def constants_to_initializers(graph: Any) -> None:

@@ -24,7 +24,7 @@ from openacl.errors import (
     AclError,
 )
 from openacl.model.ir import Graph, Node, Value
-from openacl.model.onnx_graph import MIN_OPSET, default_opset, upgrade_opset
+from openacl.model.onnx_graph import MIN_OPSET, default_opset, infer_shapes, upgrade_opset
 
 MAX_OPSET = 21  # the newest ONNX default-domain opset the lowerings were written for
 
@@ -100,17 +100,29 @@ def apply_input_shapes(graph_inputs: Any,
         tensor_type = inputs[name].type.tensor_type
         if inputs[name].type.WhichOneof("value") != "tensor_type":
             continue  # not a tensor: import_onnx refuses it by name
-        sizes = list(dims)
-        rank = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else len(sizes)
-        if len(sizes) != rank or not all(
-                isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
-                for d in sizes):
-            raise AclError(ACL_ERROR_INVALID_PARAM,
-                           f"argument 'input_shapes' gives input {name!r} the shape {sizes}; it "
-                           f"needs {rank} dims, each an int >= 0")
+        sizes = checked_shape(name, dims, len(tensor_type.shape.dim)
+                              if tensor_type.HasField("shape") else None)
         tensor_type.shape.ClearField("dim")  # a shape of unknown rank gets its dims here
         tensor_type.shape.dim.extend(
             [onnx.TensorShapeProto.Dimension(dim_value=int(size)) for size in sizes])
+
+
+def checked_shape(name: str, dims: Any, rank: int | None) -> list[int]:
+    """``input_shapes``' shape for input ``name`` as ints, when it has ``rank`` dims (any,
+    for None), each an int >= 0.
+
+    Raises:
+        AclError: ACL_ERROR_INVALID_PARAM naming the input and the shape.
+    """
+    sizes = list(dims)
+    rank = len(sizes) if rank is None else rank
+    if len(sizes) != rank or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+            for d in sizes):
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'input_shapes' gives input {name!r} the shape {sizes}; it "
+                       f"needs {rank} dims, each an int >= 0")
+    return [int(d) for d in sizes]
 
 
 def _attribute(attr) -> Any:
@@ -216,7 +228,7 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
     big weights out of its protos and shares the arrays between specialisations); they
     become the graph's initializers as they are, never copied."""
     import onnx
-    from onnx import numpy_helper, shape_inference
+    from onnx import numpy_helper
 
     proto, _ = upgrade_opset(_load(model))
     weights = weights or {}
@@ -243,7 +255,7 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
                                f"input {value.name!r} has a dynamic dim "
                                f"{dim.dim_param or dim.dim_value!r}: give its shape "
                                f"(input_shapes / --input-shape)")
-    inferred = shape_inference.infer_shapes(view, strict_mode=False, data_prop=True)
+    inferred = infer_shapes(view)
     values: dict[str, Value] = {}
     for info in list(inferred.graph.input) + list(inferred.graph.value_info) + \
             list(inferred.graph.output):

@@ -12,7 +12,7 @@ import numpy as np
 from openacl.model.fusions import FUSED_MATMUL
 from openacl.model.ir import Node
 from openacl.model.lowering import Builder, Ref, RefList, Scalar, lowering, unsupported
-from openacl.model.passes import onnx_slice as _onnx_slice
+from openacl.model.onnx_rules import onnx_slice as _onnx_slice
 
 KEEP_DTYPE = 0  # cubeMathType: compute in the tensors' dtype
 # dtypes Cast converts between (float8 and 4-bit types are storage formats here: no kernel

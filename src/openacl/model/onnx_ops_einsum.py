@@ -123,15 +123,6 @@ def einsum(node: Node, b: Builder) -> None:
     _finish(b, result, output, out)
 
 
-def _view(b: Builder, name: str, shape: tuple[int, ...]) -> str:
-    value = b.value(name)
-    if value.shape == tuple(shape):
-        return name
-    viewed = b.temp(shape, value.dtype)
-    b.view(viewed, name)
-    return viewed
-
-
 def _permuted(b: Builder, operand: _Operand, order: list[str]) -> str:
     """``operand`` with its dims in the label order ``order`` (itself when they are)."""
     if order == operand.labels:
@@ -149,7 +140,7 @@ def _drop_broadcast(b: Builder, operand: _Operand, sizes: dict[str, int]) -> Non
             if not (shape[k] == 1 and sizes[label] > 1)]
     if len(keep) == len(operand.labels):
         return
-    operand.name = _view(b, operand.name, tuple(shape[k] for k in keep))
+    operand.name = b.reshaped(operand.name, tuple(shape[k] for k in keep))
     operand.labels = [operand.labels[k] for k in keep]
 
 
@@ -164,12 +155,12 @@ def _take_diagonal(b: Builder, operand: _Operand) -> None:
     strides = [math.prod(value.shape[k + 1:]) for k in range(len(value.shape))]
     positions = sum(grid[unique.index(label)] * stride
                     for label, stride in zip(operand.labels, strides, strict=True))
-    flat = _view(b, operand.name, (math.prod(value.shape),))
+    flat = b.reshaped(operand.name, (math.prod(value.shape),))
     picked = b.temp((positions.size,), value.dtype)
     b.call("IndexSelect", self=Ref(flat), dim=0,
            index=Ref(b.constant(np.asarray(positions, np.int64).reshape(-1), "diagonal")),
            out=Ref(picked))
-    operand.name = _view(b, picked, tuple(size_of[label] for label in unique))
+    operand.name = b.reshaped(picked, tuple(size_of[label] for label in unique))
     operand.labels = unique
 
 
@@ -203,8 +194,8 @@ def _contract(b: Builder, left: _Operand, right: _Operand, later: set[str]) -> _
     n = math.prod(size[label] for label in columns)
     k = math.prod(size[label] for label in summed)
     dtype = b.value(left.name).dtype
-    a = _view(b, _permuted(b, left, batch + rows + summed), (*batch_shape, m, k))
-    c = _view(b, _permuted(b, right, batch + summed + columns), (*batch_shape, k, n))
+    a = b.reshaped(_permuted(b, left, batch + rows + summed), (*batch_shape, m, k))
+    c = b.reshaped(_permuted(b, right, batch + summed + columns), (*batch_shape, k, n))
     product = b.temp((*batch_shape, m, n), dtype)
     if summed:
         b.call("Matmul", self=Ref(a), mat2=Ref(c), out=Ref(product), cubeMathType=KEEP_DTYPE)
@@ -212,7 +203,7 @@ def _contract(b: Builder, left: _Operand, right: _Operand, later: set[str]) -> _
         b.call("Mul", self=Ref(a), other=Ref(c), out=Ref(product))
     shape = (*batch_shape, *(size[label] for label in rows),
              *(size[label] for label in columns))
-    return _Operand(_view(b, product, shape), batch + rows + columns)
+    return _Operand(b.reshaped(product, shape), batch + rows + columns)
 
 
 def _finish(b: Builder, result: _Operand, output: list[str], out: str) -> None:

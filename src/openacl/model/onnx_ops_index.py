@@ -80,16 +80,6 @@ def _wrapped_tuples(b: Builder, indices: str, sizes: tuple[int, ...]) -> str:
     return wrapped
 
 
-def _reshaped(b: Builder, name: str, shape: tuple[int, ...]) -> str:
-    """A zero-copy view of ``name`` with ``shape`` (itself when the shape already is)."""
-    value = b.value(name)
-    if value.shape == tuple(shape):
-        return name
-    viewed = b.temp(shape, value.dtype)
-    b.view(viewed, name)
-    return viewed
-
-
 def _written_as(b: Builder, out: str, shape: tuple[int, ...]) -> str:
     """A temporary of ``shape`` that ``out`` is a view of (an operator writing it writes
     ``out``)."""
@@ -136,8 +126,8 @@ def gather_nd(node: Node, b: Builder) -> None:
     rows = math.prod(data_shape[:batch])
     middle = math.prod(index_shape[batch:-1])
     dtype = b.value(indices).dtype
-    flat_data = _reshaped(b, data, (rows, *data_shape[batch:]))
-    tuples = _reshaped(b, indices, (rows, middle, depth))
+    flat_data = b.reshaped(data, (rows, *data_shape[batch:]))
+    tuples = b.reshaped(indices, (rows, middle, depth))
     numbers = b.constant(np.broadcast_to(np.arange(rows, dtype=dtype).reshape(rows, 1, 1),
                                          (rows, middle, 1)).copy(), "batch_numbers")
     batched = b.temp((rows, middle, depth + 1), dtype)
@@ -196,14 +186,14 @@ def scatter_nd(node: Node, b: Builder) -> None:
                updates=Ref(updates), out=Ref(out))
         return
     rows, width = math.prod(sizes), math.prod(shape[depth:])
-    row_numbers = _row_numbers(b, _reshaped(b, indices, (count, depth)), sizes)
+    row_numbers = _row_numbers(b, b.reshaped(indices, (count, depth)), sizes)
     spread = b.temp((count, width), INT64)
-    b.call("Expand", self=Ref(_reshaped(b, row_numbers, (count, 1))), size=(count, width),
+    b.call("Expand", self=Ref(b.reshaped(row_numbers, (count, 1))), size=(count, width),
            out=Ref(spread))
     op, reduce = SCATTER_REDUCTIONS[reduction]
     extra = {"includeSelf": True} if op == "ScatterReduce" else {}
-    b.call(op, self=Ref(_reshaped(b, data, (rows, width))), dim=0, index=Ref(spread),
-           src=Ref(_reshaped(b, updates, (count, width))), reduce=reduce, **extra,
+    b.call(op, self=Ref(b.reshaped(data, (rows, width))), dim=0, index=Ref(spread),
+           src=Ref(b.reshaped(updates, (count, width))), reduce=reduce, **extra,
            out=Ref(_written_as(b, out, (rows, width))))
 
 

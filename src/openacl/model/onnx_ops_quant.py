@@ -27,16 +27,20 @@ the bit on integer QuantizeLinear / DequantizeLinear and the QOperator ops.
   converted to float32, times ``a_scale * b_scale / y_scale`` (float32, onnxruntime's
   order), rounded half to even, plus ``y_zero_point``, saturated (onnxruntime's
   requantization; ONNX's reference adds the zero point before rounding).
+* MatMulIntegerToFloat, QGemm: onnxruntime's contrib ops of those names, which
+  ``fusions.fuse_qdq`` makes of QDQ groups (the importer takes no com.microsoft node): the
+  exact product (QGemm: plus its int32 C) times ``a_scale * b_scale`` into float32, or
+  requantized as QLinearMatMul is.
 
 Scales and zero points may be constants (prepared here) or computed tensors (converted,
 viewed and expanded by operators at run time).
 
-A QDQ model (DequantizeLinear -> float op -> QuantizeLinear) runs its float op in float:
-onnxruntime fuses such groups into QLinear kernels, so a value whose float result lies
-within rounding of a halfway quotient can come out one quantization step apart (measured:
-5 of 102400 outputs of a 64-channel 3x3 convolution; onnxruntime's fused and unfused runs
-differ on 1). Matching that bit for bit needs the same fusion before constant folding turns
-the weights' DequantizeLinear into float constants (a pass, not a lowering).
+A QDQ model (DequantizeLinear -> Conv / MatMul / Gemm -> QuantizeLinear) is not run as its
+float op: ``fusions.fuse_qdq`` rewrites the groups onnxruntime fuses into the QLinear /
+contrib ops above before constant folding could turn the weights' DequantizeLinear into
+float constants (``passes.optimize`` leaves those for it), so the quantized values equal
+onnxruntime's; run in float, a value within rounding of a halfway quotient could come out
+one quantization step apart.
 """
 
 from __future__ import annotations
@@ -470,12 +474,23 @@ def _shifted(b: Builder, name: str, zero_point: str, dtype: np.dtype,
     real = b.temp(shape, dtype)
     b.call("Cast", self=Ref(name), dtype=dtype, out=Ref(real))
     if zero_point:
-        offsets = _cast_to(b, zero_point, dtype)
+        offsets = _converted(b, zero_point, dtype)
         if along is not None and len(b.value(offsets).shape) == 1 and \
                 b.value(offsets).shape[0] > 1:
             offsets = _view(b, offsets, along)
         b.call("InplaceSub", selfRef=Ref(real), other=Ref(offsets), alpha=None)
     return real
+
+
+def _converted(b: Builder, name: str, dtype: np.dtype) -> str:
+    """``name`` in ``dtype``: a constant converted here into one of our own (a one-byte
+    initializer can share its memory with another one: CPython's cached one-byte bytes
+    objects back both, and a registration must not hang on the other's lifetime), else a
+    Cast at run time."""
+    constant = b.constant_of(name)
+    if constant is not None:
+        return b.constant(np.ascontiguousarray(np.asarray(constant, dtype)), "converted")
+    return _cast_to(b, name, dtype)
 
 
 def _column_bound(b: Builder, name: str, zero_point: str, reduce_axes: tuple[int, ...],
@@ -504,8 +519,10 @@ def _exact_dtype(node: Node, bound: int) -> np.dtype:
                             f"exact integers)")
 
 
-def _integer_matmul(node: Node, b: Builder, a: str, a_zero: str, w: str, w_zero: str) -> str:
-    """The exact ``(a - a_zero) @ (w - w_zero)`` as a float tensor of integer values."""
+def _integer_matmul(node: Node, b: Builder, a: str, a_zero: str, w: str, w_zero: str,
+                    extra: int = 0) -> str:
+    """The exact ``(a - a_zero) @ (w - w_zero)`` as a float tensor of integer values (exact
+    still after adding integers up to ``extra`` in magnitude)."""
     a_shape, w_shape = b.value(a).shape, b.value(w).shape
     if len(a_shape) < 2 or len(w_shape) < 2:
         raise unsupported(node, f"operands {list(a_shape)} and {list(w_shape)} (2-d or more)")
@@ -513,7 +530,7 @@ def _integer_matmul(node: Node, b: Builder, a: str, a_zero: str, w: str, w_zero:
     rows = (*([1] * (len(a_shape) - 2)), a_shape[-2], 1)  # a 1-d zero point: one per row
     bound = _shift_bound(b, a, a_zero) * _column_bound(
         b, w, w_zero, (len(w_shape) - 2,), None, depth)
-    dtype = _exact_dtype(node, bound)
+    dtype = _exact_dtype(node, bound + extra)
     left = _shifted(b, a, a_zero, dtype, rows)
     right = _shifted(b, w, w_zero, dtype, None)
     shape = np.broadcast_shapes(a_shape[:-2], w_shape[:-2]) + (a_shape[-2], w_shape[-1])
@@ -541,7 +558,7 @@ def _integer_conv(node: Node, b: Builder, x: str, x_zero: str, w: str, w_zero: s
     dtype = _exact_dtype(node, bound)
     inputs = [_shifted(b, x, x_zero, dtype, None), _shifted(b, w, w_zero, dtype, channels)]
     if bias:
-        inputs.append(_cast_to(b, bias, dtype))
+        inputs.append(_converted(b, bias, dtype))
     out_shape = b.value(node.outputs[0]).shape
     result = b.temp(out_shape, dtype)
     attrs = {k: v for k, v in node.attrs.items() if k in CONV_ATTRIBUTES}
@@ -572,8 +589,9 @@ def conv_integer(node: Node, b: Builder) -> None:
 # -- QLinearMatMul / QLinearConv ------------------------------------------------------------------
 def _multiplier(node: Node, b: Builder, scales: list[tuple[str, tuple[int, ...] | None]],
                 ) -> str:
-    """``scales[0] * scales[1] / scales[2]`` in float32 (onnxruntime's order), each 1-d
-    scale viewed with its ``along`` shape first (None: as it is)."""
+    """``scales[0] * scales[1] / scales[2]`` in float32 (onnxruntime's order; without a
+    third scale, the product alone), each 1-d scale viewed with its ``along`` shape first
+    (None: as it is)."""
     shaped = []
     for name, along in scales:
         constant = b.constant_of(name)
@@ -587,7 +605,8 @@ def _multiplier(node: Node, b: Builder, scales: list[tuple[str, tuple[int, ...] 
         else:
             shaped.append(None)
     if all(s is not None for s in shaped):
-        return b.constant((shaped[0] * shaped[1]) / shaped[2], "multiplier")
+        product = shaped[0] * shaped[1]
+        return b.constant(product / shaped[2] if len(shaped) > 2 else product, "multiplier")
     names = []
     for (name, along), array in zip(scales, shaped, strict=True):
         if array is not None:
@@ -601,7 +620,7 @@ def _multiplier(node: Node, b: Builder, scales: list[tuple[str, tuple[int, ...] 
             shape = along
         names.append(_view(b, converted, shape))
     product = b.binary("Mul", names[0], names[1], FLOAT32)
-    return b.binary("Div", product, names[2], FLOAT32)
+    return b.binary("Div", product, names[2], FLOAT32) if len(names) > 2 else product
 
 
 def _requantize(node: Node, b: Builder, accumulated: str, multiplier: str, zero_point: str,
@@ -619,7 +638,7 @@ def _requantize(node: Node, b: Builder, accumulated: str, multiplier: str, zero_
         if size != 1:
             raise unsupported(node, f"a {list(b.value(zero_point).shape)} output zero point "
                                     f"(per tensor only)")
-        points = _view(b, _cast_to(b, zero_point, INT64), ())
+        points = _view(b, _converted(b, zero_point, INT64), ())
     _saturate_into(b, rounded, points, qrange, out)
 
 
@@ -645,3 +664,62 @@ def qlinear_conv(node: Node, b: Builder) -> None:
     channels = (1, b.value(w).shape[0], *([1] * spatial))
     multiplier = _multiplier(node, b, [(x_scale, None), (w_scale, channels), (y_scale, None)])
     _requantize(node, b, total, multiplier, y_zero, node.outputs[0])
+
+
+# -- onnxruntime's contrib ops, as fusions.fuse_qdq makes them of QDQ groups --------------------
+def _scaled_into(b: Builder, accumulated: str, multiplier: str, out: str) -> None:
+    """``out = float32(accumulated) * multiplier`` (onnxruntime's scale output processor)."""
+    real = _cast_to(b, accumulated, FLOAT32)
+    b.call("Mul", self=Ref(real), other=Ref(multiplier), out=Ref(out))
+
+
+@lowering("MatMulIntegerToFloat")
+def matmul_integer_to_float(node: Node, b: Builder) -> None:
+    """com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale, a_zero_point,
+    b_zero_point): the exact integer product times ``a_scale * b_scale`` (float32; a 1-d
+    b_scale per column), into float32. (A bias input is not taken: onnxruntime's kernel
+    adds it in the same fused step.)"""
+    _only(node)
+    a, w, a_scale, w_scale, a_zero, w_zero, bias = (list(node.inputs) + [""] * 7)[:7]
+    if bias:
+        raise unsupported(node, "a bias input")
+    if b.value(node.outputs[0]).dtype != FLOAT32:
+        raise unsupported(node, f"a {b.value(node.outputs[0]).dtype} output (float32 only)")
+    product = _integer_matmul(node, b, a, a_zero, w, w_zero)
+    _scaled_into(b, product, _multiplier(node, b, [(a_scale, None), (w_scale, None)]),
+                 node.outputs[0])
+
+
+@lowering("QGemm")
+def qgemm(node: Node, b: Builder) -> None:
+    """com.microsoft QGemm (A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale,
+    y_zero_point) with A and B as they multiply (transA = transB = 0) and alpha 1: the
+    exact ``(A - a_zp) @ (B - b_zp) + C`` (C int32, broadcast), then onnxruntime's
+    requantization by ``a_scale * b_scale / y_scale`` or, without y_scale, times
+    ``a_scale * b_scale`` into float32 (b_scale 1-d: per column)."""
+    _only(node, "alpha", "transA", "transB")
+    if any(int(node.attrs.get(k, 0)) for k in ("transA", "transB")) or \
+            float(node.attrs.get("alpha", 1.0)) != 1.0:
+        raise unsupported(node, "transA / transB / alpha (the fusion applies them first)")
+    a, a_scale, a_zero, w, w_scale, w_zero, bias, y_scale, y_zero = (list(node.inputs) +
+                                                                     [""] * 9)[:9]
+    if len(b.value(a).shape) != 2 or len(b.value(w).shape) != 2:
+        raise unsupported(node, "operands that are not matrices")
+    extra = 0
+    if bias:
+        constant = b.constant_of(bias)
+        extra = int(np.abs(np.asarray(constant, np.int64)).max(initial=0)) \
+            if constant is not None else int(np.iinfo(np.int32).max)
+    total = _integer_matmul(node, b, a, a_zero, w, w_zero, extra)
+    if bias:
+        b.call("InplaceAdd", selfRef=Ref(total), other=Ref(_converted(b, bias,
+                                                                     b.value(total).dtype)),
+               alpha=None)
+    out = node.outputs[0]
+    if y_scale:
+        multiplier = _multiplier(node, b, [(a_scale, None), (w_scale, None), (y_scale, None)])
+        _requantize(node, b, total, multiplier, y_zero, out)
+        return
+    if b.value(out).dtype != FLOAT32:
+        raise unsupported(node, f"a {b.value(out).dtype} output without y_scale")
+    _scaled_into(b, total, _multiplier(node, b, [(a_scale, None), (w_scale, None)]), out)

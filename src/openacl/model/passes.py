@@ -5,10 +5,11 @@ Constant folding evaluates, at conversion time, every node whose inputs are all
 initializers (and every ``Shape`` / ``Size``, whose answer the concrete shapes already
 know), and replaces it by initializers. Shape plumbing (Shape -> Gather -> Concat ->
 Reshape, Range, ConstantOfShape, Expand of masks...) is evaluated with numpy by the
-``_FOLDERS`` below; any other node with a lowering is run once through a one-node engine
-when the runtime is up. A node is left in place (and lowered as usual) when its result
-would be large (``FOLD_GROWTH_BYTES``) or its numpy result disagrees with the shape and
-dtype that shape inference declared: folding never changes what the model computes.
+``_FOLDERS`` below; any other node by the evaluator ``optimize`` is given (ONNX's reference
+evaluator by default, so converting a model needs no runtime). A node is left in place (and
+lowered as usual) when its result would be large (``FOLD_GROWTH_BYTES``) or its result
+disagrees with the shape and dtype that shape inference declared: folding never changes
+what the model computes.
 
 Dead code elimination drops nodes none of whose outputs reach a graph output, then the
 initializers nothing reads any more.
@@ -23,28 +24,52 @@ from typing import Any
 import numpy as np
 
 from openacl.model.ir import Graph, Node
+from openacl.model.onnx_rules import if_condition, int_div, onnx_slice
 
 FOLD_GROWTH_BYTES = 4 << 20  # a folded result bigger than this and than its inputs stays a node
+Evaluator = Callable[[Graph, Node], "list[np.ndarray] | None"]  # a node over constant inputs
 
 
-def optimize(graph: Graph) -> Graph:
+def optimize(graph: Graph, evaluate: Evaluator | None = None) -> Graph:
     """Fold constants, fuse patterns (``fusions.py``), then drop dead code; ``graph`` is
-    changed in place and returned."""
-    from openacl.model.fusions import fuse
+    changed in place and returned. ``evaluate`` folds what the numpy folders do not know
+    (default ``evaluate_with_reference``: conversion never needs a runtime).
 
-    fold_constants(graph)
+    The DequantizeLinear nodes of the constant weights and biases of a QDQ group that
+    ``fusions.fuse_qdq`` rewrites into onnxruntime's integer ops (QLinearConv,
+    QLinearMatMul, QGemm... as onnxruntime does, which never folds a DequantizeLinear; after
+    ``fusions.quantize_weights_and_biases``, its rewrites that come first) are left out of
+    the first folding: folded, their int8 form would be gone. Any of them still there after
+    the fusions and dead code elimination (a group that did not fuse after all) is folded
+    then, and the fusions run once more for what that made constant."""
+    from openacl.model.fusions import (
+        fuse,
+        qdq_constant_dequantizers,
+        quantize_weights_and_biases,
+    )
+
+    evaluate = evaluate_with_reference if evaluate is None else evaluate
+    quantize_weights_and_biases(graph)  # onnxruntime's own rewrites before its QDQ fusions
+    held = {id(node) for node in qdq_constant_dequantizers(graph)}
+    fold_constants(graph, evaluate, keep=held)
     fuse(graph)
     eliminate_dead_code(graph)
+    if any(id(node) in held for node in graph.nodes) and fold_constants(graph, evaluate):
+        fuse(graph)
+        eliminate_dead_code(graph)
     return graph
 
 
 # -- constant folding -------------------------------------------------------------------------
-def fold_constants(graph: Graph) -> int:
-    """Replace constant nodes by initializers; returns how many nodes were folded."""
+def fold_constants(graph: Graph, evaluate: Evaluator | None,
+                   keep: set[int] | frozenset[int] = frozenset()) -> int:
+    """Replace constant nodes by initializers, but those whose ``id`` is in ``keep``;
+    returns how many nodes were folded. ``evaluate(graph, node)`` computes a node the numpy
+    folders do not know (``evaluate_with_reference``; None folds only those)."""
     kept: list[Node] = []
     folded = 0
     for node in graph.nodes:
-        results = _evaluate(graph, node)
+        results = None if id(node) in keep else _evaluate(graph, node, evaluate)
         if results is None:
             kept.append(node)
             continue
@@ -56,7 +81,8 @@ def fold_constants(graph: Graph) -> int:
     return folded
 
 
-def _evaluate(graph: Graph, node: Node) -> list[np.ndarray] | None:
+def _evaluate(graph: Graph, node: Node, evaluate: Evaluator | None
+              ) -> list[np.ndarray] | None:
     """The node's outputs computed now, or None when it cannot (or should not) be."""
     inputs = [name for name in node.inputs if name]
     if node.op_type not in ("Shape", "Size") and not all(
@@ -78,8 +104,8 @@ def _evaluate(graph: Graph, node: Node) -> list[np.ndarray] | None:
             arrays = [graph.initializers.get(name) if name else None for name in node.inputs]
             results = folder(node, arrays, lambda name: graph.value(name).shape)
         else:
-            results = _run_engine(graph, node)
-    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError):
+            results = evaluate(graph, node) if evaluate is not None else None
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError, AttributeError):
         return None
     if results is None:
         return None
@@ -96,38 +122,59 @@ def _evaluate(graph: Graph, node: Node) -> list[np.ndarray] | None:
     return checked
 
 
-def _run_engine(graph: Graph, node: Node) -> list[np.ndarray] | None:
-    """Evaluate ``node`` by lowering it alone and running it on a tiny engine."""
-    from openacl.errors import AclError
-    from openacl.model.engine import Engine
-    from openacl.model.ir import Graph as SubGraph
-    from openacl.model.lowering import LOWERINGS, lower, register_lowerings
-    from openacl.model.plan import plan_memory
-    from openacl.runtime import core
-    from openacl.runtime.context import current_context
+def evaluate_with_reference(graph: Graph, node: Node) -> list[np.ndarray] | None:
+    """Evaluate ``node`` over its constant inputs with ONNX's reference evaluator (None when
+    it cannot): the folding evaluator of conversions, which needs no runtime."""
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
 
-    if not core.is_initialized() or current_context(required=False) is None:
-        return None
-    register_lowerings()
-    if node.op_type not in LOWERINGS:
-        return None
     names = [name for name in node.inputs if name]
-    outputs = [name for name in node.outputs if name]
-    sub = SubGraph(f"fold:{node.name}", [], outputs,
-                   {name: graph.values[name] for name in names + outputs},
-                   [node], {name: graph.initializers[name] for name in names}, graph.opset)
+    attrs = {key: numpy_helper.from_array(np.asarray(value)) if isinstance(value, np.ndarray)
+             else value for key, value in node.attrs.items()}
+    opset = graph.opset or REFERENCE_DEFAULT_OPSET
+    for version in (opset, _same_interface_opset(node, opset)):
+        if version is None:
+            return None
+        try:
+            proto_node = helper.make_node(node.op_type, list(node.inputs), list(node.outputs),
+                                          name=node.name, **attrs)
+            model = helper.make_model(
+                helper.make_graph([proto_node], f"fold:{node.name}", [], [
+                    helper.make_empty_tensor_value_info(name) for name in node.outputs
+                    if name],
+                    [numpy_helper.from_array(graph.initializers[name], name)
+                     for name in names]),
+                opset_imports=[helper.make_opsetid("", version)])
+            results = ReferenceEvaluator(model).run(None, {})
+        except Exception:  # noqa: BLE001 - what the reference cannot run is not folded
+            continue
+        outputs = iter(results)
+        return [next(outputs) if name else None for name in node.outputs]
+    return None
+
+
+REFERENCE_DEFAULT_OPSET = 17  # a graph of no recorded opset is folded at this one
+
+
+def _same_interface_opset(node: Node, opset: int) -> int | None:
+    """The newest opset whose definition of ``node``'s op has the inputs, outputs and (a
+    superset of) the attributes it has at ``opset``: the reference evaluator implements
+    only some versions of an op (DequantizeLinear from 19), and a later version that only
+    adds types or options computes the same. None when there is none."""
+    from onnx import defs
+
+    newest = defs.onnx_opset_version()
     try:
-        lowered = lower(sub)
-        engine = Engine(lowered, plan_memory(lowered))
-    except AclError:
+        old, new = defs.get_schema(node.op_type, opset, ""), defs.get_schema(
+            node.op_type, newest, "")
+    except defs.SchemaError:
         return None
-    try:
-        results = dict(zip(outputs, engine.run({}), strict=True))
-    except AclError:
+    if new.since_version == old.since_version:
         return None
-    finally:
-        engine.close()
-    return [results.get(name) if name else None for name in node.outputs]
+    same = [i.name for i in old.inputs] == [i.name for i in new.inputs] and \
+        [o.name for o in old.outputs] == [o.name for o in new.outputs] and \
+        set(old.attributes) <= set(new.attributes)
+    return newest if same else None
 
 
 # -- folding before import (where ONNX shape inference needs it) -----------------------------------
@@ -141,9 +188,9 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
     left dynamic simply keep their Shape nodes. ``model`` (a path or a ModelProto) is not
     modified; the result goes to ``import_onnx``."""
     import onnx
-    from onnx import numpy_helper, shape_inference
+    from onnx import numpy_helper
 
-    from openacl.model.onnx_graph import inline_branch
+    from openacl.model.onnx_graph import infer_shapes, inline_branch
     from openacl.model.onnx_import import (
         _attribute,
         _load,
@@ -161,8 +208,7 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
     taken: set[str] = set()  # every value name, gathered at the first If inlined
     apply_input_shapes([v for v in graph.input if v.name not in constants], input_shapes)
     for _ in range(MAX_ONNX_FOLD_ROUNDS):
-        inferred = shape_inference.infer_shapes(shape_inference_view(proto), strict_mode=False,
-                                                data_prop=True)
+        inferred = infer_shapes(shape_inference_view(proto))
         shapes = {}
         for info in list(inferred.graph.input) + list(inferred.graph.value_info):
             dims = info.type.tensor_type.shape.dim
@@ -211,23 +257,6 @@ def fold_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None
         if produced <= set(shapes) and not inlined:
             break
     return proto
-
-
-def if_condition(node: Any, value: np.ndarray) -> bool:
-    """The truth of an ``If`` node's condition ``value``: one element, bool (numbers are
-    refused, as onnxruntime refuses them).
-
-    Raises:
-        AclError: ACL_ERROR_INVALID_PARAM naming the node, the dtype and the shape.
-    """
-    from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
-
-    array = np.asarray(value)
-    if array.dtype != np.bool_ or array.size != 1:
-        raise AclError(ACL_ERROR_INVALID_PARAM,
-                       f"node {node.name!r} (If): the condition {node.input[0]!r} must be one "
-                       f"bool element; it is {array.dtype} {list(array.shape)}")
-    return bool(array.reshape(-1)[0])
 
 
 def _all_names(graph: Any) -> set[str]:
@@ -287,7 +316,7 @@ def _fold_onnx_node(node: Node, constants: dict, shape_of) -> list[np.ndarray] |
     try:
         results = folder(node, [constants[name] if name in constants else None
                                 for name in node.inputs], shape_of)
-    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError):
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError, AttributeError):
         return None
     arrays = [np.array(r, order="C") for r in results]
     in_bytes = sum(constants.nbytes(name) for name in inputs if name in constants)
@@ -466,25 +495,6 @@ def _slice(node: Node, arrays: list, shape_of: ShapeOf) -> list:
     return [data[tuple(index)]]
 
 
-def onnx_slice(start: int, end: int, step: int, size: int) -> slice:
-    """ONNX Slice's clamping rules as a Python slice over a dim of ``size``."""
-    if step == 0:
-        raise ValueError("Slice step 0")
-    start = start + size if start < 0 else start
-    end = end + size if end < 0 else end
-    if step > 0:
-        return slice(max(0, min(start, size)), max(0, min(end, size)), step)
-    start = max(-1, min(start, size - 1))
-    end = max(-1, min(end, size - 1))
-    return slice(start, end if end >= 0 else None, step)
-
-
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (ONNX), not flooring (numpy)."""
-    quotient = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -quotient, quotient)
-
-
 _ELEMENTWISE: dict[str, Callable] = {
     "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Neg": np.negative,
     "Abs": np.abs, "Equal": np.equal, "Less": np.less, "Greater": np.greater,
@@ -511,5 +521,5 @@ def _div(node: Node, arrays: list, shape_of: ShapeOf) -> list:
     if np.issubdtype(a.dtype, np.integer):
         if np.any(b == 0):
             raise ArithmeticError("integer division by zero")
-        return [_int_div(a, b)]
+        return [int_div(a, b)]
     return [np.divide(a, b)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from openacl.model.lowering import Lowered, Ref, RefList
+from openacl.model.ir import Lowered, Ref, RefList
 
 ARENA_ALIGNMENT = 512  # bytes; every arena offset is a multiple of this (the allocator's unit)
 

@@ -31,8 +31,8 @@ from openacl.errors import (
     AclError,
 )
 from openacl.model.engine import Engine, EngineSet
-from openacl.model.lowering import Lowered
-from openacl.model.om import Gear, is_model_file, load_model_gears
+from openacl.model.ir import Lowered
+from openacl.model.om import Gear, is_model_file, load_offline
 from openacl.model.plan import MemoryPlan
 from openacl.model.staged import DEFAULT_CACHE_SIZE, StagedModel
 from openacl.runtime import core
@@ -62,14 +62,18 @@ def _ensure_runtime() -> None:
 
 
 def _load_offline_model(source: Any, input_shapes: dict[str, Sequence[int]] | None
-                        ) -> tuple[Lowered, MemoryPlan, list[Gear]]:
-    """An offline model's lowered graph, plan and other gears; its input shapes are fixed at
-    conversion (one set per gear of a dynamic-batch model)."""
+                        ) -> tuple[Lowered | None, MemoryPlan | None, list[Gear], Any]:
+    """An offline model's lowered graph, plan and other gears (its input shapes are fixed at
+    conversion, one set per gear of a dynamic-batch model), or, for a dynamic-shape model,
+    ``(None, None, [], StagedSource)``."""
     if isinstance(source, (bytearray, memoryview)):
         source = bytes(source)  # the weights are used in place: keep our own, immutable copy
     # read, not memory-mapped: the engine uses the weights where they are, and a mapping
     # dies (SIGBUS) if the file is rewritten in place while the model is loaded
-    lowered, plan, _, gears = load_model_gears(source, mmap=False)
+    model = load_offline(source, mmap=False)
+    if model.staged is not None:
+        return None, None, [], model.staged
+    lowered, plan, gears = model.lowered, model.plan, model.gears
     choices = []
     for model in [lowered, *(gear.lowered for gear in gears)]:
         graph = model.graph
@@ -81,7 +85,7 @@ def _load_offline_model(source: Any, input_shapes: dict[str, Sequence[int]] | No
                        f"argument 'input_shapes' = {dict(input_shapes)!r} is invalid: the "
                        f"offline model was converted for {' or '.join(map(str, choices))} "
                        f"(convert it again with --input-shape)")
-    return lowered, plan, gears
+    return lowered, plan, gears, None
 
 
 class InferenceSession:
@@ -107,8 +111,10 @@ class InferenceSession:
         self.staged: StagedModel | None = None
         self.engine: Engine | None = None
         self.graph: Any = None
+        staged_source = None
         if is_model_file(path):  # an offline model (.om), told apart by its magic
-            lowered, plan, gears = _load_offline_model(path, input_shapes)
+            lowered, plan, gears, staged_source = _load_offline_model(path, input_shapes)
+        if is_model_file(path) and staged_source is None:
             self.graph = lowered.graph
             self.engines = EngineSet(Engine(lowered, plan), gears)  # by batch size
             self.engine = self.engines.main
@@ -118,7 +124,12 @@ class InferenceSession:
                               list(self.graph.value(name).shape)) for name in self.graph.outputs]
             return
         self.engines = EngineSet(None)
-        self.staged = StagedModel(path, cache_size, precision)
+        if staged_source is not None:  # a dynamic-shape offline model: its graph and ranges
+            self.staged = StagedModel(staged_source.proto, cache_size, staged_source.precision,
+                                      staged_source.weights, staged_source.ranges,
+                                      staged_source.gears)
+        else:
+            self.staged = StagedModel(path, cache_size, precision)
         self._outputs = [(name, dtype, None if dims is None else list(dims))
                          for name, dtype, dims in self.staged.outputs]
         shapes = dict(input_shapes or {})

@@ -51,7 +51,9 @@ from openacl.errors import (
 )
 from openacl.model.onnx_graph import (
     DEFAULT_DOMAINS,
+    check_nodes,
     constants_to_initializers,
+    default_opset,
     name_nodes,
     node_reads,
     upgrade_opset,
@@ -77,6 +79,7 @@ class InputSpec:
     name: str
     dtype: np.dtype
     dims: Dims | None
+    ranges: tuple[tuple[int, int], ...] | None = None  # (low, high) per dim; high -1: none
 
     def check(self, dtype: np.dtype, shape: tuple[int, ...]) -> None:
         """Raise ACL_ERROR_MODEL_INPUT_NOT_MATCH unless an array of ``dtype`` and ``shape``
@@ -87,11 +90,19 @@ class InputSpec:
         if self.dims is None:
             return
         if len(shape) != len(self.dims) or any(
-                isinstance(d, int) and d != size for d, size in zip(self.dims, shape)):
+                isinstance(d, int) and d != size for d, size in zip(self.dims, shape, strict=True)):
             shown = [d if d is not None else "?" for d in self.dims]
             raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
                            f"input {self.name!r} has shape {list(shape)}; the model "
                            f"takes {shown} (rank {len(self.dims)})")
+        if self.ranges is not None and any(
+                size < low or (high >= 0 and size > high)
+                for size, (low, high) in zip(shape, self.ranges, strict=False)):
+            from openacl.model.om_staged import format_ranges
+
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"input {self.name!r} has dims {list(shape)}, outside the range "
+                           f"{format_ranges(self.ranges)} the model was built for")
 
     @property
     def static(self) -> bool:
@@ -154,13 +165,21 @@ class StagedModel:
         cache_size: signatures kept (LRU); also the children kept per stage.
         precision: ``fp32``, ``fp16`` or ``mixed`` (``model/precision.py``).
         weights: arrays of graph inputs that are really weights (a subgraph's view of its
-            outer graph's), shared as they are.
+            outer graph's, or an offline model's), shared as they are.
+        ranges: (low, high) per dim of some inputs (ATC's shape ranges; high -1 has no
+            limit): a run outside them is ACL_ERROR_INVALID_PARAM.
+        gears: an ``om_staged.Gears``: the only input shapes the model runs at (ATC's
+            --dynamic_dims / --dynamic_image_size); any other is ACL_ERROR_INVALID_PARAM.
+
+    Raises:
+        AclError: ACL_ERROR_INVALID_PARAM for a bad ``cache_size`` or ``ranges`` entry;
+            the ONNX reader's codes for a model it cannot read.
     """
 
     def __init__(self, source: Any, cache_size: int = DEFAULT_CACHE_SIZE,
-                 precision: str = "fp32", weights: Mapping[str, np.ndarray] | None = None
-                 ) -> None:
-        from onnx import numpy_helper
+                 precision: str = "fp32", weights: Mapping[str, np.ndarray] | None = None,
+                 ranges: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+                 gears: Any = None) -> None:
 
         from openacl.model.onnx_import import _load, check_model_types
         from openacl.model.precision import check_precision
@@ -176,6 +195,7 @@ class StagedModel:
         check_model_types(proto)
         graph = proto.graph
         name_nodes(graph)
+        check_nodes(graph, default_opset(proto))
         constants_to_initializers(graph)
         self.name = graph.name or "model"
         self._opsets = list(proto.opset_import)
@@ -184,13 +204,16 @@ class StagedModel:
         self.weights: dict[str, np.ndarray] = dict(weights or {})  # an outer graph's, shared
         small = []
         for tensor in graph.initializer:
+            array = _tensor_array(tensor)  # a malformed constant is refused here, by name
             if math.prod(tensor.dims) > LIGHT_ELEMENTS:
-                self.weights[tensor.name] = numpy_helper.to_array(tensor)
+                self.weights[tensor.name] = array
             else:
                 small.append(tensor)
         known = {t.name for t in graph.initializer} | set(self.weights)
         self.inputs = [InputSpec(v.name, _elem_dtype(v), declared_dims(v))
                        for v in graph.input if v.name not in known]
+        self._apply_ranges(dict(ranges or {}))
+        self.gears = gears
         self.outputs = [(v.name, _elem_dtype(v), declared_dims(v)) for v in graph.output]
         self.output_names = [name for name, _, _ in self.outputs]
         self._root = _Pending(list(graph.node), small)
@@ -199,6 +222,51 @@ class StagedModel:
         self._lock = threading.RLock()
         self.stages_built = 0  # every stage compiled so far (a first run's cost, for tests)
         self.host_ops: set[str] = set()  # op types the reference evaluator has run here
+
+    def _apply_ranges(self, ranges: dict[str, Sequence[tuple[int, int]]]) -> None:
+        """Give the inputs ``ranges`` name: the dims become the ranges' (fixed where low ==
+        high, else unknown), checked at every run."""
+        names = self.input_names
+        for name, dims in ranges.items():
+            if name not in names:
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument 'ranges' names {name!r}, which is not an input "
+                               f"(the inputs are {', '.join(names) or 'none'})")
+            index = names.index(name)
+            spec = self.inputs[index]
+            pairs = tuple((int(low), int(high)) for low, high in dims)
+            if spec.dims is not None and len(spec.dims) != len(pairs):
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument 'ranges' gives input {name!r} {len(pairs)} dims; it "
+                               f"has {len(spec.dims)}")
+            declared = spec.dims or (None,) * len(pairs)
+            self.inputs[index] = InputSpec(name, spec.dtype, tuple(
+                low if low == high else (old if isinstance(old, str) else None)
+                for (low, high), old in zip(pairs, declared, strict=False)), pairs)
+
+    def light_proto(self) -> Any:
+        """The model as an ONNX ModelProto without its big weights (``weights`` holds them):
+        what a dynamic-shape offline model file stores."""
+        import onnx
+        from onnx import helper
+
+        graph = onnx.GraphProto()
+        graph.name = self.name
+        graph.node.extend(self._root.nodes)
+        graph.initializer.extend(self._root.initializers)
+        for spec in self.inputs:
+            dims = None if spec.dims is None else [d if d is not None else -1
+                                                   for d in spec.dims]
+            graph.input.append(helper.make_tensor_value_info(
+                spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), dims))
+        for name, dtype, dims in self.outputs:
+            graph.output.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(dtype),
+                None if dims is None else [d if d is not None else -1 for d in dims]))
+        model = helper.make_model(graph, opset_imports=self._opsets)
+        model.ir_version = self._ir_version
+        model.functions.extend(self._functions)
+        return model
 
     # -- running ----------------------------------------------------------------------------
     @property
@@ -229,6 +297,13 @@ class StagedModel:
                                f"input {spec.name!r} is missing (the model takes "
                                f"{', '.join(names)})")
             spec.check(*kinds[spec.name])
+        if self.gears is not None and self.gears.index(
+                {name: kind[1] for name, kind in kinds.items()}) is None:
+            given = {name: list(kind[1]) for name, kind in kinds.items()}
+            choices = [{name: list(shape) for name, shape in gear.items()}
+                       for gear in self.gears.shapes]
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"input shapes {given} are not one of the model's gears {choices}")
 
     def root_stage(self, kinds: Mapping[str, tuple[np.dtype, tuple]]) -> Stage:
         """The root stage for the inputs' ``kinds`` (name -> (dtype, shape)), built and
@@ -263,6 +338,8 @@ class StagedModel:
             AclError: ACL_ERROR_INVALID_PARAM for a name that is not an input, or a shape
                 that is not a list of ints >= 0 of the input's rank.
         """
+        from openacl.model.onnx_import import checked_shape
+
         specs = {spec.name: spec for spec in self.inputs}
         for name, dims in shapes.items():
             spec = specs.get(name)
@@ -270,14 +347,7 @@ class StagedModel:
                 raise AclError(ACL_ERROR_INVALID_PARAM,
                                f"argument 'input_shapes' names {name!r}, which is not a graph "
                                f"input (the inputs are {', '.join(specs) or 'none'})")
-            sizes = list(dims)
-            rank = len(spec.dims) if spec.dims is not None else len(sizes)
-            if len(sizes) != rank or not all(
-                    isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
-                    for d in sizes):
-                raise AclError(ACL_ERROR_INVALID_PARAM,
-                               f"argument 'input_shapes' gives input {name!r} the shape "
-                               f"{sizes}; it needs {rank} dims, each an int >= 0")
+            checked_shape(name, dims, None if spec.dims is None else len(spec.dims))
         kinds = {}
         for spec in self.inputs:
             if spec.name in shapes:
@@ -290,13 +360,15 @@ class StagedModel:
                                f"dims {list(spec.dims or [])} are not all fixed")
         for name, (_, shape) in kinds.items():  # a hint widens a fixed dim it contradicts
             spec = specs[name]
-            if spec.dims is not None and any(isinstance(d, int) and d != size
-                                             for d, size in zip(spec.dims, shape)):
+            if spec.ranges is not None:  # built for ranges: a hint must keep inside them
+                spec.check(spec.dtype, shape)
+            elif spec.dims is not None and any(isinstance(d, int) and d != size
+                                               for d, size in zip(spec.dims, shape, strict=False)):
                 index = self.inputs.index(spec)
                 self.inputs[index] = InputSpec(name, spec.dtype, tuple(
                     d if isinstance(d, int) and d == size else (d if isinstance(d, str)
                                                                 else None)
-                    for d, size in zip(spec.dims, shape)))
+                    for d, size in zip(spec.dims, shape, strict=False)))
         return self.root_stage(kinds)
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
@@ -352,7 +424,6 @@ class StagedModel:
                fixed: dict[str, np.ndarray]) -> Stage:
         """The stage that runs first of ``pending`` given the values ``available`` (dtype and
         shape, their contents unknown) and ``fixed`` (contents known: constants here)."""
-        from onnx import numpy_helper
 
         from openacl.model.passes import fold_onnx
 
@@ -361,12 +432,28 @@ class StagedModel:
         types = _inferred_types(folded)
         constants = {t.name: t for t in folded.graph.initializer}
         fixed_names = set(constants) | set(self.weights)
-        plan = _split(folded.graph.node, set(available) | fixed_names, fixed_names, types,
-                      set(self.output_names))
-        # a lowering that refuses an attribute stays an error, never a host fallback that
-        # might ignore it: only op types without any lowering run on the reference evaluator
-        engine, engine_inputs, engine_outputs = self._compile(
-            plan.ready, plan.engine_outputs, available, constants, types)
+        demoted: set[str] = set()
+        while True:
+            plan = _split(folded.graph.node, set(available) | fixed_names, fixed_names, types,
+                          set(self.output_names), demoted)
+            # a lowering that refuses an attribute stays an error, never a host fallback
+            # that might ignore it (only op types without any lowering run on the reference
+            # evaluator); one that needs a computed small int input as a constant (axes,
+            # pads, repeats, k) gets it: the node moves to the next stage, keyed by it
+            try:
+                return self._finish_build(plan, available, fixed, constants, types,
+                                          fixed_names)
+            except AclError as exc:
+                node = next((n for n in plan.ready if n.name == getattr(exc, "node", None)),
+                            None)
+                if node is None or node.name in demoted or not _candidates(
+                        node, fixed_names, types):
+                    raise
+                demoted.add(node.name)
+
+    def _finish_build(self, plan: _Split, available: Mapping[str, Any],
+                      fixed: Mapping[str, Any], constants: Mapping[str, Any],
+                      types: Mapping[str, tuple], fixed_names: set[str]) -> Stage:
         rest_nodes = plan.blocked
         if rest_nodes and not (plan.ready or plan.host or plan.promote):
             node = rest_nodes[0]
@@ -375,10 +462,35 @@ class StagedModel:
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"model {self.name!r}: node {node.name!r} ({node.op_type}) reads "
                            f"{missing}, which nothing computes")
+        unfinished = [name for name in self.output_names if name not in set(available) |
+                      plan.produced | set(fixed) | fixed_names and not any(
+                          name in node.output for node in [*plan.host, *rest_nodes])]
+        if unfinished:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"model {self.name!r}: output(s) {unfinished} are never computed")
+        engine, engine_inputs, engine_outputs = self._compile(
+            plan.ready, plan.engine_outputs, available, constants, types)
+        try:
+            stage = self._assemble(plan, available, fixed, constants, engine, engine_inputs,
+                                   engine_outputs)
+        except BaseException:
+            if engine is not None:
+                engine.close()
+            raise
         self.stages_built += 1
         self.host_ops.update(node.op_type for node in plan.host
                              if node.op_type not in ("Loop", "Scan", "If"))
+        return stage
+
+    def _assemble(self, plan: _Split, available: Mapping[str, Any], fixed: Mapping[str, Any],
+                  constants: Mapping[str, Any], engine: Any, engine_inputs: list[str],
+                  engine_outputs: list[str]) -> Stage:
+        """The stage around its compiled engine: host nodes, what the rest needs."""
+        from onnx import numpy_helper
+
         from openacl.model.host_nodes import host_node
+
+        rest_nodes = plan.blocked
         needed = {name for node in rest_nodes for name in node_reads(node)} | set(
             self.output_names)
         done = set(available) | set(plan.produced) | set(fixed) | {
@@ -386,18 +498,20 @@ class StagedModel:
         host_reads = {name for node in plan.host for name in node_reads(node)}
         stage_constants = {name: numpy_helper.to_array(constants[name]) for name in constants
                            if name in host_reads or name in self.output_names}
-        hosts = [host_node(node, self, stage_constants) for node in plan.host]
+        hosts = []
+        try:
+            for node in plan.host:
+                hosts.append(host_node(node, self, stage_constants))
+        except BaseException:
+            for host in hosts:
+                host.close()
+            raise
         rest = None
         if rest_nodes:
             rest = _Pending(rest_nodes, [constants[name] for name in constants
                                          if name in needed])
         carry = tuple(sorted(name for name in needed if name in done
                              and name not in constants and name not in self.weights))
-        unfinished = [name for name in self.output_names if name not in done
-                      and name not in constants and name not in self.weights]
-        if rest is None and unfinished:
-            raise AclError(ACL_ERROR_INVALID_PARAM,
-                           f"model {self.name!r}: output(s) {unfinished} are never computed")
         return Stage(engine, engine_inputs, engine_outputs, hosts, stage_constants, carry,
                      tuple(sorted(plan.promote)), rest)
 
@@ -498,14 +612,40 @@ def _elem_dtype(value: Any) -> np.dtype:
                        f"not supported") from None
 
 
+def _tensor_dtype(tensor: Any) -> np.dtype:
+    """An initializer's numpy dtype (ACL_ERROR_PARSE_MODEL naming it when it has none)."""
+    from onnx import helper
+
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, TypeError, ValueError):
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"initializer {tensor.name!r} has ONNX data type {tensor.data_type}, "
+                       f"which is not supported") from None
+
+
+def _tensor_array(tensor: Any) -> np.ndarray:
+    """An initializer as numpy (ACL_ERROR_PARSE_MODEL naming it when its data does not
+    match its type and dims)."""
+    from onnx import numpy_helper
+
+    _tensor_dtype(tensor)
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as exc:  # ValueError, TypeError, protobuf errors
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"initializer {tensor.name!r} ({list(tensor.dims)}) does not hold its "
+                       f"data: {exc}") from None
+
+
 def _inferred_types(model: Any) -> dict[str, tuple[np.dtype, tuple]]:
     """Every value whose dtype and concrete shape ONNX shape inference finds."""
-    from onnx import helper, shape_inference
+    from onnx import helper
 
+    from openacl.model.onnx_graph import infer_shapes
     from openacl.model.onnx_import import shape_inference_view
 
-    inferred = shape_inference.infer_shapes(shape_inference_view(model), strict_mode=False,
-                                            data_prop=True)
+    inferred = infer_shapes(shape_inference_view(model))
     types = {}
     for info in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
         tensor_type = info.type.tensor_type
@@ -520,8 +660,7 @@ def _inferred_types(model: Any) -> dict[str, tuple[np.dtype, tuple]]:
             continue
         types[info.name] = (dtype, tuple(int(d.dim_value) for d in dims))
     for tensor in model.graph.initializer:
-        types[tensor.name] = (np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)),
-                              tuple(tensor.dims))
+        types[tensor.name] = (_tensor_dtype(tensor), tuple(tensor.dims))
     return types
 
 
@@ -535,8 +674,16 @@ class _Split:
     blocked: list[Any]  # left for the next stage
 
 
+def _candidates(node: Any, constant: set[str], types: Mapping[str, tuple]) -> list[str]:
+    """The inputs of ``node`` whose values may key a stage: computed, small, integer."""
+    inputs = node.input[:1] if node.op_type == "If" else node.input
+    return [name for name in inputs
+            if name and name not in constant and _promotable(types.get(name))]
+
+
 def _split(nodes: Sequence[Any], known: set[str], constant: set[str],
-           types: Mapping[str, tuple], outputs: set[str]) -> _Split:
+           types: Mapping[str, tuple], outputs: set[str],
+           demoted: set[str] = frozenset()) -> _Split:
     """Cut ``nodes`` into this stage's compiled part, the host nodes and promotions after
     it, and the rest (see the design note)."""
     from openacl.model.lowering import LOWERINGS, register_lowerings
@@ -547,7 +694,8 @@ def _split(nodes: Sequence[Any], known: set[str], constant: set[str],
     for node in nodes:
         outs = [out for out in node.output if out]
         compilable = (node.domain in DEFAULT_DOMAINS and node.op_type in LOWERINGS
-                      and node.op_type not in HOST_OPS and all(out in types for out in outs))
+                      and node.op_type not in HOST_OPS and node.name not in demoted
+                      and all(out in types for out in outs))
         if compilable and all(name in available for name in node_reads(node)):
             ready.append(node)
             available.update(outs)
@@ -560,8 +708,7 @@ def _split(nodes: Sequence[Any], known: set[str], constant: set[str],
         if not all(name in available for name in reads):
             rest.append(node)  # waits for a host node or a later stage
             continue
-        candidates = [name for name in node.input[:1 if node.op_type == "If" else None]
-                      if name and name not in constant and _promotable(types.get(name))]
+        candidates = _candidates(node, constant, types)
         if node.op_type == "If" and candidates:
             promote.update(candidates)
             rest.append(node)

@@ -7,6 +7,9 @@ acl.mdl.load_from_mem(model, model_size)`` (``model`` is an address, e.g. from
 acl.mdl.create_desc()``; ``ret = acl.mdl.get_desc(model_desc, model_id)``; getters that C
 declares returning the value return it alone (``acl.mdl.get_num_inputs(model_desc)``,
 ``acl.mdl.get_input_size_by_index(model_desc, i)``, ``acl.mdl.get_input_name_by_index``,
+``dims_range, ret = acl.mdl.get_input_dims_range(model_desc, i)`` (``{"rangeCount",
+"range"}``); ``dataset, ret = acl.mdl.set_dataset_tensor_desc(dataset, tensor_desc, i)``,
+``tensor_desc = acl.mdl.get_dataset_tensor_desc(dataset, i)`` (dynamic-shape models);
 ``get_input_data_type``, ``get_input_format``); ``dims, ret = acl.mdl.get_input_dims(
 model_desc, i)`` with ``dims = {"name": ..., "dimCount": ..., "dims": [...]}`` (also
 ``get_output_dims``, ``get_cur_output_dims``); ``index, ret =
@@ -49,6 +52,34 @@ def _get_cur_output_dims(model_desc: int, index: int) -> dict[str, Any]:
     return _dims(_mdl.get_cur_output_dims(model_desc, index))
 
 
+def _get_input_dims_v2(model_desc: int, index: int) -> dict[str, Any]:
+    """aclmdlGetInputDimsV2: ``{"name", "dimCount", "dims"}`` of input ``index``."""
+    return _dims(_mdl.get_input_dims_v2(model_desc, index))
+
+
+def _get_input_dims_range(model_desc: int, index: int) -> dict[str, Any]:
+    """aclmdlGetInputDimsRange: ``{"rangeCount", "range": [[low, high], ...]}``."""
+    found = _mdl.get_input_dims_range(model_desc, index)
+    return {"rangeCount": found.range_count, "range": [list(pair) for pair in found.range]}
+
+
+def _get_input_dynamic_dims(model_desc: int, index: int, gear_count: int) -> list:
+    """aclmdlGetInputDynamicDims: one ``{"name", "dimCount", "dims"}`` per gear."""
+    return [_dims(dims) for dims in _mdl.get_input_dynamic_dims(model_desc, index, gear_count)]
+
+
+def _set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: Any) -> None:
+    """aclmdlSetInputDynamicDims: ``dims`` as pyACL passes it, ``{"dimCount", "dims"}``."""
+    values = dims.get("dims", []) if isinstance(dims, dict) else dims
+    _mdl.set_input_dynamic_dims(model_id, dataset, index, values)
+
+
+def _get_dynamic_hw(model_desc: int, index: int) -> dict[str, Any]:
+    """aclmdlGetDynamicHW: ``{"hwCount", "hw": [[height, width], ...]}``."""
+    sizes = _mdl.get_dynamic_hw(model_desc, index)
+    return {"hwCount": len(sizes), "hw": [list(size) for size in sizes]}
+
+
 _NO_DIMS = ({"name": "", "dimCount": 0, "dims": []},)
 
 
@@ -71,11 +102,20 @@ _TABLE = [
     ("get_input_size_by_index", _mdl.get_input_size_by_index, VALUE(0)),
     ("get_output_size_by_index", _mdl.get_output_size_by_index, VALUE(0)),
     ("get_input_dims", _get_input_dims, outputs("dims", failure=_NO_DIMS)),
+    ("get_input_dims_v2", _get_input_dims_v2, outputs("dims", failure=_NO_DIMS)),
+    ("get_input_dims_range", _get_input_dims_range,
+     outputs("dims_range", failure=({"rangeCount": 0, "range": []},))),
     ("get_output_dims", _get_output_dims, outputs("dims", failure=_NO_DIMS)),
     ("get_cur_output_dims", _get_cur_output_dims, outputs("dims", failure=_NO_DIMS)),
     ("get_dynamic_batch", _get_dynamic_batch,
      outputs("batch", failure=({"batchCount": 0, "batch": []},))),
     ("set_dynamic_batch_size", _mdl.set_dynamic_batch_size, RET),
+    ("get_input_dynamic_gear_count", _mdl.get_input_dynamic_gear_count,
+     outputs("gear_count")),
+    ("get_input_dynamic_dims", _get_input_dynamic_dims, outputs("dims_out", failure=([],))),
+    ("set_input_dynamic_dims", _set_input_dynamic_dims, RET),
+    ("get_dynamic_hw", _get_dynamic_hw, outputs("hw", failure=({"hwCount": 0, "hw": []},))),
+    ("set_dynamic_hw_size", _mdl.set_dynamic_hw_size, RET),
     ("get_input_name_by_index", _mdl.get_input_name_by_index, VALUE("")),
     ("get_output_name_by_index", _mdl.get_output_name_by_index, VALUE("")),
     ("get_input_data_type", _mdl.get_input_data_type, VALUE(ACL_DT_UNDEFINED)),
@@ -90,6 +130,8 @@ _TABLE = [
     ("add_dataset_buffer", _mdl.add_dataset_buffer, outputs("dataset")),
     ("get_dataset_buffer", _mdl.get_dataset_buffer, VALUE(0)),
     ("get_dataset_num_buffers", _mdl.get_dataset_num_buffers, VALUE(0)),
+    ("set_dataset_tensor_desc", _mdl.set_dataset_tensor_desc, outputs("dataset")),
+    ("get_dataset_tensor_desc", _mdl.get_dataset_tensor_desc, VALUE(0)),
     # execution
     ("execute", _mdl.execute, RET),
     ("execute_async", _mdl.execute_async, RET),
