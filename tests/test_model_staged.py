@@ -292,3 +292,58 @@ def test_a_lowering_that_needs_a_constant_input_gets_the_computed_value():
     for axis, pads in ((0, [0, 1, 1, 0]), (1, [1, 0, 0, 2])):
         _check(model, {"x": x, "axis": np.array(axis, np.int64),
                        "pads": np.array(pads, np.int64)}, staged)
+
+
+def test_converter_report_says_an_opset_was_upgraded(tmp_path):
+    from openacl.model.converter import convert_onnx, format_report
+
+    model = _model([h.make_node("Relu", ["x"], ["y"])],
+                   [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                   [h.make_tensor_value_info("y", T.FLOAT, None)], opset=9)
+    onnx.save(model, tmp_path / "old.onnx")
+    report = convert_onnx(tmp_path / "old.onnx", tmp_path / "old.om")
+    assert (report.source_opset, report.opset) == (9, 11)
+    assert "ONNX opset 9 upgraded to 11 by onnx.version_converter" in format_report(report)
+
+
+def test_a_run_time_shape_beyond_the_memory_limit_is_a_clean_error():
+    openacl.finalize()  # the fixture's runtime, replaced by one with a small limit
+    openacl.init({"memory_limit": 4 << 20})
+    openacl.rt.set_device(0)
+    staged = StagedModel(_mlp())
+    staged.run({"x": np.ones((2, 8), np.float32)})
+    with pytest.raises(AclError) as info:  # 2M rows: an arena of 192 MB > 4 MiB
+        staged.run({"x": np.ones((1 << 21, 8), np.float32)})
+    assert info.value.code == 207001, info.value  # ACL_ERROR_RT_MEMORY_ALLOCATION
+    staged.run({"x": np.ones((3, 8), np.float32)})  # the model still runs
+    staged.close()
+
+
+def test_weight_only_subgraphs_fold_once_and_are_shared_by_every_specialisation():
+    weight = (RNG.standard_normal((16, 300)) * 0.1).astype(np.float32)  # big: a shared weight
+    model = _model([h.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+                    h.make_node("MatMul", ["x", "wt"], ["y"])],
+                   [h.make_tensor_value_info("x", T.FLOAT, ["n", 300])],
+                   [h.make_tensor_value_info("y", T.FLOAT, ["n", 16])],
+                   [numpy_helper.from_array(weight, "w")])
+    staged = StagedModel(model)
+    assert list(staged.weights) == ["wt"]  # folded at load; the original is gone
+    folded = staged.weights["wt"]
+    for rows in (1, 3):
+        _check(model, {"x": RNG.standard_normal((rows, 300)).astype(np.float32)}, staged)
+    from openacl.runtime import core
+
+    if core.current().backend.name == "cpu":  # a device backend copies weights to the device
+        for stage in staged._cache.values():
+            arrays = stage.engine.lowered.graph.initializers.values()
+            assert any(a is folded or a.base is folded for a in arrays)
+
+
+def test_the_callers_model_is_never_changed():
+    model = _model([h.make_node("Constant", [], ["two"], value_float=2.0),
+                    h.make_node("Mul", ["x", "two"], ["y"])],
+                   [h.make_tensor_value_info("x", T.FLOAT, ["n"])],
+                   [h.make_tensor_value_info("y", T.FLOAT, None)])
+    before = model.SerializeToString()
+    _check(model, {"x": np.arange(3, dtype=np.float32)})
+    assert model.SerializeToString() == before

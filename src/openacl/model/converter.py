@@ -29,7 +29,7 @@ from openacl.errors import (
 )
 from openacl.model import om, onnx_import
 from openacl.model.lowering import lower
-from openacl.model.onnx_graph import upgrade_opset
+from openacl.model.onnx_graph import default_opset, upgrade_opset
 from openacl.model.onnx_import import import_onnx
 from openacl.model.passes import fold_onnx, optimize
 from openacl.model.plan import plan_memory
@@ -58,6 +58,8 @@ class ConversionReport:
     shape_ranges: dict[str, str] = field(default_factory=dict)  # a dynamic-shape model's
     small_constants: int = 0  # elements of the small constants kept in its graph
     gears: list[list[int]] = field(default_factory=list)  # --dynamic-dims/-image-size values
+    source_opset: int = 0  # the model's default-domain opset as written
+    opset: int = 0  # the opset it was converted at (older ones are upgraded to 11)
 
 
 def _counts(names: Any) -> dict[str, int]:
@@ -196,7 +198,8 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
         weights_bytes=sum(graph.initializers[name].nbytes for name in used),
         weights_count=len(used), arena_bytes=plan.arena_bytes, naive_bytes=plan.naive_bytes,
         file_bytes=file_bytes, input_shapes=shapes, seconds=time.perf_counter() - started,
-        dynamic_batch=batches, precision=precision)
+        dynamic_batch=batches, precision=precision,
+        source_opset=default_opset(proto), opset=graph.opset)
 
 
 Dim = Any  # an int (-1: any size), or a (low, high) range with high -1 for no limit
@@ -358,6 +361,7 @@ def _convert_staged(proto: Any, source: str, output: str,
         weights_count=len(model.weights), file_bytes=file_bytes,
         input_shapes={name: [] for name in ranges}, seconds=time.perf_counter() - started,
         precision=precision, shape_ranges=shown, small_constants=small,
+        source_opset=model.source_opset, opset=default_opset(model.light_proto()),
         gears=[] if gears is None else [list(gears.values(shape)) for shape in gears.shapes])
 
 
@@ -375,6 +379,14 @@ def _ops_line(counts: dict[str, int]) -> str:
     return ", ".join(f"{name} {count}" for name, count in counts.items()) or "none"
 
 
+def _opset_line(report: ConversionReport) -> list[str]:
+    """The report's line on an upgraded opset (none when the model's was kept)."""
+    if report.source_opset and report.opset and report.source_opset != report.opset:
+        return [f"  ONNX opset {report.source_opset} upgraded to {report.opset} by "
+                f"onnx.version_converter"]
+    return []
+
+
 def format_report(report: ConversionReport) -> str:
     """The converter's report, as ``openacl convert`` prints it."""
     if report.shape_ranges:
@@ -385,6 +397,7 @@ def format_report(report: ConversionReport) -> str:
             *([f"  gears (values of the -1 dims): {report.gears}"] if report.gears else []),
             "  dynamic shapes: the model is kept as a graph and specialised at run time, once "
             "per input shape (format 2.x)",
+            *_opset_line(report),
             f"  ONNX nodes: {sum(report.onnx_ops.values())} ({_ops_line(report.onnx_ops)})",
             f"  weights: {_mb(report.weights_bytes)} in {report.weights_count} tensor(s)",
             f"  file: {_mb(report.file_bytes)}",
@@ -396,6 +409,7 @@ def format_report(report: ConversionReport) -> str:
         f"  input shapes: {shapes or 'none'}   precision: {report.precision}",
         *([f"  dynamic batch: {report.dynamic_batch} (one gear each; the shapes and memory "
            f"below are the largest's)"] if report.dynamic_batch else []),
+        *_opset_line(report),
         f"  ONNX nodes: {sum(report.onnx_ops.values())} ({_ops_line(report.onnx_ops)})",
         f"  aclnn steps: {sum(report.aclnn_ops.values())} ({_ops_line(report.aclnn_ops)})",
         f"  weights: {_mb(report.weights_bytes)} in {report.weights_count} tensor(s)",

@@ -18,6 +18,7 @@ __all__ = [
     "check_nodes",
     "constants_to_initializers",
     "default_opset",
+    "default_opset_of",
     "free_names",
     "infer_shapes",
     "inline_branch",
@@ -33,7 +34,12 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 
 def default_opset(proto: Any) -> int:
     """The model's default-domain (ai.onnx) opset version, 0 when it declares none."""
-    return next((o.version for o in proto.opset_import if o.domain in DEFAULT_DOMAINS), 0)
+    return default_opset_of(proto.opset_import)
+
+
+def default_opset_of(opsets: Any) -> int:
+    """The default-domain version among OperatorSetIdProtos (0 when none is)."""
+    return next((o.version for o in opsets if o.domain in DEFAULT_DOMAINS), 0)
 
 
 def subgraphs(node: Any) -> Iterator[Any]:

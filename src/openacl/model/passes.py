@@ -154,6 +154,51 @@ def evaluate_with_reference(graph: Graph, node: Node) -> list[np.ndarray] | None
 
 
 REFERENCE_DEFAULT_OPSET = 17  # a graph of no recorded opset is folded at this one
+RANDOM_OPS = frozenset({"RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"})
+
+
+def fold_constant_nodes(nodes: list[Any], constants: dict[str, np.ndarray], opset: int,
+                        skip: frozenset[str] = frozenset()) -> tuple[list[Any], list[str]]:
+    """Fold, once, the ONNX nodes (NodeProtos, in order) whose inputs are all ``constants``:
+    what no input shape can change (a weight's Transpose, Cast, Reshape...), evaluated by
+    the numpy folders or ONNX's reference evaluator, the results added to ``constants``.
+    Returns the nodes left and the names folded. Ops in ``skip``, random ops, nodes with no
+    input or a subgraph, and results bigger than ``FOLD_GROWTH_BYTES`` and their inputs stay.
+    """
+    from openacl.model.onnx_graph import DEFAULT_DOMAINS, subgraphs
+    from openacl.model.onnx_import import _attribute
+
+    view = Graph("fold", [], [], {}, [], constants, opset)
+    kept, folded = [], []
+    for proto_node in nodes:
+        inputs = [name for name in proto_node.input if name]
+        outputs = list(proto_node.output)
+        if (proto_node.domain not in DEFAULT_DOMAINS or proto_node.op_type in skip
+                or proto_node.op_type in RANDOM_OPS or not inputs or not all(outputs)
+                or any(True for _ in subgraphs(proto_node))
+                or not all(name in constants for name in inputs)):
+            kept.append(proto_node)
+            continue
+        node = Node(proto_node.op_type, proto_node.name, list(proto_node.input), outputs,
+                    {a.name: _attribute(a) for a in proto_node.attribute})
+        folder = _FOLDERS.get(node.op_type)
+        try:
+            results = folder(node, [constants[name] if name else None for name in node.inputs],
+                             lambda name: constants[name].shape) if folder is not None \
+                else evaluate_with_reference(view, node)
+        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError, AttributeError):
+            results = None
+        arrays = [np.array(r, order="C") for r in results] if results is not None and all(
+            r is not None for r in results) else None
+        in_bytes = sum(constants[name].nbytes for name in inputs)
+        if arrays is None or len(arrays) != len(outputs) or \
+                sum(a.nbytes for a in arrays) > max(FOLD_GROWTH_BYTES, in_bytes):
+            kept.append(proto_node)
+            continue
+        for name, array in zip(outputs, arrays, strict=True):
+            constants[name] = array
+            folded.append(name)
+    return kept, folded
 
 
 def _same_interface_opset(node: Node, opset: int) -> int | None:

@@ -54,6 +54,7 @@ from openacl.model.onnx_graph import (
     check_nodes,
     constants_to_initializers,
     default_opset,
+    default_opset_of,
     name_nodes,
     node_reads,
     upgrade_opset,
@@ -190,26 +191,44 @@ class StagedModel:
                            f">= 1")
         self.cache_size = cache_size
         self.precision = check_precision(precision)
+        import onnx
+
         proto = _load(source)
+        owned = proto is not source  # read here: its weights may be freed as they convert
         proto, self.source_opset = upgrade_opset(proto)
+        owned = owned or proto is not source
         check_model_types(proto)
-        graph = proto.graph
+        # the graph without its initializers, copied: the caller's proto is never changed,
+        # and nothing here keeps the original (and its weights' bytes) alive
+        graph = onnx.GraphProto()
+        graph.name = proto.graph.name
+        graph.node.extend(proto.graph.node)
+        graph.input.extend(proto.graph.input)
+        graph.output.extend(proto.graph.output)
         name_nodes(graph)
         check_nodes(graph, default_opset(proto))
         constants_to_initializers(graph)
         self.name = graph.name or "model"
-        self._opsets = list(proto.opset_import)
+        self._opsets = _copies(proto.opset_import, onnx.OperatorSetIdProto)
         self._ir_version = proto.ir_version
-        self._functions = list(proto.functions)
+        self._functions = _copies(proto.functions, onnx.FunctionProto)
         self.weights: dict[str, np.ndarray] = dict(weights or {})  # an outer graph's, shared
-        small = []
-        for tensor in graph.initializer:
+        kept = onnx.GraphProto()  # the small constants, copied out of the model
+        names = set()
+        for tensor in [*proto.graph.initializer, *graph.initializer]:
             array = _tensor_array(tensor)  # a malformed constant is refused here, by name
+            names.add(tensor.name)
             if math.prod(tensor.dims) > LIGHT_ELEMENTS:
                 self.weights[tensor.name] = array
+                if owned:
+                    tensor.ClearField("raw_data")  # converted: free the bytes now
             else:
-                small.append(tensor)
-        known = {t.name for t in graph.initializer} | set(self.weights)
+                kept.initializer.append(tensor)
+        del proto
+        self._fold_weights(graph, kept)
+        small = list(kept.initializer)
+        names = {t.name for t in kept.initializer}
+        known = names | set(self.weights)
         self.inputs = [InputSpec(v.name, _elem_dtype(v), declared_dims(v))
                        for v in graph.input if v.name not in known]
         self._apply_ranges(dict(ranges or {}))
@@ -222,6 +241,38 @@ class StagedModel:
         self._lock = threading.RLock()
         self.stages_built = 0  # every stage compiled so far (a first run's cost, for tests)
         self.host_ops: set[str] = set()  # op types the reference evaluator has run here
+
+    def _fold_weights(self, graph: Any, kept: Any) -> None:
+        """Fold what only the constants decide (a weight's Transpose or Cast) once, here, so
+        no specialisation folds it again or keeps a second copy; then drop the constants no
+        node or output reads any more. The DequantizeLinear of a weight stays: the QDQ
+        fusions rewrite it into an integer product (``fusions.py``)."""
+        from onnx import numpy_helper
+
+        from openacl.model.passes import fold_constant_nodes
+
+        small = {t.name: numpy_helper.to_array(t) for t in kept.initializer}
+        constants = {**small, **self.weights}
+        nodes, folded = fold_constant_nodes(
+            list(graph.node), constants, default_opset_of(self._opsets),
+            skip=frozenset({"DequantizeLinear", "QuantizeLinear"}))
+        if not folded:
+            return
+        del graph.node[:]
+        graph.node.extend(nodes)
+        read = {name for node in graph.node for name in node_reads(node)} | {
+            v.name for v in graph.output}
+        for name in folded:
+            array = constants[name]
+            if array.size > LIGHT_ELEMENTS:
+                self.weights[name] = array
+            else:
+                kept.initializer.append(numpy_helper.from_array(array, name))
+        for name in [name for name in self.weights if name not in read]:
+            del self.weights[name]
+        unread = [t for t in kept.initializer if t.name not in read]
+        for tensor in unread:
+            kept.initializer.remove(tensor)
 
     def _apply_ranges(self, ranges: dict[str, Sequence[tuple[int, int]]]) -> None:
         """Give the inputs ``ranges`` name: the dims become the ranges' (fixed where low ==
@@ -589,6 +640,17 @@ class StagedModel:
         ir_graph = import_onnx(model, None, weights)
         lowered = lower(apply_precision(optimize(ir_graph), self.precision))
         return Engine(lowered, plan_memory(lowered)), inputs, outputs
+
+
+def _copies(messages: Any, kind: type) -> list[Any]:
+    """Standalone copies of protobuf sub-messages: a reference into a message keeps all of
+    it alive (a model's weights with it)."""
+    copies = []
+    for message in messages:
+        copy = kind()
+        copy.CopyFrom(message)
+        copies.append(copy)
+    return copies
 
 
 def _insert(cache: OrderedDict, key: tuple, stage: Stage, limit: int) -> None:
