@@ -80,15 +80,6 @@ def _input(node: Node, position: int) -> str:
     return node.inputs[position] if len(node.inputs) > position else ""
 
 
-def _view(b: Builder, name: str, shape: tuple[int, ...]) -> str:
-    value = b.value(name)
-    if value.shape == tuple(shape):
-        return name
-    viewed = b.temp(shape, value.dtype)
-    b.view(viewed, name)
-    return viewed
-
-
 def _out_as(b: Builder, out: str, shape: tuple[int, ...]) -> str:
     """A temporary of ``shape`` that ``out`` views (writing it writes ``out``)."""
     if b.value(out).shape == tuple(shape):
@@ -119,7 +110,7 @@ def _decoded(b: Builder, name: str) -> str:
     real = b.temp((count,), FLOAT32)
     b.call("IndexSelect", self=Ref(b.constant(table, "decode")), dim=0, index=Ref(index),
            out=Ref(real))
-    return _view(b, real, value.shape)
+    return b.reshaped(real, value.shape)
 
 
 def _encode_float(b: Builder, real: str, out: str, saturate: bool) -> None:
@@ -176,7 +167,7 @@ def _encode_float(b: Builder, real: str, out: str, saturate: bool) -> None:
 def _half_bits(b: Builder, real: str, count: int) -> str:
     """The float16 bit patterns of ``real`` (float32) as int32, flattened."""
     half = b.temp((count,), np.float16)
-    b.call("Cast", self=Ref(_view(b, real, (count,))), dtype=np.dtype(np.float16),
+    b.call("Cast", self=Ref(b.reshaped(real, (count,))), dtype=np.dtype(np.float16),
            out=Ref(half))
     bits = b.temp((count,), np.uint16)
     b.view(bits, half)
@@ -230,16 +221,16 @@ def _param(node: Node, b: Builder, name: str, x_shape: tuple[int, ...], dtype: n
     source = _decoded(b, name) if b.value(name).dtype in STORAGE else name
     converted = _cast_to(b, source, dtype)
     if kind == "tensor":
-        return _view(b, converted, ())
+        return b.reshaped(converted, ())
     if kind == "axis":
-        return _view(b, converted, along)
+        return b.reshaped(converted, along)
     shape = b.value(converted).shape
     split = (*shape[:axis + 1], 1, *shape[axis + 1:])
     wide = (*shape[:axis + 1], block, *shape[axis + 1:])
     spread = b.temp(wide, dtype)
-    b.call("Expand", self=Ref(_view(b, converted, split)), size=wide, out=Ref(spread))
+    b.call("Expand", self=Ref(b.reshaped(converted, split)), size=wide, out=Ref(spread))
     full = (*shape[:axis], shape[axis] * block, *shape[axis + 1:])
-    spread = _view(b, spread, full)
+    spread = b.reshaped(spread, full)
     if full[axis] == x_shape[axis]:
         return spread
     trimmed = b.temp(x_shape, dtype)
@@ -322,8 +313,8 @@ def quantize_linear(node: Node, b: Builder) -> None:
         return
     if kind != "block" and precision == FLOAT32 and target not in INT_FORMATS:
         # aclnnQuantize: x / scales rounded half to even (float32), per tensor or axis
-        flat_x = _view(b, _cast_to(b, x, FLOAT32), x_shape or (1,))
-        scales = _view(b, _param(node, b, scale, x_shape, FLOAT32, "scale"),
+        flat_x = b.reshaped(_cast_to(b, x, FLOAT32), x_shape or (1,))
+        scales = b.reshaped(_param(node, b, scale, x_shape, FLOAT32, "scale"),
                        (x_shape[axis] if kind == "axis" else 1,))
         direct = zero and target in (np.dtype(np.int8), np.dtype(np.uint8))
         result = _out_as(b, out, x_shape or (1,)) if direct else b.temp(x_shape or (1,), INT32)
@@ -332,7 +323,7 @@ def quantize_linear(node: Node, b: Builder) -> None:
                out=Ref(result))
         if direct:
             return
-        rounded = _view(b, result, x_shape)
+        rounded = b.reshaped(result, x_shape)
     else:
         quotient = b.temp(x_shape, precision)
         b.call("Div", self=Ref(_cast_to(b, x, precision)),
@@ -409,7 +400,7 @@ def dynamic_quantize_linear(node: Node, b: Builder) -> None:
         raise unsupported(node, f"a {value.dtype} input (float32 only)")
     dims = tuple(range(len(value.shape)))
     high, low = b.temp((), FLOAT32), b.temp((), FLOAT32)
-    source = x if value.shape else _view(b, x, (1,))
+    source = x if value.shape else b.reshaped(x, (1,))
     b.call("Amax", self=Ref(source), dim=dims or (0,), keepDim=False, out=Ref(high))
     b.call("Amin", self=Ref(source), dim=dims or (0,), keepDim=False, out=Ref(low))
     b.call("ClampMin", self=Ref(high), clipValueMin=Scalar(0.0, "float32"), out=Ref(high))
@@ -477,7 +468,7 @@ def _shifted(b: Builder, name: str, zero_point: str, dtype: np.dtype,
         offsets = _converted(b, zero_point, dtype)
         if along is not None and len(b.value(offsets).shape) == 1 and \
                 b.value(offsets).shape[0] > 1:
-            offsets = _view(b, offsets, along)
+            offsets = b.reshaped(offsets, along)
         b.call("InplaceSub", selfRef=Ref(real), other=Ref(offsets), alpha=None)
     return real
 
@@ -618,7 +609,7 @@ def _multiplier(node: Node, b: Builder, scales: list[tuple[str, tuple[int, ...] 
             shape = ()
         elif along is not None and len(shape) == 1:
             shape = along
-        names.append(_view(b, converted, shape))
+        names.append(b.reshaped(converted, shape))
     product = b.binary("Mul", names[0], names[1], FLOAT32)
     return b.binary("Div", product, names[2], FLOAT32) if len(names) > 2 else product
 
@@ -638,7 +629,7 @@ def _requantize(node: Node, b: Builder, accumulated: str, multiplier: str, zero_
         if size != 1:
             raise unsupported(node, f"a {list(b.value(zero_point).shape)} output zero point "
                                     f"(per tensor only)")
-        points = _view(b, _converted(b, zero_point, INT64), ())
+        points = b.reshaped(_converted(b, zero_point, INT64), ())
     _saturate_into(b, rounded, points, qrange, out)
 
 
