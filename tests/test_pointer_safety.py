@@ -239,3 +239,24 @@ def test_write_into_read_only_mapping_is_an_error_not_a_segfault(tmp_path):
                           capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0, f"crashed with {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.split() == ["memcpy", "100000", "memset", "100000"]
+
+
+def test_two_arrays_over_one_buffer_each_keep_it_addressable(runtime):
+    """np.frombuffer of one bytes object twice: the first array's death must not retire the
+    memory the second still uses; the region goes when both have."""
+    import gc
+
+    from openacl.runtime import core, memory
+
+    data = bytes(range(64))
+    first, second = np.frombuffer(data, np.uint8), np.frombuffer(data, np.uint8)
+    view = second[8:]  # a view of the second: the same owner, not a third holder
+    pointer = memory.register_buffer(first)
+    assert memory.register_buffer(second) == pointer
+    memory.register_buffer(view)
+    del first
+    gc.collect()
+    assert memory.read_bytes(pointer, 64, "ptr") == data
+    del second, view
+    gc.collect()
+    assert core.current().pointers.lookup(pointer, 64) is None

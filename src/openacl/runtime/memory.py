@@ -197,6 +197,28 @@ def _byte_bounds(array: np.ndarray) -> tuple[int, int]:
     return byte_bounds(array)
 
 
+def _array_owner(array: np.ndarray) -> np.ndarray:
+    """The array that owns ``array``'s memory among numpy arrays (its last ndarray base)."""
+    owner = array
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    return owner
+
+
+def _share_region(runtime: Any, region: Region, owner: np.ndarray) -> None:
+    """Make the registered ``region`` live as long as ``owner`` too (when it is not the
+    array that registered it): two arrays over one buffer object (np.frombuffer of the same
+    bytes) each keep the memory addressable; the pointer table's design note has the
+    counting."""
+    held = region.owner() if isinstance(region.owner, weakref.ref) else None
+    if held is None and not isinstance(region.owner, weakref.ref):
+        return  # held strongly (bytes, bytearray) until unregister_buffer
+    if held is owner:
+        return
+    if runtime.pointers.share(region):
+        weakref.finalize(owner, runtime.pointers.retire, region)
+
+
 def register_buffer(obj: Any) -> int:
     """Make a Python buffer addressable by the runtime; returns its data address.
 
@@ -208,8 +230,12 @@ def register_buffer(obj: Any) -> int:
     if isinstance(obj, np.ndarray):
         address = obj.__array_interface__["data"][0]
         view_low, view_high = _byte_bounds(obj)
-        if view_high > view_low and runtime.pointers.lookup(view_low, view_high - view_low):
-            return address  # already addressable (a view of runtime memory, or registered)
+        found = runtime.pointers.lookup(view_low, view_high - view_low) \
+            if view_high > view_low else None
+        if found is not None:  # already addressable (a view of runtime memory, or registered)
+            if found.kind is MemoryKind.REGISTERED:
+                _share_region(runtime, found, _array_owner(obj))  # another owner, maybe
+            return address
         owner = obj
         while isinstance(owner.base, np.ndarray):
             if runtime.backend.owns(owner.base):
@@ -224,8 +250,11 @@ def register_buffer(obj: Any) -> int:
                                        .from_address(low))
         region = Region(low, high - low, MemoryKind.REGISTERED, buffer,
                         owner=weakref.ref(owner), writable=bool(owner.flags.writeable))
-        if runtime.pointers.add(region) is region:
+        added = runtime.pointers.add(region)
+        if added is region:
             weakref.finalize(owner, runtime.pointers.retire, region)
+        else:  # inside a region another array registered: this one holds it too
+            _share_region(runtime, added, owner)
         return address
     try:
         view = memoryview(obj)

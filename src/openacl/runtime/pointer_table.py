@@ -17,6 +17,9 @@ Design note (invariants)
   A registered buffer that dies is *retired* from a weakref finalizer, which may run inside
   any allocation, even on a thread holding the lock: retiring only appends to a queue, and
   every table operation drains that queue under the lock before it looks anything up.
+* A registered region may be shared by several owners (two arrays over one ``bytes``
+  object): each is counted (``holders``, changed only under the lock, by ``share`` and the
+  drain), and the region is dropped when the last one has been retired.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class Region:
     owner: Any = None  # keeps registered Python objects (and their exports) alive
     writable: bool = True
     live: bool = True  # False once removed from the table (freed, retired, unregistered)
+    holders: int = 1  # registered buffers: owners whose retirement drops it at zero
 
     @property
     def end(self) -> int:
@@ -99,10 +103,21 @@ class PointerTable:
         """Drop ``region`` at the next table operation (safe from finalizers)."""
         self._retired.append(region)
 
+    def share(self, region: Region) -> bool:
+        """Count one more owner of registered ``region`` (whose finalizer will ``retire``
+        it once); False when the region is already gone."""
+        with self._lock:
+            self._drain_retired()
+            if self._regions.get(region.start) is not region:
+                return False
+            region.holders += 1
+            return True
+
     def _drain_retired(self) -> None:
         while self._retired:
             region = self._retired.popleft()
-            if self._regions.get(region.start) is region:
+            region.holders -= 1
+            if region.holders <= 0 and self._regions.get(region.start) is region:
                 self._drop(region)
 
     def add(self, region: Region) -> Region:
