@@ -329,3 +329,46 @@ def test_dynamic_image_size_gears(tmp_path):
         with pytest.raises(AclError) as info:
             convert_onnx(source, tmp_path / "bad.om", {"x": (1, 3, -1, -1)}, **bad)
         assert info.value.code == ACL_ERROR_INVALID_PARAM, bad
+
+
+def test_dynamic_shape_calls_name_what_is_wrong(ranged_om):
+    from openacl import mdl
+    from openacl.compat import acl
+    from openacl.errors import ACL_ERROR_MODEL_OUTPUT_NOT_MATCH
+    from openacl.tensor import create_data_buffer, create_tensor_desc
+
+    model = mdl.load_from_file(str(ranged_om))
+    desc = mdl.create_desc()
+    mdl.get_desc(desc, model)
+    assert mdl.get_input_dims_range(desc, 0).range == ((1, 8), (1, -1), (16, 16))
+    assert mdl.get_input_dims_v2(desc, 0).dims == (-1, -1, 16)
+    assert mdl.get_input_dynamic_gear_count(desc, -1) == 0 and mdl.get_dynamic_hw(desc) == []
+    for call in (lambda: mdl.get_input_dims_range(desc, 5),
+                 lambda: mdl.get_input_dynamic_dims(desc, -1, 2)):
+        with pytest.raises(AclError) as info:
+            call()
+        assert info.value.code == ACL_ERROR_INVALID_PARAM
+    inputs, outputs = mdl.create_dataset(), mdl.create_dataset()
+    assert mdl.get_dataset_tensor_desc(outputs, 0) == 0  # nothing set yet: CANN's null
+    for bad in ((123456, 0), (create_tensor_desc(0, [1, 2, 16], 2), -1)):
+        with pytest.raises(AclError) as info:
+            mdl.set_dataset_tensor_desc(inputs, *bad)
+        assert info.value.code == ACL_ERROR_INVALID_PARAM
+    with pytest.raises(AclError) as info:
+        mdl.get_dataset_tensor_desc(outputs, -3)
+    assert info.value.code == ACL_ERROR_INVALID_PARAM
+    assert acl.mdl.set_dataset_tensor_desc(inputs, 123456, 0)[1] == ACL_ERROR_INVALID_PARAM
+    assert acl.mdl.get_input_dims_range(desc, 9) == (
+        {"rangeCount": 0, "range": []}, ACL_ERROR_INVALID_PARAM)
+    # an output buffer too small for the real output: the run fails, naming the output
+    x_dev, y_dev = openacl.rt.malloc(2 * 3 * 16 * 4), openacl.rt.malloc(4)
+    mdl.add_dataset_buffer(inputs, create_data_buffer(x_dev, 2 * 3 * 16 * 4))
+    mdl.add_dataset_buffer(outputs, create_data_buffer(y_dev, 4))
+    mdl.set_dataset_tensor_desc(inputs, create_tensor_desc(0, [2, 3, 16], 2), 0)
+    with pytest.raises(AclError) as info:
+        mdl.execute(model, inputs, outputs)
+    assert info.value.code == ACL_ERROR_MODEL_OUTPUT_NOT_MATCH and "'y'" in info.value.message
+    mdl.unload(model)
+    openacl.rt.free(x_dev)
+    openacl.rt.free(y_dev)
+    mdl.destroy_desc(desc)

@@ -2,8 +2,8 @@
 
 ``contrib_node(node, model, constants)`` returns the host runner of a contrib node this
 module implements, or None (``host_nodes.host_node`` then falls back to onnx's reference
-evaluator, which knows none of them). A runner is a ``host_nodes._HostNode``: ``run(env,
-weights)`` returns the node's outputs by name, a failure is an AclError naming the node.
+evaluator, which knows none of them). A runner is a ``host_nodes._HostNode``: ``run(env)``
+returns the node's outputs by name, a failure is an AclError naming the node.
 
 Design note (invariants)
 ------------------------
@@ -464,8 +464,7 @@ class DynamicQuantizeLSTMNode(_HostNode):
         self._prepared[name] = (weight, scale, zero, prepared)
         return prepared
 
-    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
-            ) -> dict[str, np.ndarray]:
+    def run(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         dirs, hidden = self.dirs, self.hidden
         x = self._input("X", env)
         if x.dtype != F32 or x.ndim != 3:

@@ -73,8 +73,7 @@ class ReferenceNode(_HostNode):
         super().__init__(node, model, constants)
         self._evaluators: dict[tuple, Any] = {}  # by input dtypes
 
-    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
-            ) -> dict[str, np.ndarray]:
+    def run(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [name for name in self.node.input if name]
         arrays = [self.value(name, env) for name in names]
         key = tuple(array.dtype.str for array in arrays)
@@ -195,8 +194,7 @@ class LoopNode(_HostNode):
         super().__init__(node, model, constants)
         self.body = _BodyModel(self, _attr(node, "body", None), "body")
 
-    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
-            ) -> dict[str, np.ndarray]:
+    def run(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         inputs = list(self.node.input) + [""] * max(0, 2 - len(self.node.input))
         trip = None
         if inputs[0]:
@@ -256,8 +254,7 @@ class ScanNode(_HostNode):
         self.body = _BodyModel(self, _attr(node, "body", None), "body")
         self.scan_count = int(_attr(node, "num_scan_inputs", 0))
 
-    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
-            ) -> dict[str, np.ndarray]:
+    def run(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         node = self.node
         inputs = [np.asarray(self.value(name, env)) for name in node.input]
         states_count = len(inputs) - self.scan_count
@@ -306,8 +303,7 @@ class IfNode(_HostNode):
                          False: _BodyModel(self, _attr(node, "else_branch", None),
                                            "else_branch")}
 
-    def run(self, env: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray]
-            ) -> dict[str, np.ndarray]:
+    def run(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         from openacl.model.onnx_rules import if_condition
 
         condition = if_condition(self.node, self.value(self.node.input[0], env))

@@ -127,6 +127,16 @@ class Builder:
         self.view(viewed, name)
         return viewed
 
+    def written_as(self, out: str, shape: tuple[int, ...]) -> str:
+        """A value of ``shape`` that ``out`` is a view of, so an operator writing it writes
+        ``out`` (``out`` itself when it has that shape)."""
+        value = self.value(out)
+        if value.shape == tuple(shape):
+            return out
+        target = self.temp(shape, value.dtype)
+        self.view(out, target)
+        return target
+
 
 def register_lowerings() -> None:
     """Fill ``LOWERINGS`` (the modules register themselves when first imported)."""

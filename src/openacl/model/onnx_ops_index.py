@@ -80,17 +80,6 @@ def _wrapped_tuples(b: Builder, indices: str, sizes: tuple[int, ...]) -> str:
     return wrapped
 
 
-def _written_as(b: Builder, out: str, shape: tuple[int, ...]) -> str:
-    """A temporary of ``shape`` that ``out`` is a view of (an operator writing it writes
-    ``out``)."""
-    value = b.value(out)
-    if value.shape == tuple(shape):
-        return out
-    target = b.temp(shape, value.dtype)
-    b.view(out, target)
-    return target
-
-
 # -- gathers ------------------------------------------------------------------------------------
 @lowering("GatherElements")
 def gather_elements(node: Node, b: Builder) -> None:
@@ -132,7 +121,7 @@ def gather_nd(node: Node, b: Builder) -> None:
                                          (rows, middle, 1)).copy(), "batch_numbers")
     batched = b.temp((rows, middle, depth + 1), dtype)
     b.call("Cat", tensors=RefList((numbers, tuples)), dim=2, out=Ref(batched))
-    result = _written_as(b, out, (rows, middle, *data_shape[batch + depth:]))
+    result = b.written_as(out, (rows, middle, *data_shape[batch + depth:]))
     b.call("GatherNd", self=Ref(flat_data), indices=Ref(batched), negativeIndexSupport=True,
            out=Ref(result))
 
@@ -194,7 +183,7 @@ def scatter_nd(node: Node, b: Builder) -> None:
     extra = {"includeSelf": True} if op == "ScatterReduce" else {}
     b.call(op, self=Ref(b.reshaped(data, (rows, width))), dim=0, index=Ref(spread),
            src=Ref(b.reshaped(updates, (count, width))), reduce=reduce, **extra,
-           out=Ref(_written_as(b, out, (rows, width))))
+           out=Ref(b.written_as(out, (rows, width))))
 
 
 def _row_numbers(b: Builder, tuples: str, sizes: tuple[int, ...]) -> str:

@@ -80,15 +80,6 @@ def _input(node: Node, position: int) -> str:
     return node.inputs[position] if len(node.inputs) > position else ""
 
 
-def _out_as(b: Builder, out: str, shape: tuple[int, ...]) -> str:
-    """A temporary of ``shape`` that ``out`` views (writing it writes ``out``)."""
-    if b.value(out).shape == tuple(shape):
-        return out
-    target = b.temp(shape, b.value(out).dtype)
-    b.view(out, target)
-    return target
-
-
 def _quantized_range(node: Node, dtype: np.dtype, table: dict = QUANTIZED) -> tuple[int, int]:
     if dtype not in table:
         raise unsupported(node, f"a {dtype} quantized tensor (int8, uint8, int16, uint16, "
@@ -317,7 +308,7 @@ def quantize_linear(node: Node, b: Builder) -> None:
         scales = b.reshaped(_param(node, b, scale, x_shape, FLOAT32, "scale"),
                        (x_shape[axis] if kind == "axis" else 1,))
         direct = zero and target in (np.dtype(np.int8), np.dtype(np.uint8))
-        result = _out_as(b, out, x_shape or (1,)) if direct else b.temp(x_shape or (1,), INT32)
+        result = b.written_as(out, x_shape or (1,)) if direct else b.temp(x_shape or (1,), INT32)
         b.call("Quantize", x=Ref(flat_x), scales=Ref(scales), zeroPoints=None,
                dtype=target if direct else INT32, axis=axis if kind == "axis" else 0,
                out=Ref(result))

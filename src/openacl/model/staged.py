@@ -446,7 +446,7 @@ class StagedModel:
             env.update(zip(stage.engine_outputs, results, strict=True))
         env.update(stage.constants)
         for host in stage.host_nodes:
-            env.update(host.run(env, self.weights))
+            env.update(host.run(env))
 
     def _next(self, stage: Stage, env: dict[str, np.ndarray]) -> Stage:
         key = tuple((name, env[name].dtype.str, env[name].shape) for name in stage.carry) + \
@@ -475,7 +475,6 @@ class StagedModel:
                fixed: dict[str, np.ndarray]) -> Stage:
         """The stage that runs first of ``pending`` given the values ``available`` (dtype and
         shape, their contents unknown) and ``fixed`` (contents known: constants here)."""
-
         from openacl.model.passes import fold_onnx
 
         folded = fold_onnx(self._proto(pending, available, fixed, self.output_names))
