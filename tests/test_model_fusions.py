@@ -18,6 +18,7 @@ from openacl.model.fusions import (  # noqa: E402
     FUSED_MATMUL,
     fold_conv_affine,
     fold_matmul_scale,
+    fuse_gelu_erf,
     fuse_hard_swish,
     fuse_matmul_epilogue,
 )
@@ -181,6 +182,54 @@ def test_hard_swish_lookalikes_are_left_alone(case):
     model = _model(nodes, constants, outputs)
     assert fuse_hard_swish(import_onnx(model)) == 0
     _check(model, ["Add", "Clip", "Mul", "Div"])
+
+
+# -- GELU written with Erf ---------------------------------------------------------------------
+GELU_CONSTANTS = {"sqrt2": np.float32(np.sqrt(2)), "rsqrt2": np.float32(np.sqrt(0.5)),
+                  "one": np.float32(1), "half": np.float32(0.5), "two": np.float32(2)}
+
+
+def _gelu_erf_nodes(form):
+    """GELU's erf form in the groupings exporters write."""
+    scale = (helper.make_node("Mul", ["rsqrt2", "x"], ["scaled"]) if form == "mul-rsqrt2"
+             else helper.make_node("Div", ["x", "sqrt2"], ["scaled"]))
+    head = [scale, helper.make_node("Erf", ["scaled"], ["erf"]),
+            helper.make_node("Add", ["erf", "one"] if form != "one-first" else ["one", "erf"],
+                             ["one_plus"])]
+    if form == "half-first":  # (x * 0.5) * (1 + erf)
+        return [helper.make_node("Mul", ["x", "half"], ["hx"]), *head,
+                helper.make_node("Mul", ["hx", "one_plus"], ["y"])]
+    if form == "half-inside":  # x * ((1 + erf) * 0.5)
+        return [*head, helper.make_node("Mul", ["one_plus", "half"], ["h"]),
+                helper.make_node("Mul", ["x", "h"], ["y"])]
+    return [*head, helper.make_node("Mul", ["x", "one_plus"], ["m"]),  # (x * (1 + erf)) * 0.5
+            helper.make_node("Mul", ["m", "half"], ["y"])]
+
+
+@pytest.mark.parametrize("form", ["half-last", "one-first", "mul-rsqrt2", "half-first",
+                                  "half-inside"])
+def test_gelu_written_with_erf_becomes_one_node(form):
+    model = _model(_gelu_erf_nodes(form), GELU_CONSTANTS)
+    assert fuse_gelu_erf(import_onnx(model)) == 1
+    _check(model, ["Gelu"])
+
+
+@pytest.mark.parametrize("case", ["divisor-two", "erf-read-twice", "half-is-not-half",
+                                  "divided-the-other-way"])
+def test_gelu_lookalikes_are_left_alone(case):
+    nodes, outputs, constants = _gelu_erf_nodes("half-last"), ("y",), dict(GELU_CONSTANTS)
+    if case == "divisor-two":
+        nodes[0] = helper.make_node("Div", ["x", "two"], ["scaled"])
+    elif case == "erf-read-twice":
+        outputs = ("y", "erf")
+    elif case == "half-is-not-half":
+        constants["half"] = np.float32(0.25)
+    else:
+        nodes[0] = helper.make_node("Div", ["sqrt2", "x"], ["scaled"])
+    model = _model(nodes, constants, outputs)
+    assert fuse_gelu_erf(import_onnx(model)) == 0
+    assert "Gelu" not in _optimized_ops(model)
+    _check(model, _optimized_ops(model).elements())
 
 
 # -- MatMul / Gemm + bias + ReLU ---------------------------------------------------------------

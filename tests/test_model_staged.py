@@ -347,3 +347,76 @@ def test_the_callers_model_is_never_changed():
     before = model.SerializeToString()
     _check(model, {"x": np.arange(3, dtype=np.float32)})
     assert model.SerializeToString() == before
+
+
+def _body_model(staged):
+    """The StagedModel of the first Loop's body in ``staged``'s (single) root stage."""
+    stage, = staged._cache.values()
+    loop, = [host for host in stage.host_nodes if type(host).__name__ == "LoopNode"]
+    return loop.body._model
+
+
+def test_a_loop_counter_used_as_a_slice_bound_stops_keying_stages():
+    """Slice(table, i, i + 1) in a Loop body: the counter keys a few stages, then becomes
+    volatile and the Slice runs on the host; the body compiles a bounded number of stages
+    however many iterations run."""
+    from openacl.model.staged import VOLATILE_AFTER
+
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    zero = numpy_helper.from_array(np.array([0], np.int64), "zero")
+    body = h.make_graph(
+        [h.make_node("Unsqueeze", ["i", "zero"], ["start"]),
+         h.make_node("Add", ["start", "one"], ["end"]),
+         h.make_node("Slice", ["table", "start", "end", "zero"], ["row"]),
+         h.make_node("Add", ["acc", "row"], ["acc2"]),
+         h.make_node("Identity", ["c"], ["c2"])],
+        "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+         h.make_tensor_value_info("acc", T.FLOAT, [1, 4])],
+        [h.make_tensor_value_info("c2", T.BOOL, []),
+         h.make_tensor_value_info("acc2", T.FLOAT, [1, 4]),
+         h.make_tensor_value_info("row", T.FLOAT, [1, 4])], [one, zero])
+    model = _model([h.make_node("Loop", ["m", "", "acc0"], ["total", "rows"], body=body)],
+                   [h.make_tensor_value_info("table", T.FLOAT, [30, 4]),
+                    h.make_tensor_value_info("acc0", T.FLOAT, [1, 4]),
+                    h.make_tensor_value_info("m", T.INT64, [])],
+                   [h.make_tensor_value_info("total", T.FLOAT, None),
+                    h.make_tensor_value_info("rows", T.FLOAT, None)])
+    feeds = {"table": RNG.standard_normal((30, 4)).astype(np.float32),
+             "acc0": np.zeros((1, 4), np.float32), "m": np.array(30, np.int64)}
+    staged = _check(model, feeds)
+    inner = _body_model(staged)
+    assert "i" in inner.volatile or "start" in inner.volatile
+    built = inner.stages_built
+    assert built <= VOLATILE_AFTER + 4, built  # 30 iterations, not 30 stages
+    _check(model, feeds, staged)  # a second run builds nothing more
+    assert inner.stages_built == built
+
+
+def test_a_weight_the_loop_carries_unchanged_is_folded_once():
+    """A carried value the body hands back as it is, first fed from an initializer, is a
+    weight of the body: its Transpose folds at load and runs in no iteration."""
+    w = numpy_helper.from_array(RNG.standard_normal((4, 4)).astype(np.float32), "w")
+    body = h.make_graph(
+        [h.make_node("Transpose", ["wc"], ["wt"], perm=[1, 0]),
+         h.make_node("MatMul", ["acc", "wt"], ["acc2"]),
+         h.make_node("Identity", ["c"], ["c2"])],
+        "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+         h.make_tensor_value_info("wc", T.FLOAT, [4, 4]),
+         h.make_tensor_value_info("acc", T.FLOAT, [1, 4])],
+        [h.make_tensor_value_info("c2", T.BOOL, []),
+         h.make_tensor_value_info("wc", T.FLOAT, [4, 4]),
+         h.make_tensor_value_info("acc2", T.FLOAT, [1, 4])])
+    model = _model([h.make_node("Loop", ["m", "", "w", "x"], ["w_out", "y"], body=body)],
+                   [h.make_tensor_value_info("x", T.FLOAT, [1, 4]),
+                    h.make_tensor_value_info("m", T.INT64, [])],
+                   [h.make_tensor_value_info("w_out", T.FLOAT, None),
+                    h.make_tensor_value_info("y", T.FLOAT, None)], [w])
+    feeds = {"x": RNG.standard_normal((1, 4)).astype(np.float32), "m": np.array(3, np.int64)}
+    staged = _check(model, feeds)
+    inner = _body_model(staged)
+    assert "wc" not in inner.input_names
+    ops = [step.op for stage in inner._cache.values() if stage.engine is not None
+           for step in stage.engine.lowered.steps]
+    assert ops and "Permute" not in ops, ops

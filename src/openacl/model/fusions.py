@@ -8,6 +8,9 @@ elimination: each rewrites a pattern of nodes into fewer nodes that compute the 
   ATC do.
 * ``fuse_hard_swish``: ``x * clip(x + 3, 0, 6) / 6`` (``/ 6`` or ``* (1/6)``, either operand
   order) is one ``HardSwish``.
+* ``fuse_gelu_erf``: GELU written out with Erf, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (``/
+  sqrt(2)`` or ``* (1/sqrt(2))``, the two products in any order and grouping, as PyTorch
+  and Paddle exporters write it) is one ``Gelu`` node: one pass where there were five.
 * ``fuse_matmul_epilogue``: ``MatMul`` by a constant matrix, then an ``Add`` of a constant
   bias row and/or a ``Relu`` (or a plain ``Gemm`` then ``Relu``) is one ``FusedMatMul``
   node, lowered onto aclnnFusedMatmul (fusedOpType "" or "relu"): one step where there
@@ -55,7 +58,7 @@ HARD_SWISH_OFFSET, HARD_SWISH_LIMIT = 3.0, 6.0
 def fuse(graph: Graph) -> dict[str, int]:
     """Run every fusion; returns how many patterns each rewrote."""
     return {"qdq": fuse_qdq(graph), "conv_affine": fold_conv_affine(graph),
-            "hard_swish": fuse_hard_swish(graph),
+            "hard_swish": fuse_hard_swish(graph), "gelu_erf": fuse_gelu_erf(graph),
             "matmul_epilogue": fuse_matmul_epilogue(graph),
             "matmul_scale": fold_matmul_scale(graph),
             "add_layer_norm": fuse_add_layer_norm(graph)}
@@ -261,6 +264,89 @@ def _hard_swish_at(graph: Graph, uses: _Uses, last: Node) -> tuple[str, list[Nod
             continue
         return x, [shifted, clip, product, last]
     return None
+
+
+# -- GELU, erf form ---------------------------------------------------------------------------------
+SQRT_HALF = math.sqrt(0.5)
+GELU_CONSTANT_RTOL = 1e-6  # float32 spellings of sqrt(2), 1/sqrt(2) and 0.5
+
+
+def _is_constant(graph: Graph, name: str, expected: float) -> bool:
+    value = _scalar(graph, name)
+    return value is not None and math.isclose(value, expected, rel_tol=GELU_CONSTANT_RTOL)
+
+
+def _other_input(graph: Graph, node: Node, expected: float) -> str | None:
+    """The input of a two-input ``node`` that is not the constant ``expected``."""
+    if len(node.inputs) != 2:
+        return None
+    for index, name in enumerate(node.inputs):
+        if _is_constant(graph, name, expected):
+            return node.inputs[1 - index]
+    return None
+
+
+def fuse_gelu_erf(graph: Graph) -> int:
+    """``x * 0.5 * (1 + erf(x / sqrt(2)))`` -> ``Gelu(x)`` (ONNX's, approximate "none")."""
+    fused = 0
+    uses = _Uses(graph)
+    for erf in list(graph.nodes):
+        if erf.op_type != "Erf" or erf not in graph.nodes:
+            continue
+        match = _gelu_erf_at(graph, uses, erf)
+        if match is None:
+            continue
+        x, removed, last = match
+        # every node of the pattern reads x or a value of the pattern: the fused node
+        # takes the last one's place, after all of them
+        graph.nodes[graph.nodes.index(last)] = Node(
+            "Gelu", last.name or f"{last.outputs[0]}/gelu", [x], list(last.outputs))
+        for node in removed:
+            graph.nodes.remove(node)
+        fused += 1
+        uses = _Uses(graph)
+    return fused
+
+
+def _gelu_erf_at(graph: Graph, uses: _Uses, erf: Node) -> tuple[str, list[Node], Node] | None:
+    """(x, nodes removed, the node the Gelu replaces) when ``erf`` is a GELU's; else None."""
+    scaled = uses.sole_product(erf.inputs[0], "Div") or uses.sole_product(erf.inputs[0], "Mul")
+    if scaled is None:
+        return None
+    x = _other_input(graph, scaled, math.sqrt(2.0) if scaled.op_type == "Div" else SQRT_HALF)
+    if x is None or (scaled.op_type == "Div" and scaled.inputs[0] != x):
+        return None
+    shifted = uses.only_reader(erf.outputs[0])
+    if shifted is None or shifted.op_type != "Add" or _other_input(
+            graph, shifted, 1.0) != erf.outputs[0]:
+        return None
+    one_plus = shifted.outputs[0]
+    first = uses.only_reader(one_plus)
+    if first is None or first.op_type != "Mul" or len(first.inputs) != 2:
+        return None
+    partner = first.inputs[1 - first.inputs.index(one_plus)]
+    head = [scaled, erf, shifted, first]
+    if partner == x:  # (x * (1 + erf)) * 0.5
+        last = uses.only_reader(first.outputs[0])
+        if last is None or last.op_type != "Mul" or _other_input(
+                graph, last, 0.5) != first.outputs[0]:
+            return None
+        nodes = head
+    elif _is_constant(graph, partner, 0.5):  # x * ((1 + erf) * 0.5)
+        last = uses.only_reader(first.outputs[0])
+        if last is None or last.op_type != "Mul" or len(last.inputs) != 2 or \
+                set(last.inputs) != {x, first.outputs[0]}:
+            return None
+        nodes = head
+    else:  # (x * 0.5) * (1 + erf)
+        half = uses.sole_product(partner, "Mul")
+        if half is None or _other_input(graph, half, 0.5) != x:
+            return None
+        last, nodes = first, [half, *head[:-1]]
+    if graph.value(last.outputs[0]).shape != graph.value(x).shape or \
+            graph.value(x).dtype.kind != "f":
+        return None
+    return x, [node for node in nodes if node is not last], last
 
 
 # -- MatMul / Gemm + bias + ReLU -------------------------------------------------------------------

@@ -4,7 +4,10 @@
   body (or branch) is a model of its own, a ``StagedModel`` over the body graph whose inputs
   are the body's formal inputs plus the outer values it reads (outer weights shared, outer
   constants folded in), run once per iteration and specialised on the shapes it meets like
-  any model; scan outputs are gathered in a list and stacked once at the end.
+  any model; scan outputs are gathered in a list and stacked once at the end. A Loop's
+  carried value that the body hands back unchanged and whose first value is a weight or a
+  constant of the outer model is a weight of the body (``fixed``): its Transpose or Cast
+  folds once, when the body loads, instead of running every iteration.
 * Every other node (NonZero, Unique, NonMaxSuppression, Compress, a node no lowering
   handles): ``onnx.reference.ReferenceEvaluator`` on a one-node model, built once per input
   dtypes and kept.
@@ -116,24 +119,36 @@ class ReferenceNode(_HostNode):
 class _BodyModel:
     """A subgraph as a model of its own: formal inputs, then the outer values it reads."""
 
-    def __init__(self, owner: _HostNode, graph: Any, attribute: str) -> None:
+    def __init__(self, owner: _HostNode, graph: Any, attribute: str,
+                 fixed: Mapping[str, np.ndarray] | None = None) -> None:
         if graph is None:
             raise owner.fail(ACL_ERROR_PARSE_MODEL, f"has no {attribute!r} graph attribute")
         self.owner = owner
         self.graph = graph
         self.formal = [value.name for value in graph.input]
         self.outer = sorted(free_names(graph))
+        self.fixed = dict(fixed or {})  # formal inputs that are weights of the body
+        outputs = [value.name for value in graph.output]
+        # the body's outputs that are fixed formal inputs handed back: (position, array)
+        self._handed_back = [(index, self.fixed[name]) for index, name in enumerate(outputs)
+                             if name in self.fixed]
         self._model: Any = None
 
     def run(self, formal: list[np.ndarray], env: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """The body's outputs for its formal inputs (a fixed one's slot is ignored) and the
+        outer values it reads from ``env``."""
         owner = self.owner
         outer = {name: owner.value(name, env) for name in self.outer
                  if name not in owner.model.weights and name not in owner.constants}
         if self._model is None:
             self._model = self._build(formal, outer)
-        feeds = dict(zip(self.formal, formal, strict=True))
+        feeds = {name: value for name, value in zip(self.formal, formal, strict=True)
+                 if name not in self.fixed}
         feeds.update(outer)
-        return self._model.run(feeds)
+        results = self._model.run(feeds)
+        for index, array in self._handed_back:
+            results.insert(index, array)
+        return results
 
     def _build(self, formal: list[np.ndarray], outer: Mapping[str, np.ndarray]) -> Any:
         import onnx
@@ -147,14 +162,22 @@ class _BodyModel:
         body.name = f"{owner.model.name}/{owner.node.name}"
         del body.input[:]
         for name, array in [*zip(self.formal, formal, strict=True), *outer.items()]:
+            if name not in self.fixed:
+                body.input.append(helper.make_tensor_value_info(
+                    name, helper.np_dtype_to_tensor_dtype(array.dtype), None))
+        for name, array in self.fixed.items():
             body.input.append(helper.make_tensor_value_info(
-                name, helper.np_dtype_to_tensor_dtype(array.dtype), None))
+                name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape)))
+        kept = [value for value in body.output if value.name not in self.fixed]
+        del body.output[:]
+        body.output.extend(kept)
         body.initializer.extend(numpy_helper.from_array(np.asarray(owner.constants[name]), name)
                                 for name in self.outer if name in owner.constants)
         proto = helper.make_model(body, opset_imports=owner.model._opsets)
         proto.ir_version = owner.model._ir_version
         shared = {name: owner.model.weights[name] for name in self.outer
                   if name in owner.model.weights}
+        shared.update(self.fixed)
         return StagedModel(proto, owner.model.cache_size, owner.model.precision, shared)
 
     def close(self) -> None:
@@ -192,7 +215,26 @@ class LoopNode(_HostNode):
 
     def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
         super().__init__(node, model, constants)
-        self.body = _BodyModel(self, _attr(node, "body", None), "body")
+        body = _attr(node, "body", None)
+        self.body = _BodyModel(self, body, "body", self._invariants(body))
+
+    def _invariants(self, body: Any) -> dict[str, np.ndarray]:
+        """Carried values the body hands back unchanged whose first value is a weight or a
+        constant of the outer model: formal name -> the array (see the module note)."""
+        if body is None:
+            return {}
+        formal = [value.name for value in body.input]
+        returned = [value.name for value in body.output]
+        fixed = {}
+        for index, name in enumerate(list(self.node.input)[2:]):
+            inner = formal[2 + index] if 2 + index < len(formal) else None
+            if inner is None or 1 + index >= len(returned) or returned[1 + index] != inner:
+                continue
+            if returned.count(inner) != 1 or name not in self.model.weights and \
+                    name not in self.constants:
+                continue
+            fixed[inner] = np.asarray(self.value(name, {}))
+        return fixed
 
     def run(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         inputs = list(self.node.input) + [""] * max(0, 2 - len(self.node.input))

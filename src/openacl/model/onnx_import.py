@@ -34,6 +34,12 @@ def _load(model: Any):
 
     if isinstance(model, onnx.ModelProto):
         return model
+    if isinstance(model, (bytes, bytearray, memoryview)):  # serialized, as onnxruntime takes
+        try:
+            return onnx.load_from_string(bytes(model))
+        except Exception as exc:  # protobuf DecodeError and friends
+            raise AclError(ACL_ERROR_PARSE_MODEL,
+                           f"the {len(model)} bytes given are not an ONNX model: {exc}") from exc
     try:
         return onnx.load(os.fspath(model))
     except (OSError, ValueError) as exc:

@@ -28,6 +28,11 @@ Design note (invariants)
   A static model is one stage, run as the static path runs it.
 * Each stage names exactly the values the rest of the graph needs (``carry``); the next
   stage is keyed by their dtypes and shapes and by the promoted values' bytes.
+* A promoted value that keys more than ``VOLATILE_AFTER`` different children of one stage
+  (a loop counter used as a Slice bound, a position fed to Range) is *volatile*: it stops
+  keying (that stage's children are dropped and built again without it), and the nodes
+  that need it as a constant run on the host each run instead, so a Loop body compiles a
+  bounded number of stages however many iterations it makes.
 * Thread safety: one lock per model covers building and running (engines share an arena
   and are not re-entrant); evicted stages close their engines under it.
 """
@@ -64,6 +69,7 @@ __all__ = ["DEFAULT_CACHE_SIZE", "InputSpec", "StagedModel"]
 
 DEFAULT_CACHE_SIZE = 8  # cached signatures (and children per stage) before the oldest goes
 MAX_PROMOTED_ELEMENTS = 64  # largest computed int tensor whose value may key a stage
+VOLATILE_AFTER = 4  # distinct values of a promoted value at one stage before it stops keying
 LIGHT_ELEMENTS = 4096  # initializers kept inside the protos; bigger ones are shared weights
 HOST_OPS = frozenset({"Loop", "Scan", "If", "NonZero", "Unique", "NonMaxSuppression",
                       "Compress", "SequenceConstruct", "SequenceAt", "SequenceInsert",
@@ -146,6 +152,7 @@ class Stage:
     promote: tuple[str, ...]  # the computed values whose contents key the next stage
     rest: _Pending | None  # None: the last stage
     children: OrderedDict = field(default_factory=OrderedDict)
+    seen: dict[str, set[bytes]] = field(default_factory=dict)  # promoted values met, by name
 
     def close(self) -> None:
         if self.engine is not None:
@@ -225,10 +232,11 @@ class StagedModel:
             else:
                 kept.initializer.append(tensor)
         del proto
+        given = set(self.weights)  # inputs that are weights, even once nothing reads them
         self._fold_weights(graph, kept)
         small = list(kept.initializer)
         names = {t.name for t in kept.initializer}
-        known = names | set(self.weights)
+        known = names | set(self.weights) | given
         self.inputs = [InputSpec(v.name, _elem_dtype(v), declared_dims(v))
                        for v in graph.input if v.name not in known]
         self._apply_ranges(dict(ranges or {}))
@@ -241,6 +249,7 @@ class StagedModel:
         self._lock = threading.RLock()
         self.stages_built = 0  # every stage compiled so far (a first run's cost, for tests)
         self.host_ops: set[str] = set()  # op types the reference evaluator has run here
+        self.volatile: set[str] = set()  # promoted values that stopped keying (design note)
 
     def _fold_weights(self, graph: Any, kept: Any) -> None:
         """Fold what only the constants decide (a weight's Transpose or Cast) once, here, so
@@ -454,6 +463,8 @@ class StagedModel:
                   for name in stage.promote)
         child = stage.children.get(key)
         if child is None:
+            if self._note_volatile(stage, env):
+                return self._next(stage, env)
             available = {name: (env[name].dtype, env[name].shape) for name in stage.carry
                          if name not in stage.promote}
             fixed = {name: env[name] for name in stage.promote}
@@ -462,6 +473,25 @@ class StagedModel:
         else:
             stage.children.move_to_end(key)
         return child
+
+    def _note_volatile(self, stage: Stage, env: Mapping[str, np.ndarray]) -> bool:
+        """Record the promoted values a missed child meets; when one has met more than
+        ``VOLATILE_AFTER`` values, make it volatile (design note): drop the stage's children
+        and stop keying by it. Returns whether the stage changed."""
+        changed = set()
+        for name in stage.promote:
+            values = stage.seen.setdefault(name, set())
+            values.add(env[name].tobytes())
+            if len(values) > VOLATILE_AFTER:
+                changed.add(name)
+        if not changed:
+            return False
+        self.volatile |= changed
+        stage.promote = tuple(name for name in stage.promote if name not in changed)
+        for child in stage.children.values():
+            child.close()
+        stage.children.clear()
+        return True
 
     def close(self) -> None:
         with self._lock:
@@ -485,7 +515,7 @@ class StagedModel:
         demoted: set[str] = set()
         while True:
             plan = _split(folded.graph.node, set(available) | fixed_names, fixed_names, types,
-                          set(self.output_names), demoted)
+                          set(self.output_names), demoted, self.volatile)
             # a lowering that refuses an attribute stays an error, never a host fallback
             # that might ignore it (only op types without any lowering run on the reference
             # evaluator); one that needs a computed small int input as a constant (axes,
@@ -744,9 +774,10 @@ def _candidates(node: Any, constant: set[str], types: Mapping[str, tuple]) -> li
 
 def _split(nodes: Sequence[Any], known: set[str], constant: set[str],
            types: Mapping[str, tuple], outputs: set[str],
-           demoted: set[str] = frozenset()) -> _Split:
+           demoted: set[str] = frozenset(), volatile: set[str] = frozenset()) -> _Split:
     """Cut ``nodes`` into this stage's compiled part, the host nodes and promotions after
-    it, and the rest (see the design note)."""
+    it, and the rest (see the design note); a node that needs a ``volatile`` value as a
+    constant runs on the host."""
     from openacl.model.lowering import LOWERINGS, register_lowerings
 
     register_lowerings()
@@ -769,7 +800,8 @@ def _split(nodes: Sequence[Any], known: set[str], constant: set[str],
         if not all(name in available for name in reads):
             rest.append(node)  # waits for a host node or a later stage
             continue
-        candidates = _candidates(node, constant, types)
+        candidates = [name for name in _candidates(node, constant, types)
+                      if name not in volatile]
         if node.op_type == "If" and candidates:
             promote.update(candidates)
             rest.append(node)

@@ -15,8 +15,10 @@ Semantics are aclnn's, which are PyTorch's ``max_pool2d`` / ``avg_pool2d`` /
 * Adaptive bins on an axis of size ``L`` into ``n`` outputs: ``[floor(i L / n),
   ceil((i + 1) L / n))``.
 
-Kernels are vectorised: windows are strided views (``sliding_window_view``), adaptive bins
-are integral images (average) or one gather (max); no Python loop visits pixels.
+Kernels are vectorised: max and average pools combine one axis at a time, a strided
+whole-array pass per kernel tap (kh + kw passes, ``_separable``); max with indices takes
+strided window views (``sliding_window_view``); adaptive bins are integral images
+(average) or one gather (max); no Python loop visits pixels.
 float16/bfloat16 are computed in float32 and rounded once into the output.
 """
 
@@ -137,20 +139,48 @@ def _max_fill(dtype: np.dtype):
 def _windows(x: np.ndarray, axes: tuple[Axis, Axis], fill) -> np.ndarray:
     """Strided view of every pooling window: ``(..., Hout, Wout, kh, kw)``."""
     h, w = axes
-    rows = max(h.pad_before + h.size, (h.out - 1) * h.stride + h.extent)
-    cols = max(w.pad_before + w.size, (w.out - 1) * w.stride + w.extent)
-    if (rows, cols) != (h.size, w.size) or h.pad_before or w.pad_before:
-        padded = array_module(x).full((*x.shape[:-SPATIAL_DIMS], rows, cols), fill, x.dtype)
-        padded[..., h.pad_before:h.pad_before + h.size, w.pad_before:w.pad_before + w.size] = x
-        x = padded
+    x = _padded(x, axes, fill)
     view = array_module(x).lib.stride_tricks.sliding_window_view(x, (h.extent, w.extent),
                                                                  axis=(-2, -1))
     return view[..., :(h.out - 1) * h.stride + 1:h.stride, :(w.out - 1) * w.stride + 1:w.stride,
                 ::h.dilation, ::w.dilation]
 
 
+def _padded(x: np.ndarray, axes: tuple[Axis, Axis], fill) -> np.ndarray:
+    """``x`` with the padding every window may reach filled with ``fill`` (``x`` itself
+    when no window leaves it)."""
+    h, w = axes
+    rows = max(h.pad_before + h.size, (h.out - 1) * h.stride + h.extent)
+    cols = max(w.pad_before + w.size, (w.out - 1) * w.stride + w.extent)
+    if (rows, cols) == (h.size, w.size) and not h.pad_before and not w.pad_before:
+        return x
+    padded = array_module(x).full((*x.shape[:-SPATIAL_DIMS], rows, cols), fill, x.dtype)
+    padded[..., h.pad_before:h.pad_before + h.size, w.pad_before:w.pad_before + w.size] = x
+    return padded
+
+
+def _separable(x: np.ndarray, axes: tuple[Axis, Axis], fill, combine) -> np.ndarray:
+    """``combine`` (np.maximum or np.add) over every window, one axis at a time: kw strided
+    passes along W, then kh along H (kh + kw passes over the data, not kh * kw, and each a
+    whole-array ufunc: no per-window loop). Max is exactly separable; a sum differs from a
+    window-at-once sum only in the order of its float additions."""
+    h, w = axes
+    x = _padded(x, axes, fill)
+    cols = None
+    for j in range(w.kernel):
+        start = j * w.dilation
+        part = x[..., start:start + (w.out - 1) * w.stride + 1:w.stride]
+        cols = part.copy() if cols is None else combine(cols, part, out=cols)
+    out = None
+    for i in range(h.kernel):
+        start = i * h.dilation
+        part = cols[..., start:start + (h.out - 1) * h.stride + 1:h.stride, :]
+        out = part.copy() if out is None else combine(out, part, out=out)
+    return out
+
+
 def _max_values(x: np.ndarray, axes: tuple[Axis, Axis]) -> np.ndarray:
-    return _windows(x, axes, _max_fill(x.dtype)).max(axis=(-2, -1))
+    return _separable(x, axes, _max_fill(x.dtype), array_module(x).maximum)
 
 
 def _first_valid(axis: Axis) -> np.ndarray:
@@ -279,7 +309,8 @@ def avg_pool2d(c: Call) -> Kernel:
 
     def kernel_fn(v) -> None:
         x = v.compute("self", dtype)
-        v.write("out", _windows(x, axes, 0).sum(axis=(-2, -1)) / like(x, divisor))
+        sums = _separable(x, axes, 0, array_module(x).add)
+        v.write("out", sums / like(x, divisor))
     return kernel_fn
 
 
