@@ -266,7 +266,7 @@ def _hard_swish_at(graph: Graph, uses: _Uses, last: Node) -> tuple[str, list[Nod
     return None
 
 
-# -- GELU, erf form ---------------------------------------------------------------------------------
+# -- GELU, erf form ------------------------------------------------------------------------------
 SQRT_HALF = math.sqrt(0.5)
 GELU_CONSTANT_RTOL = 1e-6  # float32 spellings of sqrt(2), 1/sqrt(2) and 0.5
 
