@@ -146,6 +146,7 @@ def check(model, feeds, atol=0.0, threads=1):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.usefixtures("kernel_path")  # the C steps and the numpy loop
 # -- bit-exact against onnxruntime ----------------------------------------------------------
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
@@ -159,6 +160,7 @@ def test_matches_onnxruntime(direction, dtype, per_column, optional):
     check(lstm_model(values, direction=direction), feeds_of(values))
 
 
+@pytest.mark.usefixtures("kernel_path")  # the C steps and the numpy loop
 @pytest.mark.parametrize("dtype,name,size,hidden", [(np.uint8, "W", 1000, 12),
                                                     (np.int8, "W", 1100, 8),
                                                     (np.uint8, "R", 16, 600)])
@@ -192,6 +194,7 @@ def test_exp_activations_agree_within_an_ulp():
     check(model, feeds_of(values), atol=1e-6)
 
 
+@pytest.mark.usefixtures("kernel_path")  # the C steps and the numpy loop
 @pytest.mark.parametrize("outputs", [("Y",), ("", "Y_h"), ("", "Y_h", "Y_c"), ("", "", "Y_c")])
 def test_output_subsets_match_onnxruntime(outputs):
     # without Y onnxruntime steps on Y_h's buffer, where a finished entry keeps its state

@@ -16,11 +16,15 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from openacl.model.fusions import (  # noqa: E402
     ADD_LAYER_NORM,
     FUSED_MATMUL,
+    SILU,
     fold_conv_affine,
     fold_matmul_scale,
     fuse_gelu_erf,
     fuse_hard_swish,
+    fuse_layer_norm,
     fuse_matmul_epilogue,
+    fuse_silu,
+    pretranspose_gemm_weights,
 )
 from openacl.model.onnx_import import import_onnx  # noqa: E402
 from openacl.model.passes import optimize  # noqa: E402
@@ -182,6 +186,103 @@ def test_hard_swish_lookalikes_are_left_alone(case):
     model = _model(nodes, constants, outputs)
     assert fuse_hard_swish(import_onnx(model)) == 0
     _check(model, ["Add", "Clip", "Mul", "Div"])
+
+
+# -- Gemm with a transposed constant, LayerNorm written out ------------------------------------
+def test_gemm_transposed_weight_is_transposed_once_at_load():
+    model = _model([helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1)],
+                   {"W": _f32(4, 6), "b": _f32(4)}, input_shape=[3, 6])
+    graph = import_onnx(model)
+    assert pretranspose_gemm_weights(graph) == 1
+    gemm, = graph.nodes
+    assert "transB" not in gemm.attrs and graph.initializers[gemm.inputs[1]].shape == (6, 4)
+    session = InferenceSession(model)
+    try:
+        assert "Permute" not in [step.op for step in session.engine.lowered.steps]
+    finally:
+        session.close()
+    _check(model, ["Gemm"])
+
+
+def test_gemm_weight_read_twice_is_left_alone():
+    model = _model([helper.make_node("Gemm", ["x", "W"], ["y1"], transB=1),
+                    helper.make_node("MatMul", ["x", "Wt"], ["y2"]),
+                    helper.make_node("Gemm", ["y2", "W"], ["y"], transB=1)],
+                   {"W": _f32(6, 6), "Wt": _f32(6, 6)}, outputs=("y", "y1"),
+                   input_shape=[3, 6])
+    assert pretranspose_gemm_weights(import_onnx(model)) == 0
+
+
+WRITTEN_LN_SHAPE = [2, 5, 8]
+
+
+def _layer_norm_nodes(square="Pow", scale=True, bias=True, axes=(-1,)):
+    nodes = [helper.make_node("ReduceMean", ["x"], ["mean"], axes=list(axes)),
+             helper.make_node("Sub", ["x", "mean"], ["centred"]),
+             helper.make_node("Pow", ["centred", "two"], ["squares"]) if square == "Pow"
+             else helper.make_node("Mul", ["centred", "centred"], ["squares"]),
+             helper.make_node("ReduceMean", ["squares"], ["variance"], axes=list(axes)),
+             helper.make_node("Add", ["variance", "eps"], ["shifted"]),
+             helper.make_node("Sqrt", ["shifted"], ["root"]),
+             helper.make_node("Div", ["centred", "root"], ["normed" if scale or bias else "y"])]
+    if scale:
+        nodes.append(helper.make_node("Mul", ["normed", "gamma"], ["scaled" if bias else "y"]))
+    if bias:
+        nodes.append(helper.make_node("Add", ["scaled" if scale else "normed", "beta"], ["y"]))
+    return nodes
+
+
+WRITTEN_LN_CONSTANTS = {"two": np.float32(2), "eps": np.float32(1e-5), "gamma": _f32(8),
+                "beta": _f32(8)}
+
+
+@pytest.mark.parametrize("square,scale,bias,axes", [
+    ("Pow", True, True, (-1,)), ("Mul", True, True, (-1,)), ("Pow", False, False, (-1,)),
+    ("Pow", True, False, (1, 2))], ids=["pow", "mul", "bare", "two-axes"])
+def test_layer_norm_written_out_becomes_one_node(square, scale, bias, axes):
+    constants = dict(WRITTEN_LN_CONSTANTS)
+    if axes == (1, 2):
+        constants["gamma"] = _f32(5, 8)
+    model = _model(_layer_norm_nodes(square, scale, bias, axes), constants,
+                   input_shape=WRITTEN_LN_SHAPE)
+    assert fuse_layer_norm(import_onnx(model)) == 1
+    _check(model, ["LayerNormalization"])
+
+
+@pytest.mark.parametrize("case", ["leading-axis", "mean-read-twice", "no-epsilon"])
+def test_layer_norm_lookalikes_are_left_alone(case):
+    nodes, outputs, constants = _layer_norm_nodes(), ("y",), dict(WRITTEN_LN_CONSTANTS)
+    if case == "leading-axis":
+        nodes = _layer_norm_nodes(axes=(1,))
+    elif case == "mean-read-twice":
+        outputs = ("y", "mean")
+    else:
+        nodes[4] = helper.make_node("Add", ["variance", "variance"], ["shifted"])
+    model = _model(nodes, constants, outputs, input_shape=WRITTEN_LN_SHAPE)
+    assert fuse_layer_norm(import_onnx(model)) == 0
+    assert "LayerNormalization" not in _optimized_ops(model)
+    _check(model, _optimized_ops(model).elements())
+
+
+# -- SiLU ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("order", ["x-first", "x-second"])
+def test_x_times_sigmoid_x_becomes_silu(order):
+    product = ["x", "s"] if order == "x-first" else ["s", "x"]
+    model = _model([helper.make_node("Sigmoid", ["x"], ["s"]),
+                    helper.make_node("Mul", product, ["y"])], {})
+    assert fuse_silu(import_onnx(model)) == 1
+    _check(model, [SILU])
+
+
+def test_silu_lookalikes_are_left_alone():
+    read_twice = _model([helper.make_node("Sigmoid", ["x"], ["s"]),
+                         helper.make_node("Mul", ["x", "s"], ["y"])], {}, outputs=("y", "s"))
+    other_operand = _model([helper.make_node("Sigmoid", ["x"], ["s"]),
+                            helper.make_node("Relu", ["x"], ["r"]),
+                            helper.make_node("Mul", ["r", "s"], ["y"])], {})
+    for model in (read_twice, other_operand):
+        assert fuse_silu(import_onnx(model)) == 0
+        _check(model, _optimized_ops(model).elements())
 
 
 # -- GELU written with Erf ---------------------------------------------------------------------

@@ -419,10 +419,13 @@ def _recurrent_model(op: str, gates: int, attrs: dict, peepholes: bool, layout: 
 @pytest.mark.parametrize("op,gates,attrs,peepholes,layout", [
     ("LSTM", 4, {"direction": "bidirectional"}, True, 0),
     ("LSTM", 4, {"direction": "reverse"}, False, 1),
+    ("LSTM", 4, {"direction": "bidirectional"}, False, 0),
+    ("LSTM", 4, {"direction": "forward"}, False, 0),
     ("GRU", 3, {"direction": "bidirectional", "linear_before_reset": 1}, False, 0),
     ("GRU", 3, {"direction": "forward"}, False, 1),
     ("RNN", 1, {"direction": "bidirectional"}, False, 0),
-], ids=["lstm-bidir-peepholes", "lstm-reverse-batch-first", "gru-lbr-bidir",
+], ids=["lstm-bidir-peepholes", "lstm-reverse-batch-first", "lstm-bidir", "lstm-forward",
+        "gru-lbr-bidir",
         "gru-batch-first", "rnn-bidir"])
 def test_recurrent_with_constant_weights_matches_onnxruntime(op, gates, attrs, peepholes,
                                                               layout):
@@ -437,6 +440,26 @@ def test_recurrent_with_constant_weights_matches_onnxruntime(op, gates, attrs, p
         expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     for ours, theirs in zip(_ours(model, feeds), expected, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_lstm_runs_as_one_whole_sequence_step(direction):
+    """No peepholes, layout 0: one aclnnBidirectionLSTM step (weights reordered at load),
+    also without a bias and initial states (zeros, as ONNX says)."""
+    model, feeds = _recurrent_model("LSTM", 4, {"direction": direction}, False)
+    node = model.graph.node[0]
+    node.input[3:] = ["", "", "", ""]  # no B, no initial_h / initial_c
+    del model.graph.input[1:]
+    feeds = {"x": feeds["x"]}
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    session = InferenceSession(model)
+    try:
+        assert [step.op for step in session.engine.lowered.steps
+                if step.op != "Permute"] == ["BidirectionLSTM"]
+        for ours, theirs in zip(session.run(None, feeds), expected, strict=True):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    finally:
+        session.close()
 
 
 def test_recurrent_refusals_name_the_attribute():

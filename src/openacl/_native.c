@@ -26,6 +26,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define X86_KERNELS 1
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MULTIVERSIONED \
@@ -526,6 +530,395 @@ static void tile_taps_loop(const float *taps, const float *bias, float *out,
         }
 }
 
+/* -- sigmoid and tanh -------------------------------------------------------------------- */
+/* 1 / (1 + exp(-x)): exp's ~2 ulp carry over; -x past EXP_HI gives 1 / inf = 0, NaN stays */
+INLINE float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+
+/* tanh(x) as a [13/6] rational in x (Eigen's float tanh, |error| < 2 ulp over the clamp,
+ * which is where tanh rounds to +-1 in float32); NaN stays NaN. */
+#define TANH_CLAMP 7.90531110763549805f
+INLINE float fast_tanh(float x) {
+    float v = x > TANH_CLAMP ? TANH_CLAMP : x;
+    v = v < -TANH_CLAMP ? -TANH_CLAMP : v;
+    float v2 = v * v;
+    float p = -2.76076847742355e-16f;
+    p = p * v2 + 2.00018790482477e-13f;
+    p = p * v2 - 8.60467152213735e-11f;
+    p = p * v2 + 5.12229709037114e-08f;
+    p = p * v2 + 1.48572235717979e-05f;
+    p = p * v2 + 6.37261928875436e-04f;
+    p = p * v2 + 4.89352455891786e-03f;
+    p = p * v;
+    float q = 1.19825839466702e-06f;
+    q = q * v2 + 1.18534705686654e-04f;
+    q = q * v2 + 2.26843463243900e-03f;
+    q = q * v2 + 4.89352518554385e-03f;
+    float y = p / q;
+    return x != x ? x : y;
+}
+
+/* -- Sigmoid and SiLU: exp of -|x| only (no overflow), 1 / (1 + e) or e / (1 + e) ------ */
+INLINE float stable_sigmoid(float x) {
+    float e = fast_exp(x < 0.0f ? x : -x); /* NaN stays NaN */
+    float r = 1.0f / (1.0f + e);
+    return x < 0.0f ? e * r : r;
+}
+
+MULTIVERSIONED
+static void sigmoid_loop(const float *x, float *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = stable_sigmoid(x[i]);
+}
+
+MULTIVERSIONED
+static void silu_loop(const float *x, float *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = x[i] * stable_sigmoid(x[i]);
+}
+
+/* -- LSTM over a whole sequence (PyTorch's gate order: input, forget, cell, output) -------- */
+typedef struct {
+    const float *projected; /* (T, B, 4H): x_t @ W^T + b_ih + b_hh, every step at once */
+    const float *recurrent; /* R (4H, H), or R^T (H, 4H) when transposed */
+    float *h, *c;           /* (B, H): the initial state in, the final state out */
+    float *y;               /* (T, B, y_row): h_t at column y_offset of each row */
+    float *gates;           /* (B, 4H) scratch */
+    Py_ssize_t steps, batch, hidden, y_row, y_offset;
+    int reverse, transposed;
+} LstmSequence;
+
+/* the dot product of two rows in LANES partial sums, so that it vectorises in order */
+INLINE float row_dot(const float *a, const float *b, Py_ssize_t length) {
+    float lane[LANES] = {0};
+    Py_ssize_t body = length - length % LANES, i;
+    for (i = 0; i < body; i += LANES)
+        for (int j = 0; j < LANES; j++) lane[j] += a[i + j] * b[i + j];
+    float total = 0.0f;
+    for (int j = 0; j < LANES; j++) total += lane[j];
+    for (; i < length; i++) total += a[i] * b[i];
+    return total;
+}
+
+/* gates[b] = projected[t, b] + h[b] @ R^T. Given R^T: rows of R^T scaled by h[b, k] (the
+ * inner loop runs over 4H contiguous columns, no reduction: full vectors); given R (a
+ * short sequence, where transposing would cost more than it saves): one dot product per
+ * gate row. */
+MULTIVERSIONED
+static void lstm_gates(const LstmSequence *a, Py_ssize_t t) {
+    const Py_ssize_t hidden = a->hidden, width = 4 * hidden;
+    for (Py_ssize_t b = 0; b < a->batch; b++) {
+        float *g = a->gates + b * width;
+        const float *p = a->projected + (t * a->batch + b) * width, *h = a->h + b * hidden;
+        if (!a->transposed) {
+            for (Py_ssize_t j = 0; j < width; j++)
+                g[j] = p[j] + row_dot(h, a->recurrent + j * hidden, hidden);
+            continue;
+        }
+        memcpy(g, p, (size_t)width * sizeof *g);
+        for (Py_ssize_t k = 0; k < hidden; k++) {
+            const float hk = h[k];
+            const float *r = a->recurrent + k * width;
+            for (Py_ssize_t j = 0; j < width; j++) g[j] += hk * r[j];
+        }
+    }
+}
+
+MULTIVERSIONED
+static void lstm_sequence_loop(const LstmSequence *a) {
+    const Py_ssize_t hidden = a->hidden, width = 4 * hidden;
+    for (Py_ssize_t s = 0; s < a->steps; s++) {
+        Py_ssize_t t = a->reverse ? a->steps - 1 - s : s;
+        lstm_gates(a, t);
+        for (Py_ssize_t b = 0; b < a->batch; b++) {
+            const float *g = a->gates + b * width;
+            float *h = a->h + b * hidden, *c = a->c + b * hidden;
+            float *y = a->y + (t * a->batch + b) * a->y_row + a->y_offset;
+            for (Py_ssize_t j = 0; j < hidden; j++) {
+                float input = fast_sigmoid(g[j]), forget = fast_sigmoid(g[hidden + j]);
+                float cell = fast_tanh(g[2 * hidden + j]), output = fast_sigmoid(g[3 * hidden + j]);
+                float state = forget * c[j] + input * cell;
+                c[j] = state;
+                h[j] = output * fast_tanh(state);
+                y[j] = h[j];
+            }
+        }
+    }
+}
+
+/* -- onnxruntime's DynamicQuantizeLSTM recurrence, to the bit ------------------------------
+ * openacl.model.host_contrib's design note says what is reproduced; this is its common case
+ * (default activations, no peepholes, full sequences, one hidden-state slice). Products and
+ * sums are rounded as onnxruntime's kernels round them: no multiply-add is fused
+ * (fp-contract=off) except in MLAS's polynomials, which use fmaf as its FMA3 kernels do. */
+#define MLAS_FUNCTIONS __attribute__((optimize("fp-contract=off")))
+
+MLAS_FUNCTIONS INLINE float mlas_logistic(float x) {
+    x = x < -18.0f ? -18.0f : x;
+    x = x > 18.0f ? 18.0f : x;
+    float x2 = x * x;
+    float p = fmaf(x2, 4.37031012579801e-11f, 1.15627324459942e-07f);
+    p = fmaf(p, x2, 6.08574864600143e-05f);
+    p = fmaf(p, x2, 8.51377133304701e-03f);
+    p = fmaf(p, x2, 2.48287947061529e-01f);
+    p = p * x;
+    float q = fmaf(x2, 6.10247389755681e-13f, 5.76102136993427e-09f);
+    q = fmaf(q, x2, 6.29106785017040e-06f);
+    q = fmaf(q, x2, 1.70198817374094e-03f);
+    q = fmaf(q, x2, 1.16817656904453e-01f);
+    q = fmaf(q, x2, 9.93151921023180e-01f);
+    float y = p / q + 0.5f;
+    y = y < 0.0f ? 0.0f : y;
+    return y > 1.0f ? 1.0f : y;
+}
+
+MLAS_FUNCTIONS INLINE float mlas_tanh(float x) {
+    x = x < -9.0f ? -9.0f : x;
+    x = x > 9.0f ? 9.0f : x;
+    float x2 = x * x;
+    float p = fmaf(x2, -2.76076847742355e-16f, 2.00018790482477e-13f);
+    p = fmaf(p, x2, -8.60467152213735e-11f);
+    p = fmaf(p, x2, 5.12229709037114e-08f);
+    p = fmaf(p, x2, 1.48572235717979e-05f);
+    p = fmaf(p, x2, 6.37261928875436e-04f);
+    p = fmaf(p, x2, 4.89352455891786e-03f);
+    p = p * x;
+    float q = fmaf(x2, 1.19825839466702e-06f, 1.18534705686654e-04f);
+    q = fmaf(q, x2, 2.26843463243900e-03f);
+    q = fmaf(q, x2, 4.89352518554385e-03f);
+    return p / q;
+}
+
+/* the deep-CPU kernel's clip_add_bias / clip_ignore_bias, comparisons kept */
+MLAS_FUNCTIONS INLINE float gate_clip(float x, const float *bias, Py_ssize_t j, float clip) {
+    if (bias == NULL) return x > clip ? clip : (x < -clip ? -clip : x);
+    x = x + bias[j];
+    x = x < clip ? x : clip;
+    return -clip < x ? x : -clip;
+}
+
+/* sums[j] = sum over k of q[k] * R[k, j], exactly, from R's interleaved row pairs: int16
+ * products summed in pairs into int32 (vpmaddwd), |q|, |R| <= 255 so nothing overflows
+ * below K = 33000 (the bound onnxruntime's int32 accumulator has too) */
+static void pair_products_scalar(const int32_t *q, const int16_t *pairs, int32_t *sums,
+                                 Py_ssize_t hidden, Py_ssize_t width) {
+    memset(sums, 0, (size_t)width * sizeof *sums);
+    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
+        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
+        const int16_t *row = pairs + 2 * p * width;
+        for (Py_ssize_t j = 0; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
+    }
+}
+
+#ifdef X86_KERNELS
+INLINE int32_t packed_pair(const int32_t *q, Py_ssize_t p, Py_ssize_t hidden) {
+    uint16_t low = (uint16_t)(int16_t)q[2 * p];
+    uint16_t high = 2 * p + 1 < hidden ? (uint16_t)(int16_t)q[2 * p + 1] : 0;
+    return (int32_t)((uint32_t)low | (uint32_t)high << 16);
+}
+
+/* row pair by row pair (the matrix streams through once, in order); sums stay in L1 */
+__attribute__((target("avx512f,avx512bw")))
+static void pair_products_avx512(const int32_t *q, const int16_t *pairs, int32_t *sums,
+                                 Py_ssize_t hidden, Py_ssize_t width) {
+    const Py_ssize_t body = width - width % 16;
+    memset(sums, 0, (size_t)width * sizeof *sums);
+    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
+        const __m512i qq = _mm512_set1_epi32(packed_pair(q, p, hidden));
+        const int16_t *row = pairs + 2 * p * width;
+        Py_ssize_t j = 0;
+        for (; j < body; j += 16) {
+            __m512i w = _mm512_loadu_si512((const void *)(row + 2 * j));
+            __m512i acc = _mm512_loadu_si512((const void *)(sums + j));
+            _mm512_storeu_si512((void *)(sums + j),
+                                _mm512_add_epi32(acc, _mm512_madd_epi16(w, qq)));
+        }
+        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
+        for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
+    }
+}
+
+__attribute__((target("avx2")))
+static void pair_products_avx2(const int32_t *q, const int16_t *pairs, int32_t *sums,
+                               Py_ssize_t hidden, Py_ssize_t width) {
+    const Py_ssize_t body = width - width % 8;
+    memset(sums, 0, (size_t)width * sizeof *sums);
+    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
+        const __m256i qq = _mm256_set1_epi32(packed_pair(q, p, hidden));
+        const int16_t *row = pairs + 2 * p * width;
+        Py_ssize_t j = 0;
+        for (; j < body; j += 8) {
+            __m256i w = _mm256_loadu_si256((const void *)(row + 2 * j));
+            __m256i acc = _mm256_loadu_si256((const void *)(sums + j));
+            _mm256_storeu_si256((void *)(sums + j),
+                                _mm256_add_epi32(acc, _mm256_madd_epi16(w, qq)));
+        }
+        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
+        for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
+    }
+}
+#endif
+
+/* the same from int8 row pairs (a matrix whose values fit int8: half the bytes to stream),
+ * widened to int16 in registers */
+static void narrow_pair_products_scalar(const int32_t *q, const int8_t *pairs, int32_t *sums,
+                                        Py_ssize_t hidden, Py_ssize_t width) {
+    memset(sums, 0, (size_t)width * sizeof *sums);
+    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
+        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
+        const int8_t *row = pairs + 2 * p * width;
+        for (Py_ssize_t j = 0; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
+    }
+}
+
+#ifdef X86_KERNELS
+__attribute__((target("avx512f,avx512bw")))
+static void narrow_pair_products_avx512(const int32_t *q, const int8_t *pairs, int32_t *sums,
+                                        Py_ssize_t hidden, Py_ssize_t width) {
+    const Py_ssize_t body = width - width % 16;
+    memset(sums, 0, (size_t)width * sizeof *sums);
+    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
+        const __m512i qq = _mm512_set1_epi32(packed_pair(q, p, hidden));
+        const int8_t *row = pairs + 2 * p * width;
+        Py_ssize_t j = 0;
+        for (; j < body; j += 16) {
+            __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const void *)(row + 2 * j)));
+            __m512i acc = _mm512_loadu_si512((const void *)(sums + j));
+            _mm512_storeu_si512((void *)(sums + j),
+                                _mm512_add_epi32(acc, _mm512_madd_epi16(w, qq)));
+        }
+        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
+        for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
+    }
+}
+
+__attribute__((target("avx2")))
+static void narrow_pair_products_avx2(const int32_t *q, const int8_t *pairs, int32_t *sums,
+                                      Py_ssize_t hidden, Py_ssize_t width) {
+    const Py_ssize_t body = width - width % 8;
+    memset(sums, 0, (size_t)width * sizeof *sums);
+    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
+        const __m256i qq = _mm256_set1_epi32(packed_pair(q, p, hidden));
+        const int8_t *row = pairs + 2 * p * width;
+        Py_ssize_t j = 0;
+        for (; j < body; j += 8) {
+            __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const void *)(row + 2 * j)));
+            __m256i acc = _mm256_loadu_si256((const void *)(sums + j));
+            _mm256_storeu_si256((void *)(sums + j),
+                                _mm256_add_epi32(acc, _mm256_madd_epi16(w, qq)));
+        }
+        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
+        for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
+    }
+}
+#endif
+
+static void narrow_pair_products(const int32_t *q, const int8_t *pairs, int32_t *sums,
+                                 Py_ssize_t hidden, Py_ssize_t width) {
+#ifdef X86_KERNELS
+    if (__builtin_cpu_supports("avx512bw")) {
+        narrow_pair_products_avx512(q, pairs, sums, hidden, width);
+        return;
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        narrow_pair_products_avx2(q, pairs, sums, hidden, width);
+        return;
+    }
+#endif
+    narrow_pair_products_scalar(q, pairs, sums, hidden, width);
+}
+
+static void pair_products(const int32_t *q, const int16_t *pairs, int32_t *sums,
+                          Py_ssize_t hidden, Py_ssize_t width) {
+#ifdef X86_KERNELS
+    if (__builtin_cpu_supports("avx512bw")) {
+        pair_products_avx512(q, pairs, sums, hidden, width);
+        return;
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        pair_products_avx2(q, pairs, sums, hidden, width);
+        return;
+    }
+#endif
+    pair_products_scalar(q, pairs, sums, hidden, width);
+}
+
+typedef struct {
+    const float *gates_x;     /* (T, B, 4H): the input projection, in processing order */
+    const int16_t *pairs;     /* (ceil(H / 2), 4H, 2): R with its zero point taken, rows k
+                               * and k + 1 interleaved (a zero row pads an odd H), or NULL */
+    const int8_t *narrow;     /* the same as int8 (every value fits), or NULL */
+    const float *r_scale;     /* 1 or 4H values */
+    const float *bias;        /* 4H (Wb + Rb, ONNX's i, o, f, c) or NULL */
+    float *h, *c, *y;         /* (B, H), (B, H), (T, B, H) or NULL */
+    int32_t *quantized;       /* (B, H) scratch */
+    int32_t *sums;            /* (B, 4H) scratch */
+    Py_ssize_t steps, batch, hidden, scales;
+    float clip;
+    int reverse;
+} DqLstm;
+
+/* GetQuantizationParameter<uint8_t> and MlasQuantizeLinear over the B x H state */
+MLAS_FUNCTIONS static void quantize_state(const float *h, Py_ssize_t count, int32_t *out,
+                                          float *scale_out, int32_t *zero_out) {
+    float low = 0.0f, high = 0.0f;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        low = h[i] < low ? h[i] : low;
+        high = h[i] > high ? h[i] : high;
+    }
+    float scale = high == low ? 1.0f : (high - low) / 255.0f;
+    float zero = 0.0f - low / scale;
+    zero = zero < 0.0f ? 0.0f : (zero > 255.0f ? 255.0f : zero);
+    int32_t z = (int32_t)rintf(zero);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        float v = rintf(h[i] / scale);
+        v = v < (float)-z ? (float)-z : (v > (float)(255 - z) ? (float)(255 - z) : v);
+        out[i] = (int32_t)v; /* the value minus its zero point */
+    }
+    *scale_out = scale;
+    *zero_out = z;
+}
+
+MULTIVERSIONED MLAS_FUNCTIONS
+static void dq_lstm_loop(const DqLstm *a) {
+    const Py_ssize_t hidden = a->hidden, width = 4 * hidden, batch = a->batch;
+    for (Py_ssize_t step = 0; step < a->steps; step++) {
+        float h_scale;
+        int32_t h_zero;
+        quantize_state(a->h, batch * hidden, a->quantized, &h_scale, &h_zero);
+        for (Py_ssize_t b = 0; b < batch; b++) {
+            if (a->narrow != NULL)
+                narrow_pair_products(a->quantized + b * hidden, a->narrow, a->sums + b * width,
+                                     hidden, width);
+            else
+                pair_products(a->quantized + b * hidden, a->pairs, a->sums + b * width, hidden,
+                              width);
+        }
+        for (Py_ssize_t b = 0; b < batch; b++) {
+            const float *gx = a->gates_x + (step * batch + b) * width;
+            const int32_t *sums = a->sums + b * width;
+            float *h = a->h + b * hidden, *c = a->c + b * hidden;
+            float gates[4];
+            for (Py_ssize_t j = 0; j < hidden; j++) {
+                for (int g = 0; g < 4; g++) {
+                    Py_ssize_t column = g * hidden + j;
+                    float multiplier = h_scale * a->r_scale[a->scales == 1 ? 0 : column];
+                    gates[g] = gx[column] + (float)sums[column] * multiplier;
+                }
+                float input = mlas_logistic(gate_clip(gates[0], a->bias, j, a->clip));
+                float forget = mlas_logistic(gate_clip(gates[2], a->bias, 2 * hidden + j,
+                                                       a->clip));
+                float cell = mlas_tanh(gate_clip(gates[3], a->bias, 3 * hidden + j, a->clip));
+                float state = c[j] * forget + input * cell;
+                float output = mlas_logistic(gate_clip(gates[1], a->bias, hidden + j, a->clip));
+                c[j] = state;
+                h[j] = mlas_tanh(state) * output;
+            }
+        }
+        if (a->y != NULL) {
+            Py_ssize_t t = a->reverse ? a->steps - 1 - step : step;
+            memcpy(a->y + t * batch * hidden, a->h, (size_t)(batch * hidden) * sizeof(float));
+        }
+    }
+}
+
 /* -- argument handling ------------------------------------------------------------------- */
 static int get_float_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
@@ -652,6 +1045,14 @@ static PyObject *py_gelu_erf(PyObject *Py_UNUSED(self), PyObject *args) {
 
 static PyObject *py_hardswish(PyObject *Py_UNUSED(self), PyObject *args) {
     return elementwise(args, hardswish_loop);
+}
+
+static PyObject *py_sigmoid(PyObject *Py_UNUSED(self), PyObject *args) {
+    return elementwise(args, sigmoid_loop);
+}
+
+static PyObject *py_silu(PyObject *Py_UNUSED(self), PyObject *args) {
+    return elementwise(args, silu_loop);
 }
 
 /* The (x, out, length) arguments of a row kernel: x float32 in whole rows of `length`, out
@@ -824,6 +1225,126 @@ static Py_ssize_t input_span(Py_ssize_t out, Py_ssize_t stride, Py_ssize_t dilat
         __builtin_add_overflow(reach, extent, &span) || __builtin_add_overflow(span, 1, &span))
         return -1;
     return span;
+}
+
+static PyObject *py_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
+    BufferArg b[6] = {
+        {.name = "projected", .role = INPUT}, {.name = "recurrent", .role = INPUT},
+        {.name = "h", .role = OUTPUT},        {.name = "c", .role = OUTPUT},
+        {.name = "y", .role = OUTPUT},        {.name = "gates", .role = OUTPUT},
+    };
+    Py_ssize_t steps, batch, hidden, y_row, y_offset;
+    int reverse, transposed;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nnn)(nn)pp", &b[0].object, &b[1].object,
+                          &b[2].object, &b[3].object, &b[4].object, &b[5].object, &steps,
+                          &batch, &hidden, &y_row, &y_offset, &reverse, &transposed))
+        return NULL;
+    if (steps < 0 || batch < 0 || hidden <= 0 || y_offset < 0 || y_row < hidden ||
+        y_offset > y_row - hidden) {
+        PyErr_Format(PyExc_ValueError, "bad sizes: steps %zd, batch %zd, hidden %zd, y_row %zd,"
+                     " y_offset %zd", steps, batch, hidden, y_row, y_offset);
+        return NULL;
+    }
+    Py_ssize_t width = multiply_add(hidden, 4, 0), rows = multiply_add(steps, batch, 0);
+    Py_ssize_t projected = width < 0 || rows < 0 ? -1 : multiply_add(rows, width, 0);
+    Py_ssize_t state = multiply_add(batch, hidden, 0), y_count = multiply_add(rows, y_row, 0);
+    Py_ssize_t recurrent = multiply_add(hidden, width, 0), gates = multiply_add(batch, width, 0);
+    if (projected < 0 || state < 0 || y_count < 0 || recurrent < 0 || gates < 0) {
+        PyErr_SetString(PyExc_OverflowError, "lstm_sequence: sizes overflow");
+        return NULL;
+    }
+    if (hold_buffers(b, 6) != 0) return NULL;
+    PyObject *result = NULL;
+    if (check_count(&b[0].view, projected, "projected") == 0 &&
+        check_count(&b[1].view, recurrent, "recurrent") == 0 &&
+        check_count(&b[2].view, state, "h") == 0 && check_count(&b[3].view, state, "c") == 0 &&
+        check_count(&b[4].view, y_count, "y") == 0 &&
+        check_count(&b[5].view, gates, "gates") == 0) {
+        LstmSequence call = {data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]),
+                             data_of(&b[4]), data_of(&b[5]), steps, batch, hidden, y_row,
+                             y_offset, reverse, transposed};
+        Py_BEGIN_ALLOW_THREADS
+        lstm_sequence_loop(&call);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    release_buffers(b, 6);
+    return result;
+}
+
+static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *gx_object, *r_object, *scale_object, *bias_object, *h_object, *c_object, *y_object;
+    Py_ssize_t steps, batch, hidden;
+    float clip;
+    int reverse;
+    if (!PyArg_ParseTuple(args, "OOOOOOO(nnn)fp", &gx_object, &r_object, &scale_object,
+                          &bias_object, &h_object, &c_object, &y_object, &steps, &batch,
+                          &hidden, &clip, &reverse))
+        return NULL;
+    if (steps < 0 || batch < 0 || hidden <= 0) {
+        PyErr_Format(PyExc_ValueError, "bad sizes: steps %zd, batch %zd, hidden %zd", steps,
+                     batch, hidden);
+        return NULL;
+    }
+    Py_ssize_t width = multiply_add(hidden, 4, 0), rows = multiply_add(steps, batch, 0);
+    Py_ssize_t gx_count = width < 0 || rows < 0 ? -1 : multiply_add(rows, width, 0);
+    Py_ssize_t state = multiply_add(batch, hidden, 0);
+    Py_ssize_t y_count = rows < 0 ? -1 : multiply_add(rows, hidden, 0);
+    Py_ssize_t sums = multiply_add(batch, width, 0);
+    if (gx_count < 0 || state < 0 || y_count < 0 || sums < 0 ||
+        sums > PY_SSIZE_T_MAX / 8) {
+        PyErr_SetString(PyExc_OverflowError, "dq_lstm_sequence: sizes overflow");
+        return NULL;
+    }
+    Py_buffer r;
+    if (PyObject_GetBuffer(r_object, &r, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) return NULL;
+    Py_ssize_t pair_count = multiply_add((hidden + 1) / 2 * 2, width, 0);
+    int narrow = r.itemsize == 1 && r.format != NULL && strcmp(r.format, "b") == 0;
+    int wide = r.itemsize == 2 && r.format != NULL && strcmp(r.format, "h") == 0;
+    if (!(narrow || wide) || pair_count < 0 || r.len / r.itemsize < pair_count) {
+        PyErr_Format(PyExc_TypeError, "argument 'pairs' must be an int16 or int8 buffer of %zd "
+                     "values (ceil(H / 2), 4H, 2)", pair_count);
+        PyBuffer_Release(&r);
+        return NULL;
+    }
+    BufferArg b[6] = {
+        {.object = gx_object, .name = "gates_x", .role = INPUT},
+        {.object = scale_object, .name = "r_scale", .role = INPUT},
+        {.object = bias_object, .name = "bias", .role = OPTIONAL_INPUT},
+        {.object = h_object, .name = "h", .role = OUTPUT},
+        {.object = c_object, .name = "c", .role = OUTPUT},
+        {.object = y_object, .name = "y", .role = OPTIONAL_OUTPUT},
+    };
+    if (hold_buffers(b, 6) != 0) {
+        PyBuffer_Release(&r);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t scales = b[1].view.len / 4;
+    if (scales != 1 && scales != width) {
+        PyErr_Format(PyExc_ValueError, "argument 'r_scale' holds %zd values; 1 or %zd needed",
+                     scales, width);
+    } else if (check_count(&b[0].view, gx_count, "gates_x") == 0 &&
+               check_optional(&b[2], width) == 0 && check_count(&b[3].view, state, "h") == 0 &&
+               check_count(&b[4].view, state, "c") == 0 && check_optional(&b[5], y_count) == 0) {
+        int32_t *quantized = PyMem_RawMalloc((size_t)(state + sums) * sizeof(int32_t) + 1);
+        if (quantized == NULL) {
+            PyErr_NoMemory();
+        } else {
+            DqLstm call = {data_of(&b[0]), wide ? r.buf : NULL, narrow ? r.buf : NULL,
+                           data_of(&b[1]), data_of(&b[2]),
+                           data_of(&b[3]), data_of(&b[4]), data_of(&b[5]), quantized,
+                           quantized + state, steps, batch, hidden, scales, clip, reverse};
+            Py_BEGIN_ALLOW_THREADS
+            dq_lstm_loop(&call);
+            Py_END_ALLOW_THREADS
+            PyMem_RawFree(quantized);
+            result = Py_NewRef(Py_None);
+        }
+    }
+    release_buffers(b, 6);
+    PyBuffer_Release(&r);
+    return result;
 }
 
 static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -1064,6 +1585,10 @@ static PyMethodDef methods[] = {
      "gelu_erf(x, out): GELU's erf form of float32 x into out (may be x)."},
     {"hardswish", py_hardswish, METH_VARARGS,
      "hardswish(x, out): x * clip(x / 6 + 1/2, 0, 1) of float32 x into out (may be x)."},
+    {"sigmoid", py_sigmoid, METH_VARARGS,
+     "sigmoid(x, out): 1 / (1 + exp(-x)) of float32 x into out (may be x)."},
+    {"silu", py_silu, METH_VARARGS,
+     "silu(x, out): x * sigmoid(x) of float32 x into out (may be x)."},
     {"softmax_rows", py_softmax_rows, METH_VARARGS,
      "softmax_rows(x, out, length): softmax of each contiguous row of float32 x into out."},
     {"masked_softmax", py_masked_softmax, METH_VARARGS,
@@ -1096,6 +1621,20 @@ static PyMethodDef methods[] = {
      "(pad_top, pad_left), dilation, (OH, OW)): NCHW float32 grouped convolution (weight "
      "C_out x C/groups x KH x KW, bias C_out or None) summing taps directly; for depthwise "
      "and few-channel convolutions."},
+    {"lstm_sequence", py_lstm_sequence, METH_VARARGS,
+     "lstm_sequence(projected, recurrent, h, c, y, gates, (T, B, H), (y_row, y_offset), "
+     "reverse, transposed): an LSTM over T steps (PyTorch's gate order i, f, g, o): projected (T, B, 4H) "
+     "holds x_t @ W^T plus both biases, recurrent is R (4H, H) or, transposed, R^T (H, 4H), "
+     "h and c (B, H) the state "
+     "(initial in, final out), y (T, B, y_row) gets h_t at column y_offset; gates (B, 4H) is "
+     "scratch. Every buffer float32 and apart from the others."},
+    {"dq_lstm_sequence", py_dq_lstm_sequence, METH_VARARGS,
+     "dq_lstm_sequence(gates_x, pairs, r_scale, bias, h, c, y, (T, B, H), clip, reverse): "
+     "onnxruntime's DynamicQuantizeLSTM steps (default activations, no peepholes, full "
+     "sequences): gates_x (T, B, 4H) float32 in processing order, pairs (ceil(H / 2), 4H, 2) "
+     "int16, or int8 where every value fits (R minus its zero point, rows 2p and 2p + 1 "
+     "interleaved), r_scale 1 or 4H float32, bias 4H float32 or None, h and c "
+     "(B, H) float32 (initial in, final out), y (T, B, H) float32 or None."},
     {NULL, NULL, 0, NULL},
 };
 

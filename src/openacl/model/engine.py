@@ -341,9 +341,18 @@ class Engine:
         self._host = _HostRun(
             inputs=[(name, views[name]) for name in self.graph.inputs],
             outputs=[views[name] for name in self.graph.outputs],
-            kernels=[find_executor(executor).bound_kernel(workspace)
-                     for executor, _ in self._executors])
+            kernels=[find_executor(executor).bound_kernel(workspace, self._constant_args(step))
+                     for (executor, _), step in zip(self._executors, self.lowered.steps,
+                                                    strict=True)])
         return self._host
+
+    def _constant_args(self, step: Any) -> frozenset[str]:
+        """The arguments of ``step`` bound to initializers: nothing changes them while the
+        engine lives (the design note), so a kernel may derive from them once."""
+        initializers = self.graph.initializers
+        return frozenset(name for name, arg in step.args
+                         if isinstance(arg, Ref) and self.lowered.views.get(
+                             arg.value, arg.value) in initializers)
 
     def _replay(self, target: Stream, record: StepClock | None = None) -> None:
         """Enqueue every step on ``target``; with ``record``, wait for each and time it.

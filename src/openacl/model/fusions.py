@@ -8,6 +8,14 @@ elimination: each rewrites a pattern of nodes into fewer nodes that compute the 
   ATC do.
 * ``fuse_hard_swish``: ``x * clip(x + 3, 0, 6) / 6`` (``/ 6`` or ``* (1/6)``, either operand
   order) is one ``HardSwish``.
+* ``pretranspose_gemm_weights`` (first): a ``Gemm`` whose transposed operand is a constant
+  read by nothing else gets it transposed once, here (``transA`` / ``transB`` cleared), so
+  no run transposes a weight.
+* ``fuse_layer_norm``: layer normalisation written out, ``(x - mean) / sqrt(var + eps)``
+  with ``var = mean((x - mean)^2)`` over trailing axes, then an optional constant scale and
+  bias (PyTorch's exports before opset 17), is one ``LayerNormalization``.
+* ``fuse_silu``: ``x * sigmoid(x)`` (SiLU / Swish, YOLO's activation; either operand order)
+  is one ``Silu`` node, lowered onto aclnnSilu: one pass where there were two.
 * ``fuse_gelu_erf``: GELU written out with Erf, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (``/
   sqrt(2)`` or ``* (1/sqrt(2))``, the two products in any order and grouping, as PyTorch
   and Paddle exporters write it) is one ``Gelu`` node: one pass where there were five.
@@ -57,8 +65,11 @@ HARD_SWISH_OFFSET, HARD_SWISH_LIMIT = 3.0, 6.0
 
 def fuse(graph: Graph) -> dict[str, int]:
     """Run every fusion; returns how many patterns each rewrote."""
-    return {"qdq": fuse_qdq(graph), "conv_affine": fold_conv_affine(graph),
+    return {"gemm_weights": pretranspose_gemm_weights(graph), "qdq": fuse_qdq(graph),
+            "conv_affine": fold_conv_affine(graph),
+            "layer_norm": fuse_layer_norm(graph),
             "hard_swish": fuse_hard_swish(graph), "gelu_erf": fuse_gelu_erf(graph),
+            "silu": fuse_silu(graph),
             "matmul_epilogue": fuse_matmul_epilogue(graph),
             "matmul_scale": fold_matmul_scale(graph),
             "add_layer_norm": fuse_add_layer_norm(graph)}
@@ -264,6 +275,165 @@ def _hard_swish_at(graph: Graph, uses: _Uses, last: Node) -> tuple[str, list[Nod
             continue
         return x, [shifted, clip, product, last]
     return None
+
+
+# -- Gemm with a transposed constant ----------------------------------------------------------
+def pretranspose_gemm_weights(graph: Graph) -> int:
+    """``Gemm(a, W, transB=1)`` with ``W`` a constant only this node reads -> ``Gemm(a, W^T)``
+    (likewise ``transA``); returns how many operands were transposed."""
+    uses = _Uses(graph)
+    done = 0
+    for node in graph.nodes:
+        if node.op_type != "Gemm":
+            continue
+        for position, flag in ((0, "transA"), (1, "transB")):
+            name = node.inputs[position]
+            array = graph.initializers.get(name)
+            if not int(node.attrs.get(flag, 0)) or array is None or array.ndim != 2 or \
+                    uses.readers[name] != 1:
+                continue
+            node.inputs[position] = _new_initializer(graph, f"{name}/transposed",
+                                                     np.ascontiguousarray(array.T))
+            node.attrs = {key: value for key, value in node.attrs.items() if key != flag}
+            done += 1
+    return done
+
+
+# -- LayerNormalization written out ------------------------------------------------------------
+def fuse_layer_norm(graph: Graph) -> int:
+    """``(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) [* scale] [+ bias]`` over
+    trailing axes -> ``LayerNormalization(x, scale, bias, axis, epsilon)``."""
+    fused = 0
+    uses = _Uses(graph)
+    for divide in list(graph.nodes):
+        if divide.op_type != "Div" or divide not in graph.nodes:
+            continue
+        match = _layer_norm_at(graph, uses, divide)
+        if match is None:
+            continue
+        x, axis, epsilon, removed, last, scale, bias = match
+        graph.nodes[graph.nodes.index(last)] = Node(
+            "LayerNormalization", last.name or f"{last.outputs[0]}/layer_norm",
+            [x, scale, bias], list(last.outputs), {"axis": axis, "epsilon": epsilon})
+        for node in removed:
+            graph.nodes.remove(node)
+        fused += 1
+        uses = _Uses(graph)
+    return fused
+
+
+def _mean_axes(graph: Graph, node: Node | None) -> tuple[int, ...] | None:
+    """The sorted non-negative axes of a keepdims ``ReduceMean``, or None."""
+    if node is None or node.op_type != "ReduceMean" or not int(node.attrs.get("keepdims", 1)):
+        return None
+    rank = len(graph.value(node.inputs[0]).shape)
+    if "axes" in node.attrs:
+        axes = list(node.attrs["axes"])
+    elif len(node.inputs) > 1 and node.inputs[1] in graph.initializers:
+        axes = graph.initializers[node.inputs[1]].reshape(-1).tolist()
+    else:
+        return None
+    return tuple(sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes)) or None
+
+
+def _layer_norm_at(graph: Graph, uses: _Uses, divide: Node) -> tuple | None:
+    """(x, axis, epsilon, nodes removed, node replaced, scale, bias) when ``divide`` is the
+    normalisation of a written-out layer norm; else None."""
+    centred, root = divide.inputs
+    sqrt = uses.sole_product(root, "Sqrt")
+    shifted = None if sqrt is None else uses.sole_product(sqrt.inputs[0], "Add")
+    if shifted is None or len(shifted.inputs) != 2:
+        return None
+    variance = next((name for name in shifted.inputs if _scalar(graph, name) is None), None)
+    eps_name = next((name for name in shifted.inputs if name != variance), None)
+    epsilon = None if eps_name is None else _scalar(graph, eps_name)
+    var_mean = None if variance is None else uses.sole_product(variance, "ReduceMean")
+    square = None if var_mean is None else uses.producer.get(var_mean.inputs[0])
+    if epsilon is None or square is None or uses.readers[var_mean.inputs[0]] != 1:
+        return None
+    if not ((square.op_type == "Pow" and square.inputs[0] == centred
+             and _scalar(graph, square.inputs[1]) == 2.0)
+            or (square.op_type == "Mul" and square.inputs == [centred, centred])):
+        return None
+    sub = uses.producer.get(centred)
+    if sub is None or sub.op_type != "Sub" or uses.readers[centred] != (
+            2 if square.op_type == "Pow" else 3):
+        return None
+    x, mean = sub.inputs
+    mean_node = uses.sole_product(mean, "ReduceMean")
+    axes = _mean_axes(graph, mean_node)
+    shape = graph.value(x).shape
+    if axes is None or mean_node.inputs[0] != x or _mean_axes(graph, var_mean) != axes or \
+            axes != tuple(range(axes[0], len(shape))) or graph.value(x).dtype.kind != "f":
+        return None
+    normalized = tuple(shape[axes[0]:])
+    removed = [mean_node, sub, square, var_mean, shifted, sqrt, divide]
+    last, scale, bias = divide, "", ""
+    after = uses.only_reader(last.outputs[0])
+    if after is not None and after.op_type == "Mul":
+        scale = _normalized_constant(graph, after, last.outputs[0], normalized)
+        if scale:
+            removed.append(after)
+            last, after = after, uses.only_reader(after.outputs[0])
+    if after is not None and after.op_type == "Add":
+        bias = _normalized_constant(graph, after, last.outputs[0], normalized)
+        if bias:
+            removed.append(after)
+            last = after
+    if graph.value(last.outputs[0]).shape != shape:
+        return None
+    if not scale:
+        scale = _new_initializer(graph, f"{divide.name or divide.outputs[0]}/scale",
+                                 np.ones(normalized, graph.value(x).dtype))
+    removed.remove(last)
+    return x, axes[0], float(epsilon), removed, last, scale, bias
+
+
+def _normalized_constant(graph: Graph, node: Node, operand: str,
+                         normalized: tuple[int, ...]) -> str:
+    """The other input of ``node`` (which reads ``operand``) as a constant of the normalized
+    shape (made so when it broadcasts as one), or ''."""
+    if len(node.inputs) != 2 or operand not in node.inputs:
+        return ""
+    name = node.inputs[1 - node.inputs.index(operand)]
+    array = graph.initializers.get(name)
+    if array is None or array.dtype.kind != "f" or array.ndim > len(normalized):
+        return ""
+    try:
+        if np.broadcast_shapes(array.shape, normalized) != normalized:
+            return ""
+    except ValueError:  # does not broadcast
+        return ""
+    if array.shape == normalized:
+        return name
+    return _new_initializer(graph, f"{name}/normalized",
+                            np.ascontiguousarray(np.broadcast_to(array, normalized)))
+
+
+# -- SiLU -----------------------------------------------------------------------------------------
+SILU = "Silu"  # the IR op type (not an ONNX one)
+
+
+def fuse_silu(graph: Graph) -> int:
+    """``Mul(x, Sigmoid(x))`` (the Sigmoid read by the Mul alone) -> ``Silu(x)``."""
+    fused = 0
+    uses = _Uses(graph)
+    for mul in list(graph.nodes):
+        if mul.op_type != "Mul" or len(mul.inputs) != 2 or mul.inputs[0] == mul.inputs[1]:
+            continue
+        for x, gate in (mul.inputs, mul.inputs[::-1]):
+            sigmoid = uses.sole_product(gate, "Sigmoid")
+            if sigmoid is None or sigmoid.inputs[0] != x or \
+                    graph.value(x).shape != graph.value(mul.outputs[0]).shape or \
+                    graph.value(x).dtype.kind != "f":
+                continue
+            graph.nodes[graph.nodes.index(mul)] = Node(
+                SILU, mul.name or f"{mul.outputs[0]}/silu", [x], list(mul.outputs))
+            graph.nodes.remove(sigmoid)
+            fused += 1
+            uses = _Uses(graph)
+            break
+    return fused
 
 
 # -- GELU, erf form ------------------------------------------------------------------------------

@@ -222,6 +222,23 @@ class IntegerWeights:
         self.matrix = np.ascontiguousarray(weight.astype(F32) - F32(zero_point))
         largest = int(np.abs(self.matrix).max()) if self.matrix.size else 0
         self.block = max(1, ((1 << 24) - 1) // (255 * max(largest, 1)))
+        self._pairs: np.ndarray | None = None
+
+    @property
+    def pairs(self) -> np.ndarray:
+        """The matrix (K, N) as row pairs (ceil(K / 2), N, 2), rows 2p and 2p + 1
+        interleaved, a zero row after an odd K: the C recurrence's layout (one vpmaddwd per
+        pair of rows); int8 where every value fits (half the bytes to read per step), else
+        int16 (|values| <= 255). Made on first use."""
+        if self._pairs is None:
+            rows, columns = self.matrix.shape
+            narrow = not self.matrix.size or (self.matrix.min() >= -128 and
+                                              self.matrix.max() <= 127)
+            padded = np.zeros((rows + rows % 2, columns), np.int8 if narrow else np.int16)
+            padded[:rows] = self.matrix
+            self._pairs = np.ascontiguousarray(
+                padded.reshape(-1, 2, columns).transpose(0, 2, 1))
+        return self._pairs
 
     def product(self, a: np.ndarray, a_zero: int) -> np.ndarray:
         """MLAS's int32 accumulator of ``(a - a_zero) @ matrix``, as float32."""
@@ -281,6 +298,9 @@ def _lstm_direction(x: np.ndarray, lengths: np.ndarray, weights: _Direction, h0:
     inputs = x[steps, rows]  # (longest, batch, input): onnxruntime's reversed copy
     quantized, x_scale, x_zero = quantize_uint8(inputs)
     gates_x = weights.w.product(quantized, x_zero) * (x_scale * weights.w_scale)
+    if _native_steps(gates_x, lengths, weights, h, c, y if want_y else None, acts, clip,
+                     input_forget, rows_per_slice or batch, reverse):
+        return y, h, c
     f_act, g_act, h_act = acts
     b_i, b_o, b_f, b_c = weights.bias
     rows_per_slice = rows_per_slice or batch
@@ -316,6 +336,31 @@ def _lstm_direction(x: np.ndarray, lengths: np.ndarray, weights: _Direction, h0:
         else:  # onnxruntime steps on Y_h's buffer, where a finished entry keeps its state
             h = h_last
     return y, h_last, np.where((lengths > 0)[:, None], c, F32(0))
+
+
+DEFAULT_LSTM_ACTIVATIONS = ("sigmoid", "tanh", "tanh")
+
+
+def _native_steps(gates_x: np.ndarray, lengths: np.ndarray, weights: _Direction, h: np.ndarray,
+                  c: np.ndarray, y: np.ndarray | None, acts: list, clip: np.float32,
+                  input_forget: bool, rows_per_slice: int, reverse: bool) -> bool:
+    """The steps in one C call (``_native.dq_lstm_sequence``, the same rounding as the
+    loop below; MLAS's polynomials with true fused multiply-adds) for the common case:
+    default activations, no peepholes, no input_forget, every sequence full, the hidden
+    state quantised whole. ``h`` and ``c`` hold the final state after; False: not done."""
+    from openacl.ops import native
+
+    lib = native.kernels()
+    seq, batch, _ = gates_x.shape
+    if (lib is None or input_forget or weights.peepholes is not None or seq == 0
+            or rows_per_slice < batch or not np.all(lengths == seq)
+            or [f for f, _, _ in acts] != [ACTIVATIONS[n] for n in DEFAULT_LSTM_ACTIVATIONS]):
+        return False
+    bias = None if weights.bias[0] is None else np.concatenate(weights.bias).astype(F32)
+    lib.dq_lstm_sequence(np.ascontiguousarray(gates_x, F32), weights.r.pairs,
+                         np.ascontiguousarray(weights.r_scale, F32), bias, h, c, y,
+                         (seq, batch, weights.r.matrix.shape[0]), float(clip), reverse)
+    return True
 
 
 def dynamic_quantize_lstm(x: np.ndarray, directions: list[_Direction], lengths: np.ndarray,

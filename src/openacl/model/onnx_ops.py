@@ -9,7 +9,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from openacl.model.fusions import FUSED_MATMUL
+from openacl.model.fusions import FUSED_MATMUL, SILU
 from openacl.model.ir import Node
 from openacl.model.lowering import Builder, Ref, RefList, Scalar, lowering, unsupported
 from openacl.model.onnx_rules import onnx_slice as _onnx_slice
@@ -114,6 +114,12 @@ _UNARY = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "L
 def unary(node: Node, b: Builder) -> None:
     _only(node)
     b.call(_UNARY[node.op_type], self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
+
+
+@lowering(SILU)
+def silu(node: Node, b: Builder) -> None:
+    """The fused ``x * sigmoid(x)`` (``fusions.fuse_silu``) onto aclnnSilu."""
+    b.call("Silu", self=Ref(node.inputs[0]), out=Ref(node.outputs[0]))
 
 
 GELU_APPROXIMATE = {"none": 0, "tanh": 1}  # ONNX Gelu's approximate -> aclnnGeluV2's

@@ -1,4 +1,10 @@
-"""ONNX RNN, GRU and LSTM, unrolled over their (static) sequence onto aclnn operators.
+"""ONNX RNN, GRU and LSTM over their (static) sequence, onto aclnn operators.
+
+An LSTM with constant weights, the default activations, no peepholes, no clip, layout 0 and
+a full sequence, forward or bidirectional (what PyTorch and Keras export) is one
+aclnnBidirectionLSTM step: its gate blocks reordered once, here, from ONNX's (i, o, f, c) to
+PyTorch's (i, f, g, o), and the whole recurrence one kernel call. Everything else is
+unrolled:
 
 The input projection of every time step is one Matmul (``X @ W^T`` over all steps at once);
 each step then adds ``H @ R^T`` and the biases, splits the gates, applies the activations
@@ -24,6 +30,8 @@ from openacl.model.ir import Node
 from openacl.model.lowering import Builder, Ref, RefList, lowering, unsupported
 from openacl.model.onnx_ops import KEEP_DTYPE, _constant_input
 
+ONNX_TO_TORCH_LSTM = (0, 2, 3, 1)  # ONNX's gate blocks i, o, f, c in PyTorch's i, f, g, o
+LSTM_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32)})
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}  # gate blocks in W, R (ONNX orders: GRU z r h;
 # LSTM i o f c)
 DEFAULT_ACTIVATIONS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"],
@@ -244,9 +252,72 @@ def _concat(b: Builder, parts: list[str], part_shape: tuple[int, ...], dim: int,
         b.call("Cat", tensors=RefList(views), dim=dim, out=Ref(out))
 
 
+def _whole_sequence_lstm(node: Node, b: Builder) -> bool:
+    """Lower an LSTM onto one aclnnBidirectionLSTM step when it can be (see the module
+    note); False leaves it to the unrolled lowering."""
+    direction = str(node.attrs.get("direction", "forward"))
+    x = node.inputs[0]
+    dtype = b.value(x).dtype
+    weights = [b.constant_of(node.inputs[i]) for i in (1, 2)]
+    bias_name = _input(node, 3)
+    bias = None if bias_name is None else b.constant_of(bias_name)
+    if (node.op_type != "LSTM" or direction not in ("forward", "bidirectional")
+            or int(node.attrs.get("layout", 0)) or dtype not in LSTM_DTYPES
+            or any(w is None for w in weights) or _input(node, 7) is not None
+            or (bias_name is not None and bias is None)):
+        return False
+    steps, batch, _ = b.value(x).shape
+    if _input(node, 4) is not None:
+        lengths = b.constant_of(node.inputs[4])
+        if lengths is None or not np.all(lengths == steps):
+            return False
+    hidden = int(node.attrs["hidden_size"])
+    directions = 2 if direction == "bidirectional" else 1
+    state = (directions, batch, hidden)
+
+    def reordered(array: np.ndarray) -> np.ndarray:  # (4H, ...) blocks in PyTorch's order
+        blocks = array.reshape(4, hidden, *array.shape[1:])[list(ONNX_TO_TORCH_LSTM)]
+        return np.ascontiguousarray(blocks.reshape(array.shape).astype(dtype))
+
+    args: dict[str, Ref | None] = {}
+    names = (("wIh", "wHh", "bIhOptional", "bHhOptional"),
+             ("wIhReverseOptional", "wHhReverseOptional", "bIhReverseOptional",
+              "bHhReverseOptional"))
+    for d in range(2):
+        for position, name in enumerate(names[d]):
+            array = None
+            if d < directions:
+                array = weights[position][d] if position < 2 else (
+                    None if bias is None else bias[d][(position - 2) * 4 * hidden:
+                                                      (position - 1) * 4 * hidden])
+            args[name] = None if array is None else Ref(b.constant(reordered(array), "lstm_w"))
+    initial = []
+    for index in (5, 6):
+        name = _input(node, index)
+        if name is not None and (b.value(name).shape != state or b.value(name).dtype != dtype):
+            return False
+        initial.append(name or b.constant(np.zeros(state, dtype), "zeros"))
+    y, y_h = (node.outputs + ["", ""])[:2]
+    y_c = node.outputs[2] if len(node.outputs) > 2 else ""
+    sequence = b.temp((steps, batch, directions * hidden), dtype)
+    b.call("BidirectionLSTM", x=Ref(x), initH=Ref(initial[0]), initC=Ref(initial[1]), **args,
+           numLayers=1, isbias=bias is not None, batchFirst=False,
+           bidirection=directions == 2, yOut=Ref(sequence),
+           outputHOut=Ref(y_h or b.temp(state, dtype)),
+           outputCOut=Ref(y_c or b.temp(state, dtype)))
+    if y and directions == 1:  # (T, B, H) is (T, 1, B, H)
+        b.view(y, sequence)
+    elif y:  # (T, B, 2, H) -> (T, 2, B, H)
+        b.call("Permute", self=Ref(_viewed(b, sequence, (steps, batch, 2, hidden), dtype)),
+               dims=(0, 2, 1, 3), out=Ref(y))
+    return True
+
+
 @lowering("RNN", "GRU", "LSTM")
 def recurrent(node: Node, b: Builder) -> None:
     _check(node)
+    if _whole_sequence_lstm(node, b):
+        return
     x = node.inputs[0]
     dtype = b.value(x).dtype
     batch_first = int(node.attrs.get("layout", 0)) == 1

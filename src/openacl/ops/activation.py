@@ -126,6 +126,15 @@ def _relu_into(x: np.ndarray, out: np.ndarray) -> None:
     np.maximum(x, np.float32(0.0), out=out)
 
 
+def _sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
+    """Sigmoid of float32 ``x`` into ``out`` (the C kernel's numpy twin)."""
+    np.copyto(out, _sigmoid(x))
+
+
+def _silu_into(x: np.ndarray, out: np.ndarray) -> None:
+    np.copyto(out, _silu(x))
+
+
 _SINGLE_PASS = frozenset({_relu_into})  # into-kernels that gain nothing from chunking
 
 
@@ -205,10 +214,12 @@ def _chunkable(x: np.ndarray, out: np.ndarray) -> bool:
 
 # float32 kernels that write their results straight into the output (see _apply)
 _WRITES_INTO: dict[Callable, Callable] = {_gelu_erf: _gelu_erf, _hardswish: _hardswish_into,
-                                          _relu: _relu_into}
+                                          _relu: _relu_into, _sigmoid: _sigmoid_into,
+                                          _silu: _silu_into}
 
 # into-kernels the C extension also has, by its function names (see openacl.ops.native)
-_NATIVE_INTO: dict[Callable, str] = {_gelu_erf: "gelu_erf", _hardswish_into: "hardswish"}
+_NATIVE_INTO: dict[Callable, str] = {_gelu_erf: "gelu_erf", _hardswish_into: "hardswish",
+                                     _sigmoid_into: "sigmoid", _silu_into: "silu"}
 
 # name: (kernel, supported dtypes, output dtype must equal input's, in-place (name, ref arg))
 _ELEMENTWISE = {

@@ -426,7 +426,12 @@ def _byte_span(arg: TensorArg) -> tuple[int, int] | None:
 
 class Views(dict):
     """Phase-2 access to a call's memory: strided numpy views of every tensor argument, by
-    argument name (and by the prepare function's names for in-place aliases)."""
+    argument name (and by the prepare function's names for in-place aliases).
+
+    ``constant`` names the inputs whose memory the caller guarantees unchanged while these
+    views live (the model engine's weights); a kernel may keep what it derives from them
+    (a packed or transposed weight) in ``derived``, computed at its first run. Empty for a
+    plain aclnn call: its inputs may change between launches."""
 
     def __init__(self, arrays: dict[str, Any], aliases: dict[str, str],
                  workspace: Any = None) -> None:
@@ -435,6 +440,18 @@ class Views(dict):
             if actual in arrays:
                 self[prepare_name] = arrays[actual]
         self.workspace = workspace
+        self.constant: frozenset[str] = frozenset()
+        self.derived: dict[Any, Any] = {}
+
+    def derive(self, key: Any, inputs: tuple[str, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, kept under ``key`` when every name in ``inputs`` is constant (see the
+        class note), else computed afresh."""
+        if not self.constant.issuperset(inputs):
+            return make()
+        value = self.derived.get(key)
+        if value is None:
+            value = self.derived[key] = make()
+        return value
 
     def compute(self, name: str, dtype: np.dtype) -> np.ndarray:
         """Input ``name`` converted to the compute dtype of a result of ``dtype``."""

@@ -94,12 +94,15 @@ class OpExecutor:
                 arrays[arg.name] = view
         return Views(arrays, self.call.aliases), keep
 
-    def bound_kernel(self, workspace: Any = None) -> Callable[[], None]:
+    def bound_kernel(self, workspace: Any = None,
+                     constant: frozenset[str] = frozenset()) -> Callable[[], None]:
         """The kernel bound to its views, for a caller that runs it itself on the host, in
         order and synchronously (the model engine's ``run``). The caller owns the memory and
-        keeps it allocated while it uses the callable."""
+        keeps it allocated while it uses the callable; it promises that the inputs named in
+        ``constant`` never change meanwhile (``Views.constant``)."""
         views, _ = self._resolve()
         views.workspace = workspace
+        views.constant = frozenset(constant)
         return functools.partial(self.kernel, views)
 
     def launch(self, workspace: int, workspace_size: int, stream: Any) -> None:

@@ -71,6 +71,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "All", "Amax", "Amin", "Any", "ArgMax", "ArgMin", "Cumsum", "Mean", "Prod", "ProdDim",
         "ReduceSum", "Sort", "Std", "Topk", "Var", "VarCorrection",
     ),
+    "rnn": (
+        "BidirectionLSTM",
+    ),
     "scattering": (
         "InplaceScatter", "InplaceScatterReduce", "Scatter", "ScatterNd", "ScatterReduce",
     ),

@@ -60,9 +60,9 @@ def describe() -> str:
         return "numpy (the C extension openacl._native was not built: no C compiler?)"
     if kernels() is None:
         return "numpy (the C extension is built but turned off: OPENACL_NATIVE=0)"
-    return ("native C (openacl._native: GELU, Hardswish, Softmax, ScaledMaskedSoftmax, "
-            "LayerNorm, AddLayerNorm, row sums, direct and thin convolutions, tiled "
-            "ConvTranspose)")
+    return ("native C (openacl._native: GELU, Hardswish, Sigmoid, SiLU, Softmax, "
+            "ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row sums, direct and thin "
+            "convolutions, tiled ConvTranspose, the LSTM recurrences)")
 
 
 @contextlib.contextmanager
