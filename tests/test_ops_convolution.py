@@ -123,6 +123,26 @@ def test_convolution_matches_torch(name, dtype, with_bias, monkeypatch):
     assert_close(result.numpy(), golden, f"{name} {dtype}")
 
 
+@pytest.mark.parametrize("name", ["1d", "1d-stride-dilation-groups", "2d", "2d-stride-pad",
+                                  "2d-dilation", "2d-groups", "3d"])
+def test_im2col_gathered_and_copied_columns_agree(name, monkeypatch):
+    """Small convolutions gather their columns by phase-1 indices, large ones copy strided
+    windows: the same numbers either way (the copy forced here on small cases)."""
+    shape_x, shape_w, stride, padding, dilation, _, _, groups = CASES[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    x, w = random_array(shape_x, np.float32, rng, -2, 2), random_array(shape_w, np.float32,
+                                                                        rng, -1, 1)
+    results = []
+    for limit in (CONVOLUTION.GATHER_MAX_COLUMNS, 0):
+        monkeypatch.setattr(CONVOLUTION, "GATHER_MAX_COLUMNS", limit)
+        results.append(openacl.ops.convolution(_dev(x), _dev(w), None, stride, padding,
+                                               dilation, False, None, groups).numpy())
+    golden = _golden(x, w, None, stride, padding, dilation, False, [0] * len(stride), groups,
+                     np.float32)
+    for result in results:
+        assert_close(result, golden, name)
+
+
 @pytest.mark.parametrize("name", sorted(n for n in CASES if "shifted" in n))
 @pytest.mark.parametrize("mode", ["tap-by-tap", "stacked-in-blocks", "stacked-one-block"])
 def test_shifted_windows_both_accumulations(name, mode, monkeypatch):

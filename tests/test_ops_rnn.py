@@ -11,6 +11,9 @@ import torch
 import openacl
 from op_harness import assert_close
 from openacl.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_INVALID, AclError
+from openacl.runtime import memory
+
+ACL_MEMCPY_HOST_TO_DEVICE = 1
 
 pytestmark = pytest.mark.usefixtures("kernel_path")
 
@@ -35,27 +38,38 @@ def _lstm_case(steps, batch, features, hidden, bidirectional, bias, dtype, scale
     x = data(steps, batch, features)
     h0, c0 = data(directions, batch, hidden), data(directions, batch, hidden)
     weights = []
-    for _ in range(directions):
-        weights.append([data(4 * hidden, features), data(4 * hidden, hidden),
+    for _ in range(2):
+        weights.extend([data(4 * hidden, features), data(4 * hidden, hidden),
                         data(4 * hidden), data(4 * hidden)])
+    for d in range(2):
+        if not bias:
+            weights[4 * d + 2:4 * d + 4] = [None, None]
+        if d >= directions:
+            weights[4 * d:4 * d + 4] = [None] * 4
+    arrays = [x, h0, c0, *weights]
+    return arrays, _reference(arrays, bias, bidirectional)
+
+
+def _reference(arrays, bias, bidirectional):
+    """torch.nn.LSTM in float64 on ``arrays`` (CANN's argument order), rounded to their
+    dtype: (y, h, c)."""
+    x, h0, c0 = arrays[:3]
+    features, hidden = x.shape[2], h0.shape[2]
     reference = torch.nn.LSTM(features, hidden, bias=bias, bidirectional=bidirectional,
                               dtype=torch.float64)
     with torch.no_grad():
-        for d, (w_ih, w_hh, b_ih, b_hh) in enumerate(weights):
+        for d in range(2 if bidirectional else 1):
+            w_ih, w_hh, b_ih, b_hh = arrays[3 + 4 * d:7 + 4 * d]
             suffix = "_l0" + ("_reverse" if d else "")
-            getattr(reference, "weight_ih" + suffix).copy_(torch.from_numpy(w_ih.astype(float)))
-            getattr(reference, "weight_hh" + suffix).copy_(torch.from_numpy(w_hh.astype(float)))
-            if bias:
-                getattr(reference, "bias_ih" + suffix).copy_(torch.from_numpy(b_ih.astype(float)))
-                getattr(reference, "bias_hh" + suffix).copy_(torch.from_numpy(b_hh.astype(float)))
+            for name, array in (("weight_ih", w_ih), ("weight_hh", w_hh), ("bias_ih", b_ih),
+                                ("bias_hh", b_hh)):
+                if array is not None:
+                    getattr(reference, name + suffix).copy_(torch.from_numpy(
+                        array.astype(float)))
         y, (h, c) = reference(torch.from_numpy(x.astype(float)),
                               (torch.from_numpy(h0.astype(float)),
                                torch.from_numpy(c0.astype(float))))
-    golden = [t.numpy().astype(dtype) for t in (y, h, c)]
-    forward = weights[0] if bias else weights[0][:2] + [None, None]
-    backward = (weights[1] if bias else weights[1][:2] + [None, None]) if bidirectional \
-        else [None] * 4
-    return [x, h0, c0, *forward, *backward], golden
+    return [t.numpy().astype(x.dtype) for t in (y, h, c)]
 
 
 def _run(arrays, bias, bidirectional, num_layers=1, batch_first=False):
@@ -128,3 +142,59 @@ def test_lstm_shape_errors_name_the_argument():
     bad[0] = bad[0].astype(np.float64)
     error = _error(bad)
     assert error.code == ACLNN_ERR_PARAM_INVALID and "'x'" in error.message
+
+
+def test_a_repeatable_call_reads_weights_changed_between_launches():
+    """A plain aclnn call promises nothing about its inputs (``Views.constant`` is empty):
+    launched again after wHh's memory changed, it computes with the new values, not with
+    a transposed copy kept from the first launch."""
+    from openacl import aclnn
+
+    arrays, _ = _lstm_case(20, 1, 4, 8, False, True, np.float32)  # long: R^T per call
+    tensors = [None if a is None else _dev(a) for a in arrays]
+    y, h, c = (openacl.empty(shape, np.float32) for shape in ((20, 1, 8), (1, 1, 8),
+                                                              (1, 1, 8)))
+    ws, exe = aclnn.bidirection_lstm_get_workspace_size(*tensors, 1, True, False, False,
+                                                        y, h, c)
+    aclnn.set_executor_repeatable(exe)
+    aclnn.bidirection_lstm(0, ws, exe, 0)
+    openacl.rt.synchronize_stream(0)
+    first = y.numpy()
+    changed = list(arrays)
+    changed[4] = (arrays[4] * -0.5).astype(np.float32)
+    memory.memcpy(tensors[4].data_ptr, tensors[4].nbytes, memory.register_buffer(changed[4]),
+                  changed[4].nbytes, ACL_MEMCPY_HOST_TO_DEVICE)
+    aclnn.bidirection_lstm(0, ws, exe, 0)
+    openacl.rt.synchronize_stream(0)
+    assert not np.allclose(y.numpy(), first)
+    assert_close(y.numpy(), _reference(changed, True, False)[0])
+    aclnn.destroy_executor(exe)
+
+
+def test_the_model_engine_binds_weights_as_constant():
+    """The engine promises its initializers never change: the LSTM step's views name the
+    weights constant, so R^T is made once, at the first run, and kept."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    weights = {"W": rng.standard_normal((1, 32, 5)).astype(np.float32),
+               "R": rng.standard_normal((1, 32, 8)).astype(np.float32)}
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=8)
+    graph = helper.make_graph(
+        [node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = openacl.InferenceSession(model)
+    try:
+        x = rng.standard_normal((3, 1, 5)).astype(np.float32)
+        first = session.run(None, {"x": x})[0]
+        engine = session.engine
+        step = [i for i, s in enumerate(engine.lowered.steps) if s.op == "BidirectionLSTM"][0]
+        views = engine._host.kernels[step].args[0]
+        assert {"wIh", "wHh"} <= views.constant and "x" not in views.constant
+        derived = dict(views.derived)
+        np.testing.assert_array_equal(session.run(None, {"x": x})[0], first)
+        assert all(views.derived[key] is value for key, value in derived.items())
+    finally:
+        session.close()

@@ -14,6 +14,7 @@ under ``np.errstate`` where NaN or inf inputs are legal.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -166,9 +167,30 @@ def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: b
         compute = promotion.compute_dtype(dtype)
 
         def kernel(v) -> None:
-            _apply(kernel_fn, v, v.compute(self_name, compute), out_name, into)
+            plan = v.derived.get(kernel)
+            if plan is None:
+                plan = v.derived[kernel] = _plan(kernel_fn, v, self_name, compute, out_name,
+                                                 into)
+            plan()
         return kernel
     return prepare
+
+
+def _plan(fn: Callable, v, self_name: str, compute: np.dtype, out_name: str,
+          into: Callable | None) -> Callable[[], Any]:
+    """What a call does on these views, decided at their first call: a views object's arrays
+    never change (a bound kernel's, a repeatable executor's cached views), so the layout
+    checks of ``_apply`` are made once and a float32 host call becomes one C call (or one
+    single-pass ufunc) on the arrays themselves. (The C-or-numpy choice is made then too.)"""
+    x, out = v[self_name], v[out_name]
+    if into is not None and x.dtype == compute and native.host_float32(x, out) and \
+            _chunkable(x, out):
+        lib = native.kernels()
+        if into in _NATIVE_INTO and lib is not None:
+            return functools.partial(getattr(lib, _NATIVE_INTO[into]), x, out)
+        if into in _SINGLE_PASS:
+            return functools.partial(into, x, out)
+    return lambda: _apply(fn, v, v.compute(self_name, compute), out_name, into)
 
 
 def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: str,

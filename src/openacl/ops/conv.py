@@ -49,6 +49,7 @@ remain the path everywhere else, and the reference the tests hold both to.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -78,6 +79,10 @@ NATIVE_VECTOR_MARGIN = 16  # floats a C kernel's last partial vector may read pa
 # depthwise: stride 1 with up to 9 taps multiply-adds tap by tap over the flat layout; more
 # taps, or a stride, use column buffers and a product (faster there, slower at 3x3 stride 1)
 DEPTHWISE_FLAT_MAX_TAPS = 9
+# im2col columns up to this many elements are gathered with indices made in phase 1: one
+# take instead of a padded copy, a window view and a transposed copy (for small convolutions
+# those calls cost more than the arithmetic; past this size the strided copy is faster)
+GATHER_MAX_COLUMNS = 1 << 16
 DEPTHWISE_COLUMN_BYTES = 1 << 20  # column buffer per tile (measured: 1 MiB fits L2 here)
 DEPTHWISE_TILE_ELEMENTS = 1 << 16  # output elements per multiply-add pass (depthwise);
 # measured on PP-OCR's depthwise layers: 2^16 beats 2^14 (call overhead) and 2^18 (cache)
@@ -195,6 +200,8 @@ def convolution(c: Call) -> Kernel:
           and c_in * math.prod(kernel_size) * n * math.prod(out_size) * compute.itemsize
           >= SHIFTED_MIN_COLUMN_BYTES):
         body = _shifted_windows
+    elif math.prod(kernel_size) * c_in * n * math.prod(out_size) <= GATHER_MAX_COLUMNS:
+        body = functools.partial(_gathered, _gather_indices(in_size, pads, geometry))
     else:
         body = _im2col
 
@@ -214,6 +221,8 @@ def convolution(c: Call) -> Kernel:
         # on a device, one im2col matmul (grouped: depthwise too): the host-cache tilings of
         # the other bodies only add kernel launches there
         run = body if type(out) is np.ndarray or transposed else _im2col
+        if type(xs) is not np.ndarray and isinstance(run, functools.partial):
+            run = _im2col  # the gather indices are host arrays
         if (direct and run is not _transposed and native.host_float32(out, xs)
                 and native.kernels() is not None):
             run = _direct_native
@@ -305,6 +314,41 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
         return
     result = xp.matmul(weights, columns)  # (G, C_out/G, N * L)
     result = result.reshape(c_out, n, *g.out_size).swapaxes(0, 1)
+    _finish(out, result, bias, compute)
+
+
+def _gather_indices(in_size: tuple[int, ...], pads, g: _Geometry) -> np.ndarray:
+    """Flat positions in the zero-padded plane that each (tap, output position) reads:
+    ``(taps, L)``, taps in kernel order (``_im2col``'s column order)."""
+    padded = tuple(size + before + after for size, (before, after) in zip(in_size, pads,
+                                                                           strict=True))
+    index = np.zeros((1, 1), np.intp)
+    for size, kernel, dilation, stride, out in zip(padded, g.kernel_size, g.dilation,
+                                                   g.stride, g.out_size, strict=True):
+        positions = (np.arange(kernel) * dilation)[:, None] + (np.arange(out) * stride)[None]
+        # (taps so far, L so far) x (kernel, out) -> (taps * kernel, L * out), row-major
+        index = (index[:, None, :, None] * size + positions[None, :, None, :]).reshape(
+            index.shape[0] * kernel, index.shape[1] * out)
+    return index
+
+
+def _gathered(index: np.ndarray, out, x, w, bias, g: _Geometry, compute) -> None:
+    """``_im2col`` for small convolutions: the columns are one gather of the padded input
+    by the indices phase 1 made (``_gather_indices``)."""
+    n, c_in = x.shape[:2]
+    c_out, groups = w.shape[0], g.groups
+    padded = _pad(x, g.pads, compute)
+    columns = padded.reshape(n, c_in, -1)[:, :, index]  # (N, C, taps, L)
+    taps, locations = index.shape
+    if n > 1:
+        columns = columns.transpose(1, 2, 0, 3)  # (C, taps, N, L)
+    columns = columns.reshape(groups, c_in // groups * taps, n * locations)
+    weights = w.reshape(groups, c_out // groups, c_in // groups * taps)
+    if groups == 1 and n == 1 and out.dtype == compute and out.flags.c_contiguous:
+        np.matmul(weights[0], columns[0], out=out.reshape(c_out, locations))
+        _finish(out, out, bias, compute)
+        return
+    result = np.matmul(weights, columns).reshape(c_out, n, *g.out_size).swapaxes(0, 1)
     _finish(out, result, bias, compute)
 
 
