@@ -135,6 +135,23 @@ def write_json(path: str | None, benchmark: str, results: Any, **extra: Any) -> 
     print(f"\nwrote {path}", file=sys.stderr)
 
 
+def blas_kernels() -> str:
+    """Which kernels numpy's BLAS runs here (threadpoolctl's view: library, CPU kernel
+    family, threads), for a benchmark's output."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed"
+    return ", ".join(f"{i.get('internal_api')} {i.get('architecture')} "
+                     f"{i.get('num_threads')} threads" for i in threadpool_info()
+                     if i.get("user_api") == "blas") or "none found"
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    """The geometric mean of positive ``values`` (the mean of latency ratios)."""
+    return float(np.exp(np.mean(np.log(np.asarray(values, np.float64)))))
+
+
 @contextlib.contextmanager
 def acl_runtime(**config: Any) -> Iterator[None]:
     """``openacl.init(config)`` with device 0 current; finalized on exit."""

@@ -83,16 +83,6 @@ def _rss(path: str, count: int, kind: str) -> tuple[int, int] | None:
     return int(peak), int(current)
 
 
-def _blas_kernels() -> str:
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return "threadpoolctl not installed"
-    return ", ".join(f"{i.get('internal_api')} {i.get('architecture')} "
-                     f"{i.get('num_threads')} threads" for i in threadpool_info()
-                     if i.get("user_api") == "blas") or "none found"
-
-
 def main() -> None:
     if any(name in os.environ for name in FORCED_BLAS):  # measure what a user's machine runs
         env = {k: v for k, v in os.environ.items() if k not in FORCED_BLAS}
@@ -102,12 +92,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="MiniLM only, fewer runs")
     args = parser.parse_args()
     import onnxruntime
+    from _common import blas_kernels
 
     from openacl.model.converter import compile_onnx
     from openacl.model.engine import Engine
     from openacl.model.session import InferenceSession
 
-    print(f"numpy BLAS: {_blas_kernels()}")
+    print(f"numpy BLAS: {blas_kernels()}")
     models = [("minilm", SHARED_MODELS / "all-MiniLM-L6-v2.seq128.onnx"),
               ("ppocr-det", SHARED_MODELS / "ch_PP-OCRv4_det_infer.onnx")]
     if args.quick:
@@ -155,7 +146,7 @@ def main() -> None:
               f"({staged_ms / ort_ms:.2f}x)")
         print(f"{kind}: RSS MB (peak, current) with 1 specialisation {rss1}, with 4 {rss4}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"blas": _blas_kernels(), **results}, indent=2)
+        Path(args.json).write_text(json.dumps({"blas": blas_kernels(), **results}, indent=2)
                                    + "\n", encoding="utf-8")
 
 

@@ -10,15 +10,19 @@ for a while after a call), fewer samples for a model whose call takes long
 (``--budget`` seconds per runtime and model). A model that fails to load or run in openacl
 shows the first line of its error as its status; the bench goes on.
 
-Prints a table (model, ours ms, ort ms, ratio ours/ort, load s, first run s, min cosine,
-max |diff|, status), then each failure's first line, and writes ``bench/results/zoo.json``
-(``--json PATH`` elsewhere).
+Both runtimes get the same CPU threads (``--threads``: ``InferenceSession(path, threads=N)``
+here, ``intra_op_num_threads`` there). Prints a table (model, ours ms, ort ms, ratio
+ours/ort, load s, first run s, min cosine, max |diff|, status), the geometric mean and the
+largest of the ratios, each failure's first line, and numpy's BLAS kernels; writes
+``bench/results/zoo.json`` (``--json PATH`` elsewhere) and, with ``--png PATH``, a chart of
+the ratios (matplotlib: ``pip install -e '.[bench]'``).
 
 OpenBLAS tuning variables of the calling shell (``OPENBLAS_CORETYPE``,
 ``OPENBLAS_L2_SIZE``) are dropped before numpy loads, so both runtimes run on OpenBLAS's
 own detection of this CPU, as a user's process would.
 
-Run: ``.venv/bin/python bench/zoo_bench.py [--runs 20] [--ci] [--models a,b] [--json PATH]``
+Run: ``.venv/bin/python bench/zoo_bench.py [--runs 20] [--ci] [--models a,b] [--json PATH]
+[--png PATH]`` (``--replot --png PATH`` redraws the chart from ``--json``'s results).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import numpy as np  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
 
-from _common import print_table, ratio, write_json  # noqa: E402
+from _common import blas_kernels, geometric_mean, print_table, ratio, write_json  # noqa: E402
 
 from zoo_cases import CASES, CI_MODELS, compare  # noqa: E402
 
@@ -98,7 +102,7 @@ def bench_model(key: str, runs: int, threads: int, budget_s: float) -> dict[str,
     row["ort_ms"] = _time(lambda: theirs.run(None, feeds), runs, budget_s) * 1e3
     start = time.perf_counter()
     try:
-        ours = openacl.InferenceSession(path)
+        ours = openacl.InferenceSession(path, threads=threads)
     except Exception as exc:  # noqa: BLE001 - the bench reports any failure and goes on
         return {**row, "status": f"load: {_first_line(exc)}"}
     row["load_s"] = time.perf_counter() - start
@@ -132,14 +136,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=RUNS, help="timed samples per runtime")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2,
-                        help="onnxruntime's intra-op threads (default: the machine's cores)")
+                        help="CPU threads of both runtimes (default: the machine's cores)")
     parser.add_argument("--budget", type=float, default=BUDGET_S,
                         help="seconds of timing per model and runtime (slow models: fewer "
                              "samples)")
     parser.add_argument("--models", help="comma-separated zoo keys (default: all)")
     parser.add_argument("--ci", action="store_true", help="only zoo_cases.CI_MODELS")
     parser.add_argument("--json", default=str(RESULTS), help=f"default {RESULTS}")
+    parser.add_argument("--png", help="also draw the ratios into this PNG (matplotlib)")
+    parser.add_argument("--replot", action="store_true",
+                        help="measure nothing: draw --png from the --json results")
     args = parser.parse_args(argv)
+    if args.replot:
+        import json
+
+        saved = json.loads(Path(args.json).read_text(encoding="utf-8"))
+        _chart({key: row["ratio"] for key, row in saved["results"].items() if row.get("ratio")},
+               saved["threads"], args.png)
+        return 0
     keys = (args.models.split(",") if args.models else
             list(CI_MODELS) if args.ci else list(CASES))
     unknown = [key for key in keys if key not in CASES]
@@ -162,12 +176,46 @@ def main(argv: list[str] | None = None) -> int:
                 ("model", "ours ms", "ort ms", "ratio", "load s", "1st run s", "cosine",
                  "max|diff|", "status"), rows)
     passed = sum(row["status"] == "ok" for row in results.values())
+    ratios = {key: row["ratio"] for key, row in results.items() if row.get("ratio")}
+    summary = {"geometric_mean_ratio": geometric_mean(list(ratios.values())) if ratios else None,
+               "largest_ratio": max(ratios.items(), key=lambda kv: kv[1]) if ratios else None}
     print(f"\n{passed} of {len(results)} models agree with onnxruntime")
+    if ratios:
+        worst, largest = summary["largest_ratio"]
+        print(f"geometric mean of the ratios {summary['geometric_mean_ratio']:.2f}, largest "
+              f"{largest:.2f} ({worst})")
+    print(f"numpy BLAS: {blas_kernels()}")
     for note in notes:
         print(f"  {note}")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.json, "zoo", results, threads=args.threads, runs=args.runs)
+    write_json(args.json, "zoo", results, threads=args.threads, runs=args.runs,
+               blas=blas_kernels(), **summary)
+    if args.png and ratios:
+        _chart(ratios, args.threads, args.png)
     return 0
+
+
+def _chart(ratios: dict[str, float], threads: int, path: str) -> None:
+    """A horizontal bar per model: its latency ratio to onnxruntime (log scale, 1 marked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = sorted(ratios, key=ratios.get)
+    figure, axes = plt.subplots(figsize=(8, 0.28 * len(order) + 1.2))
+    colours = ["tab:green" if ratios[k] <= 1.0 else "tab:orange" if ratios[k] <= 1.5
+               else "tab:red" for k in order]
+    axes.barh(order, [ratios[k] for k in order], color=colours)
+    axes.axvline(1.0, color="black", linewidth=0.8)
+    axes.set_xscale("log")
+    axes.set_xlabel(f"openacl latency / onnxruntime latency ({threads} threads; < 1: faster)")
+    axes.set_title(f"zoo: {len(order)} real models, geometric mean "
+                   f"{geometric_mean(list(ratios.values())):.2f}")
+    axes.tick_params(axis="y", labelsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -154,7 +154,8 @@ def test_unknown_keys_are_ignored(tmp_path):
 @pytest.mark.parametrize("key, value", [
     ("stream_mode", "bogus"), ("device_count", 0), ("device_count", "x"),
     ("device_count", 2.5), ("device_count", True), ("memory_limit", "lots"),
-    ("memory_limit", 0), ("backend", "tpu"), ("log_level", "loud"),
+    ("memory_limit", 0), ("backend", "tpu"), ("log_level", "loud"), ("num_threads", 0),
+    ("num_threads", "two"), ("num_threads", 1.5), ("num_threads", True),
 ])
 def test_invalid_dict_value(key, value):
     err = expect_error(ACL_ERROR_INVALID_PARAM, openacl.init, {key: value})

@@ -442,20 +442,23 @@ def test_recurrent_with_constant_weights_matches_onnxruntime(op, gates, attrs, p
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("op,gates,step,attrs", [
+    ("LSTM", 4, "BidirectionLSTM", {}), ("GRU", 3, "GRU", {"linear_before_reset": 1})],
+    ids=["lstm", "gru"])
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
-def test_lstm_runs_as_one_whole_sequence_step(direction):
-    """No peepholes, layout 0: one aclnnBidirectionLSTM step (weights reordered at load),
-    also without a bias and initial states (zeros, as ONNX says)."""
-    model, feeds = _recurrent_model("LSTM", 4, {"direction": direction}, False)
+def test_recurrence_runs_as_one_whole_sequence_step(op, gates, step, attrs, direction):
+    """No peepholes, layout 0 (and PyTorch's GRU, linear_before_reset): one aclnn step for
+    the whole sequence (weights reordered at load), also without a bias and initial states
+    (zeros, as ONNX says)."""
+    model, feeds = _recurrent_model(op, gates, {"direction": direction, **attrs}, False)
     node = model.graph.node[0]
-    node.input[3:] = ["", "", "", ""]  # no B, no initial_h / initial_c
+    node.input[3:] = [""] * (len(node.input) - 3)  # no B, no initial states
     del model.graph.input[1:]
     feeds = {"x": feeds["x"]}
     expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     session = InferenceSession(model)
     try:
-        assert [step.op for step in session.engine.lowered.steps
-                if step.op != "Permute"] == ["BidirectionLSTM"]
+        assert [s.op for s in session.engine.lowered.steps if s.op != "Permute"] == [step]
         for ours, theirs in zip(session.run(None, feeds), expected, strict=True):
             np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
     finally:

@@ -198,3 +198,88 @@ def test_the_model_engine_binds_weights_as_constant():
         assert all(views.derived[key] is value for key, value in derived.items())
     finally:
         session.close()
+
+
+# -- GRU ----------------------------------------------------------------------------------------
+def _gru_case(steps, batch, features, hidden, layers, bidirectional, bias, batch_first,
+              dtype=np.float32, seed=0, with_hx=True):
+    """(input, params, hx) and torch.nn.GRU's float64 (output, hy) rounded to dtype."""
+    rng = np.random.default_rng(seed)
+    directions = 2 if bidirectional else 1
+    reference = torch.nn.GRU(features, hidden, layers, bias=bias, batch_first=batch_first,
+                             bidirectional=bidirectional, dtype=torch.float64)
+    params = [p.detach().numpy().astype(dtype) for p in reference.all_weights for p in p]
+    with torch.no_grad():  # the rounded weights back into the reference
+        for p, array in zip((p for w in reference.all_weights for p in w), params,
+                            strict=True):
+            p.copy_(torch.from_numpy(array.astype(float)))
+    shape = (batch, steps, features) if batch_first else (steps, batch, features)
+    x = rng.uniform(-1, 1, shape).astype(dtype)
+    hx = rng.uniform(-1, 1, (layers * directions, batch, hidden)).astype(dtype)
+    with torch.no_grad():
+        y, hy = reference(torch.from_numpy(x.astype(float)),
+                          torch.from_numpy(hx.astype(float)) if with_hx else None)
+    return (x, params, hx if with_hx else None), [y.numpy().astype(dtype),
+                                                  hy.numpy().astype(dtype)]
+
+
+def _run_gru(x, params, hx, bias, layers, bidirectional, batch_first, train=False):
+    return openacl.ops.gru(_dev(x), [_dev(p) for p in params],
+                           None if hx is None else _dev(hx), None, bias, layers, 0.0, train,
+                           bidirectional, batch_first)
+
+
+@pytest.mark.parametrize("layers,bidirectional,bias,batch_first,with_hx", [
+    (1, False, True, False, True), (1, True, True, False, True), (2, True, False, True, True),
+    (2, False, True, False, False), (1, True, True, True, False)],
+    ids=["forward", "bidirectional", "2-layers-no-bias-batch-first", "2-layers-no-hx",
+         "bidirectional-batch-first-no-hx"])
+def test_gru_matches_torch(layers, bidirectional, bias, batch_first, with_hx):
+    (x, params, hx), golden = _gru_case(7, 3, 5, 16, layers, bidirectional, bias, batch_first,
+                                        with_hx=with_hx)
+    result = _run_gru(x, params, hx, bias, layers, bidirectional, batch_first)
+    for got, want, name in zip(result, golden, ("output", "hy"), strict=True):
+        assert_close(got.numpy(), want, f"gru {name}")
+
+
+def test_gru_float16_and_a_long_sequence():
+    (x, params, hx), golden = _gru_case(24, 2, 4, 8, 1, True, True, False, np.float16, seed=2)
+    for got, want in zip(_run_gru(x, params, hx, True, 1, True, False), golden, strict=True):
+        assert_close(got.numpy(), want, "gru fp16")
+
+
+def test_gru_train_outputs_are_the_steps_gates():
+    """train: r, z, n, W_hn h + b_hn and h of every step, checked against a float64
+    recomputation of the gates from torch's own hidden states."""
+    (x, params, hx), (y, _) = _gru_case(5, 2, 3, 4, 1, False, True, False, seed=4)
+    result = _run_gru(x, params, hx, True, 1, False, False, train=True)
+    output, hy, r_out, z_out, n_out, hn_out, h_out = result
+    w_ih, w_hh, b_ih, b_hh = (p.astype(float) for p in params)
+    previous = np.concatenate([hx.astype(float), y.astype(float)[:-1]])  # h_{t-1} per step
+    gx = x.astype(float) @ w_ih.T + b_ih
+    gh = previous @ w_hh.T + b_hh
+    sig = lambda a: 1 / (1 + np.exp(-a))  # noqa: E731
+    r, z = sig(gx[..., :4] + gh[..., :4]), sig(gx[..., 4:8] + gh[..., 4:8])
+    n = np.tanh(gx[..., 8:] + r * gh[..., 8:])
+    for got, want, name in ((r_out[0], r, "r"), (z_out[0], z, "z"), (n_out[0], n, "n"),
+                            (hn_out[0], gh[..., 8:], "hn"), (h_out[0], y, "h")):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_gru_refusals_name_the_argument():
+    (x, params, hx), _ = _gru_case(3, 2, 4, 8, 1, False, True, False)
+    with pytest.raises(AclError) as info:
+        _run_gru(x, params[:3], hx, True, 1, False, False)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'params'" in info.value.message
+    with pytest.raises(AclError) as info:
+        _run_gru(x, params, hx[:, :1], True, 1, False, False)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'hx'" in info.value.message
+    bad = list(params)
+    bad[1] = np.zeros((24, 7), np.float32)
+    with pytest.raises(AclError) as info:
+        _run_gru(x, bad, hx, True, 1, False, False)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "params[1]" in info.value.message
+    with pytest.raises(AclError) as info:
+        openacl.ops.gru(_dev(x), [_dev(p) for p in params], _dev(hx),
+                        _dev(np.array([3, 3], np.int64)), True, 1, 0.0, False, False, False)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "batchSizes" in info.value.message

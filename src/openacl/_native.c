@@ -574,16 +574,18 @@ static void silu_loop(const float *x, float *out, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) out[i] = x[i] * stable_sigmoid(x[i]);
 }
 
-/* -- LSTM over a whole sequence (PyTorch's gate order: input, forget, cell, output) -------- */
+/* -- LSTM and GRU over a whole sequence (PyTorch's gate orders: LSTM i, f, g, o; GRU r, z,
+ * n) ----------------------------------------------------------------------------------------- */
 typedef struct {
-    const float *projected; /* (T, B, 4H): x_t @ W^T + b_ih + b_hh, every step at once */
-    const float *recurrent; /* R (4H, H), or R^T (H, 4H) when transposed */
-    float *h, *c;           /* (B, H): the initial state in, the final state out */
-    float *y;               /* (T, B, y_row): h_t at column y_offset of each row */
-    float *gates;           /* (B, 4H) scratch */
-    Py_ssize_t steps, batch, hidden, y_row, y_offset;
+    const float *projected;   /* (T, B, G*H): x_t @ W^T plus the input-side biases */
+    const float *recurrent;   /* R (G*H, H), or R^T (H, G*H) when transposed */
+    const float *hidden_bias; /* G*H added to h @ R^T (GRU's b_hh), or NULL */
+    float *h, *c;             /* (B, H): the initial state in, the final state out (c: LSTM) */
+    float *y;                 /* (T, B, y_row): h_t at column y_offset of each row */
+    float *gates;             /* (B, G*H) scratch: h @ R^T (+ hidden_bias) per step */
+    Py_ssize_t steps, batch, hidden, gate_count, y_row, y_offset;
     int reverse, transposed;
-} LstmSequence;
+} Recurrence;
 
 /* the dot product of two rows in LANES partial sums, so that it vectorises in order */
 INLINE float row_dot(const float *a, const float *b, Py_ssize_t length) {
@@ -597,22 +599,27 @@ INLINE float row_dot(const float *a, const float *b, Py_ssize_t length) {
     return total;
 }
 
-/* gates[b] = projected[t, b] + h[b] @ R^T. Given R^T: rows of R^T scaled by h[b, k] (the
- * inner loop runs over 4H contiguous columns, no reduction: full vectors); given R (a
- * short sequence, where transposing would cost more than it saves): one dot product per
- * gate row. */
+/* gates[b] = start + h[b] @ R^T, start the step's projection (LSTM) or the hidden bias (GRU,
+ * or 0). Given R^T: rows of R^T scaled by h[b, k] (the inner loop runs over G*H contiguous
+ * columns, no reduction: full vectors); given R (a short sequence, where transposing would
+ * cost more than it saves): one dot product per gate row. */
 MULTIVERSIONED
-static void lstm_gates(const LstmSequence *a, Py_ssize_t t) {
-    const Py_ssize_t hidden = a->hidden, width = 4 * hidden;
+static void recurrent_gates(const Recurrence *a, Py_ssize_t t, int add_projection) {
+    const Py_ssize_t hidden = a->hidden, width = a->gate_count * hidden;
     for (Py_ssize_t b = 0; b < a->batch; b++) {
         float *g = a->gates + b * width;
-        const float *p = a->projected + (t * a->batch + b) * width, *h = a->h + b * hidden;
+        const float *start = add_projection ? a->projected + (t * a->batch + b) * width
+                                            : a->hidden_bias;
+        const float *h = a->h + b * hidden;
+        if (start != NULL)
+            memcpy(g, start, (size_t)width * sizeof *g);
+        else
+            memset(g, 0, (size_t)width * sizeof *g);
         if (!a->transposed) {
             for (Py_ssize_t j = 0; j < width; j++)
-                g[j] = p[j] + row_dot(h, a->recurrent + j * hidden, hidden);
+                g[j] += row_dot(h, a->recurrent + j * hidden, hidden);
             continue;
         }
-        memcpy(g, p, (size_t)width * sizeof *g);
         for (Py_ssize_t k = 0; k < hidden; k++) {
             const float hk = h[k];
             const float *r = a->recurrent + k * width;
@@ -622,11 +629,11 @@ static void lstm_gates(const LstmSequence *a, Py_ssize_t t) {
 }
 
 MULTIVERSIONED
-static void lstm_sequence_loop(const LstmSequence *a) {
+static void lstm_sequence_loop(const Recurrence *a) {
     const Py_ssize_t hidden = a->hidden, width = 4 * hidden;
     for (Py_ssize_t s = 0; s < a->steps; s++) {
         Py_ssize_t t = a->reverse ? a->steps - 1 - s : s;
-        lstm_gates(a, t);
+        recurrent_gates(a, t, 1);
         for (Py_ssize_t b = 0; b < a->batch; b++) {
             const float *g = a->gates + b * width;
             float *h = a->h + b * hidden, *c = a->c + b * hidden;
@@ -637,6 +644,30 @@ static void lstm_sequence_loop(const LstmSequence *a) {
                 float state = forget * c[j] + input * cell;
                 c[j] = state;
                 h[j] = output * fast_tanh(state);
+                y[j] = h[j];
+            }
+        }
+    }
+}
+
+/* r = s(x_r + h_r), z = s(x_z + h_z), n = tanh(x_n + r * h_n), h = (1 - z) n + z h, with
+ * h_* = h @ R_*^T + b_h* (PyTorch's GRU, ONNX's linear_before_reset = 1) */
+MULTIVERSIONED
+static void gru_sequence_loop(const Recurrence *a) {
+    const Py_ssize_t hidden = a->hidden, width = 3 * hidden;
+    for (Py_ssize_t s = 0; s < a->steps; s++) {
+        Py_ssize_t t = a->reverse ? a->steps - 1 - s : s;
+        recurrent_gates(a, t, 0);
+        for (Py_ssize_t b = 0; b < a->batch; b++) {
+            const float *g = a->gates + b * width;
+            const float *p = a->projected + (t * a->batch + b) * width;
+            float *h = a->h + b * hidden;
+            float *y = a->y + (t * a->batch + b) * a->y_row + a->y_offset;
+            for (Py_ssize_t j = 0; j < hidden; j++) {
+                float reset = fast_sigmoid(p[j] + g[j]);
+                float update = fast_sigmoid(p[hidden + j] + g[hidden + j]);
+                float candidate = fast_tanh(p[2 * hidden + j] + reset * g[2 * hidden + j]);
+                h[j] = (1.0f - update) * candidate + update * h[j];
                 y[j] = h[j];
             }
         }
@@ -1227,49 +1258,72 @@ static Py_ssize_t input_span(Py_ssize_t out, Py_ssize_t stride, Py_ssize_t dilat
     return span;
 }
 
-static PyObject *py_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
-    BufferArg b[6] = {
+/* lstm_sequence / gru_sequence: (projected, recurrent, [hidden_bias,] h, [c,] y, gates,
+ * (T, B, H), (y_row, y_offset), reverse, transposed) */
+static PyObject *recurrence(PyObject *args, int gate_count) {
+    const int lstm = gate_count == 4;
+    BufferArg b[7] = {
         {.name = "projected", .role = INPUT}, {.name = "recurrent", .role = INPUT},
-        {.name = "h", .role = OUTPUT},        {.name = "c", .role = OUTPUT},
-        {.name = "y", .role = OUTPUT},        {.name = "gates", .role = OUTPUT},
+        {.name = "hidden_bias", .role = OPTIONAL_INPUT}, {.name = "h", .role = OUTPUT},
+        {.name = "c", .role = lstm ? OUTPUT : OPTIONAL_OUTPUT}, {.name = "y", .role = OUTPUT},
+        {.name = "gates", .role = OUTPUT},
     };
     Py_ssize_t steps, batch, hidden, y_row, y_offset;
-    int reverse, transposed;
-    if (!PyArg_ParseTuple(args, "OOOOOO(nnn)(nn)pp", &b[0].object, &b[1].object,
-                          &b[2].object, &b[3].object, &b[4].object, &b[5].object, &steps,
-                          &batch, &hidden, &y_row, &y_offset, &reverse, &transposed))
-        return NULL;
+    int reverse, transposed, parsed;
+    b[2].object = b[4].object = Py_None;
+    if (lstm)
+        parsed = PyArg_ParseTuple(args, "OOOOOO(nnn)(nn)pp", &b[0].object, &b[1].object,
+                                  &b[3].object, &b[4].object, &b[5].object, &b[6].object,
+                                  &steps, &batch, &hidden, &y_row, &y_offset, &reverse,
+                                  &transposed);
+    else
+        parsed = PyArg_ParseTuple(args, "OOOOOO(nnn)(nn)pp", &b[0].object, &b[1].object,
+                                  &b[2].object, &b[3].object, &b[5].object, &b[6].object,
+                                  &steps, &batch, &hidden, &y_row, &y_offset, &reverse,
+                                  &transposed);
+    if (!parsed) return NULL;
     if (steps < 0 || batch < 0 || hidden <= 0 || y_offset < 0 || y_row < hidden ||
         y_offset > y_row - hidden) {
         PyErr_Format(PyExc_ValueError, "bad sizes: steps %zd, batch %zd, hidden %zd, y_row %zd,"
                      " y_offset %zd", steps, batch, hidden, y_row, y_offset);
         return NULL;
     }
-    Py_ssize_t width = multiply_add(hidden, 4, 0), rows = multiply_add(steps, batch, 0);
+    Py_ssize_t width = multiply_add(hidden, gate_count, 0), rows = multiply_add(steps, batch, 0);
     Py_ssize_t projected = width < 0 || rows < 0 ? -1 : multiply_add(rows, width, 0);
     Py_ssize_t state = multiply_add(batch, hidden, 0), y_count = multiply_add(rows, y_row, 0);
     Py_ssize_t recurrent = multiply_add(hidden, width, 0), gates = multiply_add(batch, width, 0);
     if (projected < 0 || state < 0 || y_count < 0 || recurrent < 0 || gates < 0) {
-        PyErr_SetString(PyExc_OverflowError, "lstm_sequence: sizes overflow");
+        PyErr_SetString(PyExc_OverflowError, "recurrence: sizes overflow");
         return NULL;
     }
-    if (hold_buffers(b, 6) != 0) return NULL;
+    if (hold_buffers(b, 7) != 0) return NULL;
     PyObject *result = NULL;
     if (check_count(&b[0].view, projected, "projected") == 0 &&
         check_count(&b[1].view, recurrent, "recurrent") == 0 &&
-        check_count(&b[2].view, state, "h") == 0 && check_count(&b[3].view, state, "c") == 0 &&
-        check_count(&b[4].view, y_count, "y") == 0 &&
-        check_count(&b[5].view, gates, "gates") == 0) {
-        LstmSequence call = {data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]),
-                             data_of(&b[4]), data_of(&b[5]), steps, batch, hidden, y_row,
-                             y_offset, reverse, transposed};
+        check_optional(&b[2], width) == 0 && check_count(&b[3].view, state, "h") == 0 &&
+        check_optional(&b[4], state) == 0 && check_count(&b[5].view, y_count, "y") == 0 &&
+        check_count(&b[6].view, gates, "gates") == 0) {
+        Recurrence call = {data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]),
+                           data_of(&b[4]), data_of(&b[5]), data_of(&b[6]), steps, batch,
+                           hidden, gate_count, y_row, y_offset, reverse, transposed};
         Py_BEGIN_ALLOW_THREADS
-        lstm_sequence_loop(&call);
+        if (lstm)
+            lstm_sequence_loop(&call);
+        else
+            gru_sequence_loop(&call);
         Py_END_ALLOW_THREADS
         result = Py_NewRef(Py_None);
     }
-    release_buffers(b, 6);
+    release_buffers(b, 7);
     return result;
+}
+
+static PyObject *py_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
+    return recurrence(args, 4);
+}
+
+static PyObject *py_gru_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
+    return recurrence(args, 3);
 }
 
 static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -1628,6 +1682,13 @@ static PyMethodDef methods[] = {
      "h and c (B, H) the state "
      "(initial in, final out), y (T, B, y_row) gets h_t at column y_offset; gates (B, 4H) is "
      "scratch. Every buffer float32 and apart from the others."},
+    {"gru_sequence", py_gru_sequence, METH_VARARGS,
+     "gru_sequence(projected, recurrent, hidden_bias, h, y, gates, (T, B, H), (y_row, "
+     "y_offset), reverse, transposed): a GRU over T steps (PyTorch's gate order r, z, n, its "
+     "reset applied after the product): projected (T, B, 3H) holds x_t @ W^T + b_ih, "
+     "recurrent is R (3H, H) or, transposed, R^T (H, 3H), hidden_bias b_hh (3H) or None, h "
+     "(B, H) the state (initial in, final out), y (T, B, y_row) gets h_t at column "
+     "y_offset; gates (B, 3H) is scratch. Every buffer float32 and apart from the others."},
     {"dq_lstm_sequence", py_dq_lstm_sequence, METH_VARARGS,
      "dq_lstm_sequence(gates_x, pairs, r_scale, bias, h, c, y, (T, B, H), clip, reverse): "
      "onnxruntime's DynamicQuantizeLSTM steps (default activations, no peepholes, full "

@@ -73,7 +73,7 @@ from openacl.errors import (
     ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
     AclError,
 )
-from openacl.runtime import core, memory
+from openacl.runtime import core, memory, threads
 from openacl.runtime.context import current_context, pop_context, push_context
 from openacl.runtime.stream import Stream, resolve_stream
 from openacl.tensor import lookup_data_buffer
@@ -716,6 +716,7 @@ def _buffers(dataset: Any, argument: str, expected: int, code: int) -> list[tupl
 
 def _launch(model_id: Any, input: Any, output: Any, stream: Any) -> LoadedModel:
     model = _model(model_id)
+    threads.apply()  # numpy's BLAS pool at the init setting (runtime/threads.py)
     inputs = _buffers(input, "input", len(model.inputs), ACL_ERROR_MODEL_INPUT_NOT_MATCH)
     outputs = _buffers(output, "output", len(model.outputs), ACL_ERROR_MODEL_OUTPUT_NOT_MATCH)
     target = model.stream if stream is _PRIVATE else resolve_stream(stream)

@@ -18,7 +18,6 @@ Design note (invariants)
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -48,7 +47,9 @@ def get_tiling_key() -> int:
 
 
 def _pool_threads() -> int:
-    return max(1, min(MAX_POOL_THREADS, os.cpu_count() or 1))
+    from openacl.runtime.threads import configured
+
+    return max(1, min(MAX_POOL_THREADS, configured()))
 
 
 def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:

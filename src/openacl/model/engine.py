@@ -349,10 +349,14 @@ class Engine:
     def _constant_args(self, step: Any) -> frozenset[str]:
         """The arguments of ``step`` bound to initializers: nothing changes them while the
         engine lives (the design note), so a kernel may derive from them once."""
-        initializers = self.graph.initializers
-        return frozenset(name for name, arg in step.args
-                         if isinstance(arg, Ref) and self.lowered.views.get(
-                             arg.value, arg.value) in initializers)
+        initializers, views = self.graph.initializers, self.lowered.views
+        names = []
+        for name, arg in step.args:
+            values = [arg.value] if isinstance(arg, Ref) else (
+                list(arg.values) if isinstance(arg, RefList) else None)
+            if values and all(views.get(value, value) in initializers for value in values):
+                names.append(name)  # a tensor list counts when every tensor is a weight
+        return frozenset(names)
 
     def _replay(self, target: Stream, record: StepClock | None = None) -> None:
         """Enqueue every step on ``target``; with ``record``, wait for each and time it.

@@ -3,8 +3,9 @@
 An LSTM with constant weights, the default activations, no peepholes, no clip, layout 0 and
 a full sequence, forward or bidirectional (what PyTorch and Keras export) is one
 aclnnBidirectionLSTM step: its gate blocks reordered once, here, from ONNX's (i, o, f, c) to
-PyTorch's (i, f, g, o), and the whole recurrence one kernel call. Everything else is
-unrolled:
+PyTorch's (i, f, g, o), and the whole recurrence one kernel call. A GRU under the same
+conditions with ``linear_before_reset`` = 1 (PyTorch's GRU) is one aclnnGRU step, its gates
+reordered from ONNX's (z, r, h) to PyTorch's (r, z, n). Everything else is unrolled:
 
 The input projection of every time step is one Matmul (``X @ W^T`` over all steps at once);
 each step then adds ``H @ R^T`` and the biases, splits the gates, applies the activations
@@ -31,6 +32,7 @@ from openacl.model.lowering import Builder, Ref, RefList, lowering, unsupported
 from openacl.model.onnx_ops import KEEP_DTYPE, _constant_input
 
 ONNX_TO_TORCH_LSTM = (0, 2, 3, 1)  # ONNX's gate blocks i, o, f, c in PyTorch's i, f, g, o
+ONNX_TO_TORCH_GRU = (1, 0, 2)  # ONNX's z, r, h in PyTorch's r, z, n
 LSTM_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32)})
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}  # gate blocks in W, R (ONNX orders: GRU z r h;
 # LSTM i o f c)
@@ -252,32 +254,96 @@ def _concat(b: Builder, parts: list[str], part_shape: tuple[int, ...], dim: int,
         b.call("Cat", tensors=RefList(views), dim=dim, out=Ref(out))
 
 
-def _whole_sequence_lstm(node: Node, b: Builder) -> bool:
-    """Lower an LSTM onto one aclnnBidirectionLSTM step when it can be (see the module
-    note); False leaves it to the unrolled lowering."""
+def _whole_sequence_inputs(node: Node, b: Builder) -> tuple | None:
+    """(weights W and R, bias B or None, directions) of an LSTM or GRU that one
+    whole-sequence step can run (see the module note), or None."""
     direction = str(node.attrs.get("direction", "forward"))
     x = node.inputs[0]
-    dtype = b.value(x).dtype
     weights = [b.constant_of(node.inputs[i]) for i in (1, 2)]
     bias_name = _input(node, 3)
     bias = None if bias_name is None else b.constant_of(bias_name)
-    if (node.op_type != "LSTM" or direction not in ("forward", "bidirectional")
-            or int(node.attrs.get("layout", 0)) or dtype not in LSTM_DTYPES
-            or any(w is None for w in weights) or _input(node, 7) is not None
-            or (bias_name is not None and bias is None)):
-        return False
-    steps, batch, _ = b.value(x).shape
+    peepholes = node.op_type == "LSTM" and _input(node, 7) is not None
+    if (direction not in ("forward", "bidirectional") or int(node.attrs.get("layout", 0))
+            or b.value(x).dtype not in LSTM_DTYPES or any(w is None for w in weights)
+            or peepholes or (bias_name is not None and bias is None)):
+        return None
     if _input(node, 4) is not None:
         lengths = b.constant_of(node.inputs[4])
-        if lengths is None or not np.all(lengths == steps):
-            return False
+        if lengths is None or not np.all(lengths == b.value(x).shape[0]):
+            return None
+    return weights, bias, 2 if direction == "bidirectional" else 1
+
+
+def _reordered(array: np.ndarray, hidden: int, order: tuple[int, ...], dtype: np.dtype
+               ) -> np.ndarray:
+    """(G*H, ...) gate blocks of ``array`` in ``order``, contiguous, of ``dtype``."""
+    blocks = array.reshape(len(order), hidden, *array.shape[1:])[list(order)]
+    return np.ascontiguousarray(blocks.reshape(array.shape).astype(dtype))
+
+
+def _sequence_output(b: Builder, y: str, sequence: str, shape: tuple[int, ...],
+                     dtype: np.dtype) -> None:
+    """ONNX's Y (T, D, B, H) from a (T, B, D * H) sequence output."""
+    steps, batch, directions, hidden = shape
+    if directions == 1:  # (T, B, H) is (T, 1, B, H)
+        b.view(y, sequence)
+    else:  # (T, B, 2, H) -> (T, 2, B, H)
+        b.call("Permute", self=Ref(_viewed(b, sequence, (steps, batch, 2, hidden), dtype)),
+               dims=(0, 2, 1, 3), out=Ref(y))
+
+
+def _whole_sequence_gru(node: Node, b: Builder) -> bool:
+    """Lower a GRU with ``linear_before_reset`` = 1 onto one aclnnGRU step when it can be
+    (see the module note); False leaves it to the unrolled lowering."""
+    found = _whole_sequence_inputs(node, b)
+    if node.op_type != "GRU" or not int(node.attrs.get("linear_before_reset", 0)) or \
+            found is None:
+        return False
+    (w, r), bias, directions = found
+    x = node.inputs[0]
+    dtype = b.value(x).dtype
+    steps, batch, _ = b.value(x).shape
     hidden = int(node.attrs["hidden_size"])
-    directions = 2 if direction == "bidirectional" else 1
+    width = 3 * hidden
+    state = (directions, batch, hidden)
+    params = []
+    for d in range(directions):
+        arrays = [w[d], r[d]]
+        if bias is not None:
+            arrays += [bias[d][:width], bias[d][width:]]
+        params += [b.constant(_reordered(a, hidden, ONNX_TO_TORCH_GRU, dtype), "gru_w")
+                   for a in arrays]
+    initial = _input(node, 5)
+    if initial is not None and (b.value(initial).shape != state or
+                                b.value(initial).dtype != dtype):
+        return False
+    y, y_h = (node.outputs + ["", ""])[:2]
+    sequence = b.temp((steps, batch, directions * hidden), dtype)
+    b.call("GRU", input=Ref(x), params=RefList(params), hx=Ref(initial) if initial else None,
+           batchSizes=None, hasBias=bias is not None, numLayers=1, dropout=0.0, train=False,
+           bidirection=directions == 2, batchFirst=False, output=Ref(sequence),
+           hy=Ref(y_h or b.temp(state, dtype)), rOut=None, zOut=None, nOut=None,
+           hnOut=None, hOut=None)
+    if y:
+        _sequence_output(b, y, sequence, (steps, batch, directions, hidden), dtype)
+    return True
+
+
+def _whole_sequence_lstm(node: Node, b: Builder) -> bool:
+    """Lower an LSTM onto one aclnnBidirectionLSTM step when it can be (see the module
+    note); False leaves it to the unrolled lowering."""
+    found = _whole_sequence_inputs(node, b)
+    if node.op_type != "LSTM" or found is None:
+        return False
+    weights, bias, directions = found
+    x = node.inputs[0]
+    dtype = b.value(x).dtype
+    steps, batch, _ = b.value(x).shape
+    hidden = int(node.attrs["hidden_size"])
     state = (directions, batch, hidden)
 
     def reordered(array: np.ndarray) -> np.ndarray:  # (4H, ...) blocks in PyTorch's order
-        blocks = array.reshape(4, hidden, *array.shape[1:])[list(ONNX_TO_TORCH_LSTM)]
-        return np.ascontiguousarray(blocks.reshape(array.shape).astype(dtype))
+        return _reordered(array, hidden, ONNX_TO_TORCH_LSTM, dtype)
 
     args: dict[str, Ref | None] = {}
     names = (("wIh", "wHh", "bIhOptional", "bHhOptional"),
@@ -305,18 +371,15 @@ def _whole_sequence_lstm(node: Node, b: Builder) -> bool:
            bidirection=directions == 2, yOut=Ref(sequence),
            outputHOut=Ref(y_h or b.temp(state, dtype)),
            outputCOut=Ref(y_c or b.temp(state, dtype)))
-    if y and directions == 1:  # (T, B, H) is (T, 1, B, H)
-        b.view(y, sequence)
-    elif y:  # (T, B, 2, H) -> (T, 2, B, H)
-        b.call("Permute", self=Ref(_viewed(b, sequence, (steps, batch, 2, hidden), dtype)),
-               dims=(0, 2, 1, 3), out=Ref(y))
+    if y:
+        _sequence_output(b, y, sequence, (steps, batch, directions, hidden), dtype)
     return True
 
 
 @lowering("RNN", "GRU", "LSTM")
 def recurrent(node: Node, b: Builder) -> None:
     _check(node)
-    if _whole_sequence_lstm(node, b):
+    if _whole_sequence_lstm(node, b) or _whole_sequence_gru(node, b):
         return
     x = node.inputs[0]
     dtype = b.value(x).dtype

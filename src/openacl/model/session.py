@@ -36,6 +36,7 @@ from openacl.model.om import Gear, is_model_file, load_offline
 from openacl.model.plan import MemoryPlan
 from openacl.model.staged import DEFAULT_CACHE_SIZE, StagedModel
 from openacl.runtime import core
+from openacl.runtime import threads as threads_module
 from openacl.runtime.context import current_context
 
 _ONNX_TYPES = {"float32": "tensor(float)", "float16": "tensor(float16)",
@@ -94,7 +95,7 @@ class InferenceSession:
     def __init__(self, path: str | os.PathLike | Any,
                  input_shapes: dict[str, Sequence[int]] | None = None,
                  cache_size: int = DEFAULT_CACHE_SIZE, precision: str = "fp32",
-                 **_: Any) -> None:
+                 threads: int | None = None, **_: Any) -> None:
         """Args:
             path: an offline model (.om, by its magic) or an ONNX model (path, bytes or
                 ModelProto).
@@ -103,7 +104,11 @@ class InferenceSession:
                 converted for (checked).
             cache_size: specialisations an ONNX model keeps (least recently used first out).
             precision: ``fp32``, ``fp16`` or ``mixed`` for an ONNX model.
+            threads: the CPU threads this session's runs use (onnxruntime's
+                ``intra_op_num_threads``); None: the init setting, else the cores this
+                process may use (``runtime/threads.py``).
         """
+        self.threads = threads_module.check_threads(threads)
         _ensure_runtime()
         self._lock = threading.Lock()  # the async runner and stream
         self._runner: Any = None  # a ThreadPoolExecutor, made by the first run_async
@@ -185,6 +190,7 @@ class InferenceSession:
             stream: Any = None) -> list[np.ndarray]:
         """Run on host arrays; returns the named outputs (all when ``output_names`` is None).
         An ONNX model runs at any input shapes: the first run at new ones specialises it."""
+        threads_module.apply(self.threads)
         if self.staged is not None and stream is None:
             results = self.staged.run(feeds)
         else:
@@ -263,6 +269,7 @@ class InferenceSession:
         model's arena and the outputs out of it, with no host round trip; enqueued on
         ``stream`` (None: synchronous, on the session's own stream)."""
         binding.check()
+        threads_module.apply(self.threads)
         names = [name for name, _, _ in self._inputs]
         feeds = {name: binding.inputs[name] for name in names}
         if self.staged is None:

@@ -72,7 +72,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "ReduceSum", "Sort", "Std", "Topk", "Var", "VarCorrection",
     ),
     "rnn": (
-        "BidirectionLSTM",
+        "BidirectionLSTM", "GRU",
     ),
     "scattering": (
         "InplaceScatter", "InplaceScatterReduce", "Scatter", "ScatterNd", "ScatterReduce",

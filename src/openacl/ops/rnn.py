@@ -1,4 +1,4 @@
-"""Recurrent operators over a whole sequence: aclnnBidirectionLSTM.
+"""Recurrent operators over a whole sequence: aclnnBidirectionLSTM and aclnnGRU.
 
 Signature as CANN's ``aclnn_bidirection_lstm.h`` (ops-nn ``rnn/bidirection_lstm``): ``x``
 (T, B, I), ``initH`` / ``initC`` (D, B, H) with D = 2 when ``bidirection``, ``wIh`` (4H, I),
@@ -11,7 +11,13 @@ dtype is computed in float32 and rounded once into the outputs. Shape errors are
 ACLNN_ERR_INNER_TILING_ERROR (its tiling checks them); dtype and attribute errors
 ACLNN_ERR_PARAM_INVALID.
 
-The kernel projects every step's input at once (one product ``x @ W^T`` plus both biases),
+aclnnGRU is ``torch.nn.GRU`` as CANN's ``aclnn_gru.h`` declares it (ops-nn ``rnn/gru``): a
+``params`` list of ``W_ih, W_hh[, b_ih, b_hh]`` per layer and direction (gate order r, z,
+n; the reset gate applied after the hidden product, ONNX's ``linear_before_reset`` = 1),
+``hx`` optional, fixed-length sequences (a ``batchSizes`` PackedSequence is refused), its
+parameter errors ACLNN_ERR_PARAM_INVALID as CANN documents them.
+
+The kernels project every step's input at once (one product ``x @ W^T`` plus both biases),
 then runs the recurrence: one C call over the whole sequence (``_native.lstm_sequence``:
 the recurrent product, the gates and the state update fused, per step) where the extension
 is built, else a numpy loop over the steps.
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openacl.errors import ACLNN_ERR_INNER_TILING_ERROR
+from openacl.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import native, promotion
 from openacl.ops.call import Call, Kernel, array_module
 from openacl.ops.registry import register
@@ -139,3 +145,145 @@ def _sigmoid(x, xp):
     """1 / (1 + exp(-x)) without overflow warnings (exp of a large -x is inf: the result 0)."""
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + xp.exp(-x))
+
+
+# -- GRU --------------------------------------------------------------------------------------
+GRU_GATES = 3
+GRU_TRAIN_OUTPUTS = ("rOut", "zOut", "nOut", "hnOut", "hOut")
+
+
+@register("GRU",
+          "input: tensor, params: tensors, hx: tensor?, batchSizes: tensor?, "
+          "hasBias: bool = True, numLayers: int = 1, dropout: float = 0.0, "
+          "train: bool = False, bidirection: bool = False, batchFirst: bool = False, "
+          "output: tensor!, hy: tensor!, rOut: tensors!?, zOut: tensors!?, nOut: tensors!?, "
+          "hnOut: tensors!?, hOut: tensors!?")
+def gru(c: Call) -> Kernel:
+    """``torch.nn.GRU`` (CANN's aclnnGRU, fixed-length mode): stacked layers, both
+    directions, ``hx`` optional (zeros), ``dropout`` without effect (as CANN says); with
+    ``train`` the per-step gates r, z, n, ``W_hn h + b_hn`` and h, one (T, B, H) tensor per
+    layer and direction."""
+    dtype = c.check_dtype("input", LSTM_DTYPES)
+    if c["batchSizes"] is not None:
+        raise c.fail("batchSizes", "packed sequences (PackedSequence mode) are not "
+                                   "supported: give null and a (T, B, I) input")
+    layers = c["numLayers"]
+    if layers < 1:
+        raise c.fail("numLayers", "must be >= 1")
+    shape = c.tensor("input").shape
+    if len(shape) != 3:
+        raise c.fail("input", "must be 3-D (time_step, batch_size, input_size), or "
+                              "(batch_size, time_step, input_size) with batchFirst")
+    steps, batch, features = (shape[1], shape[0], shape[2]) if c["batchFirst"] else shape
+    directions = 2 if c["bidirection"] else 1
+    per_direction = 4 if c["hasBias"] else 2
+    params = c["params"]
+    if params is None:
+        raise c.fail("params", "is null", ACLNN_ERR_PARAM_NULLPTR)
+    expected = 2 * (2 if c["hasBias"] else 1) * directions * layers
+    if len(params) != expected:
+        raise c.fail("params", f"must hold {expected} tensors (W_ih, W_hh[, b_ih, b_hh] per "
+                               f"layer and direction); it holds {len(params)}")
+    if any(p.ndim != 2 for p in params[:2]) or params[1].shape[1] * GRU_GATES != \
+            params[1].shape[0]:
+        raise c.fail("params", "params[1] (W_hh of layer 0) must be (3 * hidden_size, "
+                               "hidden_size)")
+    hidden = params[1].shape[1]
+    if hidden == 0:
+        raise c.fail("params", "hidden_size must be positive")
+    width = GRU_GATES * hidden
+    for index, tensor in enumerate(params):
+        layer, rest = divmod(index, per_direction * directions)
+        position = rest % per_direction
+        inputs = features if layer == 0 else directions * hidden
+        want = [(width, inputs), (width, hidden), (width,), (width,)][position]
+        if tensor.dtype != dtype:
+            raise c.fail("params", f"params[{index}] has dtype {tensor.dtype}; it must be "
+                                   f"input's {dtype}")
+        if tensor.shape != want:
+            raise c.fail("params", f"params[{index}] has shape {list(tensor.shape)}; it must "
+                                   f"be {list(want)}")
+    state = (layers * directions, batch, hidden)
+    if c["hx"] is not None:
+        c.check_dtype("hx", (dtype,))
+        if c.tensor("hx").shape != state:
+            raise c.fail("hx", f"shape must be {list(state)}")
+    out_shape = (batch, steps, directions * hidden) if c["batchFirst"] else \
+        (steps, batch, directions * hidden)
+    c.check_out("output", out_shape, dtype, exact_dtype=True)
+    c.check_out("hy", state, dtype, exact_dtype=True)
+    train = bool(c["train"])
+    for name in GRU_TRAIN_OUTPUTS:
+        if train:
+            c.check_out_list(name, [(steps, batch, hidden)] * (directions * layers), dtype)
+        elif c[name] is not None:
+            raise c.fail(name, "must be null when train is false")
+    compute = promotion.compute_dtype(dtype)
+    batch_first, has_bias = bool(c["batchFirst"]), bool(c["hasBias"])
+
+    def kernel(v) -> None:
+        x = v.compute("input", compute)
+        if batch_first:
+            x = x.transpose(1, 0, 2)
+        xp = array_module(x)
+        arrays = v["params"]
+        h_all = xp.zeros(state, compute) if v.get("hx") is None else xp.array(
+            v.compute("hx", compute), dtype=compute, copy=True)
+        gates_out = {name: v[name] for name in GRU_TRAIN_OUTPUTS} if train else None
+        layer_input = x
+        for layer in range(layers):
+            y = xp.empty((steps, batch, directions * hidden), compute)
+            for direction in range(directions):
+                index = (layer * directions + direction) * per_direction
+                w_ih = arrays[index].astype(compute, copy=False)
+                projected = (layer_input.reshape(steps * batch, -1) @ w_ih.T).reshape(
+                    steps, batch, width)
+                b_hh = None
+                if has_bias:
+                    projected += arrays[index + 2].astype(compute, copy=False)
+                    b_hh = arrays[index + 3].astype(compute, copy=False)
+                slot = layer * directions + direction
+                _gru_recurrence(v, ("params", index + 1), arrays[index + 1].astype(
+                    compute, copy=False), b_hh, projected, h_all[slot], y, direction * hidden,
+                    direction == 1, None if gates_out is None else
+                    {name: gates_out[name][slot] for name in gates_out})
+            layer_input = y
+        v.write("output", layer_input.transpose(1, 0, 2) if batch_first else layer_input)
+        v.write("hy", h_all)
+    return kernel
+
+
+def _gru_recurrence(v, key: tuple, r, b_hh, projected, h, y, offset: int, reverse: bool,
+                    gates_out: dict | None) -> None:
+    """One direction of one layer: ``h`` (B, H) updated in place, h_t into ``y``'s columns
+    ``offset:offset + H``; with ``gates_out`` (train) every step's gates written there (the
+    numpy loop). R^T for the C recurrence as in the LSTM's ``_recurrence``."""
+    steps, batch, width = projected.shape
+    hidden = width // GRU_GATES
+    lib = native.kernels()
+    if gates_out is None and lib is not None and native.host_float32(projected, h, y) and (
+            b_hh is None or native.host_float32(b_hh)):
+        transposed = "params" in v.constant or steps * batch >= PACK_AFTER_ROWS
+        if transposed:
+            r = v.derive(("r_t", *key), ("params",), lambda: np.ascontiguousarray(r.T))
+        gates = np.empty((batch, width), np.float32)
+        lib.gru_sequence(np.ascontiguousarray(projected), np.ascontiguousarray(r), b_hh, h, y,
+                         gates, (steps, batch, hidden), (y.shape[2], offset), reverse,
+                         transposed)
+        return
+    xp = array_module(projected)
+    for s in range(steps):
+        t = steps - 1 - s if reverse else s
+        recurrent = h @ r.T
+        if b_hh is not None:
+            recurrent = recurrent + b_hh
+        x_r, x_z, x_n = (projected[t][:, k * hidden:(k + 1) * hidden] for k in range(3))
+        h_r, h_z, h_n = (recurrent[:, k * hidden:(k + 1) * hidden] for k in range(3))
+        reset, update = _sigmoid(x_r + h_r, xp), _sigmoid(x_z + h_z, xp)
+        candidate = xp.tanh(x_n + reset * h_n)
+        h[...] = (1 - update) * candidate + update * h
+        y[t, :, offset:offset + hidden] = h
+        if gates_out is not None:
+            for name, value in (("rOut", reset), ("zOut", update), ("nOut", candidate),
+                                ("hnOut", h_n), ("hOut", h)):
+                gates_out[name][t] = value

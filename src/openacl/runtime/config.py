@@ -3,7 +3,10 @@
 Keys (all optional)::
 
     {"backend": "cpu", "device_count": 1, "stream_mode": "threaded",
-     "memory_limit": "4GiB", "log_level": "warning"}
+     "memory_limit": "4GiB", "log_level": "warning", "num_threads": 2}
+
+``num_threads``: the CPU threads openacl's work uses (``runtime/threads.py``; default: the
+cores this process may run on).
 
 A CANN ``acl.json`` may hold other sections (``dump``, ``profiler``, ``err_msg_mode``...);
 they are accepted and ignored, as a user moving a config over would expect.
@@ -46,6 +49,7 @@ class RuntimeConfig:
     stream_mode: str = "threaded"
     memory_limit: int | None = None  # bytes per device; None: the hardware's memory
     log_level: str = "warning"
+    num_threads: int | None = None  # CPU threads (runtime/threads.py); None: the cores
 
 
 def parse_bytes(value: Any) -> int:
@@ -82,6 +86,14 @@ def _coerce(key: str, value: Any) -> Any:
         return value
     if key == "memory_limit":
         return None if value in (None, "", "none") else parse_bytes(value)
+    if key == "num_threads":
+        from openacl.runtime.threads import MAX_THREADS
+
+        count = int(value)
+        if isinstance(value, bool) or str(count) != str(value).strip() or not (
+                1 <= count <= MAX_THREADS):
+            raise ValueError(f"expected an integer in [1, {MAX_THREADS}]")
+        return count
     if key == "log_level":
         level = str(value).lower()
         if level not in LOG_LEVELS:

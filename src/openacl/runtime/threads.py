@@ -1,0 +1,98 @@
+"""The CPU threads openacl's work uses: one setting, and numpy's BLAS pool kept to it.
+
+Design note (invariants)
+------------------------
+* The setting: ``init``'s ``num_threads`` (the config key, or ``OPENACL_NUM_THREADS``), else
+  the cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where that
+  is missing). ``InferenceSession(path, threads=N)`` overrides it for that session's runs,
+  as onnxruntime's ``intra_op_num_threads`` does.
+* What runs on threads: numpy's BLAS (OpenBLAS) pool does the products and convolutions;
+  openacl's C kernels run on the calling thread; the custom-op block pool is sized by the
+  setting too. The BLAS pool is set through threadpoolctl (its libraries found once, at
+  the first run) and only when the count wanted differs from the one it has: a run pays a
+  comparison, a change one ctypes call.
+* On a machine another process keeps busy, fewer threads than cores is faster: OpenBLAS's
+  workers spin after each call, and spinning workers fight the other process for the cores
+  (``threads=1`` is the setting for a shared or small box; see the README).
+* The BLAS pool is process-wide: sessions with different counts running at the same moment
+  from two threads share it (the last one set wins); a count is a limit for the process's
+  work, not a reservation of cores.
+* Nothing here runs at import: threadpoolctl is imported on the first run that needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
+
+__all__ = ["MAX_THREADS", "apply", "available_cores", "check_threads", "configured"]
+
+MAX_THREADS = 1024  # a sanity bound on the setting
+
+_lock = threading.Lock()
+_blas: list[Any] | None = None  # threadpoolctl's BLAS library controllers, found once
+_current: int | None = None  # the count the BLAS pool was last set to here
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_threads(value: Any, name: str = "threads") -> int | None:
+    """``value`` as a thread count (an int in [1, MAX_THREADS]) or None (the setting).
+
+    Raises:
+        AclError: ACL_ERROR_INVALID_PARAM naming ``name`` and the value.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument '{name}' = {value!r} is invalid: give an int in "
+                       f"[1, {MAX_THREADS}] (or None: the init setting, else the cores "
+                       f"this process may use, {available_cores()})")
+    return value
+
+
+def configured() -> int:
+    """The process's setting: ``init``'s ``num_threads``, else the available cores."""
+    from openacl.runtime import core
+
+    if core.is_initialized():
+        count = core.current().config.num_threads
+        if count is not None:
+            return count
+    return available_cores()
+
+
+def apply(count: int | None = None) -> int:
+    """Keep numpy's BLAS pool at ``count`` threads (None: ``configured()``); returns the
+    count. Cheap when nothing changes (see the design note)."""
+    global _blas, _current
+    wanted = configured() if count is None else count
+    if wanted == _current:
+        return wanted
+    with _lock:
+        if _blas is None:
+            _blas = _blas_controllers()
+        for controller in _blas:
+            controller.set_num_threads(wanted)
+        _current = wanted
+    return wanted
+
+
+def _blas_controllers() -> list[Any]:
+    """threadpoolctl's controllers of the BLAS libraries loaded in this process (empty when
+    threadpoolctl is missing: numpy's BLAS then keeps its own count)."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return []
+    return list(ThreadpoolController().select(user_api="blas").lib_controllers)
