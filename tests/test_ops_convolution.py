@@ -124,20 +124,26 @@ def test_convolution_matches_torch(name, dtype, with_bias, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["1d", "1d-stride-dilation-groups", "2d", "2d-stride-pad",
-                                  "2d-dilation", "2d-groups", "3d"])
+                                  "2d-dilation", "2d-groups", "3d", "2d-1x1-strided"])
 def test_im2col_gathered_and_copied_columns_agree(name, monkeypatch):
     """Small convolutions gather their columns by phase-1 indices, large ones copy strided
-    windows: the same numbers either way (the copy forced here on small cases)."""
+    windows (one image's 2-d columns a block of rows at a time): the same numbers every way
+    (the copies forced here on small cases)."""
     shape_x, shape_w, stride, padding, dilation, _, _, groups = CASES[name]
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     x, w = random_array(shape_x, np.float32, rng, -2, 2), random_array(shape_w, np.float32,
                                                                         rng, -1, 1)
+    b = random_array((shape_w[0],), np.float32, rng, -1, 1)
     results = []
-    for limit in (CONVOLUTION.GATHER_MAX_COLUMNS, 0):
-        monkeypatch.setattr(CONVOLUTION, "GATHER_MAX_COLUMNS", limit)
-        results.append(openacl.ops.convolution(_dev(x), _dev(w), None, stride, padding,
+    # gathered; copied whole; copied a few output rows at a time (one image, one group, 2-d)
+    for gather, block in ((CONVOLUTION.GATHER_MAX_COLUMNS, CONVOLUTION.IM2COL_BLOCK_MIN_BYTES),
+                          (0, 1 << 40), (0, 0)):
+        monkeypatch.setattr(CONVOLUTION, "GATHER_MAX_COLUMNS", gather)
+        monkeypatch.setattr(CONVOLUTION, "IM2COL_BLOCK_MIN_BYTES", block)
+        monkeypatch.setattr(CONVOLUTION, "IM2COL_BLOCK_BYTES", 1)
+        results.append(openacl.ops.convolution(_dev(x), _dev(w), _dev(b), stride, padding,
                                                dilation, False, None, groups).numpy())
-    golden = _golden(x, w, None, stride, padding, dilation, False, [0] * len(stride), groups,
+    golden = _golden(x, w, b, stride, padding, dilation, False, [0] * len(stride), groups,
                      np.float32)
     for result in results:
         assert_close(result, golden, name)

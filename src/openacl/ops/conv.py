@@ -52,6 +52,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -83,6 +84,11 @@ DEPTHWISE_FLAT_MAX_TAPS = 9
 # take instead of a padded copy, a window view and a transposed copy (for small convolutions
 # those calls cost more than the arithmetic; past this size the strided copy is faster)
 GATHER_MAX_COLUMNS = 1 << 16
+# columns larger than a cache holds (one image, one group, 2-d) are made a block of output
+# rows at a time, IM2COL_BLOCK_BYTES per block (measured at 1-16 MB of columns: no gain, the
+# products get thinner; at 162 MB, 8->8 3x39 at 172x264: one buffer 45 ms, 1 MB blocks 17)
+IM2COL_BLOCK_MIN_BYTES = 32 << 20
+IM2COL_BLOCK_BYTES = 1 << 20  # about a core's L2
 DEPTHWISE_COLUMN_BYTES = 1 << 20  # column buffer per tile (measured: 1 MiB fits L2 here)
 DEPTHWISE_TILE_ELEMENTS = 1 << 16  # output elements per multiply-add pass (depthwise);
 # measured on PP-OCR's depthwise layers: 2^16 beats 2^14 (call overhead) and 2^18 (cache)
@@ -211,7 +217,19 @@ def convolution(c: Call) -> Kernel:
         body in _DEPTHWISE_BODIES or (w.shape[1] <= DIRECT_MAX_GROUP_CHANNELS
                                       and w.shape[1] * math.prod(kernel_size) <= NATIVE_MAX_TAPS))
 
+    gather = body.args[0] if isinstance(body, functools.partial) else None
+
     def kernel(v) -> None:
+        if gather is not None:  # small: a replay plan made at these views' first call
+            plan = v.derived.get(kernel)
+            if plan is None:
+                plan = v.derived[kernel] = _gather_plan(v, gather, geometry, rounded,
+                                                        compute, lambda: run_views(v))
+            plan()
+            return
+        run_views(v)
+
+    def run_views(v) -> None:
         out = v["output"]
         if out.size == 0:
             return
@@ -302,6 +320,11 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
     locations = math.prod(g.out_size)
     c_group = c_in // groups
     windows = windows.reshape(n, groups, c_group, *g.out_size, *g.kernel_size)
+    if (n == 1 and groups == 1 and spatial == 2 and xp is np
+            and c_in * taps * locations * compute.itemsize > IM2COL_BLOCK_MIN_BYTES):
+        _im2col_in_row_blocks(out, windows[0, 0], w.reshape(c_out, c_in * taps), bias, g,
+                              compute)
+        return
     # columns ordered (G, C/G, *kernel, N, *out): the reduce axis is C/G * taps
     order = (1, 2, *range(3 + spatial, 3 + 2 * spatial), 0, *range(3, 3 + spatial))
     columns = xp.empty((groups, c_group, *g.kernel_size, n, *g.out_size), compute)
@@ -317,6 +340,28 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
     _finish(out, result, bias, compute)
 
 
+def _im2col_in_row_blocks(out, windows, weights, bias, g: _Geometry, compute) -> None:
+    """One image, one group, 2-d: the columns of a few output rows at a time
+    (``IM2COL_BLOCK_BYTES`` of them), each block one product, so that the columns stay in
+    cache instead of one buffer of every row's."""
+    c_in, out_h, out_w = windows.shape[0], *g.out_size
+    c_out, depth = weights.shape
+    rows = max(1, IM2COL_BLOCK_BYTES // (depth * out_w * compute.itemsize))
+    columns = np.empty((c_in, *g.kernel_size, rows, out_w), compute)
+    block = np.empty((c_out, rows * out_w), compute)
+    target = out[0]
+    for first in range(0, out_h, rows):
+        count = min(rows, out_h - first)
+        part = columns[:, :, :, :count]
+        np.copyto(part, windows[:, first:first + count].transpose(0, 3, 4, 1, 2))
+        product = block[:, :count * out_w]
+        np.matmul(weights, part.reshape(depth, count * out_w), out=product)
+        if bias is not None:
+            product += bias.reshape(-1, 1)
+        np.copyto(target[:, first:first + count], product.reshape(c_out, count, out_w),
+                  casting="unsafe")
+
+
 def _gather_indices(in_size: tuple[int, ...], pads, g: _Geometry) -> np.ndarray:
     """Flat positions in the zero-padded plane that each (tap, output position) reads:
     ``(taps, L)``, taps in kernel order (``_im2col``'s column order)."""
@@ -330,6 +375,42 @@ def _gather_indices(in_size: tuple[int, ...], pads, g: _Geometry) -> np.ndarray:
         index = (index[:, None, :, None] * size + positions[None, :, None, :]).reshape(
             index.shape[0] * kernel, index.shape[1] * out)
     return index
+
+
+def _gather_plan(v, index: np.ndarray, g: _Geometry, rounded: np.dtype, compute: np.dtype,
+                 general: Callable[[], None]) -> Callable[[], None]:
+    """What a small convolution's call does on these views (their arrays never change: see
+    ``Views.derived``): for one image and one group on host arrays already in the compute
+    dtype, a zero-padded buffer, the columns and the product's target made once, then per
+    call one copy in, one ``take`` and one ``matmul`` straight into the output; anything
+    else runs ``general``."""
+    x, w, out = v["input"], v["weight"], v["output"]
+    bias = v.get("bias")
+    arrays = [a for a in (x, w, out, bias) if a is not None]
+    if (x.shape[0] != 1 or g.groups != 1 or out.size == 0 or rounded != compute
+            or any(type(a) is not np.ndarray or a.dtype != compute for a in arrays)
+            or not out.flags.c_contiguous):
+        return general
+    c_in, c_out = x.shape[1], w.shape[0]
+    taps, locations = index.shape
+    padded = np.zeros((c_in, *(size + b + a for size, (b, a) in zip(
+        x.shape[2:], g.pads, strict=True))), compute)
+    interior = padded[(slice(None), *(slice(b, b + size) for size, (b, _) in zip(
+        x.shape[2:], g.pads, strict=True)))]
+    flat = padded.reshape(c_in, -1)
+    columns = np.empty((c_in, taps, locations), compute)
+    weights = w.reshape(c_out, c_in * taps)
+    product, source = out.reshape(c_out, locations), x[0]
+    rows = columns.reshape(c_in * taps, locations)
+    shift = None if bias is None else bias.reshape(c_out, 1)
+
+    def replay() -> None:
+        np.copyto(interior, source)
+        np.take(flat, index, axis=1, out=columns)
+        np.matmul(weights, rows, out=product)
+        if shift is not None:
+            np.add(product, shift, out=product)
+    return replay
 
 
 def _gathered(index: np.ndarray, out, x, w, bias, g: _Geometry, compute) -> None:
