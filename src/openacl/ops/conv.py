@@ -197,8 +197,11 @@ def convolution(c: Call) -> Kernel:
                          tuple(out_size), c.has("bias"))
     compute = promotion.compute_dtype(dtype)
     rounded = operand_dtype(dtype, cube)
+    small = math.prod(kernel_size) * c_in * n * math.prod(out_size) <= GATHER_MAX_COLUMNS
     if transposed:
         body = _transposed
+    elif small and spatial != 2:  # (2-d depthwise and few-channel ones have C kernels)
+        body = functools.partial(_gathered, _gather_indices(in_size, pads, geometry))
     elif w.shape[1] == 1 and w.shape[0] == groups:
         flat = all(s == 1 for s in stride) and math.prod(kernel_size) <= DEPTHWISE_FLAT_MAX_TAPS
         body = _depthwise_flat if flat else _depthwise_columns
@@ -206,7 +209,7 @@ def convolution(c: Call) -> Kernel:
           and c_in * math.prod(kernel_size) * n * math.prod(out_size) * compute.itemsize
           >= SHIFTED_MIN_COLUMN_BYTES):
         body = _shifted_windows
-    elif math.prod(kernel_size) * c_in * n * math.prod(out_size) <= GATHER_MAX_COLUMNS:
+    elif small:
         body = functools.partial(_gathered, _gather_indices(in_size, pads, geometry))
     else:
         body = _im2col
@@ -380,14 +383,14 @@ def _gather_indices(in_size: tuple[int, ...], pads, g: _Geometry) -> np.ndarray:
 def _gather_plan(v, index: np.ndarray, g: _Geometry, rounded: np.dtype, compute: np.dtype,
                  general: Callable[[], None]) -> Callable[[], None]:
     """What a small convolution's call does on these views (their arrays never change: see
-    ``Views.derived``): for one image and one group on host arrays already in the compute
-    dtype, a zero-padded buffer, the columns and the product's target made once, then per
-    call one copy in, one ``take`` and one ``matmul`` straight into the output; anything
-    else runs ``general``."""
+    ``Views.derived``): for one image on host arrays already in the compute dtype, a
+    zero-padded buffer, the columns and the product's target made once, then per call one
+    copy in, one ``take`` and one (per group, batched) ``matmul`` straight into the output;
+    anything else runs ``general``."""
     x, w, out = v["input"], v["weight"], v["output"]
     bias = v.get("bias")
     arrays = [a for a in (x, w, out, bias) if a is not None]
-    if (x.shape[0] != 1 or g.groups != 1 or out.size == 0 or rounded != compute
+    if (x.shape[0] != 1 or out.size == 0 or rounded != compute
             or any(type(a) is not np.ndarray or a.dtype != compute for a in arrays)
             or not out.flags.c_contiguous):
         return general
@@ -399,10 +402,11 @@ def _gather_plan(v, index: np.ndarray, g: _Geometry, rounded: np.dtype, compute:
         x.shape[2:], g.pads, strict=True)))]
     flat = padded.reshape(c_in, -1)
     columns = np.empty((c_in, taps, locations), compute)
-    weights = w.reshape(c_out, c_in * taps)
-    product, source = out.reshape(c_out, locations), x[0]
-    rows = columns.reshape(c_in * taps, locations)
-    shift = None if bias is None else bias.reshape(c_out, 1)
+    groups = g.groups  # grouped and depthwise: one batched product over the groups
+    weights = w.reshape(groups, c_out // groups, c_in // groups * taps)
+    product, source = out.reshape(groups, c_out // groups, locations), x[0]
+    rows = columns.reshape(groups, c_in // groups * taps, locations)
+    shift = None if bias is None else bias.reshape(groups, c_out // groups, 1)
 
     def replay() -> None:
         np.copyto(interior, source)
