@@ -420,3 +420,17 @@ def test_a_weight_the_loop_carries_unchanged_is_folded_once():
     ops = [step.op for stage in inner._cache.values() if stage.engine is not None
            for step in stage.engine.lowered.steps]
     assert ops and "Permute" not in ops, ops
+
+
+def test_a_seen_whole_model_signature_runs_its_engine_and_eviction_forgets_it():
+    """A dynamic-batch model whose specialisation is one engine: a seen batch goes straight
+    to that engine; one evicted from the cache is built again, never run closed."""
+    model = _mlp()
+    staged = StagedModel(model, cache_size=1)
+    for batch in (1, 2, 1, 1):
+        _check(model, {"x": RNG.standard_normal((batch, 8)).astype(np.float32)}, staged)
+    assert staged.stages_built == 3  # 1, 2, then 1 again (evicted by 2); the last is seen
+    assert len(staged._singles) == 1
+    with pytest.raises(AclError) as info:  # the fast path still checks what it is given
+        staged.run({"x": np.zeros((1, 8), np.float64)})
+    assert "'x'" in info.value.message
