@@ -144,15 +144,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ci", action="store_true", help="only zoo_cases.CI_MODELS")
     parser.add_argument("--json", default=str(RESULTS), help=f"default {RESULTS}")
     parser.add_argument("--png", help="also draw the ratios into this PNG (matplotlib)")
+    parser.add_argument("--markdown", help="also write the ratios as a markdown table here")
     parser.add_argument("--replot", action="store_true",
-                        help="measure nothing: draw --png from the --json results")
+                        help="measure nothing: draw --png / write --markdown from --json")
     args = parser.parse_args(argv)
     if args.replot:
         import json
 
         saved = json.loads(Path(args.json).read_text(encoding="utf-8"))
-        _chart({key: row["ratio"] for key, row in saved["results"].items() if row.get("ratio")},
-               saved["threads"], args.png)
+        if args.png:
+            _chart({key: row["ratio"] for key, row in saved["results"].items()
+                    if row.get("ratio")}, saved["threads"], args.png)
+        if args.markdown:
+            _markdown(saved["results"], args.markdown)
         return 0
     keys = (args.models.split(",") if args.models else
             list(CI_MODELS) if args.ci else list(CASES))
@@ -192,7 +196,23 @@ def main(argv: list[str] | None = None) -> int:
                blas=blas_kernels(), **summary)
     if args.png and ratios:
         _chart(ratios, args.threads, args.png)
+    if args.markdown:
+        _markdown(results, args.markdown)
     return 0
+
+
+def _markdown(results: dict[str, dict[str, Any]], path: str) -> None:
+    """The ratios as a markdown table (the README's), slowest first."""
+    rows = sorted(results.items(), key=lambda kv: -(kv[1].get("ratio") or 0))
+    lines = ["| model | openacl ms | onnxruntime ms | ratio |", "|---|---|---|---|"]
+    for key, row in rows:
+        if row.get("ratio"):
+            lines.append(f"| {key} | {row['ours_ms']:.3g} | {row['ort_ms']:.3g} | "
+                         f"{row['ratio']:.2f} |")
+        else:
+            lines.append(f"| {key} | - | - | {row.get('status', '')} |")
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def _chart(ratios: dict[str, float], threads: int, path: str) -> None:
@@ -201,6 +221,7 @@ def _chart(ratios: dict[str, float], threads: int, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     order = sorted(ratios, key=ratios.get)
     figure, axes = plt.subplots(figsize=(8, 0.28 * len(order) + 1.2))
@@ -209,6 +230,10 @@ def _chart(ratios: dict[str, float], threads: int, path: str) -> None:
     axes.barh(order, [ratios[k] for k in order], color=colours)
     axes.axvline(1.0, color="black", linewidth=0.8)
     axes.set_xscale("log")
+    ticks = [t for t in (0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8, 12, 16, 32)
+             if min(ratios.values()) / 1.5 <= t <= max(ratios.values()) * 1.5]
+    axes.set_xticks(ticks, [f"{t:g}x" for t in ticks])
+    axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set_xlabel(f"openacl latency / onnxruntime latency ({threads} threads; < 1: faster)")
     axes.set_title(f"zoo: {len(order)} real models, geometric mean "
                    f"{geometric_mean(list(ratios.values())):.2f}")

@@ -725,18 +725,26 @@ MLAS_FUNCTIONS INLINE float gate_clip(float x, const float *bias, Py_ssize_t j, 
     return -clip < x ? x : -clip;
 }
 
-/* sums[j] = sum over k of q[k] * R[k, j], exactly, from R's interleaved row pairs: int16
- * products summed in pairs into int32 (vpmaddwd), |q|, |R| <= 255 so nothing overflows
- * below K = 33000 (the bound onnxruntime's int32 accumulator has too) */
-static void pair_products_scalar(const int32_t *q, const int16_t *pairs, int32_t *sums,
-                                 Py_ssize_t hidden, Py_ssize_t width) {
-    memset(sums, 0, (size_t)width * sizeof *sums);
-    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
-        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
-        const int16_t *row = pairs + 2 * p * width;
-        for (Py_ssize_t j = 0; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
+/* sums[j] = sum over k of q[k] * R[k, j], exactly, from R's interleaved row pairs (rows of
+ * `width` pairs): int16 products summed in pairs into int32 (vpmaddwd); |q|, |R| <= 255 so
+ * nothing overflows below K = 33000 (the bound onnxruntime's int32 accumulator has too).
+ * `Pair` is int16_t (any values) or int8_t (a matrix whose values fit: half the bytes to
+ * stream, widened in registers). Row pair by row pair: the matrix streams through once, in
+ * order; the sums stay in L1. */
+#define PAIR_PRODUCTS_SCALAR(name, Pair)                                                      \
+    static void name(const int32_t *q, const void *matrix, int32_t *sums, Py_ssize_t hidden,  \
+                     Py_ssize_t width) {                                                      \
+        const Pair *pairs = matrix;                                                           \
+        memset(sums, 0, (size_t)width * sizeof *sums);                                        \
+        for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {                                   \
+            int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;               \
+            const Pair *row = pairs + 2 * p * width;                                          \
+            for (Py_ssize_t j = 0; j < width; j++)                                            \
+                sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];                             \
+        }                                                                                     \
     }
-}
+PAIR_PRODUCTS_SCALAR(pair_products_scalar, int16_t)
+PAIR_PRODUCTS_SCALAR(narrow_pair_products_scalar, int8_t)
 
 #ifdef X86_KERNELS
 INLINE int32_t packed_pair(const int32_t *q, Py_ssize_t p, Py_ssize_t hidden) {
@@ -745,130 +753,57 @@ INLINE int32_t packed_pair(const int32_t *q, Py_ssize_t p, Py_ssize_t hidden) {
     return (int32_t)((uint32_t)low | (uint32_t)high << 16);
 }
 
-/* row pair by row pair (the matrix streams through once, in order); sums stay in L1 */
-__attribute__((target("avx512f,avx512bw")))
-static void pair_products_avx512(const int32_t *q, const int16_t *pairs, int32_t *sums,
-                                 Py_ssize_t hidden, Py_ssize_t width) {
-    const Py_ssize_t body = width - width % 16;
-    memset(sums, 0, (size_t)width * sizeof *sums);
-    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
-        const __m512i qq = _mm512_set1_epi32(packed_pair(q, p, hidden));
-        const int16_t *row = pairs + 2 * p * width;
-        Py_ssize_t j = 0;
-        for (; j < body; j += 16) {
-            __m512i w = _mm512_loadu_si512((const void *)(row + 2 * j));
-            __m512i acc = _mm512_loadu_si512((const void *)(sums + j));
-            _mm512_storeu_si512((void *)(sums + j),
-                                _mm512_add_epi32(acc, _mm512_madd_epi16(w, qq)));
-        }
-        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
-        for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
+/* LOAD(row, j): the 2 * LANES int16 of columns j .. j + LANES - 1 of a row pair */
+#define PAIR_PRODUCTS_SIMD(name, Pair, isa, Int, LANES, load, store, add, madd, broadcast,   \
+                           LOAD)                                                             \
+    __attribute__((target(isa))) static void name(const int32_t *q, const void *matrix,      \
+                                                  int32_t *sums, Py_ssize_t hidden,          \
+                                                  Py_ssize_t width) {                        \
+        const Pair *pairs = matrix;                                                           \
+        const Py_ssize_t body = width - width % LANES;                                        \
+        memset(sums, 0, (size_t)width * sizeof *sums);                                        \
+        for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {                                   \
+            const Int qq = broadcast(packed_pair(q, p, hidden));                              \
+            const Pair *row = pairs + 2 * p * width;                                          \
+            Py_ssize_t j = 0;                                                                 \
+            for (; j < body; j += LANES)                                                      \
+                store((void *)(sums + j), add(load((const void *)(sums + j)),                 \
+                                              madd(LOAD(row, j), qq)));                       \
+            int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;               \
+            for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];          \
+        }                                                                                     \
     }
-}
-
-__attribute__((target("avx2")))
-static void pair_products_avx2(const int32_t *q, const int16_t *pairs, int32_t *sums,
-                               Py_ssize_t hidden, Py_ssize_t width) {
-    const Py_ssize_t body = width - width % 8;
-    memset(sums, 0, (size_t)width * sizeof *sums);
-    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
-        const __m256i qq = _mm256_set1_epi32(packed_pair(q, p, hidden));
-        const int16_t *row = pairs + 2 * p * width;
-        Py_ssize_t j = 0;
-        for (; j < body; j += 8) {
-            __m256i w = _mm256_loadu_si256((const void *)(row + 2 * j));
-            __m256i acc = _mm256_loadu_si256((const void *)(sums + j));
-            _mm256_storeu_si256((void *)(sums + j),
-                                _mm256_add_epi32(acc, _mm256_madd_epi16(w, qq)));
-        }
-        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
-        for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
-    }
-}
+#define LOAD_WIDE_512(row, j) _mm512_loadu_si512((const void *)((row) + 2 * (j)))
+#define LOAD_NARROW_512(row, j) \
+    _mm512_cvtepi8_epi16(_mm256_loadu_si256((const void *)((row) + 2 * (j))))
+#define LOAD_WIDE_256(row, j) _mm256_loadu_si256((const void *)((row) + 2 * (j)))
+#define LOAD_NARROW_256(row, j) \
+    _mm256_cvtepi8_epi16(_mm_loadu_si128((const void *)((row) + 2 * (j))))
+PAIR_PRODUCTS_SIMD(pair_products_avx512, int16_t, "avx512f,avx512bw", __m512i, 16,
+                   _mm512_loadu_si512, _mm512_storeu_si512, _mm512_add_epi32,
+                   _mm512_madd_epi16, _mm512_set1_epi32, LOAD_WIDE_512)
+PAIR_PRODUCTS_SIMD(narrow_pair_products_avx512, int8_t, "avx512f,avx512bw", __m512i, 16,
+                   _mm512_loadu_si512, _mm512_storeu_si512, _mm512_add_epi32,
+                   _mm512_madd_epi16, _mm512_set1_epi32, LOAD_NARROW_512)
+PAIR_PRODUCTS_SIMD(pair_products_avx2, int16_t, "avx2", __m256i, 8, _mm256_loadu_si256,
+                   _mm256_storeu_si256, _mm256_add_epi32, _mm256_madd_epi16,
+                   _mm256_set1_epi32, LOAD_WIDE_256)
+PAIR_PRODUCTS_SIMD(narrow_pair_products_avx2, int8_t, "avx2", __m256i, 8, _mm256_loadu_si256,
+                   _mm256_storeu_si256, _mm256_add_epi32, _mm256_madd_epi16,
+                   _mm256_set1_epi32, LOAD_NARROW_256)
 #endif
 
-/* the same from int8 row pairs (a matrix whose values fit int8: half the bytes to stream),
- * widened to int16 in registers */
-static void narrow_pair_products_scalar(const int32_t *q, const int8_t *pairs, int32_t *sums,
-                                        Py_ssize_t hidden, Py_ssize_t width) {
-    memset(sums, 0, (size_t)width * sizeof *sums);
-    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
-        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
-        const int8_t *row = pairs + 2 * p * width;
-        for (Py_ssize_t j = 0; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
-    }
-}
+typedef void (*PairProducts)(const int32_t *, const void *, int32_t *, Py_ssize_t, Py_ssize_t);
 
+/* the best pair-product kernel for this CPU and the matrix's element type */
+static PairProducts pair_products_for(int narrow) {
 #ifdef X86_KERNELS
-__attribute__((target("avx512f,avx512bw")))
-static void narrow_pair_products_avx512(const int32_t *q, const int8_t *pairs, int32_t *sums,
-                                        Py_ssize_t hidden, Py_ssize_t width) {
-    const Py_ssize_t body = width - width % 16;
-    memset(sums, 0, (size_t)width * sizeof *sums);
-    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
-        const __m512i qq = _mm512_set1_epi32(packed_pair(q, p, hidden));
-        const int8_t *row = pairs + 2 * p * width;
-        Py_ssize_t j = 0;
-        for (; j < body; j += 16) {
-            __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const void *)(row + 2 * j)));
-            __m512i acc = _mm512_loadu_si512((const void *)(sums + j));
-            _mm512_storeu_si512((void *)(sums + j),
-                                _mm512_add_epi32(acc, _mm512_madd_epi16(w, qq)));
-        }
-        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
-        for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
-    }
-}
-
-__attribute__((target("avx2")))
-static void narrow_pair_products_avx2(const int32_t *q, const int8_t *pairs, int32_t *sums,
-                                      Py_ssize_t hidden, Py_ssize_t width) {
-    const Py_ssize_t body = width - width % 8;
-    memset(sums, 0, (size_t)width * sizeof *sums);
-    for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {
-        const __m256i qq = _mm256_set1_epi32(packed_pair(q, p, hidden));
-        const int8_t *row = pairs + 2 * p * width;
-        Py_ssize_t j = 0;
-        for (; j < body; j += 8) {
-            __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const void *)(row + 2 * j)));
-            __m256i acc = _mm256_loadu_si256((const void *)(sums + j));
-            _mm256_storeu_si256((void *)(sums + j),
-                                _mm256_add_epi32(acc, _mm256_madd_epi16(w, qq)));
-        }
-        int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;
-        for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];
-    }
-}
+    if (__builtin_cpu_supports("avx512bw"))
+        return narrow ? narrow_pair_products_avx512 : pair_products_avx512;
+    if (__builtin_cpu_supports("avx2"))
+        return narrow ? narrow_pair_products_avx2 : pair_products_avx2;
 #endif
-
-static void narrow_pair_products(const int32_t *q, const int8_t *pairs, int32_t *sums,
-                                 Py_ssize_t hidden, Py_ssize_t width) {
-#ifdef X86_KERNELS
-    if (__builtin_cpu_supports("avx512bw")) {
-        narrow_pair_products_avx512(q, pairs, sums, hidden, width);
-        return;
-    }
-    if (__builtin_cpu_supports("avx2")) {
-        narrow_pair_products_avx2(q, pairs, sums, hidden, width);
-        return;
-    }
-#endif
-    narrow_pair_products_scalar(q, pairs, sums, hidden, width);
-}
-
-static void pair_products(const int32_t *q, const int16_t *pairs, int32_t *sums,
-                          Py_ssize_t hidden, Py_ssize_t width) {
-#ifdef X86_KERNELS
-    if (__builtin_cpu_supports("avx512bw")) {
-        pair_products_avx512(q, pairs, sums, hidden, width);
-        return;
-    }
-    if (__builtin_cpu_supports("avx2")) {
-        pair_products_avx2(q, pairs, sums, hidden, width);
-        return;
-    }
-#endif
-    pair_products_scalar(q, pairs, sums, hidden, width);
+    return narrow ? narrow_pair_products_scalar : pair_products_scalar;
 }
 
 typedef struct {
@@ -910,18 +845,14 @@ MLAS_FUNCTIONS static void quantize_state(const float *h, Py_ssize_t count, int3
 MULTIVERSIONED MLAS_FUNCTIONS
 static void dq_lstm_loop(const DqLstm *a) {
     const Py_ssize_t hidden = a->hidden, width = 4 * hidden, batch = a->batch;
+    const PairProducts products = pair_products_for(a->narrow != NULL);
+    const void *matrix = a->narrow != NULL ? (const void *)a->narrow : (const void *)a->pairs;
     for (Py_ssize_t step = 0; step < a->steps; step++) {
         float h_scale;
         int32_t h_zero;
         quantize_state(a->h, batch * hidden, a->quantized, &h_scale, &h_zero);
-        for (Py_ssize_t b = 0; b < batch; b++) {
-            if (a->narrow != NULL)
-                narrow_pair_products(a->quantized + b * hidden, a->narrow, a->sums + b * width,
-                                     hidden, width);
-            else
-                pair_products(a->quantized + b * hidden, a->pairs, a->sums + b * width, hidden,
-                              width);
-        }
+        for (Py_ssize_t b = 0; b < batch; b++)
+            products(a->quantized + b * hidden, matrix, a->sums + b * width, hidden, width);
         for (Py_ssize_t b = 0; b < batch; b++) {
             const float *gx = a->gates_x + (step * batch + b) * width;
             const int32_t *sums = a->sums + b * width;

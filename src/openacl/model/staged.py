@@ -251,6 +251,7 @@ class StagedModel:
         self._static: Any = None  # the engine of a static model, once built
         # seen signatures ((dtype, shape) per input) whose root stage is the whole model
         self._singles: dict[tuple, Any] = {}
+        self._signatures: dict[tuple, tuple] = {}  # cache key -> ((dtype, shape) per input)
         self._names = [spec.name for spec in self.inputs]
         self._lock = threading.RLock()
         self.stages_built = 0  # every stage compiled so far (a first run's cost, for tests)
@@ -383,10 +384,12 @@ class StagedModel:
                              for name in self.input_names}
                 stage = self._build(self._root, available, {})
                 _insert(self._cache, key, stage, self.cache_size)
+                self._signatures[key] = tuple(available[name] for name in self.input_names)
+                self._signatures = {k: v for k, v in self._signatures.items()
+                                    if k in self._cache}
                 if self.gears is None:  # (a gear model checks every run's shapes)
-                    self._singles = {tuple((np.dtype(dtype), shape) for dtype, shape in k):
-                                     st.engine for k, st in self._cache.items()
-                                     if self.single(st)}
+                    self._singles = {self._signatures[k]: st.engine
+                                     for k, st in self._cache.items() if self.single(st)}
                 if self._static is None and all(spec.static for spec in self.inputs) and \
                         self.single(stage):
                     self._static = stage.engine

@@ -115,21 +115,16 @@ def bidirection_lstm(c: Call) -> Kernel:
 def _recurrence(v, recurrent: str, compute: np.dtype, projected, h, c, y, offset: int,
                 reverse: bool) -> None:
     """Steps of one direction: ``h`` and ``c`` (B, H) updated in place, h_t into ``y``'s
-    columns ``offset:offset + H``. The C recurrence takes R^T where it pays back: kept from
-    the first run for a constant ``recurrent`` (a model's weight), made per call for a long
-    sequence, else R itself (dot products per gate row)."""
+    columns ``offset:offset + H`` (the C recurrence's R: ``_recurrent_weights``)."""
     steps, batch, width = projected.shape
     hidden = width // LSTM_GATES
     lib = native.kernels()
     r = v.compute(recurrent, compute)
     if lib is not None and native.host_float32(projected, h, c, y):
-        transposed = recurrent in v.constant or steps * batch >= PACK_AFTER_ROWS
-        if transposed:
-            r = v.derive(("r_t", recurrent), (recurrent,), lambda: np.ascontiguousarray(r.T))
+        r, transposed = _recurrent_weights(v, ("r_t", recurrent), (recurrent,), r, steps, batch)
         gates = np.empty((batch, width), np.float32)
-        lib.lstm_sequence(np.ascontiguousarray(projected), np.ascontiguousarray(r), h, c, y,
-                          gates, (steps, batch, hidden), (y.shape[2], offset), reverse,
-                          transposed)
+        lib.lstm_sequence(np.ascontiguousarray(projected), r, h, c, y, gates,
+                          (steps, batch, hidden), (y.shape[2], offset), reverse, transposed)
         return
     xp = array_module(projected)
     for s in range(steps):
@@ -139,6 +134,17 @@ def _recurrence(v, recurrent: str, compute: np.dtype, projected, h, c, y, offset
         c[...] = _sigmoid(f, xp) * c + _sigmoid(i, xp) * xp.tanh(g)
         h[...] = _sigmoid(o, xp) * xp.tanh(c)
         y[t, :, offset:offset + hidden] = h
+
+
+def _recurrent_weights(v, key: tuple, names: tuple[str, ...], r, steps: int,
+                       batch: int) -> tuple[np.ndarray, bool]:
+    """R as the C recurrence takes it, and whether it is transposed: R^T where that pays
+    back (kept from the first run when the inputs ``names`` are constant, a model's weight;
+    made per call for a long sequence), else R itself (dot products per gate row)."""
+    transposed = v.constant.issuperset(names) or steps * batch >= PACK_AFTER_ROWS
+    if transposed:
+        r = v.derive(key, names, lambda: np.ascontiguousarray(r.T))
+    return np.ascontiguousarray(r), transposed
 
 
 def _sigmoid(x, xp):
@@ -257,19 +263,16 @@ def _gru_recurrence(v, key: tuple, r, b_hh, projected, h, y, offset: int, revers
                     gates_out: dict | None) -> None:
     """One direction of one layer: ``h`` (B, H) updated in place, h_t into ``y``'s columns
     ``offset:offset + H``; with ``gates_out`` (train) every step's gates written there (the
-    numpy loop). R^T for the C recurrence as in the LSTM's ``_recurrence``."""
+    numpy loop)."""
     steps, batch, width = projected.shape
     hidden = width // GRU_GATES
     lib = native.kernels()
     if gates_out is None and lib is not None and native.host_float32(projected, h, y) and (
             b_hh is None or native.host_float32(b_hh)):
-        transposed = "params" in v.constant or steps * batch >= PACK_AFTER_ROWS
-        if transposed:
-            r = v.derive(("r_t", *key), ("params",), lambda: np.ascontiguousarray(r.T))
+        r, transposed = _recurrent_weights(v, ("r_t", *key), ("params",), r, steps, batch)
         gates = np.empty((batch, width), np.float32)
-        lib.gru_sequence(np.ascontiguousarray(projected), np.ascontiguousarray(r), b_hh, h, y,
-                         gates, (steps, batch, hidden), (y.shape[2], offset), reverse,
-                         transposed)
+        lib.gru_sequence(np.ascontiguousarray(projected), r, b_hh, h, y, gates,
+                         (steps, batch, hidden), (y.shape[2], offset), reverse, transposed)
         return
     xp = array_module(projected)
     for s in range(steps):
