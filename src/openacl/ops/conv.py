@@ -197,7 +197,10 @@ def convolution(c: Call) -> Kernel:
                          tuple(out_size), c.has("bias"))
     compute = promotion.compute_dtype(dtype)
     rounded = operand_dtype(dtype, cube)
-    small = math.prod(kernel_size) * c_in * n * math.prod(out_size) <= GATHER_MAX_COLUMNS
+    pointwise = (math.prod(kernel_size) == 1 and all(s == 1 for s in stride)
+                 and not any(b or a for b, a in pads))  # the input is its own columns
+    small = not pointwise and (math.prod(kernel_size) * c_in * n * math.prod(out_size)
+                               <= GATHER_MAX_COLUMNS)
     if transposed:
         body = _transposed
     elif small and spatial != 2:  # (2-d depthwise and few-channel ones have C kernels)
