@@ -25,7 +25,7 @@ from openacl.ops.call import (
     TensorArg,
     array_module,
 )
-from openacl.ops.fpstate import quiet
+from openacl.ops.fpstate import ignore_floating_point, quiet
 from openacl.ops.registry import register, register_inplace
 
 ARITH_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES
@@ -324,12 +324,12 @@ def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = Fal
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with ignore_floating_point():
         return 1.0 / np.sqrt(x)
 
 
 def _reciprocal(x: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
+    with ignore_floating_point():
         return np.reciprocal(x.astype(_float_result(x.dtype), copy=False))
 
 

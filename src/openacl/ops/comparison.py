@@ -34,6 +34,7 @@ from openacl.ops.call import (
     TensorArg,
     as_array,
 )
+from openacl.ops.fpstate import ignore_floating_point
 from openacl.ops.registry import register, register_inplace
 
 BOOL = np.dtype(np.bool_)
@@ -80,7 +81,7 @@ def _operands(c: Call, dtype: np.dtype, *names: str) -> Callable:
                 continue
             array = as_array(v[name])
             if array.dtype != dtype:
-                with np.errstate(over="ignore", invalid="ignore"):
+                with ignore_floating_point():
                     array = array.astype(dtype)
             values.append(array.astype(compute, copy=False))
         return values
@@ -97,7 +98,7 @@ def _compare(fn: Callable, supported) -> Callable[[Call], Kernel]:
         read = _operands(c, promoted, "self", "other")
 
         def kernel(v) -> None:
-            with np.errstate(invalid="ignore"):
+            with ignore_floating_point():
                 v.write("out", fn(*read(v)))
         return kernel
     return prepare
@@ -131,7 +132,7 @@ def _logical_binary(fn: Callable) -> Callable[[Call], Kernel]:
         c.check_out("out", c.broadcast("self", "other"), BOOL)
 
         def kernel(v) -> None:
-            with np.errstate(invalid="ignore"):
+            with ignore_floating_point():
                 v.write("out", fn(_truth(as_array(v["self"])), _truth(as_array(v["other"]))))
         return kernel
     return prepare

@@ -36,6 +36,7 @@ from openacl.ops.call import (
     as_array,
     like,
 )
+from openacl.ops.fpstate import ignore_floating_point
 from openacl.ops.registry import register, register_inplace
 
 
@@ -89,7 +90,7 @@ def _convert(value: Any, dtype: np.dtype) -> np.ndarray:
     array = as_array(value)
     if array.dtype.kind == "c" and dtype.kind != "c" and dtype != np.bool_:
         array = array.real
-    with np.errstate(invalid="ignore", over="ignore"):
+    with ignore_floating_point():  # (np.errstate costs ten times as much per call)
         return array.astype(dtype, copy=False)
 
 
