@@ -119,3 +119,43 @@ def test_real_models_in_fp16_agree_with_onnxruntime(name, tmp_path):
     theirs = ort.InferenceSession(source).run(None, feeds)[0]
     cosine, max_abs = agreement(ours, theirs)
     assert cosine >= FP16_COSINE and max_abs <= FP16_MAX_ABS[name], (cosine, max_abs)
+
+
+def test_fp16_weights_are_widened_once_and_results_match_numpys_conversions():
+    """fp16 mode on the CPU: a Conv's and a MatMul's float16 weights are widened to float32
+    at the first run and kept (the engine's constants), and the F16C conversions give the
+    numpy conversions' results to the bit."""
+    from openacl.ops import native
+
+    rng = np.random.default_rng(5)
+    conv_w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "cw")
+    mat_w = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "mw")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("MatMul", ["c", "mw"], ["y"])], "half",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [conv_w, mat_w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((1, 3, 6, 8)).astype(np.float32)
+    session = openacl.InferenceSession(model, precision="fp16")
+    try:
+        first = session.run(None, {"x": x})[0]
+        engine = session.engine
+        ops = [step.op for step in engine.lowered.steps]
+        assert "Convolution" in ops and ("FusedMatmul" in ops or "Matmul" in ops), ops
+        for op in ("Convolution", "FusedMatmul"):
+            for index in [i for i, name in enumerate(ops) if name == op]:
+                views = engine._host.kernels[index].args[0]
+                widened = [value for key, value in views.derived.items()
+                           if getattr(value, "dtype", None) is not None]
+                assert widened and all(a.dtype == np.float32 for a in widened), (op, views.derived)
+        with native.disabled():
+            slow = openacl.InferenceSession(model, precision="fp16")
+            try:  # (the C and numpy convolutions sum in another order: float16 ulps)
+                np.testing.assert_allclose(slow.run(None, {"x": x})[0], first, rtol=2e-3,
+                                           atol=2e-3)
+            finally:
+                slow.close()
+        np.testing.assert_array_equal(session.run(None, {"x": x})[0], first)
+    finally:
+        session.close()

@@ -372,3 +372,45 @@ def test_masked_softmax_checks():
                                (2, 2), 1.0)
     with pytest.raises(OverflowError, match="sizes overflow"):
         _native.masked_softmax(x, mask, out, (1 << 40, 1 << 40, 3, 4), (1, 1), 1.0)
+
+
+def _f16c() -> bool:
+    probe = np.zeros(1, np.float16)
+    return bool(_native.convert_half(probe, np.zeros(1, np.float32), True))
+
+
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 1000, 4099])
+def test_half_conversions_match_numpy_to_the_bit(size):
+    """float32 -> float16 rounds to nearest even as numpy does (halfway cases, subnormals,
+    overflow to inf, the largest finite value), float16 -> float32 is exact; NaN stays NaN."""
+    if not _f16c():
+        pytest.skip("this CPU has no F16C: the conversions report it and numpy converts")
+    rng = np.random.default_rng(size)
+    single = (rng.standard_normal(size) * rng.choice([1e-7, 1e-3, 1, 1e3, 7e4], size)).astype(
+        np.float32)
+    specials = np.array([np.inf, -np.inf, 65504, 65520, -65519.9, 2.0 ** -24, 2.0 ** -25,
+                         1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -0.0, 6e-8], np.float32)
+    single[:min(size, specials.size)] = specials[:size]
+    half = np.empty(size, np.float16)
+    assert native.narrowed_into(half, single)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(half.view(np.uint16), single.astype(np.float16).view(
+            np.uint16))
+    np.testing.assert_array_equal(native.widened(half), half.astype(np.float32))
+    nan = np.array([np.nan] * 9, np.float32)
+    narrowed = np.empty(9, np.float16)
+    assert native.narrowed_into(narrowed, nan) and np.isnan(narrowed).all()
+    assert np.isnan(native.widened(narrowed)).all()
+
+
+def test_half_conversions_check_their_buffers():
+    with pytest.raises(ValueError, match="float16"):
+        _native.convert_half(np.zeros(4, np.float16), np.zeros(5, np.float32), True)
+    with pytest.raises(TypeError, match="float16"):
+        _native.convert_half(np.zeros(4, np.float32), np.zeros(4, np.float32), True)
+    with pytest.raises((TypeError, BufferError, ValueError)):  # read-only half target
+        _native.convert_half(np.zeros(4, np.float16)[::2], np.zeros(2, np.float32), False)
+    # what the helpers refuse, they leave to numpy
+    assert native.widened(np.zeros(4, np.float32)) is None
+    assert native.widened(np.zeros((4, 4), np.float16)[:, ::2]) is None
+    assert not native.narrowed_into(np.zeros(3, np.float16), np.zeros(4, np.float32))

@@ -204,6 +204,12 @@ def _apply(fn: Callable[[np.ndarray], np.ndarray], v, x: np.ndarray, out_name: s
         if lib is not None:  # one fused pass, straight into out
             getattr(lib, _NATIVE_INTO[into])(x, out)
             return
+    if into in _NATIVE_INTO and native.host_float32(x) and out.dtype == np.float16 and \
+            native.kernels() is not None:  # float16 out: one pass into float32, then rounded
+        result = np.empty(x.shape, np.float32)
+        getattr(native.kernels(), _NATIVE_INTO[into])(x, result)
+        v.write(out_name, result)
+        return
     if (into is not None and x.dtype == out.dtype == np.float32 and type(out) is np.ndarray
             and _chunkable(x, out)):
         flat_x, flat_out = x.reshape(-1), out.reshape(-1)
@@ -399,6 +405,11 @@ def _softmax(log: bool) -> Callable[[Call], Kernel]:
             lib = None if log or axis != x.ndim - 1 else native.kernels()
             if lib is not None and native.host_float32(x, out) and _chunkable(x, out):
                 lib.softmax_rows(x, out, x.shape[-1])  # out: apart from x, or x itself
+                return
+            if lib is not None and native.host_float32(x) and out.dtype == np.float16:
+                result = np.empty(x.shape, np.float32)  # float16 out: computed, then rounded
+                lib.softmax_rows(x, result, x.shape[-1])
+                v.write("out", result)
                 return
             if (axis != x.ndim - 1 or x.size <= ELEMENTWISE_CHUNK
                     or not _chunkable(x, out)):

@@ -240,8 +240,18 @@ def convolution(c: Call) -> Kernel:
         if out.size == 0:
             return
         xs = _cast(v["input"], rounded, compute)
-        ws = _cast(v["weight"], rounded, compute)
-        bias_values = _cast(v["bias"], compute, compute) if geometry.bias else None
+        # a model's weights (fp16 mode: float16) are widened once and kept
+        ws = v.derive(("cast", "weight"), ("weight",),
+                      lambda: _cast(v["weight"], rounded, compute))
+        bias_values = v.derive(("cast", "bias"), ("bias",),
+                               lambda: _cast(v["bias"], compute, compute)) \
+            if geometry.bias else None
+        # a float16 host output: the float32 kernels into a float32 buffer, rounded once
+        # into out at the end (F16C; numpy's casts, and the bodies' own, are much slower)
+        final = out
+        if type(out) is np.ndarray and out.dtype == np.float16 and compute == np.float32 \
+                and out.flags.c_contiguous and native.kernels() is not None:
+            out = np.empty(out.shape, compute)
         # on a device, one im2col matmul (grouped: depthwise too): the host-cache tilings of
         # the other bodies only add kernel launches there
         run = body if type(out) is np.ndarray or transposed else _im2col
@@ -251,6 +261,8 @@ def convolution(c: Call) -> Kernel:
                 and native.kernels() is not None):
             run = _direct_native
         run(out, xs, ws, bias_values, geometry, compute)
+        if out is not final and not native.narrowed_into(final, out):
+            np.copyto(final, out, casting="unsafe")
     return kernel
 
 
@@ -273,6 +285,10 @@ def _cast(array, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
     array = as_array(array)
     if array.dtype != rounded:
         array = array.astype(rounded)
+    if array.dtype == np.float16 and compute == np.float32:
+        fast = native.widened(array)  # F16C: numpy's float16 loop is ~10x slower
+        if fast is not None:
+            return fast
     return array.astype(compute, copy=False)
 
 

@@ -60,7 +60,8 @@ def describe() -> str:
         return "numpy (the C extension openacl._native was not built: no C compiler?)"
     if kernels() is None:
         return "numpy (the C extension is built but turned off: OPENACL_NATIVE=0)"
-    return ("native C (openacl._native: GELU, Hardswish, Sigmoid, SiLU, Softmax, "
+    return ("native C (openacl._native: float16 conversions, GELU, Hardswish, Sigmoid, SiLU, "
+            "Softmax, "
             "ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row sums, direct and thin "
             "convolutions, tiled ConvTranspose, the LSTM recurrences)")
 
@@ -76,6 +77,32 @@ def disabled() -> Iterator[None]:
     finally:
         with _lock:
             _disabled_depth -= 1
+
+
+HALF = np.dtype(np.float16)
+SINGLE = np.dtype(np.float32)
+
+
+def widened(array: np.ndarray) -> np.ndarray | None:
+    """A float32 copy of a C-contiguous float16 host array by the CPU's F16C conversion
+    (numpy's own loop is ~10x slower), or None where the C kernels cannot do it."""
+    lib = kernels()
+    if lib is None or type(array) is not np.ndarray or array.dtype != HALF or \
+            not array.flags.c_contiguous:
+        return None
+    out = np.empty(array.shape, SINGLE)
+    return out if lib.convert_half(array, out, True) else None
+
+
+def narrowed_into(target: np.ndarray, value: np.ndarray) -> bool:
+    """``target[...] = value`` for a C-contiguous float16 host ``target`` and a float32
+    ``value`` of its shape, rounded to nearest even by F16C; False: not done."""
+    lib = kernels()
+    if lib is None or type(target) is not np.ndarray or type(value) is not np.ndarray or \
+            target.dtype != HALF or value.dtype != SINGLE or target.shape != value.shape or \
+            not (target.flags.c_contiguous and value.flags.c_contiguous):
+        return False
+    return bool(lib.convert_half(target, value, False))
 
 
 def host_float32(*arrays) -> bool:
