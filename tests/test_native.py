@@ -414,3 +414,44 @@ def test_half_conversions_check_their_buffers():
     assert native.widened(np.zeros(4, np.float32)) is None
     assert native.widened(np.zeros((4, 4), np.float16)[:, ::2]) is None
     assert not native.narrowed_into(np.zeros(3, np.float16), np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("kernel,stride,pad,dilation", [
+    ((3, 3), (1, 1), (1, 1), (1, 1)), ((1, 3), (1, 1), (0, 1), (1, 1)),
+    ((3, 2), (2, 3), (1, 0), (1, 2)), ((5, 5), (1, 1), (2, 2), (2, 1)),
+    ((2, 2), (2, 2), (0, 0), (1, 1))], ids=str)
+def test_im2col_matches_a_padded_window_copy(kernel, stride, pad, dilation):
+    rng = np.random.default_rng(sum(kernel + stride + pad + dilation))
+    channels, height, width = 3, 9, 11
+    x = rng.standard_normal((channels, height, width)).astype(np.float32)
+    # the output size with padding `pad` before and as much after (the reference's padding)
+    extent = [d * (k - 1) + 1 for d, k in zip(dilation, kernel, strict=True)]
+    out_h = (height + 2 * pad[0] - extent[0]) // stride[0] + 1
+    out_w = (width + 2 * pad[1] - extent[1]) // stride[1] + 1
+    padded = np.zeros((channels, height + 2 * pad[0], width + 2 * pad[1]), np.float32)
+    padded[:, pad[0]:pad[0] + height, pad[1]:pad[1] + width] = x
+    want = np.empty((channels, *kernel, out_h, out_w), np.float32)
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            rows = slice(i * dilation[0], i * dilation[0] + (out_h - 1) * stride[0] + 1, stride[0])
+            cols = slice(j * dilation[1], j * dilation[1] + (out_w - 1) * stride[1] + 1, stride[1])
+            want[:, i, j] = padded[:, rows, cols]
+    got = np.full((channels * kernel[0] * kernel[1], out_h * out_w), np.nan, np.float32)
+    _native.im2col(x, got, x.shape, kernel, stride, pad, dilation, (out_h, out_w))
+    np.testing.assert_array_equal(got, want.reshape(got.shape))
+
+
+def test_im2col_argument_checks():
+    x, out = np.zeros((2, 4, 4), np.float32), np.zeros((18, 16), np.float32)
+    geometry = ((2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (4, 4))
+    _native.im2col(x, out, *geometry)
+    with pytest.raises(ValueError, match="holds"):  # out too small for the columns
+        _native.im2col(x, np.zeros((18, 15), np.float32), *geometry)
+    with pytest.raises(ValueError, match="holds"):  # x smaller than its declared image
+        _native.im2col(np.zeros((2, 4, 3), np.float32), out, *geometry)
+    with pytest.raises(ValueError, match="geometry"):
+        _native.im2col(x, out, (2, 4, 4), (0, 3), (1, 1), (1, 1), (1, 1), (4, 4))
+    with pytest.raises(ValueError, match="geometry"):
+        _native.im2col(x, out, (2, 4, 4), (3, 3), (1, 1), (-1, 1), (1, 1), (4, 4))
+    with pytest.raises(OverflowError):
+        _native.im2col(x, out, (2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (2 ** 62, 4))

@@ -1557,6 +1557,87 @@ static PyObject *py_shifted_sums(PyObject *Py_UNUSED(self), PyObject *args) {
     return result;
 }
 
+/* -- im2col for one 2-d image -----------------------------------------------------------------
+ * columns[(c * KH + i) * KW + j, oh * OW + ow] = x[c, oh * SH + i * DH - PH, ow * SW + j * DW - PW]
+ * (0 outside the image; PH, PW the padding before, whatever comes after): each (channel,
+ * tap) row is OH runs of OW values; with stride 1 a run is one memcpy between its zero
+ * margins. No padded copy of the input is made; every read is inside the image by
+ * construction (the runs' [lo, hi) and the row test). */
+MULTIVERSIONED
+static void im2col_loop(const float *x, float *columns, Py_ssize_t channels, Py_ssize_t height,
+                        Py_ssize_t width, const Py_ssize_t *k, const Py_ssize_t *stride,
+                        const Py_ssize_t *pad, const Py_ssize_t *dilation, Py_ssize_t out_h,
+                        Py_ssize_t out_w) {
+    float *row = columns;
+    for (Py_ssize_t c = 0; c < channels; c++)
+        for (Py_ssize_t i = 0; i < k[0]; i++)
+            for (Py_ssize_t j = 0; j < k[1]; j++) {
+                const Py_ssize_t column0 = j * dilation[1] - pad[1];
+                /* the outputs whose input column lies inside: [lo, hi) */
+                Py_ssize_t lo = column0 >= 0 ? 0 : (-column0 + stride[1] - 1) / stride[1];
+                Py_ssize_t hi = width - column0 > 0 ? (width - column0 + stride[1] - 1) / stride[1]
+                                                    : 0;
+                hi = hi < out_w ? hi : out_w;
+                lo = lo < hi ? lo : hi;
+                for (Py_ssize_t oh = 0; oh < out_h; oh++, row += out_w) {
+                    Py_ssize_t y = oh * stride[0] + i * dilation[0] - pad[0];
+                    if (y < 0 || y >= height) {
+                        memset(row, 0, (size_t)out_w * sizeof(float));
+                        continue;
+                    }
+                    const float *line = x + (c * height + y) * width; /* the image row */
+                    if (lo) memset(row, 0, (size_t)lo * sizeof(float));
+                    if (stride[1] == 1 && hi > lo)
+                        memcpy(row + lo, line + column0 + lo, (size_t)(hi - lo) * sizeof(float));
+                    else
+                        for (Py_ssize_t ow = lo; ow < hi; ow++)
+                            row[ow] = line[column0 + ow * stride[1]];
+                    if (hi < out_w) memset(row + hi, 0, (size_t)(out_w - hi) * sizeof(float));
+                }
+            }
+}
+
+static PyObject *py_im2col(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *out_object;
+    Py_ssize_t channels, height, width, k[2], stride[2], pad[2], dilation[2], out_h, out_w;
+    if (!PyArg_ParseTuple(args, "OO(nnn)(nn)(nn)(nn)(nn)(nn)", &x_object, &out_object,
+                          &channels, &height, &width, &k[0], &k[1], &stride[0], &stride[1],
+                          &pad[0], &pad[1], &dilation[0], &dilation[1], &out_h, &out_w))
+        return NULL;
+    if (channels < 0 || height < 0 || width < 0 || out_h < 0 || out_w < 0 || k[0] < 1 ||
+        k[1] < 1 || stride[0] < 1 || stride[1] < 1 || pad[0] < 0 || pad[1] < 0 ||
+        dilation[0] < 1 || dilation[1] < 1) {
+        PyErr_SetString(PyExc_ValueError, "im2col: bad geometry");
+        return NULL;
+    }
+    Py_ssize_t x_count = product4(channels, height, width, 1);
+    Py_ssize_t rows = product4(channels, k[0], k[1], 1), plane = product4(out_h, out_w, 1, 1);
+    Py_ssize_t out_count = rows < 0 || plane < 0 ? -1 : product4(rows, plane, 1, 1);
+    Py_ssize_t reach_h = input_span(out_h, stride[0], dilation[0], k[0]);
+    Py_ssize_t reach_w = input_span(out_w, stride[1], dilation[1], k[1]);
+    if (x_count < 0 || out_count < 0 || reach_h < 0 || reach_w < 0) { /* (index overflow) */
+        PyErr_SetString(PyExc_OverflowError, "im2col: sizes overflow");
+        return NULL;
+    }
+    Py_buffer x, out;
+    if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
+    if (get_float_buffer(out_object, &out, 1, "out") != 0) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (check_count(&x, x_count, "x") == 0 && check_count(&out, out_count, "out") == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        im2col_loop(x.buf, out.buf, channels, height, width, k, stride, pad, dilation, out_h,
+                    out_w);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&x);
+    return result;
+}
+
 static PyObject *py_tile_taps(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *taps_object, *bias_object, *out_object;
     TileGeometry g;
@@ -1646,6 +1727,10 @@ static PyMethodDef methods[] = {
      "convert_half(half, single, to_single): float16 <-> float32 between two C-contiguous "
      "buffers of as many values (to_single: half -> single), IEEE round-to-nearest-even as "
      "numpy; returns False, writing nothing, where the CPU has no F16C."},
+    {"im2col", py_im2col, METH_VARARGS,
+     "im2col(x, out, (C, H, W), (KH, KW), (SH, SW), (PH, PW), (DH, DW), (OH, OW)): the "
+     "columns of one float32 image x (C, H, W) into out (C * KH * KW, OH * OW), zero where a "
+     "tap falls outside the image (PH, PW: the padding before)."},
     {"sigmoid", py_sigmoid, METH_VARARGS,
      "sigmoid(x, out): 1 / (1 + exp(-x)) of float32 x into out (may be x)."},
     {"silu", py_silu, METH_VARARGS,

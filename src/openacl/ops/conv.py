@@ -330,6 +330,17 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
                   out=result.reshape(n, c_out, -1))
         _finish(out, result, bias, compute)
         return
+    locations = math.prod(g.out_size)
+    lib = native.kernels()
+    if (n == 1 and groups == 1 and spatial == 2 and lib is not None and out.flags.c_contiguous
+            and native.host_float32(x, out) and c_in * taps * locations * compute.itemsize
+            <= IM2COL_BLOCK_MIN_BYTES):  # the C im2col: no padded copy, rows as memcpy runs
+        columns = np.empty((c_in * taps, locations), compute)
+        lib.im2col(x, columns, x.shape[1:], g.kernel_size, g.stride,
+                   tuple(b for b, _ in g.pads), g.dilation, g.out_size)
+        np.matmul(w.reshape(c_out, c_in * taps), columns, out=out.reshape(c_out, locations))
+        _finish(out, out, bias, compute)
+        return
     padded = _pad(x, g.pads, compute)
     extent = tuple(d * (k - 1) + 1 for d, k in zip(g.dilation, g.kernel_size, strict=True))
     windows = xp.lib.stride_tricks.sliding_window_view(
