@@ -83,6 +83,26 @@ def test_overflow_in_a_host_run_gives_inf_without_warnings(bias):
     np.testing.assert_array_equal(y, [[np.inf, np.inf]])
 
 
+def test_operators_declare_whether_they_may_warn():
+    """``OpDef.silent`` (declared at registration) decides whether a run switches numpy's
+    error state: a model of copies and maxima does not, one with a product does."""
+    from openacl.ops import REGISTRY
+
+    assert all(REGISTRY[name].silent for name in ("Relu", "InplaceRelu", "Permute", "Cat",
+                                                  "Slice", "InplaceCopy", "GatherNd"))
+    assert not any(REGISTRY[name].silent for name in ("Add", "Matmul", "Sigmoid", "Exp"))
+    quiet = InferenceSession(_model([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+                                     helper.make_node("Relu", ["t"], ["y"])],
+                                    [("x", [2, 3])], [("y", [3, 2])], []))
+    loud = InferenceSession(_model([helper.make_node("Exp", ["x"], ["y"])],
+                                   [("x", [2, 3])], [("y", [2, 3])], []))
+    try:
+        assert not quiet.engine._may_warn and loud.engine._may_warn
+    finally:
+        quiet.close()
+        loud.close()
+
+
 def test_mlp_with_gemm_and_softmax_matches_onnxruntime():
     w1 = (RNG.standard_normal((64, 128)) * 0.1).astype(np.float32)
     w2 = (RNG.standard_normal((10, 128)) * 0.1).astype(np.float32)  # transB

@@ -69,10 +69,6 @@ from openacl.tensor import (
 
 ACL_MEMCPY_DEFAULT = 4
 StepClock = Callable[[int, int, int], None]  # (step index, start ns, end ns)
-# aclnn operators whose kernels never raise numpy floating-point warnings (np.maximum, copies
-# and gathers; not products: numpy reports a BLAS product's overflow)
-SILENT_OPS = frozenset({"Relu", "Permute", "Expand", "Cat", "Slice", "Embedding", "GatherNd",
-                        "IndexSelect", "InplaceCopy"})
 
 
 @dataclass
@@ -101,7 +97,8 @@ class Engine:
         self._workspace = 0
         self._last_launch: tuple[Stream, int] | None = None  # (stream, its last task)
         self._host: _HostRun | None = None  # see _run_here
-        self._may_warn = any(step.op not in SILENT_OPS for step in lowered.steps)
+        # (the operators declare whether their kernels may raise floating-point warnings)
+        self._may_warn = any(not REGISTRY[step.op].silent for step in lowered.steps)
         self._on_host = core.current().backend.name == "cpu"  # runs_here(None), fixed
         self.closed = False
         try:

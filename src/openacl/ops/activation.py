@@ -64,7 +64,6 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, x.dtype.type(0))  # NaN propagates, as in torch
 
 
-_NO_FLOATING_POINT_WARNINGS = {_relu}  # np.maximum never warns, not even on NaN
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -154,10 +153,11 @@ def _mish(x: np.ndarray) -> np.ndarray:
 
 # -- parameterless elementwise activations ------------------------------------------------------
 def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: bool,
+                 silent: bool = False,
                  self_name: str = "self", out_name: str = "out") -> Callable[[Call], Kernel]:
     """``out = fn(self)``. ``exact_out``: the output dtype must equal the input's (the aclnn
     doc says so), else any dtype the input's can be cast to."""
-    kernel_fn = fn if fn in _NO_FLOATING_POINT_WARNINGS else quiet(fn)
+    kernel_fn = fn if silent else quiet(fn)
 
     into = _WRITES_INTO.get(fn)
 
@@ -249,26 +249,30 @@ _WRITES_INTO: dict[Callable, Callable] = {_gelu_erf: _gelu_erf, _hardswish: _har
 _NATIVE_INTO: dict[Callable, str] = {_gelu_erf: "gelu_erf", _hardswish_into: "hardswish",
                                      _sigmoid_into: "sigmoid", _silu_into: "silu"}
 
-# name: (kernel, supported dtypes, output dtype must equal input's, in-place (name, ref arg))
+# name: (kernel, supported dtypes, output dtype must equal input's, in-place (name, ref arg),
+# silent: its kernel never raises floating-point warnings; np.maximum not even on NaN)
 _ELEMENTWISE = {
-    "Relu": (_relu, RELU_DTYPES, True, ("InplaceRelu", "selfRef")),
-    "Gelu": (_gelu_tanh, FLOAT_DTYPES, True, None),
-    "Silu": (_silu, FLOAT_DTYPES, True, None),
-    "Sigmoid": (_sigmoid, SIGMOID_DTYPES, False, ("InplaceSigmoid", "selfRef")),
-    "Hardsigmoid": (_hardsigmoid, HARDSIGMOID_DTYPES, True, ("InplaceHardsigmoid", "self")),
-    "Hardswish": (_hardswish, FLOAT_DTYPES, False, ("InplaceHardswish", "self")),
-    "Mish": (_mish, FLOAT_DTYPES, True, ("InplaceMish", "selfRef")),
+    "Relu": (_relu, RELU_DTYPES, True, ("InplaceRelu", "selfRef"), True),
+    "Gelu": (_gelu_tanh, FLOAT_DTYPES, True, None, False),
+    "Silu": (_silu, FLOAT_DTYPES, True, None, False),
+    "Sigmoid": (_sigmoid, SIGMOID_DTYPES, False, ("InplaceSigmoid", "selfRef"), False),
+    "Hardsigmoid": (_hardsigmoid, HARDSIGMOID_DTYPES, True, ("InplaceHardsigmoid", "self"),
+                    False),
+    "Hardswish": (_hardswish, FLOAT_DTYPES, False, ("InplaceHardswish", "self"), False),
+    "Mish": (_mish, FLOAT_DTYPES, True, ("InplaceMish", "selfRef"), False),
 }
-for _name, (_fn, _supported, _exact, _inplace) in _ELEMENTWISE.items():
-    _prepare = register(_name, "self: tensor, out: tensor!")(
-        _elementwise(_fn, _supported, _exact))
+for _name, (_fn, _supported, _exact, _inplace, _silent) in _ELEMENTWISE.items():
+    _prepare = register(_name, "self: tensor, out: tensor!", silent=_silent)(
+        _elementwise(_fn, _supported, _exact, _silent))
     if _inplace is not None:
         _inplace_name, _ref = _inplace
         if _ref == "self":  # CANN names the in-out tensor "self" here, not "selfRef"
-            register_inplace(_inplace_name, "self: tensor!", _prepare, out="self")
+            register_inplace(_inplace_name, "self: tensor!", _prepare, silent=_silent,
+                             out="self")
         else:
-            register_inplace(_inplace_name, f"{_ref}: tensor!", _prepare, self=_ref, out=_ref)
-del _name, _fn, _supported, _exact, _inplace, _prepare, _inplace_name, _ref
+            register_inplace(_inplace_name, f"{_ref}: tensor!", _prepare, silent=_silent,
+                             self=_ref, out=_ref)
+del _name, _fn, _supported, _exact, _inplace, _silent, _prepare, _inplace_name, _ref
 
 
 @register("GeluV2", "x: tensor, approximate: int = 0, y: tensor!")

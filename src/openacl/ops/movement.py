@@ -194,7 +194,7 @@ def _inplace_copy(c: Call) -> Kernel:
     return kernel
 
 
-register_inplace("InplaceCopy", "selfRef: tensor!, src: tensor", _inplace_copy,
+register_inplace("InplaceCopy", "selfRef: tensor!, src: tensor", _inplace_copy, silent=True,
                  selfRef="selfRef")
 
 
@@ -204,7 +204,7 @@ def _is_legacy_empty(tensor: TensorArg) -> bool:
     return tensor.shape == (0,)
 
 
-@register("Cat", "tensors: tensors, dim: int, out: tensor!")
+@register("Cat", "tensors: tensors, dim: int, out: tensor!", silent=True)
 def cat(c: Call) -> Kernel:
     """Concatenate ``tensors`` along ``dim``; dtypes promote as in ``torch.cat``."""
     tensors: list[TensorArg] = c["tensors"]
@@ -294,7 +294,8 @@ def split_with_size(c: Call) -> Kernel:
 
 
 # -- views made concrete ----------------------------------------------------------------------
-@register("Slice", "self: tensor, dim: int, start: int, end: int, step: int, out: tensor!")
+@register("Slice", "self: tensor, dim: int, start: int, end: int, step: int, out: tensor!",
+          silent=True)
 def slice_(c: Call) -> Kernel:
     """``self[..., start:end:step, ...]`` along ``dim``; start and end are clamped as in
     Python slicing, ``step`` must be positive."""
@@ -316,7 +317,7 @@ def slice_(c: Call) -> Kernel:
     return kernel
 
 
-@register("Permute", "self: tensor, dims: int_array, out: tensor!")
+@register("Permute", "self: tensor, dims: int_array, out: tensor!", silent=True)
 def permute(c: Call) -> Kernel:
     """Reorder the dims of ``self``: ``out.shape[i] = self.shape[dims[i]]``."""
     self = c.tensor("self")
@@ -331,7 +332,7 @@ def permute(c: Call) -> Kernel:
     return kernel
 
 
-@register("Expand", "self: tensor, size: int_array, out: tensor!")
+@register("Expand", "self: tensor, size: int_array, out: tensor!", silent=True)
 def expand(c: Call) -> Kernel:
     """Broadcast ``self`` to ``size`` (``-1`` keeps a dim; new dims lead), as
     ``Tensor.expand``."""
@@ -453,7 +454,8 @@ def gather(c: Call) -> Kernel:
     return kernel
 
 
-@register("IndexSelect", "self: tensor, dim: int, index: tensor, out: tensor!")
+@register("IndexSelect", "self: tensor, dim: int, index: tensor, out: tensor!",
+          silent=True)
 def index_select(c: Call) -> Kernel:
     """The entries of ``self`` at ``index`` along ``dim`` (``torch.index_select``)."""
     self = c.tensor("self")
@@ -474,7 +476,7 @@ def index_select(c: Call) -> Kernel:
     return kernel
 
 
-@register("Embedding", "weight: tensor, indices: tensor, out: tensor!")
+@register("Embedding", "weight: tensor, indices: tensor, out: tensor!", silent=True)
 def embedding(c: Call) -> Kernel:
     """Rows of the 2-D ``weight`` picked by ``indices`` (``F.embedding``)."""
     weight = c.tensor("weight")
@@ -491,7 +493,7 @@ def embedding(c: Call) -> Kernel:
 
 
 @register("GatherNd", "self: tensor, indices: tensor, negativeIndexSupport: bool, "
-                      "out: tensor!")
+                      "out: tensor!", silent=True)
 def gather_nd(c: Call) -> Kernel:
     """Slices of ``self`` addressed by the last dim of ``indices``:
     ``out[i...] = self[indices[i..., 0], ..., indices[i..., c-1]]``. Negative indices count

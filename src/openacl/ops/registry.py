@@ -36,6 +36,9 @@ class OpDef:
     aliases: tuple[tuple[str, str], ...] = ()  # prepare's name -> this op's argument name
     doc: str = ""
     ir: Any = field(default=None, compare=False)  # a custom op's declaration (for aclop)
+    # its kernels never raise numpy floating-point warnings (maxima, copies, gathers): a model
+    # of only such steps runs without switching numpy's error state (model/engine.py)
+    silent: bool = False
 
     @property
     def snake_name(self) -> str:
@@ -158,21 +161,23 @@ def _add(op: OpDef) -> OpDef:
     return op
 
 
-def register(name: str, signature: str) -> Callable[[Prepare], Prepare]:
-    """Declare operator ``name`` with CANN's argument list; decorates its prepare function."""
+def register(name: str, signature: str, silent: bool = False) -> Callable[[Prepare], Prepare]:
+    """Declare operator ``name`` with CANN's argument list; decorates its prepare function.
+    ``silent``: its kernels never raise numpy floating-point warnings (``OpDef.silent``)."""
     params = parse_signature(signature)
 
     def decorate(prepare: Prepare) -> Prepare:
-        _add(OpDef(name, params, prepare, doc=(prepare.__doc__ or "").strip()))
+        _add(OpDef(name, params, prepare, doc=(prepare.__doc__ or "").strip(), silent=silent))
         return prepare
 
     return decorate
 
 
-def register_inplace(name: str, signature: str, prepare: Prepare, **aliases: str) -> None:
+def register_inplace(name: str, signature: str, prepare: Prepare, silent: bool = False,
+                     **aliases: str) -> None:
     """Declare an in-place variant: ``aliases`` map prepare's argument names to this op's."""
     _add(OpDef(name, parse_signature(signature), prepare, tuple(aliases.items()),
-               doc=(prepare.__doc__ or "").strip()))
+               doc=(prepare.__doc__ or "").strip(), silent=silent))
 
 
 def get(name: str) -> OpDef:
