@@ -458,12 +458,7 @@ class Views(dict):
         value = self[name]
         if not hasattr(value, "astype"):  # a list or a Python number
             value = np.asarray(value)
-        compute = promotion.compute_dtype(dtype)
-        if value.dtype == np.float16 and compute == np.float32:
-            fast = native.widened(value)  # F16C: numpy's float16 loop is ~10x slower
-            if fast is not None:
-                return fast
-        return value.astype(compute, copy=False)
+        return native.cast(value, promotion.compute_dtype(dtype))  # (F16C for float16)
 
     def write(self, name: str, value: Any) -> None:
         """Store ``value`` (broadcast, cast) into output ``name``."""

@@ -285,11 +285,7 @@ def _cast(array, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
     array = as_array(array)
     if array.dtype != rounded:
         array = array.astype(rounded)
-    if array.dtype == np.float16 and compute == np.float32:
-        fast = native.widened(array)  # F16C: numpy's float16 loop is ~10x slower
-        if fast is not None:
-            return fast
-    return array.astype(compute, copy=False)
+    return native.cast(array, compute)  # (F16C for float16)
 
 
 def _pad(x: np.ndarray, pads, compute: np.dtype) -> np.ndarray:

@@ -100,11 +100,7 @@ def _operand(array: np.ndarray, rounded: np.dtype, compute: np.dtype) -> np.ndar
         array = as_array(array)
     if array.dtype != rounded:
         array = array.astype(rounded)
-    if array.dtype == np.float16 and compute == np.float32:
-        fast = native.widened(array)  # F16C: numpy's float16 loop is ~10x slower
-        if fast is not None:
-            return fast
-    return array.astype(compute, copy=False)
+    return native.cast(array, compute)  # (F16C for float16)
 
 
 def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray, compute: np.dtype,

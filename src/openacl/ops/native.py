@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -92,6 +93,16 @@ def widened(array: np.ndarray) -> np.ndarray | None:
         return None
     out = np.empty(array.shape, SINGLE)
     return out if lib.convert_half(array, out, True) else None
+
+
+def cast(array: Any, dtype: np.dtype) -> Any:
+    """``array.astype(dtype, copy=False)``, float16 -> float32 by F16C where it can
+    (``widened``): the one place kernels widen half-precision operands."""
+    if array.dtype == HALF and dtype == SINGLE:
+        fast = widened(array)
+        if fast is not None:
+            return fast
+    return array.astype(dtype, copy=False)
 
 
 def narrowed_into(target: np.ndarray, value: np.ndarray) -> bool:
