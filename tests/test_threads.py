@@ -38,9 +38,24 @@ def _matmul_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_default_is_the_cores_this_process_may_use(threaded_runtime):
+def test_default_is_the_cores_this_process_may_use(threaded_runtime, monkeypatch):
+    for name in threads.BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     assert core.current().config.num_threads is None
     assert threads.configured() == threads.available_cores() >= 1
+
+
+def test_a_blas_count_the_user_gave_is_respected(threaded_runtime, monkeypatch):
+    """OPENBLAS_NUM_THREADS (then OMP_NUM_THREADS) is the default where openacl's own
+    setting is not given; a bad value is ignored."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads.configured() == 1
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "lots")
+    assert threads.configured() == 3
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "0")
+    assert threads.configured() == threads.available_cores()
 
 
 def test_init_setting_and_its_environment_variable(monkeypatch):
@@ -67,7 +82,7 @@ def test_a_session_runs_with_its_threads(threaded_runtime):
         np.testing.assert_allclose(one.run(None, {"x": x})[0], 64.0)
         assert _blas_threads() == {1}
         default.run(None, {"x": x})
-        assert _blas_threads() == {threads.available_cores()}
+        assert _blas_threads() == {threads.configured()}
         one.run(None, {"x": x})
         assert _blas_threads() == {1}
     finally:

@@ -3,8 +3,10 @@
 Design note (invariants)
 ------------------------
 * The setting: ``init``'s ``num_threads`` (the config key, or ``OPENACL_NUM_THREADS``), else
-  the cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where that
-  is missing). ``InferenceSession(path, threads=N)`` overrides it for that session's runs,
+  a count the user already gave numpy's BLAS (``OPENBLAS_NUM_THREADS``, then
+  ``OMP_NUM_THREADS``: a shared box's usual knob is respected, not overridden), else the
+  cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where that is
+  missing). ``InferenceSession(path, threads=N)`` overrides it for that session's runs,
   as onnxruntime's ``intra_op_num_threads`` does.
 * What runs on threads: numpy's BLAS (OpenBLAS) pool does the products and convolutions;
   openacl's C kernels run on the calling thread; the custom-op block pool is sized by the
@@ -61,14 +63,22 @@ def check_threads(value: Any, name: str = "threads") -> int | None:
     return value
 
 
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+
+
 def configured() -> int:
-    """The process's setting: ``init``'s ``num_threads``, else the available cores."""
+    """The process's setting: ``init``'s ``num_threads``, else the BLAS count the environment
+    gives (``BLAS_THREAD_VARIABLES``, a positive int), else the available cores."""
     from openacl.runtime import core
 
     if core.is_initialized():
         count = core.current().config.num_threads
         if count is not None:
             return count
+    for name in BLAS_THREAD_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and 1 <= int(value) <= MAX_THREADS:
+            return int(value)
     return available_cores()
 
 
