@@ -47,7 +47,9 @@ FLOAT32_DTYPE = np.dtype(np.float32)
 
 
 # -- kernels (functions of arrays in the compute dtype) -----------------------------------------
-def _sigmoid(x: np.ndarray) -> np.ndarray:
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) of an array in its compute dtype, without overflow; shared with the
+    recurrent kernels (ops/rnn.py)."""
     if x.dtype.kind == "c":
         return 1.0 / (1.0 + np.exp(-x))
     # never exp of a positive number (no overflow): e / (1 + e) below 0, 1 / (1 + e) above,
@@ -69,7 +71,7 @@ def _relu(x: np.ndarray) -> np.ndarray:
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     inner = SQRT_2_OVER_PI * (x + GELU_TANH_COEFF * x * x * x)
     # 0.5 * (1 + tanh(u)) == sigmoid(2u), without the cancellation of 1 + tanh(u) near -1
-    return x * _sigmoid(2.0 * inner)
+    return x * sigmoid(2.0 * inner)
 
 
 def _gelu_erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -110,7 +112,7 @@ def gelu(x: np.ndarray, approximate: int = GELU_NONE) -> np.ndarray:
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
-    return x * _sigmoid(x)
+    return x * sigmoid(x)
 
 
 def _hardsigmoid(x: np.ndarray) -> np.ndarray:
@@ -128,7 +130,7 @@ def _relu_into(x: np.ndarray, out: np.ndarray) -> None:
 
 def _sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
     """Sigmoid of float32 ``x`` into ``out`` (the C kernel's numpy twin)."""
-    np.copyto(out, _sigmoid(x))
+    np.copyto(out, sigmoid(x))
 
 
 def _silu_into(x: np.ndarray, out: np.ndarray) -> None:
@@ -242,7 +244,7 @@ def _chunkable(x: np.ndarray, out: np.ndarray) -> bool:
 
 # float32 kernels that write their results straight into the output (see _apply)
 _WRITES_INTO: dict[Callable, Callable] = {_gelu_erf: _gelu_erf, _hardswish: _hardswish_into,
-                                          _relu: _relu_into, _sigmoid: _sigmoid_into,
+                                          _relu: _relu_into, sigmoid: _sigmoid_into,
                                           _silu: _silu_into}
 
 # into-kernels the C extension also has, by its function names (see openacl.ops.native)
@@ -255,7 +257,7 @@ _ELEMENTWISE = {
     "Relu": (_relu, RELU_DTYPES, True, ("InplaceRelu", "selfRef"), True),
     "Gelu": (_gelu_tanh, FLOAT_DTYPES, True, None, False),
     "Silu": (_silu, FLOAT_DTYPES, True, None, False),
-    "Sigmoid": (_sigmoid, SIGMOID_DTYPES, False, ("InplaceSigmoid", "selfRef"), False),
+    "Sigmoid": (sigmoid, SIGMOID_DTYPES, False, ("InplaceSigmoid", "selfRef"), False),
     "Hardsigmoid": (_hardsigmoid, HARDSIGMOID_DTYPES, True, ("InplaceHardsigmoid", "self"),
                     False),
     "Hardswish": (_hardswish, FLOAT_DTYPES, False, ("InplaceHardswish", "self"), False),

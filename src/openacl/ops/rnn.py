@@ -18,7 +18,7 @@ n; the reset gate applied after the hidden product, ONNX's ``linear_before_reset
 parameter errors ACLNN_ERR_PARAM_INVALID as CANN documents them.
 
 The kernels project every step's input at once (one product ``x @ W^T`` plus both biases),
-then runs the recurrence: one C call over the whole sequence (``_native.lstm_sequence``:
+then run the recurrence: one C call over the whole sequence (``_native.lstm_sequence``:
 the recurrent product, the gates and the state update fused, per step) where the extension
 is built, else a numpy loop over the steps.
 """
@@ -29,6 +29,7 @@ import numpy as np
 
 from openacl.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import native, promotion
+from openacl.ops.activation import sigmoid
 from openacl.ops.call import Call, Kernel, array_module
 from openacl.ops.registry import register
 
@@ -131,8 +132,8 @@ def _recurrence(v, recurrent: str, compute: np.dtype, projected, h, c, y, offset
         t = steps - 1 - s if reverse else s
         gates = projected[t] + h @ r.T
         i, f, g, o = (gates[:, k * hidden:(k + 1) * hidden] for k in range(LSTM_GATES))
-        c[...] = _sigmoid(f, xp) * c + _sigmoid(i, xp) * xp.tanh(g)
-        h[...] = _sigmoid(o, xp) * xp.tanh(c)
+        c[...] = sigmoid(f) * c + sigmoid(i) * xp.tanh(g)
+        h[...] = sigmoid(o) * xp.tanh(c)
         y[t, :, offset:offset + hidden] = h
 
 
@@ -145,12 +146,6 @@ def _recurrent_weights(v, key: tuple, names: tuple[str, ...], r, steps: int,
     if transposed:
         r = v.derive(key, names, lambda: np.ascontiguousarray(r.T))
     return np.ascontiguousarray(r), transposed
-
-
-def _sigmoid(x, xp):
-    """1 / (1 + exp(-x)) without overflow warnings (exp of a large -x is inf: the result 0)."""
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + xp.exp(-x))
 
 
 # -- GRU --------------------------------------------------------------------------------------
@@ -233,6 +228,12 @@ def gru(c: Call) -> Kernel:
             x = x.transpose(1, 0, 2)
         xp = array_module(x)
         arrays = v["params"]
+
+        def param(index: int):
+            # a weight in the compute dtype, widened once when the params are a model's constants
+            return v.derive(("param", index), ("params",),
+                            lambda: native.cast(arrays[index], compute))
+
         h_all = xp.zeros(state, compute) if v.get("hx") is None else xp.array(
             v.compute("hx", compute), dtype=compute, copy=True)
         gates_out = {name: v[name] for name in GRU_TRAIN_OUTPUTS} if train else None
@@ -241,18 +242,17 @@ def gru(c: Call) -> Kernel:
             y = xp.empty((steps, batch, directions * hidden), compute)
             for direction in range(directions):
                 index = (layer * directions + direction) * per_direction
-                w_ih = arrays[index].astype(compute, copy=False)
-                projected = (layer_input.reshape(steps * batch, -1) @ w_ih.T).reshape(
+                projected = (layer_input.reshape(steps * batch, -1) @ param(index).T).reshape(
                     steps, batch, width)
                 b_hh = None
                 if has_bias:
-                    projected += arrays[index + 2].astype(compute, copy=False)
-                    b_hh = arrays[index + 3].astype(compute, copy=False)
+                    projected += param(index + 2)
+                    b_hh = param(index + 3)
                 slot = layer * directions + direction
-                _gru_recurrence(v, ("params", index + 1), arrays[index + 1].astype(
-                    compute, copy=False), b_hh, projected, h_all[slot], y, direction * hidden,
-                    direction == 1, None if gates_out is None else
-                    {name: gates_out[name][slot] for name in gates_out})
+                _gru_recurrence(v, ("params", index + 1), param(index + 1), b_hh, projected,
+                                h_all[slot], y, direction * hidden, direction == 1,
+                                None if gates_out is None else
+                                {name: gates_out[name][slot] for name in gates_out})
             layer_input = y
         v.write("output", layer_input.transpose(1, 0, 2) if batch_first else layer_input)
         v.write("hy", h_all)
@@ -282,7 +282,7 @@ def _gru_recurrence(v, key: tuple, r, b_hh, projected, h, y, offset: int, revers
             recurrent = recurrent + b_hh
         x_r, x_z, x_n = (projected[t][:, k * hidden:(k + 1) * hidden] for k in range(3))
         h_r, h_z, h_n = (recurrent[:, k * hidden:(k + 1) * hidden] for k in range(3))
-        reset, update = _sigmoid(x_r + h_r, xp), _sigmoid(x_z + h_z, xp)
+        reset, update = sigmoid(x_r + h_r), sigmoid(x_z + h_z)
         candidate = xp.tanh(x_n + reset * h_n)
         h[...] = (1 - update) * candidate + update * h
         y[t, :, offset:offset + hidden] = h
