@@ -224,10 +224,8 @@ class StagedModel:
         self._functions = _copies(proto.functions, onnx.FunctionProto)
         self.weights: dict[str, np.ndarray] = dict(weights or {})  # an outer graph's, shared
         kept = onnx.GraphProto()  # the small constants, copied out of the model
-        names = set()
         for tensor in [*proto.graph.initializer, *graph.initializer]:
             array = _tensor_array(tensor)  # a malformed constant is refused here, by name
-            names.add(tensor.name)
             if math.prod(tensor.dims) > LIGHT_ELEMENTS:
                 self.weights[tensor.name] = array
                 if owned:
@@ -251,7 +249,6 @@ class StagedModel:
         self._static: Any = None  # the engine of a static model, once built
         # seen signatures ((dtype, shape) per input) whose root stage is the whole model
         self._singles: dict[tuple, Any] = {}
-        self._signatures: dict[tuple, tuple] = {}  # cache key -> ((dtype, shape) per input)
         self._names = [spec.name for spec in self.inputs]
         self._lock = threading.RLock()
         self.stages_built = 0  # every stage compiled so far (a first run's cost, for tests)
@@ -375,21 +372,17 @@ class StagedModel:
     def root_stage(self, kinds: Mapping[str, tuple[np.dtype, tuple]]) -> Stage:
         """The root stage for the inputs' ``kinds`` (name -> (dtype, shape)), built and
         cached on first use."""
-        key = tuple((np.dtype(kinds[name][0]).str, tuple(kinds[name][1]))
-                    for name in self.input_names)
+        available = {name: (np.dtype(kinds[name][0]), tuple(kinds[name][1]))
+                     for name in self.input_names}
+        key = tuple(available[name] for name in self.input_names)  # (dtype, shape) per input
         with self._lock:
             stage = self._cache.get(key)
             if stage is None:
-                available = {name: (np.dtype(kinds[name][0]), tuple(kinds[name][1]))
-                             for name in self.input_names}
                 stage = self._build(self._root, available, {})
                 _insert(self._cache, key, stage, self.cache_size)
-                self._signatures[key] = tuple(available[name] for name in self.input_names)
-                self._signatures = {k: v for k, v in self._signatures.items()
-                                    if k in self._cache}
                 if self.gears is None:  # (a gear model checks every run's shapes)
-                    self._singles = {self._signatures[k]: st.engine
-                                     for k, st in self._cache.items() if self.single(st)}
+                    self._singles = {k: st.engine for k, st in self._cache.items()
+                                     if self.single(st)}
                 if self._static is None and all(spec.static for spec in self.inputs) and \
                         self.single(stage):
                     self._static = stage.engine
