@@ -298,12 +298,12 @@ def _lstm_direction(x: np.ndarray, lengths: np.ndarray, weights: _Direction, h0:
     inputs = x[steps, rows]  # (longest, batch, input): onnxruntime's reversed copy
     quantized, x_scale, x_zero = quantize_uint8(inputs)
     gates_x = weights.w.product(quantized, x_zero) * (x_scale * weights.w_scale)
+    rows_per_slice = rows_per_slice or batch
     if _native_steps(gates_x, lengths, weights, h, c, y if want_y else None, acts, clip,
-                     input_forget, rows_per_slice or batch, reverse):
+                     input_forget, rows_per_slice, reverse):
         return y, h, c
     f_act, g_act, h_act = acts
     b_i, b_o, b_f, b_c = weights.bias
-    rows_per_slice = rows_per_slice or batch
     for step in range(longest):
         recurrent = np.empty((batch, 4 * hidden), F32)
         for start in range(0, batch, rows_per_slice):
