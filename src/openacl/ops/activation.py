@@ -66,8 +66,6 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, x.dtype.type(0))  # NaN propagates, as in torch
 
 
-
-
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     inner = SQRT_2_OVER_PI * (x + GELU_TANH_COEFF * x * x * x)
     # 0.5 * (1 + tanh(u)) == sigmoid(2u), without the cancellation of 1 + tanh(u) near -1
