@@ -295,9 +295,10 @@ def _sequence_output(b: Builder, y: str, sequence: str, shape: tuple[int, ...],
 def _whole_sequence_gru(node: Node, b: Builder) -> bool:
     """Lower a GRU with ``linear_before_reset`` = 1 onto one aclnnGRU step when it can be
     (see the module note); False leaves it to the unrolled lowering."""
+    if node.op_type != "GRU" or not int(node.attrs.get("linear_before_reset", 0)):
+        return False
     found = _whole_sequence_inputs(node, b)
-    if node.op_type != "GRU" or not int(node.attrs.get("linear_before_reset", 0)) or \
-            found is None:
+    if found is None:
         return False
     (w, r), bias, directions = found
     x = node.inputs[0]
@@ -332,8 +333,8 @@ def _whole_sequence_gru(node: Node, b: Builder) -> bool:
 def _whole_sequence_lstm(node: Node, b: Builder) -> bool:
     """Lower an LSTM onto one aclnnBidirectionLSTM step when it can be (see the module
     note); False leaves it to the unrolled lowering."""
-    found = _whole_sequence_inputs(node, b)
-    if node.op_type != "LSTM" or found is None:
+    found = None if node.op_type != "LSTM" else _whole_sequence_inputs(node, b)
+    if found is None:
         return False
     weights, bias, directions = found
     x = node.inputs[0]
