@@ -351,9 +351,10 @@ def _convert_staged(proto: Any, source: str, output: str,
                 "onnx_producer": proto.producer_name, "onnx_package": onnx.__version__}
     if gears is not None:
         metadata["dynamic_" + gears.kind] = [list(gears.values(shape)) for shape in gears.shapes]
-    file_bytes = om.write_chunks(staged_chunks(model.light_proto(), model.weights, ranges,
-                                               precision, metadata, gears), output)
-    small = sum(math.prod(t.dims) for t in model.light_proto().graph.initializer)
+    light = model.light_proto()
+    file_bytes = om.write_chunks(staged_chunks(light, model.weights, ranges, precision,
+                                               metadata, gears), output)
+    small = sum(math.prod(t.dims) for t in light.graph.initializer)
     model.close()
     return ConversionReport(
         source=source, output=output, onnx_ops=onnx_ops, aclnn_ops={},
@@ -361,7 +362,7 @@ def _convert_staged(proto: Any, source: str, output: str,
         weights_count=len(model.weights), file_bytes=file_bytes,
         input_shapes={name: [] for name in ranges}, seconds=time.perf_counter() - started,
         precision=precision, shape_ranges=shown, small_constants=small,
-        source_opset=model.source_opset, opset=default_opset(model.light_proto()),
+        source_opset=model.source_opset, opset=default_opset(light),
         gears=[] if gears is None else [list(gears.values(shape)) for shape in gears.shapes])
 
 
