@@ -882,16 +882,25 @@ static void dq_lstm_loop(const DqLstm *a) {
 }
 
 /* -- argument handling ------------------------------------------------------------------- */
-static int get_float_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
+/* A C-contiguous buffer of one element type (struct `format`, `itemsize` bytes, called
+ * `type_name` in the error): 0 with `view` held, or -1 with a TypeError naming the argument
+ * and nothing held. */
+static int typed_buffer(PyObject *object, Py_buffer *view, int writable, const char *name,
+                        const char *format, Py_ssize_t itemsize, const char *type_name) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(object, view, flags) != 0) return -1;
-    if (view->itemsize != 4 || view->format == NULL || strcmp(view->format, "f") != 0) {
-        PyErr_Format(PyExc_TypeError, "argument '%s' must be a float32 buffer (format 'f'), "
-                     "got format '%s'", name, view->format ? view->format : "B");
+    if (view->itemsize != itemsize || view->format == NULL || strcmp(view->format, format) != 0) {
+        PyErr_Format(PyExc_TypeError, "argument '%s' must be a %s buffer (format '%s'), "
+                     "got format '%s'", name, type_name, format,
+                     view->format ? view->format : "B");
         PyBuffer_Release(view);
         return -1;
     }
     return 0;
+}
+
+static int get_float_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
+    return typed_buffer(object, view, writable, name, "f", 4, "float32");
 }
 
 /* -- float16 <-> float32 with the CPU's conversion instructions (F16C) -----------------------
@@ -918,15 +927,7 @@ __attribute__((target("f16c,avx"))) static void float_to_half_f16c(const float *
 #endif
 
 static int half_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(object, view, flags) != 0) return -1;
-    if (view->itemsize != 2 || view->format == NULL || strcmp(view->format, "e") != 0) {
-        PyErr_Format(PyExc_TypeError, "argument '%s' must be a float16 buffer (format 'e'), "
-                     "got format '%s'", name, view->format ? view->format : "B");
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
+    return typed_buffer(object, view, writable, name, "e", 2, "float16");
 }
 
 /* convert(half, single, to_single): between a float16 and a float32 buffer of as many
@@ -967,26 +968,11 @@ static PyObject *py_convert_half(PyObject *Py_UNUSED(self), PyObject *args) {
 }
 
 static int get_double_buffer(PyObject *object, Py_buffer *view, const char *name) {
-    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE))
-        return -1;
-    if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "d") != 0) {
-        PyErr_Format(PyExc_TypeError, "argument '%s' must be a float64 buffer (format 'd'), "
-                     "got format '%s'", name, view->format ? view->format : "B");
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
+    return typed_buffer(object, view, 1, name, "d", 8, "float64");
 }
 
 static int get_bool_buffer(PyObject *object, Py_buffer *view, const char *name) {
-    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) return -1;
-    if (view->itemsize != 1 || view->format == NULL || strcmp(view->format, "?") != 0) {
-        PyErr_Format(PyExc_TypeError, "argument '%s' must be a bool buffer (format '?'), "
-                     "got format '%s'", name, view->format ? view->format : "B");
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
+    return typed_buffer(object, view, 0, name, "?", 1, "bool");
 }
 
 static int check_count(Py_buffer *view, Py_ssize_t count, const char *name) {
@@ -1769,11 +1755,11 @@ static PyMethodDef methods[] = {
      "and few-channel convolutions."},
     {"lstm_sequence", py_lstm_sequence, METH_VARARGS,
      "lstm_sequence(projected, recurrent, h, c, y, gates, (T, B, H), (y_row, y_offset), "
-     "reverse, transposed): an LSTM over T steps (PyTorch's gate order i, f, g, o): projected (T, B, 4H) "
-     "holds x_t @ W^T plus both biases, recurrent is R (4H, H) or, transposed, R^T (H, 4H), "
-     "h and c (B, H) the state "
-     "(initial in, final out), y (T, B, y_row) gets h_t at column y_offset; gates (B, 4H) is "
-     "scratch. Every buffer float32 and apart from the others."},
+     "reverse, transposed): an LSTM over T steps (PyTorch's gate order i, f, g, o): "
+     "projected (T, B, 4H) holds x_t @ W^T plus both biases, recurrent is R (4H, H) or, "
+     "transposed, R^T (H, 4H), h and c (B, H) the state (initial in, final out), "
+     "y (T, B, y_row) gets h_t at column y_offset; gates (B, 4H) is scratch. Every buffer "
+     "float32 and apart from the others."},
     {"gru_sequence", py_gru_sequence, METH_VARARGS,
      "gru_sequence(projected, recurrent, hidden_bias, h, y, gates, (T, B, H), (y_row, "
      "y_offset), reverse, transposed): a GRU over T steps (PyTorch's gate order r, z, n, its "
