@@ -116,6 +116,7 @@ class LoadedModel:
         self.engine = engine
         self.metadata = dict(metadata or {})
         self.staged = staged
+        self.threads = threads.configured()  # its launches' setting, read once at load
         from openacl.model.engine import EngineSet
 
         if staged is not None:
@@ -716,7 +717,7 @@ def _buffers(dataset: Any, argument: str, expected: int, code: int) -> list[tupl
 
 def _launch(model_id: Any, input: Any, output: Any, stream: Any) -> LoadedModel:
     model = _model(model_id)
-    threads.apply()  # numpy's BLAS pool at the init setting (runtime/threads.py)
+    threads.apply(model.threads)  # numpy's BLAS pool at the setting (runtime/threads.py)
     inputs = _buffers(input, "input", len(model.inputs), ACL_ERROR_MODEL_INPUT_NOT_MATCH)
     outputs = _buffers(output, "output", len(model.outputs), ACL_ERROR_MODEL_OUTPUT_NOT_MATCH)
     target = model.stream if stream is _PRIVATE else resolve_stream(stream)

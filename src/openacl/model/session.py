@@ -105,11 +105,16 @@ class InferenceSession:
             cache_size: specialisations an ONNX model keeps (least recently used first out).
             precision: ``fp32``, ``fp16`` or ``mixed`` for an ONNX model.
             threads: the CPU threads this session's runs use (onnxruntime's
-                ``intra_op_num_threads``); None: the init setting, else the cores this
-                process may use (``runtime/threads.py``).
+                ``intra_op_num_threads``); None: the setting when the session is made
+                (``runtime/threads.configured``: init's, else the environment's, else the
+                cores this process may use).
         """
         self.threads = threads_module.check_threads(threads)
         _ensure_runtime()
+        # resolved once, as onnxruntime fixes a session's threads: a run then pays one
+        # comparison (reading the setting costs more than a tiny model's whole run)
+        self._run_threads = threads_module.configured() if self.threads is None else \
+            self.threads
         self._lock = threading.Lock()  # the async runner and stream
         self._runner: Any = None  # a ThreadPoolExecutor, made by the first run_async
         self._async_stream: Any = None
@@ -190,7 +195,7 @@ class InferenceSession:
             stream: Any = None) -> list[np.ndarray]:
         """Run on host arrays; returns the named outputs (all when ``output_names`` is None).
         An ONNX model runs at any input shapes: the first run at new ones specialises it."""
-        threads_module.apply(self.threads)
+        threads_module.apply(self._run_threads)
         if self.staged is not None and stream is None:
             results = self.staged.run(feeds)
         else:
@@ -269,7 +274,7 @@ class InferenceSession:
         model's arena and the outputs out of it, with no host round trip; enqueued on
         ``stream`` (None: synchronous, on the session's own stream)."""
         binding.check()
-        threads_module.apply(self.threads)
+        threads_module.apply(self._run_threads)
         names = [name for name, _, _ in self._inputs]
         feeds = {name: binding.inputs[name] for name in names}
         if self.staged is None:
