@@ -156,7 +156,7 @@ def test_model_left_dynamic_converts_to_a_dynamic_file(tmp_path):
 
 
 def test_cli_convert_parses_atc_ranges(tmp_path):
-    from openacl.cli.main import parse_input_shapes
+    from openacl.cli.convert import parse_input_shapes
 
     assert parse_input_shapes("x:1~8,3,-1,-1;m:1,128") == {
         "x": ((1, 8), 3, -1, -1), "m": (1, 128)}
