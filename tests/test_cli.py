@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+
+import pytest
 
 import fake_cupy
 from conftest import cuda_unavailable
@@ -62,3 +65,28 @@ def test_ops_lists_operators(capsys):
     out = capsys.readouterr().out
     assert "aclnnMatmul(self: tensor, mat2: tensor, out: tensor!" in out
     assert "openacl.aclnn.batch_mat_mul" in out
+
+
+def test_version(capsys):
+    import openacl
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"openacl {openacl.__version__}"
+
+
+def test_help_lists_every_subcommand_in_plain_text(capsys):
+    from openacl.cli.main import build_parser
+
+    parser = build_parser()
+    commands = next(action for action in parser._actions
+                    if isinstance(action, argparse._SubParsersAction))
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    for name in commands.choices:
+        assert f"\n    {name}" in text, f"openacl --help does not list {name}"
+    assert "run-pyacl" in text
+    for markup in ("``", "::"):
+        assert markup not in text, f"reST markup {markup!r} in openacl --help"

@@ -1,7 +1,29 @@
-"""``openacl``: the command-line tool (info, demo, ops, op, convert, profile, fetch).
+"""The ``openacl`` command: one subcommand per tool (``openacl --help`` lists them).
 
-Examples::
+The parser's description and examples are plain text (what ``--help`` prints), kept in
+``DESCRIPTION`` and ``EXAMPLES`` below; each tool with options of its own registers itself
+from its module (cli/convert.py, cli/profile.py, cli/op_tools.py, compat/runner.py).
+"""
 
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from openacl.cli import convert, op_tools, profile
+from openacl.compat import runner as pyacl_runner
+
+GIB = 1 << 30  # bytes in a GiB, for display
+MIB = 1 << 20  # bytes in a MiB, for display
+HBM_ATTR = 1  # ACL_HBM_MEM: get_mem_info of device memory
+DDR_ATTR = 0  # ACL_DDR_MEM: get_mem_info of host memory
+
+DESCRIPTION = ("OpenACL: the Ascend ACL programming model (runtime, aclnn operators, custom\n"
+               "operators, offline models) on any CPU, without an NPU.")
+EXAMPLES = """examples:
     openacl info                 # backend, devices, memory in use / total, version
     openacl info --json          # the same, machine-readable
     openacl demo                 # the runtime flow end to end, checked against numpy
@@ -20,22 +42,6 @@ Examples::
     openacl fetch ppocr-det      # PP-OCRv4 det from the rapidocr-onnxruntime wheel, cached
     openacl fetch --list         # every model of the zoo, its wheel, whether it is cached
 """
-
-from __future__ import annotations
-
-import argparse
-import json
-import sys
-from collections.abc import Sequence
-from typing import Any
-
-from openacl.cli import convert, op_tools, profile
-from openacl.compat import runner as pyacl_runner
-
-GIB = 1 << 30  # bytes in a GiB, for display
-MIB = 1 << 20  # bytes in a MiB, for display
-HBM_ATTR = 1  # ACL_HBM_MEM: get_mem_info of device memory
-DDR_ATTR = 0  # ACL_DDR_MEM: get_mem_info of host memory
 
 
 def collect_info(config: str | None) -> dict[str, Any]:
@@ -134,10 +140,15 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openacl", description=__doc__.split("\n")[0],
+    import openacl
+
+    parser = argparse.ArgumentParser(prog="openacl", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("Examples::")[1])
-    commands = parser.add_subparsers(dest="command", required=True)
+                                     epilog=EXAMPLES)
+    parser.add_argument("--version", action="version",
+                        version=f"openacl {openacl.__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     title="commands")
     info = commands.add_parser("info", help="backend, devices, memory, version (like npu-smi)")
     info.add_argument("--config", help="init config: a JSON file (as aclInit takes)")
     info.add_argument("--json", action="store_true", help="print JSON")

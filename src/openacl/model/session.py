@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,13 +53,23 @@ class NodeArg:
     type: str
 
 
-def _ensure_runtime() -> None:
-    if not core.is_initialized():
-        core.init()
-    if current_context(required=False) is None:
-        from openacl.runtime.device import set_device
+def _hold_runtime() -> tuple[int, bool]:
+    """Hold the runtime for a session (started with the defaults if the program has not
+    initialised it) and make device 0 current when the calling thread has no context:
+    returns (the hold's generation, whether device 0 was set). ``close`` gives both back,
+    so a session never keeps the runtime alive past itself, and a program's own later
+    ``openacl.init()`` is not a repeat (``runtime/core``'s note on implicit holds)."""
+    generation = core.hold()
+    if current_context(required=False) is not None:
+        return generation, False
+    from openacl.runtime.device import set_device
 
+    try:
         set_device(0)
+    except AclError:
+        core.release(generation)
+        raise
+    return generation, True
 
 
 def _load_offline_model(source: Any, input_shapes: dict[str, Sequence[int]] | None
@@ -110,7 +120,17 @@ class InferenceSession:
                 cores this process may use).
         """
         self.threads = threads_module.check_threads(threads)
-        _ensure_runtime()
+        self._closed = False
+        self._hold, self._set_device = _hold_runtime()
+        try:
+            self._load(path, input_shapes, cache_size, precision)
+        except BaseException:
+            self._release_runtime()
+            raise
+
+    def _load(self, path: Any, input_shapes: dict[str, Sequence[int]] | None,
+              cache_size: int, precision: str) -> None:
+        """Load the model: an offline model's engines, or an ONNX model staged."""
         # resolved once, as onnxruntime fixes a session's threads: a run then pays one
         # comparison (reading the setting costs more than a tiny model's whole run)
         self._run_threads = threads_module.configured() if self.threads is None else \
@@ -132,6 +152,7 @@ class InferenceSession:
                              list(self.graph.value(name).shape)) for name in self.graph.inputs]
             self._outputs = [(name, self.graph.value(name).dtype,
                               list(self.graph.value(name).shape)) for name in self.graph.outputs]
+            self._input_set = frozenset(self.input_names)
             return
         self.engines = EngineSet(None)
         if staged_source is not None:  # a dynamic-shape offline model: its graph and ranges
@@ -150,6 +171,7 @@ class InferenceSession:
                 self.graph = stage.engine.graph
         self._inputs = [(spec.name, spec.dtype, None if spec.dims is None else list(spec.dims))
                         for spec in self.staged.inputs]
+        self._input_set = frozenset(self.input_names)
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -195,6 +217,8 @@ class InferenceSession:
             stream: Any = None) -> list[np.ndarray]:
         """Run on host arrays; returns the named outputs (all when ``output_names`` is None).
         An ONNX model runs at any input shapes: the first run at new ones specialises it."""
+        if type(feeds) is not dict or not feeds.keys() <= self._input_set:
+            self._check_feeds(feeds)
         threads_module.apply(self._run_threads)
         if self.staged is not None and stream is None:
             results = self.staged.run(feeds)
@@ -210,6 +234,19 @@ class InferenceSession:
             raise AclError(ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
                            f"unknown output(s) {missing}; the model has {self.output_names}")
         return [by_name[n] for n in wanted]
+
+    def _check_feeds(self, feeds: Any) -> None:
+        """Refuse feeds that are not a mapping of the model's input names (onnxruntime
+        refuses them too), naming the wrong names and the model's inputs."""
+        if not isinstance(feeds, Mapping):
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'feeds' = {type(feeds).__name__} is invalid: expected a "
+                           f"dict of input name -> array, for the inputs {self.input_names}")
+        unknown = [name for name in feeds if name not in self._input_set]
+        if unknown:
+            raise AclError(ACL_ERROR_MODEL_INPUT_NOT_MATCH,
+                           f"argument 'feeds' names input(s) {unknown} the model does not "
+                           f"have; its inputs are {self.input_names}")
 
     def _stream_engine(self, feeds: dict[str, np.ndarray]) -> Engine:
         """The one engine that runs ``feeds`` whole (on a stream, bound to device buffers):
@@ -238,6 +275,7 @@ class InferenceSession:
         on success, else the message) and the returned Future holds the outputs or the
         exception. Runs start in submission order on one worker of the session's. The feeds
         may be reused as soon as this returns."""
+        self._check_feeds(feeds)
         feeds = {name: np.array(value, copy=True) for name, value in feeds.items()}
         stream = self._own_stream() if stream is None else stream
         with self._lock:
@@ -308,13 +346,38 @@ class InferenceSession:
         return profile_engine(self._stream_engine(feeds), feeds, runs, warmup, stream)
 
     def close(self) -> None:
-        if self._runner is not None:
-            self._runner.shutdown(wait=True)
-        if self._async_stream is not None:
-            self._async_stream.shutdown(drain_timeout=None)
-        self.engines.close()
-        if self.staged is not None:
-            self.staged.close()
+        """Release the session: its runs finish, its memory is freed, and the runtime
+        hold (and device 0, when the session set it) is given back. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._runner is not None:
+                self._runner.shutdown(wait=True)
+            if core.is_initialized() and core.current().generation == self._hold:
+                if self._async_stream is not None:
+                    self._async_stream.shutdown(drain_timeout=None)
+                self.engines.close()
+                if self.staged is not None:
+                    self.staged.close()
+        finally:
+            self._release_runtime()
+
+    def __enter__(self) -> InferenceSession:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _release_runtime(self) -> None:
+        """Give back what ``_hold_runtime`` took (nothing when the runtime was finalized)."""
+        if self._set_device and core.is_initialized() and \
+                core.current().generation == self._hold:
+            from openacl.runtime.device import reset_device
+
+            self._set_device = False
+            reset_device(0)
+        core.release(self._hold)
 
 
 def _check_bound(tensor: Any, value: Any, kind: str, code: int) -> None:

@@ -9,6 +9,14 @@ Design note (invariants)
   so ``finalize_reference`` must be called once per ``init``. ``finalize`` tears down at
   once whatever the count; ``finalize`` or ``finalize_reference`` without a live runtime
   raises ``ACL_ERROR_REPEAT_FINALIZE`` (100037). ``init`` after ``finalize`` starts afresh.
+* Implicit holds: a library object that needs the runtime when the program has not
+  initialised it (an ``InferenceSession``, as onnxruntime needs no init) takes a hold with
+  ``hold()`` and gives it back with ``release(hold)``. The runtime lives while
+  ``init_count + implicit_holds > 0`` (``finalize`` still tears down at once). A program's
+  own ``init`` while only holds keep the runtime alive adopts it (count 1, no
+  REPEAT_INITIALIZE) when its settings are the running ones, so a session made before
+  ``init`` does not break the program's ``init``. A hold names its generation: releasing
+  a hold of a runtime that was finalized meanwhile does nothing.
 * ``generation`` increases with every ``init``; thread-local state (current context and
   stream stacks) records the generation it belongs to and is ignored once stale.
 * ``_lock`` serialises init/finalize; finalize drains every stream *before* the runtime
@@ -64,7 +72,8 @@ class Runtime:
         self.devices: dict[int, Any] = {}  # device id -> openacl.runtime.device.Device
         self.host_allocator = CachingAllocator(self.backend._alloc_host,
                                                self.backend._free_host, name="pinned host")
-        self.init_count = 1
+        self.init_count = 1  # the program's init calls not yet undone
+        self.implicit_holds = 0  # library objects holding the runtime (see ``hold``)
         self.lock = threading.RLock()
         self.callback_subscriptions: Any = None  # openacl.runtime.callback._Subscriptions
         self.deferred: collections.deque[Callable[[], None]] = collections.deque()
@@ -153,22 +162,29 @@ def init(config: str | os.PathLike | Mapping[str, Any] | None = None) -> None:
     """
     global _runtime
     with _lock:
+        if _runtime is not None and _runtime.init_count == 0:
+            _adopt(_runtime, config)  # started by a session: the program's init takes it
+            return
         if _runtime is not None:
             _runtime.init_count += 1
             raise AclError(ACL_ERROR_REPEAT_INITIALIZE,
                            f"the runtime is already initialized (reference count now "
                            f"{_runtime.init_count}); finalize_reference() undoes one init")
-        settings = load_config(config)
-        try:
-            runtime = Runtime(settings, next(_generations))
-        except LookupError as exc:
-            from openacl.errors import ACL_ERROR_RT_NO_DEVICE
-            raise AclError(ACL_ERROR_RT_NO_DEVICE, f"backend '{settings.backend}': {exc}"
-                           ) from exc
-        log.configure(settings.log_level)
-        _runtime = runtime
-        if log.enabled("info"):
-            log.logger().info("openacl initialised: %s", settings)
+        _runtime = _start(load_config(config))
+
+
+def _start(settings: RuntimeConfig) -> Runtime:
+    """A new runtime with ``settings`` (caller holds ``_lock`` and publishes it)."""
+    try:
+        runtime = Runtime(settings, next(_generations))
+    except LookupError as exc:
+        from openacl.errors import ACL_ERROR_RT_NO_DEVICE
+        raise AclError(ACL_ERROR_RT_NO_DEVICE, f"backend '{settings.backend}': {exc}"
+                       ) from exc
+    log.configure(settings.log_level)
+    if log.enabled("info"):
+        log.logger().info("openacl initialised: %s", settings)
+    return runtime
 
 
 def finalize() -> None:
@@ -193,12 +209,56 @@ def finalize_reference() -> int:
     with _lock:
         if _runtime is None:
             raise AclError(ACL_ERROR_REPEAT_FINALIZE, "the runtime is not initialized")
+        if _runtime.init_count == 0:
+            raise AclError(ACL_ERROR_REPEAT_FINALIZE,
+                           "the program did not initialize the runtime (only sessions hold "
+                           "it: close them)")
         _runtime.init_count -= 1
         count = _runtime.init_count
-        if count == 0:
+        if count == 0 and _runtime.implicit_holds == 0:
             _runtime.shutdown()
             _runtime = None
         return count
+
+
+def _adopt(runtime: Runtime, config: str | os.PathLike | Mapping[str, Any] | None) -> None:
+    """The program's ``init`` of a runtime that only implicit holds keep (caller holds
+    ``_lock``): it becomes the program's (count 1) when ``config`` asks for the settings it
+    runs with; other settings cannot apply to live sessions, so that is REPEAT_INITIALIZE."""
+    settings = load_config(config)
+    if settings != runtime.config:
+        raise AclError(ACL_ERROR_REPEAT_INITIALIZE,
+                       f"the runtime was started with default settings by an "
+                       f"InferenceSession made before init; init({config!r}) asks for "
+                       f"{settings} instead of {runtime.config}: call openacl.init(config) "
+                       f"before making sessions, or close them first")
+    runtime.init_count = 1
+
+
+def hold() -> int:
+    """Take an implicit hold on the runtime, starting it with the default settings (the
+    environment's ``OPENACL_*``) when the program has not initialised it; returns the hold's
+    generation for ``release``. See the design note."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = _start(load_config(None))
+            _runtime.init_count = 0
+        _runtime.implicit_holds += 1
+        return _runtime.generation
+
+
+def release(generation: int) -> None:
+    """Give back a hold taken by ``hold``; the runtime is torn down when neither the
+    program's inits nor other holds keep it. A hold of a finalized runtime is a no-op."""
+    global _runtime
+    with _lock:
+        if _runtime is None or _runtime.generation != generation:
+            return
+        _runtime.implicit_holds -= 1
+        if _runtime.implicit_holds == 0 and _runtime.init_count == 0:
+            _runtime.shutdown()
+            _runtime = None
 
 
 def as_index(value: Any) -> int | None:
