@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import pytest
 
@@ -58,6 +59,34 @@ def test_demo_passes(capsys):
     out = capsys.readouterr().out
     assert "demo PASSED" in out and "tiny model executed: matches numpy" in out
     assert "PP-OCRv4 det ran on a synthetic" in out or "PP-OCRv4 det skipped" in out
+    assert "demo PASSED (4 steps)" in out or "demo PASSED (1 of 4 steps skipped: " \
+        "PP-OCRv4 det" in out
+
+
+def test_demo_says_which_steps_it_skipped(capsys, monkeypatch):
+    from openacl import demo
+
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
+    assert demo.run(elements=1024) is True
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == ("demo PASSED (2 of 4 steps skipped: tiny model, PP-OCRv4 det (the "
+                    "converter needs onnx (pip install 'openacl[onnx]')))")
+
+
+def test_demo_counts_a_model_it_could_not_fetch_as_skipped(capsys, monkeypatch):
+    from openacl import demo
+    from openacl.errors import ACL_ERROR_INVALID_FILE, AclError
+    from openacl.model import zoo
+
+    def offline(name):
+        raise AclError(ACL_ERROR_INVALID_FILE, f"{name}: no network here")
+
+    pytest.importorskip("onnx")
+    monkeypatch.setattr(zoo, "fetch", offline)
+    assert demo.run(elements=1024) is True
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("demo PASSED (1 of 4 steps skipped: PP-OCRv4 det (")
+    assert "no network here" in last
 
 
 def test_ops_lists_operators(capsys):
