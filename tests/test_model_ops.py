@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import ml_dtypes
@@ -13,6 +12,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from model_files import MINILM, PPOCR_DET, real_model  # noqa: E402
 from op_harness import agreement  # noqa: E402
 from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError  # noqa: E402
 from openacl.model.onnx_import import import_onnx  # noqa: E402
@@ -21,10 +21,6 @@ from openacl.model.session import InferenceSession  # noqa: E402
 from openacl.model.zoo import synthetic_text_page  # noqa: E402
 
 RNG = np.random.default_rng(0)
-MODELS = os.environ.get("OPENACL_MODELS", os.path.join(os.path.dirname(__file__), "..", "..",
-                                                       "shared", "models"))
-MINILM = os.path.join(MODELS, "all-MiniLM-L6-v2.seq128.onnx")
-PPOCR_DET = os.path.join(MODELS, "ch_PP-OCRv4_det_infer.onnx")
 ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
               np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.int32): TensorProto.INT32}
 
@@ -353,9 +349,8 @@ def test_folding_leaves_large_results_as_nodes():
 
 
 # -- real models ---------------------------------------------------------------------------------
-def _real_model(path: str, feeds: dict) -> None:
-    if not os.path.exists(path):
-        pytest.skip(f"{path} is absent (see shared/models/README.md)")
+def _real_model(file: str, feeds: dict) -> None:
+    path = real_model(file)
     start = time.perf_counter()
     session = InferenceSession(path, input_shapes={k: v.shape for k, v in feeds.items()})
     try:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -12,6 +10,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import openacl  # noqa: E402
+from model_files import MINILM, PPOCR_DET, real_model  # noqa: E402
 from op_harness import agreement  # noqa: E402
 from openacl.cli.main import main  # noqa: E402
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError  # noqa: E402
@@ -20,7 +19,6 @@ from openacl.model.converter import compile_onnx, convert_onnx  # noqa: E402
 from openacl.model.zoo import synthetic_text_page  # noqa: E402
 
 RNG = np.random.default_rng(11)
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models")
 # the documented fp16 agreement bounds (fp32 mode: cosine >= 0.9999, max |diff| <= 1e-4)
 FP16_COSINE = 0.9999
 FP16_MAX_ABS = {"minilm": 1e-3, "ppocr": 0.1}  # PP-OCR: a probability map in [0, 1]
@@ -98,10 +96,7 @@ def test_bad_precision_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["minilm", "ppocr"])
 def test_real_models_in_fp16_agree_with_onnxruntime(name, tmp_path):
-    files = {"minilm": "all-MiniLM-L6-v2.seq128.onnx", "ppocr": "ch_PP-OCRv4_det_infer.onnx"}
-    source = os.path.join(SHARED, files[name])
-    if not os.path.exists(source):
-        pytest.skip(f"{source} is absent (see shared/models/README.md)")
+    source = real_model({"minilm": MINILM, "ppocr": PPOCR_DET}[name])
     if name == "minilm":
         mask = np.ones((1, 128), np.int64)
         mask[:, 100:] = 0

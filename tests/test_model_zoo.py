@@ -129,3 +129,26 @@ def test_openacl_fetch_lists_the_zoo(tmp_path, monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == list(zoo.MODELS)
     assert "silero-vad==6.2.3" in next(line for line in lines if line.startswith("silero-vad-v6 "))
+
+
+def test_tests_find_a_model_in_the_cache_and_skips_say_how_to_get_it(tmp_path, monkeypatch):
+    import model_files
+
+    monkeypatch.setattr(model_files, "SHARED_MODELS", tmp_path / "no-shared")
+    monkeypatch.delenv(model_files.MODELS_ENV, raising=False)
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path / "cache"))
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        model_files.real_model(model_files.PPOCR_DET)
+    assert "`openacl fetch ppocr-det`" in str(skipped.value)
+    assert str(tmp_path / "cache") in str(skipped.value)
+    with pytest.raises(pytest.skip.Exception, match="export_minilm.py"):
+        model_files.real_model(model_files.MINILM)
+    cached = zoo.cache_dir() / model_files.PPOCR_DET  # where openacl fetch (and the demo) put it
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"onnx")
+    assert model_files.real_model(model_files.PPOCR_DET) == str(cached)
+    given = tmp_path / "mine"
+    given.mkdir()
+    (given / model_files.PPOCR_DET).write_bytes(b"onnx")
+    monkeypatch.setenv(model_files.MODELS_ENV, str(given))  # $OPENACL_MODELS comes first
+    assert model_files.real_model(model_files.PPOCR_DET) == str(given / model_files.PPOCR_DET)
