@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check of the CUDA backend, in one run on a machine with an NVIDIA GPU, CuPy,
-# PyTorch and pytest already installed and no network (it installs nothing).
+# PyTorch and pytest already installed and no network (it installs nothing). It runs
+# $PYTHON if set, else the project's .venv/bin/python (as the examples do), else python3.
 #
 #   bash bench/gpu_check.sh [RESULTS_DIR]      # default: $OUT, else bench/results
 #
@@ -18,7 +19,11 @@ BENCH_SECONDS="${GPU_CHECK_BENCH_SECONDS:-200}"
 mkdir -p "$RESULTS"
 export PYTHONPATH="$PWD/src:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-PY="${PYTHON:-python3}"
+# the interpreter: $PYTHON, else the project's .venv (as the examples' run.sh), else python3
+if [ -n "${PYTHON:-}" ]; then PY="$PYTHON"
+elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
+else PY=python3; fi
+echo "python: $PY"
 
 nvidia-smi > "$RESULTS/nvidia-smi.txt" 2>&1 || true
 "$PY" -c "import cupy, numpy, torch; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__)"

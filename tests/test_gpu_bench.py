@@ -4,6 +4,7 @@ prepared script, so it must not fail on its own bugs when a GPU is finally there
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -60,3 +61,24 @@ def test_model_carry_round_trip(tmp_path):
     assert restored["w"].dtype == np.float32
     np.testing.assert_array_equal(restored["w"], weight.astype(np.float16).astype(np.float32))
     np.testing.assert_array_equal(restored["mask"], mask)
+
+
+def test_gpu_check_uses_the_projects_venv(tmp_path):
+    """The check runs the project's .venv interpreter (where the README installs openacl),
+    not whatever python3 is first on PATH, like the examples' run.sh."""
+    import shutil
+    import subprocess
+
+    (tmp_path / "bench").mkdir()
+    shutil.copy(BENCH / "gpu_check.sh", tmp_path / "bench")
+    venv_python = tmp_path / ".venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    calls = tmp_path / "calls.log"
+    venv_python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    venv_python.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    done = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_check.sh"),
+                           str(tmp_path / "results")], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert "python: .venv/bin/python" in done.stdout
+    assert "bench/gpu_bench.py" in calls.read_text()  # the bench ran with the venv's python
