@@ -231,7 +231,8 @@ def test_convert_singleop_then_set_model_dir(rt, tmp_path, capsys):
 
 def test_convert_without_singleop_converts_onnx(tmp_path, capsys):
     assert cli_main(["convert", str(tmp_path / "model.onnx")]) == 2  # ONNX path: no such file
-    assert "cannot read ONNX model" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "model.onnx" in err and ("cannot read ONNX model" in err or "does not exist" in err)
 
 
 def test_convert_bad_json_exits_2(tmp_path, capsys):
@@ -239,6 +240,58 @@ def test_convert_bad_json_exits_2(tmp_path, capsys):
     bad.write_text("{ not json")
     assert cli_main(["convert", "--singleop", str(bad), "-o", str(tmp_path / "o")]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+
+
+MATMUL_4x3 = {"op": "MatMul", "name": "mm",
+              "input_desc": [{"format": "ND", "shape": [4, 3], "type": "float"},
+                             {"format": "ND", "shape": [5, 3], "type": "float"}],
+              "output_desc": [{"format": "ND", "shape": [4, 5], "type": "float"}]}
+
+
+def test_convert_singleop_validates_every_op_and_writes_nothing(tmp_path, capsys):
+    ops = [ADD_OP[0], {**ADD_OP[0], "op": "NoSuchOp", "name": ""}, MATMUL_4x3,
+           {**ADD_OP[0], "name": "", "output_desc": [{"format": "ND", "shape": [8, 15],
+                                                       "type": "float16"}]}]
+    source = _write(tmp_path / "ops.json", ops)
+    out = tmp_path / "compiled"
+    assert cli_main(["convert", "--singleop", source, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "3 of 4 op(s) are invalid, nothing was written" in err
+    assert "op 1 (NoSuchOp): op type 'NoSuchOp' is not a single operator" in err
+    assert "op 2 (MatMul, 'mm'): MatMul: input 'x2' does not match" in err  # k: 3 vs 5
+    assert "op 3 (Add): Add: output 'y' does not match" in err
+    assert "op 0" not in err
+    assert not out.exists()
+    with pytest.raises(openacl.AclError) as info:  # the library call: one error, first code
+        singleop.compile_singleop(source, out)
+    assert info.value.code == ACL_ERROR_OP_NOT_FOUND
+    assert not openacl.is_initialized()  # its own runtime, torn down
+
+
+def test_convert_singleop_accepts_what_op_run_runs(tmp_path, capsys):
+    ops = [{**MATMUL_4x3, "attr": [{"name": "transpose_x2", "type": "bool", "value": True}]},
+           {**MATMUL_4x3, "name": "dynamic",  # unknown dims: checked without binding
+            "input_desc": [{"format": "ND", "shape": [-1, 3], "type": "float"},
+                           {"format": "ND", "shape": [3, 5], "type": "float"}],
+            "output_desc": [{"format": "ND", "shape": [-1, 5], "type": "float"}]},
+           {"op": "Slice", "name": "value_inputs",  # offsets/size decide the shape
+            "input_desc": [{"format": "ND", "shape": [4, 6], "type": "float"},
+                           {"format": "ND", "shape": [2], "type": "int64"},
+                           {"format": "ND", "shape": [2], "type": "int64"}],
+            "output_desc": [{"format": "ND", "shape": [2, 3], "type": "float"}]}]
+    source = _write(tmp_path / "ops.json", ops)
+    out = tmp_path / "compiled"
+    assert cli_main(["convert", "--singleop", source, "-o", str(out)]) == 0, \
+        capsys.readouterr().err
+    assert len(json.loads((out / "index.json").read_text())["ops"]) == 3
+
+
+def test_convert_singleop_refuses_a_bad_attr_of_a_known_op(rt, tmp_path, capsys):
+    source = _write(tmp_path / "ops.json", [{**MATMUL_4x3, "attr": [
+        {"name": "no_such_attr", "type": "bool", "value": True}]}])
+    assert cli_main(["convert", "--singleop", source, "-o", str(tmp_path / "o")]) == 2
+    assert "no_such_attr" in capsys.readouterr().err
+    assert openacl.is_initialized()  # the caller's runtime is left alone
 
 
 def _compiled(version=singleop.COMPILED_VERSION, shape=(8, 16)) -> dict:

@@ -767,6 +767,24 @@ def test_one_failing_block_has_no_count_suffix(threaded_runtime):
     assert "more block" not in str(info.value)
 
 
+def test_failing_block_of_a_custom_op_shows_its_file_and_line(threaded_runtime):
+    raise_line = inspect.currentframe().f_lineno + 4
+
+    def kernel(x, y, z, workspace, tiling) -> None:
+        if custom.get_block_idx() == 3:
+            raise ArithmeticError("tile 3 overflows")
+        add_kernel(x, y, z, workspace, tiling)
+
+    custom.register_op(add_op("TracedCustom", block_dim=5, kernel=kernel))
+    x = dev(data((10,)))
+    with raises(ACL_ERROR_RT_AICORE_EXCEPTION, "TracedCustom block 3/5",
+                "ArithmeticError: tile 3 overflows", "traceback of block 3",
+                f'File "{__file__}", line {raise_line}, in kernel',
+                'raise ArithmeticError("tile 3 overflows")') as info:
+        two_phase("traced_custom", x, x, openacl.empty((10,), np.float32))
+    assert "register.py" not in str(info.value) and "blocks.py" not in str(info.value)
+
+
 # -- non-contiguous views -----------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["step", "transpose"])
 def test_non_contiguous_inputs_and_outputs(runtime, kind):

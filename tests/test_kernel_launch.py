@@ -283,6 +283,74 @@ def test_failing_block_fails_the_stream(runtime):
     np.testing.assert_array_equal(z.numpy(stream=other), 2 * data(10))
 
 
+KERNEL_SOURCE = """\
+from openacl import custom
+from openacl.custom import get_block_idx, global_buffer
+import numpy as np
+
+
+def helper(n):
+    if get_block_idx() == 3:
+        raise ValueError(f"bad tile {get_block_idx()} of {n}")  # RAISE
+
+
+@custom.kernel
+def tiled(n):
+    helper(n)  # CALL
+
+
+@custom.kernel
+def reads_past(ptr, n):
+    global_buffer(ptr, np.float32, n).sum()  # READ
+"""
+
+
+def _line(marker: str) -> int:
+    """The 1-based line of KERNEL_SOURCE that carries ``# marker``."""
+    return next(number for number, text in enumerate(KERNEL_SOURCE.splitlines(), 1)
+                if text.endswith(f"# {marker}"))
+
+
+def _kernel_module(tmp_path):
+    import importlib.util
+
+    path = tmp_path / "my_kernels.py"
+    path.write_text(KERNEL_SOURCE)
+    spec = importlib.util.spec_from_file_location("my_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return path, module
+
+
+def test_failing_block_shows_the_kernels_traceback(runtime, tmp_path):
+    path, module = _kernel_module(tmp_path)
+    stream = openacl.Stream()
+    with check_error(ACL_ERROR_RT_AICORE_EXCEPTION, "kernel tiled block 3/5 failed",
+                     "ValueError: bad tile 3 of 7", "traceback of block 3") as info:
+        module.tiled[5, stream](7)
+        stream.synchronize()
+    message = str(info.value)
+    call, raise_ = f'File "{path}", line {_line("CALL")}, in tiled', \
+        f'File "{path}", line {_line("RAISE")}, in helper'
+    assert call in message and raise_ in message
+    assert 'raise ValueError(f"bad tile {get_block_idx()} of {n}")' in message  # the source
+    assert message.index(call) < message.index(raise_)  # most recent call last
+    assert "blocks.py" not in message and "kernel_launch.py" not in message
+    assert "concurrent" not in message  # the worker thread's frames are trimmed too
+
+
+def test_failing_openacl_call_in_a_kernel_shows_the_kernel_line(runtime, tmp_path):
+    path, module = _kernel_module(tmp_path)
+    ptr = openacl.rt.malloc(16 * 4)
+    stream = openacl.Stream()
+    with check_error(ACL_ERROR_RT_AICORE_EXCEPTION, "reads_past", "block 0/2",
+                     f'File "{path}", line {_line("READ")}, in reads_past') as info:
+        module.reads_past[2, stream](ptr, 17)  # one element past the allocation
+        stream.synchronize()
+    assert "kernel_launch.py" not in str(info.value)  # global_buffer's own frames: trimmed
+    openacl.rt.free(ptr)
+
+
 def test_later_tasks_on_a_failed_stream_are_skipped(threaded_runtime, gate):
     ran = []
 

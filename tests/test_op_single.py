@@ -530,6 +530,25 @@ def test_mismatched_tensors(session):
     assert error.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH and "dst_type" in error.message
 
 
+def test_check_call_bind_checks_shapes_without_buffers(session):
+    """check_call(bind=True) binds as execute_v2 does (what convert --singleop relies on);
+    without it only counts, formats, dtypes and attributes are checked."""
+    f32 = DataType.ACL_FLOAT
+    x1, x2 = session.desc(f32, (4, 3)), session.desc(f32, (5, 3))
+    y = session.desc(f32, (4, 5))
+    op.check_call("MatMul", [x1, x2], [y])  # the k mismatch is not seen without binding
+    with pytest.raises(openacl.AclError) as info:
+        op.check_call("MatMul", [x1, x2], [y], bind=True)
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "'x2'" in info.value.message
+    attr = make_attr(transpose_x2=True)
+    try:
+        op.check_call("MatMul", [x1, x2], [y], attr, bind=True)  # k matches once transposed
+    finally:
+        op.destroy_attr(attr)
+    assert op.find_op_type("MatMul").inputs == ("x1", "x2", "bias?")
+    assert op.find_op_type("NoSuchOp") is None and op.find_op_type(None) is None
+
+
 def test_attribute_errors(session):
     x, out = [rand(2, 3)], [((2, 3), np.float32)]
     error = _error(session, "Cast", x, out)

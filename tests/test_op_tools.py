@@ -143,8 +143,8 @@ def test_run_list_of_cases_with_attrs_and_data_file(threaded_runtime, tmp_path):
 def test_run_reads_input_dir_and_verifies(threaded_runtime, tmp_path, capsys):
     x1 = np.full((8, 16), 1.5, np.float16)
     x2 = np.full((8, 16), 2.0, np.float16)
-    datagen.write_bin(tmp_path / "in/x1.bin", x1)
-    datagen.write_bin(tmp_path / "in/x2.bin", x2)
+    datagen.write_bin(tmp_path / "in/input/x1.bin", x1)  # the layout gen-data -o in writes
+    datagen.write_bin(tmp_path / "in/input/x2.bin", x2)
     datagen.write_bin(tmp_path / "golden.bin", x1 + x2)
     case = write_json(tmp_path / "add.json", ADD)
     assert main(["op", "run", case, "-o", str(tmp_path / "out"), "--input-dir",
@@ -152,6 +152,166 @@ def test_run_reads_input_dir_and_verifies(threaded_runtime, tmp_path, capsys):
     assert main(["op", "verify", str(tmp_path / "out/output/y.bin"),
                  str(tmp_path / "golden.bin"), "--dtype", "float16"]) == 0
     assert capsys.readouterr().out.strip().endswith("test pass")
+
+
+# -- gen-data and run agree --------------------------------------------------------------------
+MATMUL_PLAIN = {"op": "MatMul",  # no names: CANN's IR names x1, x2 -> y
+                "input_desc": [{"format": "ND", "shape": [4, 3], "type": "float"},
+                               {"format": "ND", "shape": [3, 5], "type": "float"}],
+                "output_desc": [{"format": "ND", "shape": [4, 5], "type": "float"}]}
+MATMUL_BIAS = {"op": "MatMul", "name": "with_bias",  # an absent optional input keeps its place
+               "input_desc": [{"format": "ND", "shape": [2, 3], "type": "float"},
+                              {"format": "ND", "shape": [3, 2], "type": "float"},
+                              {"format": "RESERVED", "shape": [], "type": "UNDEFINED"}],
+               "output_desc": [{"format": "ND", "shape": [2, 2], "type": "float"}]}
+
+
+def test_io_names_one_rule_for_both_commands():
+    from openacl import singleop
+
+    descs = MATMUL_PLAIN["input_desc"]
+    assert singleop.io_names("MatMul", descs) == ["x1", "x2"]
+    assert singleop.io_names("MatMul", MATMUL["input_desc"]) == ["a", "b"]  # "name" wins
+    assert singleop.io_names("MatMul", [{"name": "a"}, {}]) == ["a", "x2"]
+    assert singleop.io_names("MatMul", MATMUL_PLAIN["output_desc"], outputs=True) == ["y"]
+    assert singleop.io_names("ConcatD", [{}, {}, {}]) == ["x0", "x1", "x2"]  # dynamic input
+    assert singleop.io_names("NoSuchOp", [{}, {}]) == ["x0", "x1"]  # no IR: x<i>
+    with pytest.raises(ValueError, match="names repeat: x1"):
+        singleop.io_names("Add", [{}, {"name": "x1"}])
+    case = datagen.case_from_json(MATMUL_BIAS)
+    assert [spec.name for spec in case.inputs] == ["x1", "x2"] and case.positions == (0, 1)
+
+
+def test_gen_data_then_run_on_exactly_those_files(threaded_runtime, tmp_path, capsys):
+    ops = write_json(tmp_path / "ops.json", [MATMUL_PLAIN, MATMUL_BIAS, ADD])
+    out = tmp_path / "D"
+    assert main(["op", "gen-data", ops, "-o", str(out)]) == 0
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*.bin"))
+    assert written == ["0_MatMul/input/x1.bin", "0_MatMul/input/x2.bin", "2_Add/input/x1.bin",
+                       "2_Add/input/x2.bin", "with_bias/input/x1.bin",
+                       "with_bias/input/x2.bin"]
+    before = {p: p.read_bytes() for p in out.rglob("*.bin")}
+    # the run must read these files, not draw its own data: overwrite one with known values
+    datagen.write_bin(out / "0_MatMul/input/x1.bin", np.arange(12, dtype=np.float32))
+    assert main(["op", "run", ops, "--input-dir", str(out), "-o", str(out), "--seed",
+                 "99"]) == 0
+    for folder, shapes in (("0_MatMul", ((4, 3), (3, 5))), ("with_bias", ((2, 3), (3, 2)))):
+        x1 = datagen.read_bin(out / folder / "input/x1.bin", "float32", shapes[0])
+        x2 = datagen.read_bin(out / folder / "input/x2.bin", "float32", shapes[1])
+        y = datagen.read_bin(out / folder / "output/y.bin", "float32")
+        np.testing.assert_allclose(y.reshape(x1.shape[0], -1), x1 @ x2, rtol=1e-6)
+    np.testing.assert_array_equal(datagen.read_bin(out / "0_MatMul/input/x1.bin", "float32"),
+                                  np.arange(12, dtype=np.float32))
+    x1 = datagen.read_bin(out / "2_Add/input/x1.bin", "float16")
+    x2 = datagen.read_bin(out / "2_Add/input/x2.bin", "float16")
+    assert (out / "2_Add/input/x1.bin").read_bytes() == before[out / "2_Add/input/x1.bin"]
+    np.testing.assert_array_equal(datagen.read_bin(out / "2_Add/output/y.bin", "float16"),
+                                  x1 + x2)
+
+
+def test_run_without_input_dir_generates_what_gen_data_writes(threaded_runtime, tmp_path):
+    ops = write_json(tmp_path / "ops.json", [ADD, MATMUL_PLAIN])
+    assert main(["op", "gen-data", ops, "-o", str(tmp_path / "gen"), "--seed", "5"]) == 0
+    assert main(["op", "run", ops, "-o", str(tmp_path / "run"), "--seed", "5"]) == 0
+    for relative in ("0_Add/input/x1.bin", "0_Add/input/x2.bin", "1_MatMul/input/x2.bin"):
+        assert (tmp_path / "gen" / relative).read_bytes() == \
+            (tmp_path / "run" / relative).read_bytes(), relative
+
+
+def test_gen_data_single_op_object_and_data_file(tmp_path, capsys):
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    datagen.write_bin(tmp_path / "a.bin", a)
+    case = {**MATMUL_PLAIN, "input_desc": [{**MATMUL_PLAIN["input_desc"][0],
+                                            "data_file": "a.bin"},
+                                           MATMUL_PLAIN["input_desc"][1]]}
+    path = write_json(tmp_path / "mm.json", case)
+    assert main(["op", "gen-data", path, "-o", str(tmp_path / "D")]) == 0
+    assert "x1: [4, 3] float32" in capsys.readouterr().out
+    assert (tmp_path / "D/input/x1.bin").read_bytes() == a.tobytes()  # copied, not drawn
+    assert (tmp_path / "D/input/x2.bin").stat().st_size == 15 * 4
+
+
+def test_cases_sharing_a_name_are_refused(tmp_path, capsys):
+    path = write_json(tmp_path / "ops.json", [{**ADD, "name": "a"}, {**ADD, "name": "a"}])
+    assert main(["op", "gen-data", path, "-o", str(tmp_path / "D")]) == 2
+    assert "share a folder name: a" in capsys.readouterr().err
+    assert main(["op", "run", path, "-o", str(tmp_path / "D")]) == 2
+    assert not (tmp_path / "D").exists()
+
+
+def test_default_output_is_build_for_gen_data_and_run(threaded_runtime, tmp_path,
+                                                      monkeypatch):
+    from openacl import singleop
+
+    assert singleop.DEFAULT_OUTPUT_DIR == "build"
+    monkeypatch.chdir(tmp_path)
+    write_json(tmp_path / "add.json", ADD)
+    assert main(["op", "gen-data", "add.json"]) == 0
+    assert (tmp_path / "build/input/x1.bin").is_file()
+    assert main(["op", "run", "add.json", "--input-dir", "build"]) == 0
+    assert (tmp_path / "build/output/y.bin").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["add.json", "build"]
+
+
+# -- --input-dir errors ------------------------------------------------------------------------
+def _gen(tmp_path, cases):
+    path = write_json(tmp_path / "ops.json", cases)
+    assert main(["op", "gen-data", path, "-o", str(tmp_path / "D")]) == 0
+    return path
+
+
+def _run_fails(path, input_dir, out, capsys) -> str:
+    capsys.readouterr()
+    assert main(["op", "run", path, "--input-dir", str(input_dir), "-o", str(out)]) == 2
+    assert not out.exists()  # nothing ran, nothing written
+    return capsys.readouterr().err
+
+
+def test_input_dir_missing_is_an_error(threaded_runtime, tmp_path, capsys):
+    path = write_json(tmp_path / "add.json", ADD)
+    err = _run_fails(path, tmp_path / "absent", tmp_path / "out", capsys)
+    assert f"--input-dir '{tmp_path / 'absent'}': no such directory" in err
+
+
+def test_input_dir_file_missing_or_wrong_size_is_an_error(threaded_runtime, tmp_path, capsys):
+    path = _gen(tmp_path, [ADD, MATMUL_PLAIN])
+    (tmp_path / "D/1_MatMul/input/x2.bin").unlink()
+    err = _run_fails(path, tmp_path / "D", tmp_path / "out", capsys)
+    assert f"{tmp_path / 'D/1_MatMul/input/x2.bin'}: missing" in err
+    assert "needs 60 bytes, found 0 bytes" in err  # float32 [3, 5]
+    datagen.write_bin(tmp_path / "D/1_MatMul/input/x2.bin", np.zeros(14, np.float32))
+    err = _run_fails(path, tmp_path / "D", tmp_path / "out", capsys)
+    assert f"{tmp_path / 'D/1_MatMul/input/x2.bin'}: input 'x2' (float32 [3, 5]) needs 60 " \
+           f"bytes, found 56 bytes" in err
+    assert "0_Add" not in err  # the good case is not blamed
+
+
+def test_input_dir_with_other_names_is_an_error(threaded_runtime, tmp_path, capsys):
+    """Yesterday's bug: gen-data wrote x0, x1 while op run wanted x1, x2 and silently drew
+    random data; a .bin that is no input of the case is now refused."""
+    path = _gen(tmp_path, ADD)
+    (tmp_path / "D/input/x1.bin").rename(tmp_path / "D/input/x0.bin")
+    err = _run_fails(path, tmp_path / "D", tmp_path / "out", capsys)
+    assert "x1.bin: missing" in err
+    assert "x0.bin: not an input of this case (its inputs: x1, x2)" in err
+    err = _run_fails(path, tmp_path / "D/input", tmp_path / "out", capsys)  # one level down
+    assert "no such directory" in err and "DIR/input" in err
+
+
+def test_run_over_many_cases_shows_progress(threaded_runtime, tmp_path, monkeypatch):
+    from openacl.cli import progress
+
+    calls = []
+
+    def recording_bar(iterable=None, **options):
+        calls.append(options)
+        return iterable
+
+    monkeypatch.setattr(progress, "bar", recording_bar)
+    path = write_json(tmp_path / "ops.json", [ADD, MATMUL_PLAIN, ADD | {"name": "third"}])
+    assert main(["op", "run", path, "-o", str(tmp_path / "out")]) == 0
+    assert main(["op", "gen-data", path, "-o", str(tmp_path / "out")]) == 0
+    assert [(c["total"], c["desc"]) for c in calls] == [(3, "op run"), (3, "op gen-data")]
 
 
 def test_run_without_a_runtime_initialises_one(tmp_path):

@@ -22,13 +22,13 @@ RUN_SH_TIMEOUT_S = 60  # run.sh: three short processes per dtype column
 PROJECTS = {
     # AddCustom-like: 2 in / 1 out, two dtype columns, an optional float alpha
     "add_like": ["AddLikeCustom", "--input", "x:float16,float32", "--input", "y:float16,float32",
-                 "--output", "z:float16,float32", "--attr", "alpha:float=1.0"],
+                 "--output-tensor", "z:float16,float32", "--attr", "alpha:float=1.0"],
     # 1 in / 2 out, integers, no attributes
-    "one_in_two_out": ["DupCustom", "--input", "x:int32", "--output", "first:int32",
-                       "--output", "second:int32"],
+    "one_in_two_out": ["DupCustom", "--input", "x:int32", "--output-tensor", "first:int32",
+                       "--output-tensor", "second:int32"],
     # required parameters only, with a str attribute (and REQUIRED / list / bool ones)
     "str_attr": ["ModeCustom", "--input", "a:float32,bfloat16", "--input", "b:float32,float32",
-                 "--output", "y:float32,bfloat16", "--attr", "mode:str=linear",
+                 "--output-tensor", "y:float32,bfloat16", "--attr", "mode:str=linear",
                  "--attr", "axes:list_int=0,1", "--attr", "scale:int", "--attr",
                  "flag:bool=false"],
 }
@@ -76,7 +76,7 @@ def test_run_sh_fails_on_a_wrong_kernel(tmp_path: Path, capsys):
 
 def test_default_directory_is_the_snake_name(tmp_path: Path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    status, out, _ = _new(["MyFancyOp", "--input", "x:float32", "--output", "y:float32"],
+    status, out, _ = _new(["MyFancyOp", "--input", "x:float32", "--output-tensor", "y:float32"],
                           capsys)
     assert status == 0
     assert (tmp_path / "my_fancy_op" / "op" / "__init__.py").is_file()
@@ -84,34 +84,37 @@ def test_default_directory_is_the_snake_name(tmp_path: Path, monkeypatch, capsys
 
 
 @pytest.mark.parametrize("argv, flag, words", [
-    (["addCustom", "--input", "x:float16", "--output", "z:float16"], "OP_TYPE", "CamelCase"),
-    (["Add_Custom", "--input", "x:float16", "--output", "z:float16"], "OP_TYPE", "CamelCase"),
-    (["Add", "--input", "x:float16", "--output", "z:float16"], "OP_TYPE", "built-in"),
-    (["OpA", "--input", "1x:float16", "--output", "z:float16"], "--input", "identifier"),
-    (["OpA", "--input", "lambda:float16", "--output", "z:float16"], "--input", "identifier"),
-    (["OpA", "--input", "tiling:float16", "--output", "z:float16"], "--input", "reserved"),
-    (["OpA", "--input", "x:float99", "--output", "z:float16"], "--input", "float99"),
-    (["OpA", "--input", "x:float16", "--output", "z:complex64"], "--output", "complex64"),
-    (["OpA", "--input", "x", "--output", "z:float16"], "--input", "data types"),
-    (["OpA", "--input", "x:float16,float32", "--output", "z:float16"], "--input/--output",
-     "same number"),
-    (["OpA", "--input", "x:float16,float16", "--output", "z:float16,float16"],
-     "--input/--output", "repeat"),
-    (["OpA", "--input", "x:float16", "--output", "x:float16"], "--input/--output/--attr",
-     "distinct"),
-    (["OpA", "--input", "x:float16", "--output", "z:float16", "--attr", "alpha:double=1"],
+    (["addCustom", "--input", "x:float16", "--output-tensor", "z:float16"], "OP_TYPE",
+     "CamelCase"),
+    (["Add_Custom", "--input", "x:float16", "--output-tensor", "z:float16"], "OP_TYPE",
+     "CamelCase"),
+    (["Add", "--input", "x:float16", "--output-tensor", "z:float16"], "OP_TYPE", "built-in"),
+    (["OpA", "--input", "1x:float16", "--output-tensor", "z:float16"], "--input", "identifier"),
+    (["OpA", "--input", "lambda:float16", "--output-tensor", "z:float16"], "--input", "identifier"),
+    (["OpA", "--input", "tiling:float16", "--output-tensor", "z:float16"], "--input", "reserved"),
+    (["OpA", "--input", "x:float99", "--output-tensor", "z:float16"], "--input", "float99"),
+    (["OpA", "--input", "x:float16", "--output-tensor", "z:complex64"], "--output-tensor",
+     "complex64"),
+    (["OpA", "--input", "x", "--output-tensor", "z:float16"], "--input", "data types"),
+    (["OpA", "--input", "x:float16,float32", "--output-tensor", "z:float16"],
+     "--input/--output-tensor", "same number"),
+    (["OpA", "--input", "x:float16,float16", "--output-tensor", "z:float16,float16"],
+     "--input/--output-tensor", "repeat"),
+    (["OpA", "--input", "x:float16", "--output-tensor", "x:float16"],
+     "--input/--output-tensor/--attr", "distinct"),
+    (["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "--attr", "alpha:double=1"],
      "--attr", "int, float, bool, str, list_int"),
-    (["OpA", "--input", "x:float16", "--output", "z:float16", "--attr", "alpha"], "--attr",
+    (["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "--attr", "alpha"], "--attr",
      "type must be"),
-    (["OpA", "--input", "x:float16", "--output", "z:float16", "--attr", "alpha:float=abc"],
+    (["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "--attr", "alpha:float=abc"],
      "--attr", "not a float"),
-    (["OpA", "--input", "x:float16", "--output", "z:float16", "--attr", "alpha:float=inf"],
+    (["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "--attr", "alpha:float=inf"],
      "--attr", "finite"),
-    (["OpA", "--input", "x:float16", "--output", "z:float16", "--attr", "n:int=1.5"],
+    (["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "--attr", "n:int=1.5"],
      "--attr", "not an int"),
-    (["OpA", "--input", "x:float16", "--output", "z:float16", "--attr", "f:bool=maybe"],
+    (["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "--attr", "f:bool=maybe"],
      "--attr", "not a bool"),
-    (["OpA", "--input", "x:float16", "--output", "z:float16", "--attr", "v:list_int=1,b"],
+    (["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "--attr", "v:list_int=1,b"],
      "--attr", "not an int"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(argv, flag, words, tmp_path: Path, capsys):
@@ -126,14 +129,35 @@ def test_missing_output_flag_is_an_argparse_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["op", "new", "OpA", "--input", "x:float16"])
     assert exit_info.value.code == 2
-    assert "--output" in capsys.readouterr().err
+    assert "--output-tensor" in capsys.readouterr().err
+
+
+def test_dash_o_and_output_are_the_project_directory(tmp_path: Path, capsys):
+    for flag in ("-o", "--output"):
+        project = tmp_path / f"project{flag}"
+        status, out, err = _new(["OpA", "--input-tensor", "x:float16", "--output-tensor",
+                                 "z:float16", flag, str(project)], capsys)
+        assert status == 0, err
+        assert (project / "op" / "__init__.py").is_file() and str(project) in out
+        readme = (project / "README.md").read_text()
+        assert "--output-tensor z:float16" in readme  # the command that made it
+
+
+def test_output_given_a_tensor_points_to_output_tensor(tmp_path: Path, monkeypatch, capsys):
+    """The old meaning of --output (a tensor) is refused with the new flag named."""
+    monkeypatch.chdir(tmp_path)
+    status, _, err = _new(["OpA", "--input", "x:float16", "--output-tensor", "y:float16",
+                           "--output", "z:float16,float32"], capsys)
+    assert status == 2
+    assert "-o/--output 'z:float16,float32'" in err and "--output-tensor z:float16" in err
+    assert not any(tmp_path.iterdir())  # nothing written, not even a "z:float16" folder
 
 
 def test_existing_directory_needs_force(tmp_path: Path, capsys):
     project = tmp_path / "project"
     project.mkdir()
     (project / "notes.txt").write_text("mine")
-    argv = ["OpA", "--input", "x:float16", "--output", "z:float16", "-o", str(project)]
+    argv = ["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "-o", str(project)]
     status, _, err = _new(argv, capsys)
     assert status == 2 and "-o" in err and "--force" in err
     assert not (project / "op").exists()
@@ -147,7 +171,7 @@ def test_existing_directory_needs_force(tmp_path: Path, capsys):
 
 
 def test_empty_existing_directory_is_fine(tmp_path: Path, capsys):
-    status, _, err = _new(["OpA", "--input", "x:float16", "--output", "z:float16", "-o",
+    status, _, err = _new(["OpA", "--input", "x:float16", "--output-tensor", "z:float16", "-o",
                            str(tmp_path)], capsys)
     assert status == 0, err
 

@@ -9,7 +9,13 @@ are ordinary shapes.
 
 Generation is deterministic: input ``i`` of a case with seed ``s`` draws from
 ``np.random.default_rng([s, i])``, so changing one input's rule leaves the others' data
-unchanged.
+unchanged (``i`` is the input's position in ``input_desc``, absent optional inputs counted).
+
+A case is this module's ``{"inputs": [...]}`` or CANN's single-op JSON (``input_desc``): its
+inputs are then named by ``openacl.singleop.io_names`` (a desc's ``name``, else the op type's
+IR name: MatMul's x1, x2), the rule ``openacl op run`` uses, so the files gen-data writes are
+the files op run reads; an absent optional input (``type`` UNDEFINED) has no data, and one
+with a ``data_file`` is read from it rather than generated.
 
 ``.bin`` files are raw little-endian element data with no header, as the samples'
 ``tofile`` / ``fromfile`` write and read them; ``.npy`` files are numpy's format.
@@ -90,6 +96,7 @@ class InputSpec:
     inf_at: tuple = ()
     neg_inf_at: tuple = ()
     value: Any = None
+    data_file: str = ""  # read from this file (relative to the case's folder) instead
 
     def __post_init__(self) -> None:
         if self.distribution not in DISTRIBUTIONS:
@@ -113,12 +120,18 @@ class InputSpec:
 
 @dataclass(frozen=True)
 class Case:
-    """A case: a seed and its inputs in order."""
+    """A case: a seed and its inputs in order. ``positions`` are the inputs' random streams
+    (their positions in ``input_desc``; empty: 0, 1, 2...)."""
 
     inputs: tuple[InputSpec, ...]
     seed: int = 0
     name: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    positions: tuple[int, ...] = ()
+
+    def stream(self, index: int) -> int:
+        """The random stream of input ``index`` (its position in the description)."""
+        return self.positions[index] if self.positions else index
 
 
 def _pair(value: Any, what: str) -> tuple[float, float]:
@@ -161,6 +174,7 @@ def input_from_json(entry: Mapping[str, Any], default_name: str) -> InputSpec:
         "inf_at": _positions(entry.get("inf_at")),
         "neg_inf_at": _positions(entry.get("neg_inf_at")),
         "value": entry.get("value", entry.get("const_value")),
+        "data_file": str(entry.get("data_file") or ""),
     }
     if "range" in entry or "value_range" in entry:
         spec["value_range"] = _pair(entry.get("range", entry.get("value_range")),
@@ -182,19 +196,36 @@ def case_from_json(data: Mapping[str, Any]) -> Case:
                      "distribution": "normal", "mean": 0, "std": 2,
                      "nan_ratio": 0.01, "inf_at": [[0, 3]]}]}
 
-    A single-op JSON case (``input_desc``) is read the same way.
+    A single-op JSON case (``op``, ``input_desc``) is read the same way, its inputs named by
+    ``openacl.singleop.io_names`` and its absent optional inputs left out (their positions
+    kept in ``Case.positions``).
     """
+    from openacl import singleop
+
     if not isinstance(data, Mapping):
         raise ValueError(f"a case is a JSON object, not {type(data).__name__}")
-    entries = data.get("inputs", data.get("input_desc"))
+    single_op = "inputs" not in data and ("input_desc" in data or "op" in data)
+    entries = (data.get("input_desc") or []) if single_op else data.get("inputs")
     if not isinstance(entries, list):
         raise ValueError("a case needs an \"inputs\" list (or \"input_desc\")")
-    inputs = tuple(input_from_json(entry, f"x{i}") for i, entry in enumerate(entries))
+    if single_op:
+        names = singleop.io_names(data.get("op"), entries)
+    else:
+        names = [(e.get("name") if isinstance(e, Mapping) else None) or f"x{i}"
+                 for i, e in enumerate(entries)]
+    inputs, positions = [], []
+    for position, (entry, name) in enumerate(zip(entries, names, strict=True)):
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"input {position}: an input is a JSON object, not {entry!r}")
+        if single_op and str(entry.get("type", "")).strip().upper() in singleop.ABSENT_TYPES:
+            continue  # an absent optional input: no data
+        inputs.append(input_from_json({**entry, "name": name}, name))
+        positions.append(position)
     names = [spec.name for spec in inputs]
     if len(set(names)) != len(names):
         raise ValueError(f"input names repeat: {names}")
-    return Case(inputs, int(data.get("seed", 0)), str(data.get("name",
-                                                              data.get("case_name", ""))))
+    return Case(tuple(inputs), int(data.get("seed", 0)),
+                str(data.get("name", data.get("case_name", ""))), positions=tuple(positions))
 
 
 # -- generation --------------------------------------------------------------------------------
@@ -255,10 +286,22 @@ def _inject(data: np.ndarray, spec: InputSpec, rng: np.random.Generator) -> None
                                  f"{list(spec.shape)}") from exc
 
 
-def generate_case(case: Case) -> dict[str, np.ndarray]:
-    """Every input of ``case``, by name, in order (deterministic in ``case.seed``)."""
-    return {spec.name: generate(spec, np.random.default_rng([case.seed, index]))
-            for index, spec in enumerate(case.inputs)}
+def generate_case(case: Case, base: str | os.PathLike = ".") -> dict[str, np.ndarray]:
+    """Every input of ``case``, by name, in order (deterministic in ``case.seed``); an input
+    with a ``data_file`` is read from ``base / data_file`` instead."""
+    arrays = {}
+    for index, spec in enumerate(case.inputs):
+        if spec.data_file:
+            arrays[spec.name] = load_array(Path(base) / spec.data_file, spec.dtype, spec.shape)
+        else:
+            rng = np.random.default_rng([case.seed, case.stream(index)])
+            arrays[spec.name] = generate(spec, rng)
+    return arrays
+
+
+def expected_bytes(spec: InputSpec) -> int:
+    """The size of ``spec``'s raw ``.bin`` file: elements times the item size."""
+    return int(np.prod(spec.shape, dtype=np.int64)) * spec.dtype.itemsize
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -327,4 +370,5 @@ def load_array(path: str | os.PathLike, dtype: Any = None,
 
 
 __all__ = ["InputSpec", "Case", "dtype_from_name", "input_from_json", "case_from_json",
-           "generate", "generate_case", "write_bin", "read_bin", "save_array", "load_array"]
+           "generate", "generate_case", "expected_bytes", "write_bin", "read_bin",
+           "save_array", "load_array"]

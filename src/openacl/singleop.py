@@ -24,6 +24,11 @@ Design note (invariants)
   given; ``-1`` as an upper bound is unbounded); ``[-2]`` matches any shape. Attributes are
   compared after filling in the op type's IR defaults on both sides (``openacl.op.OP_TYPES``),
   so leaving an attribute at its default and writing the default are the same call.
+* Compiling (``compile_singleop``) checks every op as ``openacl op run`` would run it (the
+  op type exists; descs, attributes and, when every dim is known, the shapes bind as
+  ``execute_v2`` binds them) and writes nothing unless every op is valid.
+* Naming: an input or output is called by its ``name`` in the description, else by the op
+  type's IR name (``io_names``); ``openacl op gen-data`` and ``openacl op run`` both use it.
 * ``SingleOpRegistry`` is the set a runtime matches against; it is thread-safe (one lock,
   held only to copy or extend the list). Its ``active`` flag says whether a model dir or a
   loaded model exists: only then does a call have to match (else it runs directly, CANN's
@@ -37,7 +42,8 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +78,8 @@ UNKNOWN_DIM = -1  # a dynamic dim
 UNKNOWN_RANK = -2  # [-2]: a tensor of unknown rank
 ABSENT_TYPES = ("UNDEFINED", "DT_UNDEFINED")  # "type" of an absent optional input
 RESERVED_FORMATS = ("RESERVED", "UNDEFINED")  # "format" of an absent optional input
+DEFAULT_OUTPUT_DIR = "build"  # -o of op gen-data, op run and convert --singleop when not given
+FALLBACK_INPUT, FALLBACK_OUTPUT = "x", "y"  # x0, x1.. / y0.. when the op type has no IR
 
 # CANN's single-op JSON attr "type" strings -> openacl.op attribute kinds
 ATTR_TYPES = {"bool": "bool", "int": "int", "float": "float", "string": "str", "str": "str",
@@ -87,6 +95,67 @@ ATTR_TYPE_NAMES = {"bool": "bool", "int": "int", "float": "float", "str": "strin
 
 class DescriptionError(ValueError):
     """A single-op description that cannot be used (names the field and the value)."""
+
+
+# -- naming inputs and outputs ----------------------------------------------------------------
+def io_names(op_type: Any, entries: Sequence[Any], outputs: bool = False) -> list[str]:
+    """The names of a single-op description's inputs (or outputs), the one rule of
+    ``openacl op gen-data`` and ``openacl op run``: an entry's ``"name"`` when it has one,
+    else the op type's IR name at its position (MatMul: x1, x2, bias; a dynamic input
+    indexed x0, x1...), else ``x<i>`` / ``y<i>`` (an op type OpenACL does not know).
+
+    Raises:
+        DescriptionError: two entries with one name.
+    """
+    from openacl.op import find_op_type
+
+    spec = find_op_type(op_type)
+    declared = list(spec.outputs if outputs else spec.inputs) if spec else []
+    ir_names: list[str] = []
+    for name in declared:
+        if name.endswith("*"):
+            ir_names += [f"{name[:-1]}{i}" for i in range(len(entries) - len(declared) + 1)]
+        else:
+            ir_names.append(name.rstrip("?"))
+    fallback = FALLBACK_OUTPUT if outputs else FALLBACK_INPUT
+    names = []
+    for i, entry in enumerate(entries):
+        given = entry.get("name") if isinstance(entry, Mapping) else None
+        names.append(given if isinstance(given, str) and given else
+                     ir_names[i] if i < len(ir_names) else f"{fallback}{i}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        key = "output_desc" if outputs else "input_desc"
+        raise DescriptionError(f"{op_type}: {key} names repeat: {', '.join(repeated)} "
+                               f"(names: {', '.join(names)})")
+    return names
+
+
+def case_label(case: Any, index: int) -> str:
+    """The folder of case ``index`` of a list (gen-data writes its inputs there, op run reads
+    and writes there): its ``"name"`` (or ``"case_name"``), else ``<index>_<op type>``."""
+    mapping = case if isinstance(case, Mapping) else {}
+    name = mapping.get("name") or mapping.get("case_name")
+    label = str(name) if name else f"{index}_{mapping.get('op') or 'case'}"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label).lstrip(".") or \
+        f"{index}_case"
+
+
+@contextmanager
+def runtime_session() -> Iterator[None]:
+    """The runtime, initialised (device 0) for one command unless the caller already did;
+    torn down after it (so a command leaves the process as it found it)."""
+    import openacl
+
+    if openacl.is_initialized():
+        yield
+        return
+    openacl.init()
+    try:
+        openacl.rt.set_device(0)
+        yield
+    finally:
+        openacl.finalize()
 
 
 # -- the description -------------------------------------------------------------------------
@@ -497,31 +566,87 @@ def _file_stem(index: int, desc: OpDescription) -> str:
     return f"{index}_{safe}"
 
 
+def check_description(desc: OpDescription) -> None:
+    """Check one op as ``openacl op run`` would run it: the op type is one OpenACL computes
+    (built in or a registered custom op), the descs and attributes fit its IR, and, when
+    every dim is known and no input is a value input (Slice offsets...), the call binds as
+    ``execute_v2`` binds it (phase 1 of its aclnn calls: MatMul's k, broadcasting, output
+    descs that differ from what the op computes). The runtime must be initialised.
+
+    Raises:
+        AclError: the aclop code and message ``execute_v2`` would give (100024 unknown op
+            type, 100021 / 100022 inputs / outputs that do not match, 100023 attributes).
+    """
+    import openacl
+    from openacl import op
+
+    spec = op.find_op_type(desc.op_type)
+    if spec is None:
+        op.check_call(desc.op_type, [], [])  # raises 100024 naming the nearest op types
+    made: list[tuple[Any, int]] = []
+
+    def handle_of(tensor: TensorSpec) -> int:
+        if tensor.absent:
+            handle = openacl.create_tensor_desc(DataType.ACL_DT_UNDEFINED, None,
+                                                Format.ACL_FORMAT_UNDEFINED)
+        else:
+            handle = openacl.create_tensor_desc(tensor.data_type, list(tensor.dims),
+                                                tensor.format)
+        made.append((openacl.destroy_tensor_desc, handle))
+        return handle
+
+    attr = None
+    try:
+        inputs = [handle_of(t) for t in desc.inputs]
+        outputs = [handle_of(t) for t in desc.outputs]
+        if desc.attrs:
+            attr = op.create_attr()
+            for name, kind, value in desc.attrs:
+                apply_attr(attr, name, kind, value)
+        known = all(d >= 0 for t in desc.inputs + desc.outputs for d in t.dims)
+        op.check_call(desc.op_type, inputs, outputs, attr, bind=known and not spec.values)
+    finally:
+        if attr is not None:
+            op.destroy_attr(attr)
+        for destroy, handle in reversed(made):
+            destroy(handle)
+
+
 def compile_singleop(json_path: str | os.PathLike, out_dir: str | os.PathLike) -> list[Path]:
     """``openacl convert --singleop``: validate every op of a single-op JSON and write one
     compiled file per op (``<n>_<name>.op.json``, versioned) plus ``index.json`` into
     ``out_dir``; returns the compiled files' paths.
 
-    An op type OpenACL cannot compute is reported (logged), not refused: as with ``atc``
-    the directory is built from the description alone.
+    Every op is checked with ``check_description`` (as ``openacl op run`` would run it), in
+    a runtime of its own unless one is initialised. All ops are checked before anything is
+    written; when any is invalid nothing is written (as ``atc`` builds no model from a file
+    with a bad op) and one error lists each invalid op (index, op type, name, reason).
 
     Raises:
-        AclError: the file errors of ``load_file``; ACL_ERROR_WRITE_FILE when ``out_dir``
-            cannot be written.
+        AclError: the file errors of ``load_file``; for invalid ops the code of the first
+            invalid op (ACL_ERROR_OP_NOT_FOUND for an unknown op type...) with every invalid
+            op listed; ACL_ERROR_WRITE_FILE when ``out_dir`` cannot be written.
     """
-    from openacl.op import OP_TYPES
-
     descriptions = load_file(json_path)
+    problems: list[tuple[int, OpDescription, AclError]] = []
+    with runtime_session():
+        for i, desc in enumerate(descriptions):
+            try:
+                check_description(desc)
+            except AclError as exc:
+                problems.append((i, desc, exc))
+    if problems:
+        lines = [f"  op {i} ({desc.op_type}{', ' + repr(desc.name) if desc.name else ''}): "
+                 f"{exc.message}" for i, desc, exc in problems]
+        raise AclError(problems[0][2].code,
+                       f"{json_path}: {len(problems)} of {len(descriptions)} op(s) are "
+                       f"invalid, nothing was written:\n" + "\n".join(lines))
     out = Path(out_dir)
     written: list[Path] = []
     index_entries = []
     try:
         out.mkdir(parents=True, exist_ok=True)
         for i, desc in enumerate(descriptions):
-            if desc.op_type not in OP_TYPES:
-                logger.warning("op %d: op type '%s' is not one OpenACL computes; a call that "
-                               "matches it will fail with ACL_ERROR_OP_NOT_FOUND", i,
-                               desc.op_type)
             document = {"format": COMPILED_FORMAT, "version": COMPILED_VERSION,
                         "source": Path(json_path).name, "desc": description_json(desc)}
             path = out / f"{_file_stem(i, desc)}{COMPILED_SUFFIX}"
@@ -717,6 +842,7 @@ class SingleOpRegistry:
 __all__ = ["OpDescription", "TensorSpec", "DescriptionError", "SingleOpRegistry",
            "parse_description", "parse_tensor", "parse_attr", "apply_attr", "attr_kind",
            "load_file", "load_bytes", "load_dir", "descriptions_from_json",
-           "description_json", "compile_singleop", "differences", "match",
+           "description_json", "compile_singleop", "check_description", "io_names",
+           "case_label", "runtime_session", "DEFAULT_OUTPUT_DIR", "differences", "match",
            "description_of_call", "COMPILED_FORMAT", "COMPILED_VERSION", "INDEX_NAME",
            "ATTR_TYPES"]

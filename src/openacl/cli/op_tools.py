@@ -3,10 +3,26 @@
 Examples::
 
     openacl op new AddCustom --input x:float16,float32 --input y:float16,float32 \\
-        --output z:float16,float32 --attr alpha:float=1.0 -o add_custom   # a project
-    openacl op gen-data case.json -o build          # build/input/<name>.bin per input
-    openacl op run add.json -o build                # CANN single-op JSON -> build/output/*.bin
+        --output-tensor z:float16,float32 --attr alpha:float=1.0 -o add_custom  # a project
+    openacl op gen-data ops.json -o build           # build/input/<name>.bin (a list: per case)
+    openacl op run ops.json --input-dir build -o build  # build/output/<name>.bin and .npy
     openacl op verify build/output/y.bin golden.bin --dtype float16 --standard ratio
+
+Rules the subcommands share:
+
+* Output: ``-o/--output DIR`` everywhere; gen-data, op run and convert --singleop default
+  to ``./build`` (``openacl.singleop.DEFAULT_OUTPUT_DIR``); op new to ``./<op_type in
+  snake_case>``.
+* Names: a single-op case's inputs and outputs are named by ``openacl.singleop.io_names``:
+  the desc's ``name``, else the op type's IR name (Add and MatMul: x1, x2 -> y).
+* Layout: one case (a JSON object) uses DIR/input/<name>.bin and DIR/output/<name>.bin; a
+  list uses DIR/<case>/input/... per case, <case> being the case's ``name``, else
+  ``<index>_<op>``. gen-data -o DIR writes the input folders; op run --input-dir DIR reads
+  them, so ``op gen-data ops.json -o D`` then ``op run ops.json --input-dir D -o D`` runs
+  on exactly those files.
+* Seeds: case ``i`` of a file uses (``--seed``, else the case's ``"seed"``, else 0) + i, and
+  input ``j`` draws from ``default_rng([seed, j])``: op run without --input-dir generates the
+  data gen-data writes.
 
 Each subcommand is one ``add_<name>(subparsers)`` function listed in ``SUBCOMMANDS``; adding
 a subcommand is writing that function and appending it there. Handlers return the exit
@@ -16,16 +32,18 @@ status: 0 success, 1 a failed check or operator, 2 unusable input (files, JSON).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 STATUS_OK = 0
 STATUS_FAILED = 1  # a verification or an operator failed
 STATUS_BAD_INPUT = 2  # a file or a description could not be used
+INPUT_FOLDER, OUTPUT_FOLDER = "input", "output"  # DIR[/<case>]/input, DIR[/<case>]/output
+BIN_SUFFIX = ".bin"
 
 
 def _load_json(path: str) -> Any:
@@ -48,71 +66,88 @@ def _fail(command: str, message: Any, status: int = STATUS_BAD_INPUT) -> int:
     return status
 
 
+def _case_folders(cases: Sequence[Any], root: Path, many: bool) -> list[tuple[str, Path]]:
+    """(label, folder) per case: ``root`` for one case, ``root/<label>`` for a list.
+
+    Raises:
+        ValueError: two cases of a list with one label (they would share a folder).
+    """
+    from openacl import singleop
+
+    labels = [singleop.case_label(case, index) for index, case in enumerate(cases)]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if many and repeated:
+        raise ValueError(f"cases share a folder name: {', '.join(repeated)} (give each case "
+                         f"its own \"name\")")
+    return [(label, root / label if many else root) for label in labels]
+
+
+def _case_seed(override: int | None, case_seed: int, index: int) -> int:
+    """The seed of case ``index``: (``--seed``, else the case's own) + its index."""
+    return (case_seed if override is None else override) + index
+
+
+def _cases(path: str) -> tuple[list[Any], bool]:
+    """The cases of a JSON file (an object is one case, a list many) and whether a list."""
+    loaded = _load_json(path)
+    return (loaded, True) if isinstance(loaded, list) else ([loaded], False)
+
+
 # -- gen-data ----------------------------------------------------------------------------------
 def _cmd_gen_data(args: argparse.Namespace) -> int:
     from openacl import datagen
+    from openacl.cli import progress
 
     try:
-        case = datagen.case_from_json(_load_json(args.case))
-        if args.seed is not None:
-            case = datagen.Case(case.inputs, args.seed, case.name)
-        arrays = datagen.generate_case(case)
+        cases, many = _cases(args.case)
+        folders = _case_folders(cases, Path(args.output), many)
     except (OSError, ValueError) as exc:
         return _fail("gen-data", exc)
-    for name, array in arrays.items():
-        path = datagen.write_bin(Path(args.output) / "input" / f"{name}.bin", array)
-        print(f"{name}: {list(array.shape)} {array.dtype} -> {path}")
+    base = Path(args.case).resolve().parent
+    planned = []
+    for index, (data, (label, folder)) in enumerate(zip(cases, folders, strict=True)):
+        try:
+            case = datagen.case_from_json(data)
+        except ValueError as exc:
+            return _fail("gen-data", f"case {label}: {exc}" if many else exc)
+        seed = _case_seed(args.seed, case.seed, index)
+        planned.append((label, folder, dataclasses.replace(case, seed=seed)))
+    for label, folder, case in progress.bar(planned, total=len(planned), desc="op gen-data",
+                                            unit="case"):
+        try:
+            arrays = datagen.generate_case(case, base)
+        except (OSError, ValueError) as exc:
+            return _fail("gen-data", f"case {label}: {exc}" if many else exc)
+        for name, array in arrays.items():
+            path = datagen.write_bin(folder / INPUT_FOLDER / f"{name}{BIN_SUFFIX}", array)
+            print(f"{name}: {list(array.shape)} {array.dtype} -> {path}")
     return STATUS_OK
 
 
 def add_gen_data(subcommands: argparse._SubParsersAction) -> None:
+    from openacl.singleop import DEFAULT_OUTPUT_DIR
+
     parser = subcommands.add_parser(
         "gen-data", help="generate a case's inputs as .bin files",
         description="Generate inputs from a case description (JSON: {\"seed\": 0, \"inputs\": "
                     "[{\"name\", \"shape\", \"dtype\", \"distribution\": uniform|normal, "
                     "\"range\": [low, high], \"mean\", \"std\", \"nan_ratio\", \"inf_ratio\", "
-                    "\"neg_inf_ratio\", \"nan_at\", \"inf_at\", \"neg_inf_at\", \"value\"}]}; "
-                    "a single-op JSON case's input_desc works too) into DIR/input/<name>.bin.")
+                    "\"neg_inf_ratio\", \"nan_at\", \"inf_at\", \"neg_inf_at\", \"value\"}]}) "
+                    "or from the single-op JSON op run takes (one op or a list; input_desc "
+                    "entries may carry the same keys, a \"data_file\" is copied). Writes "
+                    "DIR/input/<name>.bin; a list writes DIR/<case>/input/<name>.bin, <case> "
+                    "being the case's \"name\", else <index>_<op>: the layout op run "
+                    "--input-dir DIR reads. Inputs of a single-op case are named as op run "
+                    "names them: the desc's \"name\", else the op type's IR name (MatMul: "
+                    "x1, x2). Case i is seeded with (--seed, else its \"seed\", else 0) + i.")
     parser.add_argument("case", help="the case description (JSON)")
-    parser.add_argument("-o", "--output", default=".", help="output directory (default: .)")
-    parser.add_argument("--seed", type=int, help="override the case's seed")
+    parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT_DIR,
+                        help=f"output directory (default: {DEFAULT_OUTPUT_DIR})")
+    parser.add_argument("--seed", type=int, help="override the cases' seed (case i: SEED + i)")
     parser.set_defaults(handler=_cmd_gen_data)
 
 
 # -- run ---------------------------------------------------------------------------------------
-@contextmanager
-def _runtime() -> Iterator[None]:
-    """The runtime, initialised (device 0) for the command unless the caller already did."""
-    import openacl
-
-    if openacl.is_initialized():
-        yield
-        return
-    openacl.init()
-    try:
-        openacl.rt.set_device(0)
-        yield
-    finally:
-        openacl.finalize()
-
-
-def _io_names(op_type: str, count: int, outputs: bool) -> list[str]:
-    """CANN's IR names of an op type's inputs or outputs (x1, x2, y...); dynamic inputs get
-    an index; unknown op types fall back to x0.. / y0..."""
-    from openacl.op import OP_TYPES
-
-    spec = OP_TYPES.get(op_type)
-    declared = list(spec.outputs if outputs else spec.inputs) if spec else []
-    names: list[str] = []
-    for name in declared:
-        if name.endswith("*"):
-            names += [f"{name[:-1]}{i}" for i in range(count - len(declared) + 1)]
-        else:
-            names.append(name.rstrip("?"))
-    fallback = "y" if outputs else "x"
-    return [names[i] if i < len(names) else f"{fallback}{i}" for i in range(count)]
-
-
 def _set_attr(handle: int, attr: Mapping[str, Any]) -> None:
     """One single-op JSON attr ({"name", "type", "value"}) onto an aclopAttr (parsed by
     ``openacl.singleop``, the one reader of CANN's single-op JSON)."""
@@ -121,58 +156,76 @@ def _set_attr(handle: int, attr: Mapping[str, Any]) -> None:
     singleop.apply_attr(handle, *singleop.parse_attr(attr, "attr"))
 
 
-def _case_inputs(case: Mapping[str, Any], names: list[str], base: Path,
-                 input_dir: str | None, seed: int) -> list[Any]:
-    """The input arrays of a single-op case (None for an absent optional input): read from
-    ``data_file`` / ``input_dir/<name>.bin`` when given, else generated."""
-    import numpy as np
+def input_files(case: Mapping[str, Any], folder: Path) -> tuple[dict[str, Path], list[str]]:
+    """The ``.bin`` files case ``case`` reads from ``folder`` (name -> path) and every
+    problem with them: a file missing, a file whose size is not the desc's shape times its
+    item size, a ``.bin`` that is no input of the case (a name mismatch)."""
+    from openacl import datagen
 
-    from openacl import datagen, singleop
-
-    arrays: list[Any] = []
-    for index, desc in enumerate(case.get("input_desc", [])):
-        name = desc.get("name") or names[index]
-        if str(desc.get("type", "")).upper() in singleop.ABSENT_TYPES:
-            arrays.append(None)
-            continue
-        dtype = datagen.dtype_from_name(desc["type"])
-        shape = tuple(int(d) for d in desc.get("shape", ()))
-        source = desc.get("data_file")
-        if source is None and input_dir is not None and (Path(input_dir) / f"{name}.bin"
-                                                         ).exists():
-            source = Path(input_dir) / f"{name}.bin"
-        if source is not None:
-            arrays.append(datagen.load_array(base / source, dtype, shape))
+    parsed = datagen.case_from_json(case)
+    if not folder.is_dir():
+        return {}, [f"{folder}: no such directory (op gen-data -o DIR writes "
+                    f"DIR/{INPUT_FOLDER}, or DIR/<case>/{INPUT_FOLDER} for a list)"]
+    found: dict[str, Path] = {}
+    problems = []
+    for spec in parsed.inputs:
+        path = folder / f"{spec.name}{BIN_SUFFIX}"
+        want = datagen.expected_bytes(spec)
+        what = f"input '{spec.name}' ({spec.dtype} {list(spec.shape)}) needs {want} bytes"
+        if not path.is_file():
+            problems.append(f"{path}: missing; {what}, found 0 bytes")
+        elif path.stat().st_size != want:
+            problems.append(f"{path}: {what}, found {path.stat().st_size} bytes")
         else:
-            spec = datagen.input_from_json({**desc, "name": name}, name)
-            arrays.append(datagen.generate(spec, np.random.default_rng([seed, index])))
-    return arrays
+            found[spec.name] = path
+    names = {spec.name for spec in parsed.inputs}
+    for extra in sorted(p for p in folder.glob(f"*{BIN_SUFFIX}") if p.stem not in names):
+        problems.append(f"{extra}: not an input of this case (its inputs: "
+                        f"{', '.join(sorted(names)) or 'none'})")
+    return found, problems
 
 
-def run_case(case: Mapping[str, Any], base: Path = Path("."), input_dir: str | None = None,
-             seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+def _case_inputs(case: Mapping[str, Any], base: Path, files: Mapping[str, Path] | None,
+                 seed: int | None) -> list[Any]:
+    """The input arrays of a single-op case by position (None for an absent optional input):
+    read from ``files`` when given, else from ``data_file`` or generated."""
+    from openacl import datagen
+
+    parsed = datagen.case_from_json(case)
+    if seed is not None:
+        parsed = dataclasses.replace(parsed, seed=seed)
+    if files is None:
+        arrays = datagen.generate_case(parsed, base)
+    else:
+        arrays = {spec.name: datagen.read_bin(files[spec.name], spec.dtype, spec.shape)
+                  for spec in parsed.inputs}
+    by_position = {parsed.stream(i): arrays[spec.name] for i, spec in enumerate(parsed.inputs)}
+    return [by_position.get(position) for position in range(len(case.get("input_desc") or ()))]
+
+
+def run_case(case: Mapping[str, Any], base: Path = Path("."),
+             files: Mapping[str, Path] | None = None, seed: int | None = None
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run one single-op JSON case through ``openacl.op.execute_v2`` on the current device;
-    returns (inputs, outputs) as name -> numpy array. The runtime must be initialised."""
+    returns (inputs, outputs) as name -> numpy array. Inputs come from ``files`` (name ->
+    .bin, see ``input_files``), else ``data_file`` or generation with ``seed`` (None: the
+    case's own). The runtime must be initialised."""
     import numpy as np
 
     import openacl
-    from openacl import dtypes, op
+    from openacl import dtypes, op, singleop
     from openacl.datagen import dtype_from_name
     from openacl.util import numpy_to_ptr
 
     op_type = case.get("op")
     if not isinstance(op_type, str):
         raise ValueError("a single-op case needs \"op\" (the op type)")
-    in_descs, out_descs = case.get("input_desc", []), case.get("output_desc", [])
-    in_names = [d.get("name") or n for d, n in zip(in_descs, _io_names(op_type, len(in_descs),
-                                                                       False), strict=True)]
-    out_names = [d.get("name") or n for d, n in zip(out_descs,
-                                                    _io_names(op_type, len(out_descs), True),
-                                                    strict=True)]
-    arrays = _case_inputs(case, in_names, base, input_dir, seed)
+    in_descs, out_descs = case.get("input_desc") or [], case.get("output_desc") or []
+    in_names = singleop.io_names(op_type, in_descs)
+    out_names = singleop.io_names(op_type, out_descs, outputs=True)
+    arrays = _case_inputs(case, base, files, seed)
     made: list[tuple[Callable[[int], None], int]] = []
     keep: list[Any] = []
-
     def desc_of(entry: Mapping[str, Any], array: Any) -> int:
         fmt = entry.get("format", "ND")
         if array is None:
@@ -233,63 +286,87 @@ def run_case(case: Mapping[str, Any], base: Path = Path("."), input_dir: str | N
     return inputs, results
 
 
-def _case_label(case: Any, index: int) -> str:
-    name = case.get("name") or case.get("case_name") if isinstance(case, Mapping) else None
-    op_type = case.get("op", "case") if isinstance(case, Mapping) else "case"
-    return str(name or f"{index}_{op_type}")
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
-    from openacl import datagen
+    from openacl import datagen, singleop
+    from openacl.cli import progress
     from openacl.errors import AclError
 
     try:
-        loaded = _load_json(args.case)
+        cases, many = _cases(args.case)
+        folders = _case_folders(cases, Path(args.output), many)
     except (OSError, ValueError) as exc:
         return _fail("run", exc)
-    cases = loaded if isinstance(loaded, list) else [loaded]
-    many = isinstance(loaded, list)
-    root = Path(args.output if args.output else f"{Path(args.case).stem}_run")
     base = Path(args.case).resolve().parent
-    status = STATUS_OK
-    with _runtime():
+    sources: list[dict[str, Path] | None] = [None] * len(cases)
+    if args.input_dir is not None:
+        input_root = Path(args.input_dir)
+        if not input_root.is_dir():
+            return _fail("run", f"--input-dir {args.input_dir!r}: no such directory")
+        problems = []
         for index, case in enumerate(cases):
-            label = _case_label(case, index)
-            directory = root / label if many else root
+            label = folders[index][0]
+            folder = (input_root / label if many else input_root) / INPUT_FOLDER
+            try:
+                sources[index], found = input_files(case, folder)
+            except (ValueError, TypeError, AttributeError):
+                continue  # a case that cannot be read fails when it runs, below
+            problems += [f"case {label}: {problem}" for problem in found]
+        if problems:
+            return _fail("run", f"--input-dir {args.input_dir!r} does not hold the cases' "
+                                f"inputs:\n  " + "\n  ".join(problems))
+    status = STATUS_OK
+    with singleop.runtime_session():
+        for index in progress.bar(range(len(cases)), total=len(cases), desc="op run",
+                                  unit="case"):
+            case, (label, directory) = cases[index], folders[index]
             try:
                 if not isinstance(case, Mapping):
                     raise ValueError(f"a case is a JSON object, not {type(case).__name__}")
-                inputs, outputs = run_case(case, base, args.input_dir, args.seed + index)
+                seed = _case_seed(args.seed, datagen.case_from_json(case).seed, index)
+                inputs, outputs = run_case(case, base, sources[index], seed)
             except (AclError, ValueError, KeyError, TypeError, OSError) as exc:
                 status = max(status, STATUS_FAILED)
                 print(f"openacl op run: case {label}: {exc}", file=sys.stderr)
                 continue
             for name, array in inputs.items():
-                datagen.write_bin(directory / "input" / f"{name}.bin", array)
+                datagen.write_bin(directory / INPUT_FOLDER / f"{name}{BIN_SUFFIX}", array)
             saved = []
             for name, array in outputs.items():
-                datagen.write_bin(directory / "output" / f"{name}.bin", array)
-                datagen.save_array(directory / "output" / f"{name}.npy", array)
+                datagen.write_bin(directory / OUTPUT_FOLDER / f"{name}{BIN_SUFFIX}", array)
+                datagen.save_array(directory / OUTPUT_FOLDER / f"{name}.npy", array)
                 saved.append(f"{name} {list(array.shape)} {array.dtype}")
-            print(f"case {label}: {case['op']} -> {', '.join(saved)} in {directory / 'output'}")
+            print(f"case {label}: {case['op']} -> {', '.join(saved)} in "
+                  f"{directory / OUTPUT_FOLDER}")
     return status
 
 
 def add_run(subcommands: argparse._SubParsersAction) -> None:
+    from openacl.singleop import DEFAULT_OUTPUT_DIR
+
     parser = subcommands.add_parser(
         "run", help="run operators described in CANN's single-op JSON",
         description="Run each case of a single-op JSON file (the atc --singleop input: one "
                     "object or a list of {\"op\", \"input_desc\": [{\"format\", \"shape\", "
                     "\"type\", \"name\"?}], \"output_desc\": [...], \"attr\": [{\"name\", "
-                    "\"type\", \"value\"}]}) through openacl.op.execute_v2. Inputs are "
-                    "generated (input_desc may carry gen-data keys: distribution, range, "
-                    "nan_ratio...) or read from \"data_file\" / --input-dir/<name>.bin. "
-                    "Writes DIR/input/<name>.bin and DIR/output/<name>.bin and .npy (a list "
-                    "writes one DIR/<case>/ per case).")
+                    "\"type\", \"value\"}]}) through openacl.op.execute_v2. Inputs and outputs "
+                    "are named by the desc's \"name\", else the op type's IR name (MatMul: "
+                    "x1, x2 -> y), as gen-data names them. Inputs are generated (input_desc "
+                    "may carry gen-data keys: distribution, range, nan_ratio...; case i is "
+                    "seeded with (--seed, else its \"seed\", else 0) + i), read from "
+                    "\"data_file\", or, with --input-dir DIR, all read from DIR/input/<name>.bin "
+                    "(a list: DIR/<case>/input/<name>.bin), the layout gen-data -o DIR writes. "
+                    "A missing DIR, a missing file, a file of the wrong size or a .bin that is "
+                    "no input of its case exits 2 before anything runs. Writes "
+                    "DIR/input/<name>.bin and DIR/output/<name>.bin and .npy (a list: "
+                    "DIR/<case>/...). Exits 1 when a case fails (the others still run).")
     parser.add_argument("case", help="the single-op JSON file")
-    parser.add_argument("-o", "--output", help="output directory (default: <json name>_run)")
-    parser.add_argument("--input-dir", help="read inputs from DIR/<name>.bin where present")
-    parser.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
+    parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT_DIR,
+                        help=f"output directory (default: {DEFAULT_OUTPUT_DIR})")
+    parser.add_argument("--input-dir", metavar="DIR",
+                        help="read every input from DIR/input/<name>.bin (a list: "
+                             "DIR/<case>/input/<name>.bin), as op gen-data -o DIR wrote them")
+    parser.add_argument("--seed", type=int, help="seed of generated inputs (case i: SEED + i; "
+                                                 "default: the case's \"seed\", else 0)")
     parser.set_defaults(handler=_cmd_run)
 
 
@@ -332,14 +409,32 @@ def add_verify(subcommands: argparse._SubParsersAction) -> None:
 
 
 # -- new ---------------------------------------------------------------------------------------
+def _looks_like_a_tensor(value: str) -> bool:
+    """Whether ``-o VALUE`` is a tensor declaration (``z:float16``), the old meaning of
+    ``--output`` here, rather than a directory."""
+    from openacl.cli import scaffold
+
+    if ":" not in value or Path(value).exists():
+        return False
+    try:
+        scaffold.parse_param(value, scaffold.OUTPUT_FLAG)
+    except scaffold.ScaffoldError:
+        return False
+    return True
+
+
 def _cmd_new(args: argparse.Namespace) -> int:
     import shlex
 
     from openacl.cli import scaffold
 
+    if args.output and _looks_like_a_tensor(args.output):
+        return _fail("new", f"-o/--output {args.output!r}: -o/--output is the project "
+                            f"directory; declare an output tensor with "
+                            f"{scaffold.OUTPUT_FLAG} {args.output}")
     words = ["openacl", "op", "new", args.op_type]
-    for flag, values in (("--input", args.inputs), ("--output", args.outputs),
-                         ("--attr", args.attrs)):
+    for flag, values in ((scaffold.INPUT_FLAG, args.inputs),
+                         (scaffold.OUTPUT_FLAG, args.outputs), ("--attr", args.attrs)):
         for value in values:
             words += [flag, value]
     command = shlex.join(words + (["-o", args.output] if args.output else []))
@@ -360,7 +455,7 @@ def _cmd_new(args: argparse.Namespace) -> int:
 
 
 def add_new(subcommands: argparse._SubParsersAction) -> None:
-    from openacl.cli.scaffold import ATTR_KINDS
+    from openacl.cli.scaffold import ATTR_KINDS, INPUT_FLAG, OUTPUT_FLAG
 
     parser = subcommands.add_parser(
         "new", help="scaffold a custom-op project that passes its own tests",
@@ -370,24 +465,26 @@ def add_new(subcommands: argparse._SubParsersAction) -> None:
                     "scripts/gen_data.py, run_op.py,\nverify_result.py, run.sh and README.md. "
                     "The generated kernel computes a placeholder\n(every output = the sum of "
                     "the inputs, times a float attr 'alpha' if declared) that\nits tests "
-                    "check; replace it where the code says TODO(author).",
+                    "check; replace it where the code says TODO(author).\n\n-o/--output is "
+                    "the project directory, as in every openacl command; tensors are\n"
+                    f"declared with {INPUT_FLAG} and {OUTPUT_FLAG}.",
         epilog="example:\n  openacl op new AddCustom --input x:float16,float32 "
-               "--input y:float16,float32 \\\n      --output z:float16,float32 "
+               "--input y:float16,float32 \\\n      --output-tensor z:float16,float32 "
                "--attr alpha:float=1.0 -o add_custom\n  cd add_custom && python -m pytest "
                "-q tests && bash run.sh\n\nExits 2 with a message naming the flag when a "
                "flag or the directory cannot be used.")
     parser.add_argument("op_type", metavar="OP_TYPE", help="CamelCase op type, e.g. AddCustom")
-    parser.add_argument("--input", dest="inputs", action="append", required=True,
-                        metavar="NAME:DTYPES",
-                        help="an input and its dtypes, one per supported combination "
+    parser.add_argument(INPUT_FLAG, "--input-tensor", dest="inputs", action="append",
+                        required=True, metavar="NAME:DTYPES",
+                        help="an input tensor and its dtypes, one per supported combination "
                              "(x:float16,float32); repeat for each input, in order")
-    parser.add_argument("--output", dest="outputs", action="append", required=True,
-                        metavar="NAME:DTYPES", help="an output, as --input")
+    parser.add_argument(OUTPUT_FLAG, dest="outputs", action="append", required=True,
+                        metavar="NAME:DTYPES", help=f"an output tensor, as {INPUT_FLAG}")
     parser.add_argument("--attr", dest="attrs", action="append", default=[],
                         metavar="NAME:TYPE[=DEFAULT]",
                         help=f"an attribute; TYPE is one of {', '.join(ATTR_KINDS)}; lists "
                              f"as 1,2,3; no default makes it REQUIRED")
-    parser.add_argument("-o", "--output-dir", dest="output",
+    parser.add_argument("-o", "--output", dest="output", metavar="DIR",
                         help="project directory (default: ./<op_type in snake_case>)")
     parser.add_argument("--force", action="store_true",
                         help="write into a non-empty directory, overwriting generated files")

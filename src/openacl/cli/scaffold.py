@@ -3,7 +3,10 @@
 ::
 
     openacl op new AddCustom --input x:float16,float32 --input y:float16,float32 \\
-        --output z:float16,float32 --attr alpha:float=1.0 -o add_custom
+        --output-tensor z:float16,float32 --attr alpha:float=1.0 -o add_custom
+
+``-o/--output`` is the project directory, as everywhere in ``openacl``; output tensors are
+declared with ``--output-tensor`` (inputs with ``--input``, also spelled ``--input-tensor``).
 
 The flags are parsed into an :class:`OpSpec` (every check raises :class:`ScaffoldError`
 naming the flag), :func:`render` turns it into the project's files and :func:`generate`
@@ -46,6 +49,8 @@ RESERVED_NAMES = frozenset({"workspace", "tiling", "np", "openacl", "custom", "a
                             "attrs", "self"})
 OP_TYPE_PATTERN = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+INPUT_FLAG, OUTPUT_FLAG = "--input", "--output-tensor"  # the tensor declarations' flags
+PARAM_FLAGS = f"{INPUT_FLAG}/{OUTPUT_FLAG}"
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 TEST_ATTR_VALUES: dict[str, Any] = {"int": 2, "float": 2.0, "bool": True, "str": "value",
                                     "list_int": [1, 2], "list_float": [0.5, 2.0],
@@ -203,26 +208,27 @@ def build_spec(op_type: str, inputs: list[str], outputs: list[str],
         raise ScaffoldError(f"OP_TYPE {op_type!r}: a built-in operator has that name; choose "
                             f"another, such as {op_type}Custom")
     if not inputs or not outputs:
-        raise ScaffoldError("--input and --output: an operator needs at least one of each")
-    spec = OpSpec(op_type, tuple(parse_param(t, "--input") for t in inputs),
-                  tuple(parse_param(t, "--output") for t in outputs),
+        raise ScaffoldError(f"{INPUT_FLAG} and {OUTPUT_FLAG}: an operator needs at least one "
+                            f"of each")
+    spec = OpSpec(op_type, tuple(parse_param(t, INPUT_FLAG) for t in inputs),
+                  tuple(parse_param(t, OUTPUT_FLAG) for t in outputs),
                   tuple(parse_attr(t) for t in attrs or ()))
     params = spec.inputs + spec.outputs
     names = [p.name for p in params] + [a.name for a in spec.attrs]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise ScaffoldError(f"--input/--output/--attr: names must be distinct; repeated: "
+        raise ScaffoldError(f"{PARAM_FLAGS}/--attr: names must be distinct; repeated: "
                             f"{', '.join(repeated)}")
     counts = {p.name: len(p.dtypes) for p in params}
     if len(set(counts.values())) != 1:
-        flags = ", ".join(f"{'--output' if p in spec.outputs else '--input'} {p.name}: "
+        flags = ", ".join(f"{OUTPUT_FLAG if p in spec.outputs else INPUT_FLAG} {p.name}: "
                           f"{len(p.dtypes)}" for p in params)
-        raise ScaffoldError(f"--input/--output: every parameter must list the same number of "
+        raise ScaffoldError(f"{PARAM_FLAGS}: every parameter must list the same number of "
                             f"data types (column i of each forms the i-th supported "
                             f"combination); got {flags}")
     columns = [tuple(c.values()) for c in spec.columns]
     if len(set(columns)) != len(columns):
-        raise ScaffoldError(f"--input/--output: the dtype combinations repeat: {columns}")
+        raise ScaffoldError(f"{PARAM_FLAGS}: the dtype combinations repeat: {columns}")
     return spec
 
 

@@ -9,8 +9,9 @@ Design note (invariants)
 * ``get_block_idx()`` / ``get_block_num()`` (Ascend C's GetBlockIdx / GetBlockNum) read a
   thread-local set around each block, so a kernel may call them anywhere below it.
 * If blocks raise, the launch raises ``AclError`` ``ACL_ERROR_RT_AICORE_EXCEPTION`` (507015)
-  naming the kernel and the first failing block with its message; the stream that ran the
-  launch fails with it (see ``runtime/stream.py``).
+  naming the kernel and the first failing block with its message and its traceback, trimmed
+  to the frames outside openacl (the kernel's file, line and source line: what its author
+  fixes); the stream that ran the launch fails with it (see ``runtime/stream.py``).
 * Blocks must touch disjoint slices of their outputs (the kernel author's contract, as on
   the device); the pool never runs two blocks of one launch on one thread at once.
 """
@@ -19,12 +20,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from openacl.errors import ACL_ERROR_RT_AICORE_EXCEPTION, AclError
 
 MAX_POOL_THREADS = 32  # upper bound on block worker threads, whatever the core count
+MAX_TRACEBACK_FRAMES = 8  # innermost user frames shown for a failing block
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # openacl's own frames are trimmed
 
 _local = threading.local()
 _pool_lock = threading.Lock()
@@ -71,6 +76,29 @@ def _run_block(kernel: Callable[..., Any], index: int, count: int, args: tuple,
         _local.block_idx, _local.block_num, _local.tiling_key = outer
 
 
+def _is_openacl_frame(frame: traceback.FrameSummary) -> bool:
+    try:
+        return Path(frame.filename).resolve().is_relative_to(_PACKAGE_DIR)
+    except (OSError, ValueError):
+        return False
+
+
+def block_traceback(exc: BaseException) -> str:
+    """The traceback of a block's exception as the kernel's author reads it: the frames below
+    the launch machinery (the worker thread and openacl's block runner) less openacl's own,
+    innermost ``MAX_TRACEBACK_FRAMES`` of them (every frame when none is left), each with its
+    file, line and source line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    start = 0
+    for position, frame in enumerate(frames):
+        if _is_openacl_frame(frame):
+            start = position + 1
+        elif start:
+            break  # the first frame the launch machinery called: the kernel
+    user = [frame for frame in frames[start:] if not _is_openacl_frame(frame)] or list(frames)
+    return "".join(traceback.format_list(user[-MAX_TRACEBACK_FRAMES:])).rstrip("\n")
+
+
 def run_blocks(kernel: Callable[..., Any], block_dim: int, args: tuple, name: str,
                tiling_key: int = 0) -> None:
     """Run ``kernel(*args)`` once per block; raise 507015 if any block raised."""
@@ -91,6 +119,9 @@ def run_blocks(kernel: Callable[..., Any], block_dim: int, args: tuple, name: st
     if errors:
         index, exc = errors[0]
         more = f" ({len(errors) - 1} more block(s) failed)" if len(errors) > 1 else ""
+        trace = block_traceback(exc)
+        where = f"\ntraceback of block {index} (most recent call last):\n{trace}" if trace \
+            else ""
         raise AclError(ACL_ERROR_RT_AICORE_EXCEPTION,
                        f"kernel {name} block {index}/{block_dim} failed: "
-                       f"{type(exc).__name__}: {exc}{more}") from exc
+                       f"{type(exc).__name__}: {exc}{more}{where}") from exc

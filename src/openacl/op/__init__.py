@@ -59,6 +59,7 @@ from openacl.op.types import (  # the table's constants are re-exported
     SUGGESTIONS,
     AttrDef,
     OpType,
+    _custom_spec,
     _spec,
 )
 from openacl.runtime import core
@@ -188,9 +189,14 @@ def infer_shape(op_type: str, input_desc: Sequence[int], inputs: Sequence[int] |
 
 
 def check_call(op_type: str, input_desc: Sequence[int], output_desc: Sequence[int],
-               attr: int | None = None) -> None:
-    """Validate a call (op type, descs, attributes) without binding or running it; dims may
-    be unknown (-1). What aclopCompile and aclopUpdateParams check.
+               attr: int | None = None, *, bind: bool = False) -> None:
+    """Validate a call (op type, descs, attributes) without running it; dims may be unknown
+    (-1). What aclopCompile and aclopUpdateParams check.
+
+    With ``bind`` (every dim known; value inputs const), the call is also bound as
+    ``execute_v2`` binds it, without buffers: phase 1 of every aclnn call it lowers to, so
+    mismatched shapes (MatMul's k) and output descs that differ from what the op computes
+    are refused too (``openacl convert --singleop`` checks each op this way).
 
     Raises:
         AclError: as ``execute_v2``'s binding does.
@@ -199,6 +205,14 @@ def check_call(op_type: str, input_desc: Sequence[int], output_desc: Sequence[in
     _bind_inputs(spec, input_desc, concrete=False)
     _bind_outputs(spec, output_desc, None, concrete=False)
     _resolve_attrs(spec, attr)
+    if bind:
+        _Program(op_type, input_desc, output_desc, attr, None).release()
+
+
+def find_op_type(op_type: str) -> OpType | None:
+    """The declaration of a built-in or registered custom op type (its IR input and output
+    names, attributes), or None when OpenACL has no such op type."""
+    return OP_TYPES.get(op_type) or _custom_spec(op_type) if isinstance(op_type, str) else None
 
 
 def _check_truncate(truncate: Any) -> None:
@@ -229,4 +243,4 @@ __all__ = ["OP_TYPES", "OpType", "AttrDef", "create_attr", "destroy_attr", "set_
            "set_attr_list_bool", "set_attr_list_int", "set_attr_list_float",
            "set_attr_list_string", "set_attr_list_list_int", "execute_v2", "create_handle",
            "create_handle_for_cast", "execute_with_handle", "destroy_handle", "infer_shape",
-           "cast", "check_call", "attr_values"]
+           "cast", "check_call", "find_op_type", "attr_values"]
