@@ -4,6 +4,8 @@ held while the session lives and given back by ``close`` (runtime/core's implici
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -146,3 +148,26 @@ def test_a_session_that_fails_to_load_gives_the_runtime_back():
     with pytest.raises(AclError):
         openacl.InferenceSession(b"not a model")
     assert not openacl.is_initialized()
+
+
+# -- load errors ------------------------------------------------------------------------------
+def test_an_onnx_model_without_onnx_installed_says_how_to_install_it(monkeypatch):
+    model = _add_model()
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
+    with pytest.raises(AclError) as caught:
+        openacl.InferenceSession(model)
+    assert "pip install 'openacl[onnx]'" in str(caught.value)
+    assert not openacl.is_initialized()
+
+
+def test_input_shapes_that_leave_inputs_out_name_every_one_with_its_rank():
+    dynamic = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", 3])
+               for name in "abc"]
+    graph = helper.make_graph(
+        [helper.make_node("Sum", ["a", "b", "c"], ["y"])], "sum3", dynamic,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(AclError) as caught:
+        openacl.InferenceSession(model, input_shapes={"a": (2, 3)})
+    assert caught.value.code == ACL_ERROR_INVALID_PARAM
+    assert "2 inputs need shapes: b (rank 2: n,3), c (rank 2: n,3)" in str(caught.value)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from openacl.cli import convert, op_tools, profile
+from openacl.cli import convert, inspect, op_tools, profile
 from openacl.compat import runner as pyacl_runner
 
 GIB = 1 << 30  # bytes in a GiB, for display
@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     op_tools.register(commands)
     pyacl_runner.register(commands)
     convert.register(commands)
+    inspect.register(commands)
     profile.register(commands)
     from openacl.model.zoo import MODELS
 

@@ -7,6 +7,9 @@ memory, time. ``format_report`` prints it the way the CLI shows it.
 
 Models have static input shapes, or a set of batch sizes (``--dynamic-batch``, one compiled
 gear each), in fp32, fp16 or mixed precision (``--precision``, ``model/precision.py``).
+``out_nodes`` (ATC's --out_nodes) chooses the outputs; ``options`` (the command line's
+conversion options, ATC's names) are recorded in the file's metadata; ``progress`` is told
+the name of each phase as it starts (the CLI's progress bar and ``--log=info``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import collections
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +32,7 @@ from openacl.errors import (
 )
 from openacl.model import om, onnx_import
 from openacl.model.lowering import lower
-from openacl.model.onnx_graph import default_opset, upgrade_opset
+from openacl.model.onnx_graph import default_opset, select_outputs, upgrade_opset
 from openacl.model.onnx_import import import_onnx
 from openacl.model.passes import fold_onnx, optimize
 from openacl.model.plan import plan_memory
@@ -60,21 +63,40 @@ class ConversionReport:
     gears: list[list[int]] = field(default_factory=list)  # --dynamic-dims/-image-size values
     source_opset: int = 0  # the model's default-domain opset as written
     opset: int = 0  # the opset it was converted at (older ones are upgraded to 11)
+    options: dict[str, Any] = field(default_factory=dict)  # recorded conversion options
+    outputs: list[str] = field(default_factory=list)  # the graph outputs (--out_nodes)
 
 
 def _counts(names: Any) -> dict[str, int]:
     return dict(collections.Counter(names).most_common())
 
 
+Progress = Callable[[str], None]  # told each conversion phase's name as it starts
+
+
+def _no_progress(phase: str) -> None:
+    """The default ``progress``: phases go unreported."""
+
+
 def compile_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", progress: Progress | None = None,
+                 label: str = ""):
     """The whole conversion pipeline in memory: fold constants on the ONNX model (so shape
     inference reaches every value), import, optimize, lower, plan. Returns
-    ``(graph, lowered, plan)``; shared by ``convert_onnx`` and ``InferenceSession``."""
+    ``(graph, lowered, plan)``; shared by ``convert_onnx`` and ``InferenceSession``.
+    ``progress`` hears each phase's name (after ``label``, such as a gear's batch)."""
+    report = progress or _no_progress
     shapes = {name: tuple(shape) for name, shape in (input_shapes or {}).items()}
     proto, _ = upgrade_opset(onnx_import._load(model))
-    graph = import_onnx(fold_onnx(proto, shapes), shapes)
-    lowered = lower(apply_precision(optimize(graph), precision))
+    report(f"{label}fold constants")
+    folded = fold_onnx(proto, shapes)
+    report(f"{label}import")
+    graph = import_onnx(folded, shapes)
+    report(f"{label}optimize")
+    optimized = apply_precision(optimize(graph), precision)
+    report(f"{label}lower to aclnn")
+    lowered = lower(optimized)
+    report(f"{label}plan memory")
     return graph, lowered, plan_memory(lowered)
 
 
@@ -95,22 +117,31 @@ def _gear_shapes(proto: Any, input_shapes: dict[str, tuple[int, ...]] | None,
     batch is each input's first dim; the other dims come from ``input_shapes`` or the
     model, where -1 or a named dim is what varies)."""
     initializers = {t.name for t in proto.graph.initializer}
-    shapes = {}
+    shapes, varying = {}, []
     for value in proto.graph.input:
         if value.name in initializers:
             continue
         given = (input_shapes or {}).get(value.name)
+        declared = [d.dim_value if d.HasField("dim_value") else d.dim_param or -1
+                    for d in value.type.tensor_type.shape.dim]
         dims = list(given) if given is not None else [
-            d.dim_value if d.HasField("dim_value") else -1
-            for d in value.type.tensor_type.shape.dim]
+            d if isinstance(d, int) else -1 for d in declared]
         if not dims:
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"input {value.name!r} is a scalar: a dynamic batch needs dim 0")
-        if any(d < 0 for d in dims[1:]):
-            raise AclError(ACL_ERROR_PARSE_MODEL,
-                           f"input {value.name!r} has dims {dims}: only dim 0 (the batch) may "
-                           f"vary; give the others with input_shapes / --input-shape")
+        if any(not isinstance(d, int) or d < 0 for d in dims[1:]):
+            varying.append((value.name, list(given) if given is not None else declared))
         shapes[value.name] = (batch, *dims[1:])
+    if varying:
+        listed = ", ".join(f"{name} (rank {len(dims)}: {','.join(map(str, dims))})"
+                           for name, dims in varying)
+        example = ";".join(f"{name}:-1," + ",".join(
+            str(d) if isinstance(d, int) and d >= 0 else "N" for d in dims[1:])
+            for name, dims in varying)
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"only dim 0 (the batch) may vary with a dynamic batch; these inputs "
+                       f"have other dims that are not fixed: {listed}; give them with "
+                       f"input_shapes / --input-shape \"{example}\" (N: the size)")
     return shapes
 
 
@@ -119,8 +150,10 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
                  dynamic_batch: Sequence[int] | None = None,
                  precision: str = "fp32",
                  dynamic_dims: Sequence[Sequence[int]] | None = None,
-                 dynamic_image_size: Sequence[Sequence[int]] | None = None
-                 ) -> ConversionReport:
+                 dynamic_image_size: Sequence[Sequence[int]] | None = None,
+                 out_nodes: Sequence[str] | None = None,
+                 options: Mapping[str, Any] | None = None,
+                 progress: Progress | None = None) -> ConversionReport:
     """Convert the ONNX model at ``source`` into the offline model ``output``.
 
     With ``dynamic_batch`` (ATC's --dynamic_batch_size) the model is converted once per
@@ -132,7 +165,11 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
     run time, as is a model whose inputs keep dynamic dims. ``dynamic_dims`` (ATC's
     --dynamic_dims: one list of values per gear for the -1 dims of ``input_shapes``, in
     order) and ``dynamic_image_size`` (--dynamic_image_size: (height, width) per gear for
-    each input's two -1 dims) restrict such a model to those gears.
+    each input's two -1 dims) restrict such a model to those gears. ``out_nodes`` (ATC's
+    --out_nodes: ``node_name:index`` or value names) replaces the graph's outputs
+    (``onnx_graph.select_outputs``). ``options`` (JSON-able, the conversion options as the
+    user gave them) go into the file's metadata as ``options``; ``progress`` hears each
+    phase's name.
 
     Raises:
         AclError: ACL_ERROR_INVALID_FILE / PARSE_MODEL / OP_NOT_FOUND for a model the converter
@@ -140,13 +177,17 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
             ACL_ERROR_INVALID_PARAM for bad batch sizes; ACL_ERROR_WRITE_FILE when ``output``
             cannot be written.
     """
-    import onnx
-
     started = time.perf_counter()
+    report = progress or _no_progress
+    onnx = onnx_import.require_onnx()
     source, output = os.fspath(source), os.fspath(output)
+    report("read model")
     proto = onnx_import._load(source)  # the importer's reader, with its error codes
+    if out_nodes is not None:
+        select_outputs(proto, out_nodes)
     onnx_ops = _counts(node.op_type for node in proto.graph.node)
     check_precision(precision)
+    recorded = dict(options or {})
     gears, batches = [], []
     chosen = [name for name, value in (("dynamic_batch", dynamic_batch), ("dynamic_dims",
               dynamic_dims), ("dynamic_image_size", dynamic_image_size)) if value is not None]
@@ -157,20 +198,22 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
     if dynamic_dims is not None or dynamic_image_size is not None:
         ranges, gear_set = gear_shapes(proto, input_shapes, dynamic_dims, dynamic_image_size)
         return _convert_staged(proto, source, output, ranges, precision, onnx_ops, started,
-                               gear_set)
+                               gear_set, recorded, report)
     if dynamic_batch is not None:
         batches = _batch_sizes(dynamic_batch)
         for batch in batches[:-1]:
             _, gear_lowered, gear_plan = compile_onnx(
-                source, _gear_shapes(proto, input_shapes, batch), precision)
+                proto, _gear_shapes(proto, input_shapes, batch), precision, report,
+                f"batch {batch}: ")
             gears.append(om.Gear(batch, gear_lowered, gear_plan))
         input_shapes = _gear_shapes(proto, input_shapes, batches[-1])  # the main model
     else:
         ranges = shape_ranges(proto, input_shapes)
         if ranges is not None:  # ATC's shape ranges, or dims the model leaves dynamic
-            return _convert_staged(proto, source, output, ranges, precision, onnx_ops, started)
+            return _convert_staged(proto, source, output, ranges, precision, onnx_ops, started,
+                                   None, recorded, report)
         try:
-            compiled = compile_onnx(proto, input_shapes, precision)
+            compiled = compile_onnx(proto, input_shapes, precision, report)
         except AclError as exc:
             if exc.code != ACL_ERROR_OP_NOT_FOUND:
                 raise
@@ -178,9 +221,10 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
             ranges = {name: [(d, d) for d in shape] for name, shape in
                       _fixed_shapes(proto, input_shapes).items()}
             return _convert_staged(proto, source, output, ranges, precision, onnx_ops,
-                                   started)
+                                   started, None, recorded, report)
     if dynamic_batch is not None:
-        compiled = compile_onnx(proto, input_shapes, precision)
+        compiled = compile_onnx(proto, input_shapes, precision, report,
+                                f"batch {batches[-1]}: ")
     graph, lowered, plan = compiled
     shapes = {name: list(graph.values[name].shape) for name in graph.inputs}
     metadata = {"converter": f"openacl {_version()}", "format_version":
@@ -190,6 +234,9 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
                 "onnx_producer": proto.producer_name, "onnx_package": onnx.__version__}
     if batches:
         metadata["dynamic_batch"] = batches
+    if recorded:
+        metadata["options"] = recorded
+    report("write .om")
     file_bytes = om.save_model(lowered, plan, output, metadata, gears)
     used = om.referenced_weights(lowered, plan)
     return ConversionReport(
@@ -199,7 +246,8 @@ def convert_onnx(source: str | os.PathLike, output: str | os.PathLike,
         weights_count=len(used), arena_bytes=plan.arena_bytes, naive_bytes=plan.naive_bytes,
         file_bytes=file_bytes, input_shapes=shapes, seconds=time.perf_counter() - started,
         dynamic_batch=batches, precision=precision,
-        source_opset=default_opset(proto), opset=graph.opset)
+        source_opset=default_opset(proto), opset=graph.opset, options=recorded,
+        outputs=list(graph.outputs))
 
 
 Dim = Any  # an int (-1: any size), or a (low, high) range with high -1 for no limit
@@ -333,15 +381,16 @@ def gear_shapes(proto: Any, input_shapes: dict[str, Sequence[Dim]] | None,
 
 def _convert_staged(proto: Any, source: str, output: str,
                     ranges: dict[str, list[tuple[int, int]]], precision: str,
-                    onnx_ops: dict[str, int], started: float, gears: Any = None
+                    onnx_ops: dict[str, int], started: float, gears: Any = None,
+                    options: dict[str, Any] | None = None, report: Progress = _no_progress
                     ) -> ConversionReport:
     """Write a dynamic-shape offline model (format 2.x, ``om_staged.py``): the ONNX graph,
     its weights once, the inputs' ranges; the engine specialises it per input shape."""
-    import onnx
-
+    onnx = onnx_import.require_onnx()
     from openacl.model.om_staged import format_ranges, staged_chunks
     from openacl.model.staged import StagedModel
 
+    report("check the graph (dynamic shapes)")
     model = StagedModel(proto, precision=precision, ranges=ranges, gears=gears)  # checks it
     shown = {name: format_ranges(pairs) for name, pairs in ranges.items()}
     metadata = {"converter": f"openacl {_version()}", "format_version":
@@ -351,6 +400,9 @@ def _convert_staged(proto: Any, source: str, output: str,
                 "onnx_producer": proto.producer_name, "onnx_package": onnx.__version__}
     if gears is not None:
         metadata["dynamic_" + gears.kind] = [list(gears.values(shape)) for shape in gears.shapes]
+    if options:
+        metadata["options"] = dict(options)
+    report("write .om")
     light = model.light_proto()
     file_bytes = om.write_chunks(staged_chunks(light, model.weights, ranges, precision,
                                                metadata, gears), output)
@@ -363,7 +415,8 @@ def _convert_staged(proto: Any, source: str, output: str,
         input_shapes={name: [] for name in ranges}, seconds=time.perf_counter() - started,
         precision=precision, shape_ranges=shown, small_constants=small,
         source_opset=model.source_opset, opset=default_opset(light),
-        gears=[] if gears is None else [list(gears.values(shape)) for shape in gears.shapes])
+        gears=[] if gears is None else [list(gears.values(shape)) for shape in gears.shapes],
+        options=dict(options or {}), outputs=[v.name for v in light.graph.output])
 
 
 def _version() -> str:
@@ -388,6 +441,21 @@ def _opset_line(report: ConversionReport) -> list[str]:
     return []
 
 
+RECORDED_ONLY = ("soc_version", "input_format")  # options kept in the file, with no effect
+
+
+def _options_lines(report: ConversionReport) -> list[str]:
+    """The report's lines on chosen outputs and on options recorded without an effect."""
+    lines = []
+    if "out_nodes" in report.options:
+        lines.append(f"  outputs (--out_nodes): {', '.join(report.outputs)}")
+    recorded = [f"{name} {report.options[name]}" for name in RECORDED_ONLY
+                if name in report.options]
+    if recorded:
+        lines.append(f"  recorded in the model, no effect on the CPU: {', '.join(recorded)}")
+    return lines
+
+
 def format_report(report: ConversionReport) -> str:
     """The converter's report, as ``openacl convert`` prints it."""
     if report.shape_ranges:
@@ -399,6 +467,7 @@ def format_report(report: ConversionReport) -> str:
             "  dynamic shapes: the model is kept as a graph and specialised at run time, once "
             "per input shape (format 2.x)",
             *_opset_line(report),
+            *_options_lines(report),
             f"  ONNX nodes: {sum(report.onnx_ops.values())} ({_ops_line(report.onnx_ops)})",
             f"  weights: {_mb(report.weights_bytes)} in {report.weights_count} tensor(s)",
             f"  file: {_mb(report.file_bytes)}",
@@ -411,6 +480,7 @@ def format_report(report: ConversionReport) -> str:
         *([f"  dynamic batch: {report.dynamic_batch} (one gear each; the shapes and memory "
            f"below are the largest's)"] if report.dynamic_batch else []),
         *_opset_line(report),
+        *_options_lines(report),
         f"  ONNX nodes: {sum(report.onnx_ops.values())} ({_ops_line(report.onnx_ops)})",
         f"  aclnn steps: {sum(report.aclnn_ops.values())} ({_ops_line(report.aclnn_ops)})",
         f"  weights: {_mb(report.weights_bytes)} in {report.weights_count} tensor(s)",

@@ -1,13 +1,14 @@
 """The offline model file (.om): a lowered graph, its memory plan and its weights, safe to load.
 
-File layout (version 1.1; every integer little-endian)
+File layout (version 1.2; every integer little-endian)
 ------------------------------------------------------
 ::
 
     offset  size  field
     0       8     magic            b"OACLOM01"
     8       2     version_major    1 (a reader refuses any other major version)
-    10      2     version_minor    1 (additions a 1.x reader may ignore; 1.1 added gears)
+    10      2     version_minor    2 (additions a 1.x reader may ignore; 1.1 added gears,
+                                   1.2 the metadata's "options")
     12      4     header_bytes     64 (bytes before the JSON section may grow in 1.x)
     16      8     json_offset      >= header_bytes
     24      8     json_bytes       <= MAX_JSON_BYTES
@@ -30,6 +31,13 @@ The JSON section is one object (Python's JSON: NaN and Infinity allowed in scala
      "plan": {"arena_bytes": int, "naive_bytes": int, "offsets": {name: int}},
      "metadata": {"converter": ..., "source_model": ..., "precision": ..., ...},
      "gears": [{"batch": 2, "graph": {...}, "plan": {...}}, ...]}   # optional (1.1)
+
+The metadata is free-form for a reader (nothing in it changes how a model runs). The
+converter writes ``converter``, ``format_version``, ``source_model``, ``precision``, the
+input shapes (or ``shape_ranges``), the gears' values, the ONNX opset, IR version and
+producer, and since 1.2 / 2.1 ``options``: the conversion options as given (ATC's names:
+``framework``, ``soc_version``, ``input_format``, ``precision_mode``, ``out_nodes``, ``log``,
+``input_shape``, ...), recorded for ``openacl inspect``; files without it still load.
 
 A dynamic-batch model's main graph is its largest batch; "gears" holds the others (at most
 ``MAX_GEARS``), each a full graph and plan whose inputs are the main model's with another
@@ -108,8 +116,9 @@ from openacl.model.plan import ARENA_ALIGNMENT, MemoryPlan, _step_refs, lifetime
 
 MAGIC = b"OACLOM01"
 CANN_OM_MAGIC = struct.pack("<I", 0x444F4D49)  # b"IMOD": CANN's MODEL_FILE_MAGIC_NUM
-VERSION_MAJOR, VERSION_MINOR = 1, 1  # 1.1 added "gears" (a 1.0 reader runs the main model)
-STAGED_MAJOR, STAGED_MINOR = 2, 0  # a dynamic-shape model: the ONNX graph, shape ranges
+VERSION_MAJOR, VERSION_MINOR = 1, 2  # 1.1 added "gears", 1.2 metadata "options" (ignorable)
+STAGED_MAJOR, STAGED_MINOR = 2, 1  # a dynamic-shape model: the ONNX graph, shape ranges;
+# 2.1 added metadata "options" (a 2.0 reader ignores it)
 READABLE_MAJORS = (VERSION_MAJOR, STAGED_MAJOR)
 MAX_GEARS = 128  # batch sizes one dynamic-batch model may hold (CANN's ACL_MAX_BATCH_NUM)
 HEADER = struct.Struct("<8sHHIQQQQII8x")  # the fixed header fields (see the module docstring)
@@ -126,11 +135,13 @@ DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16"
 
 
 def _invalid(message: str) -> AclError:
-    return AclError(ACL_ERROR_PARSE_MODEL, f"offline model: {message}")
+    """An invalid model's error; ``_build`` puts the file's name in front (once)."""
+    return AclError(ACL_ERROR_PARSE_MODEL, message)
 
 
 def _damaged(message: str) -> AclError:
-    return AclError(ACL_ERROR_DESERIALIZE_MODEL, f"offline model: {message}")
+    """A damaged container's error; the message names the file (``origin``) itself."""
+    return AclError(ACL_ERROR_DESERIALIZE_MODEL, message)
 
 
 def _align(size: int, alignment: int) -> int:
@@ -333,6 +344,24 @@ def is_model_file(source: Any) -> bool:
     return head == MAGIC or head[:len(CANN_OM_MAGIC)] == CANN_OM_MAGIC
 
 
+def file_version(path: str | os.PathLike) -> tuple[int, int]:
+    """The (major, minor) format version in the header of the offline model at ``path``.
+
+    Raises:
+        AclError: as ``load_offline`` for a file without a readable header.
+    """
+    origin = f"offline model {os.fspath(path)!r}"
+    try:
+        with open(path, "rb") as file:
+            head = file.read(HEADER_BYTES)
+            file_bytes = os.fstat(file.fileno()).st_size
+    except OSError as exc:
+        raise AclError(ACL_ERROR_INVALID_FILE, f"cannot read {origin}: {exc}") from exc
+    _header(head, file_bytes, origin)
+    _, major, minor = struct.unpack_from("<8sHH", head)
+    return major, minor
+
+
 def _header(head: bytes, file_bytes: int, origin: str
             ) -> tuple[int, int, int, int, int, int, int]:
     """Validate the header; returns (json offset, json bytes, blob offset, blob bytes, CRCs,
@@ -343,6 +372,8 @@ def _header(head: bytes, file_bytes: int, origin: str
                        f"'IMOD', written by ATC): it holds kernels compiled for an Ascend NPU, "
                        f"which OpenACL cannot run; convert the source model instead: "
                        f"openacl convert model.onnx -o model.om")
+    if not head:
+        raise AclError(ACL_ERROR_INVALID_FILE, f"{origin} is empty (0 bytes)")
     if head[:len(MAGIC)] != MAGIC:
         raise AclError(ACL_ERROR_INVALID_FILE,
                        f"{origin} is not an OpenACL offline model: it starts with "
@@ -444,7 +475,7 @@ def load_offline(source: str | os.PathLike | bytes | bytearray | memoryview,
         except TypeError as exc:
             raise AclError(ACL_ERROR_INVALID_PARAM, f"argument 'source' is invalid: a "
                                                     f"non-contiguous buffer ({exc})") from None
-        return _load_buffer(data, "the model in memory")
+        return _load_buffer(data, "the offline model in memory")
     if not isinstance(source, (str, os.PathLike)):
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'source' = {type(source).__name__} is invalid: expected a "
@@ -460,6 +491,10 @@ def load_offline(source: str | os.PathLike | bytes | bytearray | memoryview,
             json_offset, json_bytes, blob_offset, blob_bytes, json_crc, blob_crc, major = header
             file.seek(json_offset)
             text = file.read(json_bytes)
+    except FileNotFoundError as exc:
+        raise AclError(ACL_ERROR_INVALID_FILE, f"{origin} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise AclError(ACL_ERROR_INVALID_FILE, f"{origin} is a directory, not a file") from exc
     except OSError as exc:
         raise AclError(ACL_ERROR_INVALID_FILE, f"cannot read {origin}: {exc}") from exc
     if len(text) != json_bytes:
@@ -679,6 +714,10 @@ def _build(document: dict[str, Any], blob: np.ndarray, blob_crc: int, origin: st
            major: int) -> OfflineModel:
     if zlib.crc32(blob) != blob_crc:
         raise _damaged(f"{origin}: the weights blob fails its checksum (corrupt file)")
+    if major == STAGED_MAJOR:
+        from openacl.model.onnx_import import require_onnx
+
+        require_onnx()  # the graph inside is ONNX: without onnx, say how to get it
     try:
         if major == STAGED_MAJOR:
             from openacl.model.om_staged import parse_staged
@@ -690,7 +729,7 @@ def _build(document: dict[str, Any], blob: np.ndarray, blob_crc: int, origin: st
         return OfflineModel(metadata, lowered, plan, gears)
     except AclError as exc:
         if exc.code in (ACL_ERROR_PARSE_MODEL, ACL_ERROR_DESERIALIZE_MODEL):
-            raise
+            raise AclError(exc.code, f"{origin}: {exc.message}") from exc
         raise _invalid(f"{origin}: {exc}") from exc
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
         # a safety net behind the checks above (the fuzzer looks for this message)

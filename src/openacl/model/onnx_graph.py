@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError
+from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_PARSE_MODEL, AclError
 
 __all__ = [
     "MIN_OPSET",
@@ -24,11 +24,13 @@ __all__ = [
     "inline_branch",
     "name_nodes",
     "node_reads",
+    "select_outputs",
     "subgraphs",
     "upgrade_opset",
 ]
 
 MIN_OPSET = 11  # older default-domain opsets are upgraded to this one at import
+NAMES_SHOWN = 12  # node or value names an error message lists before "..."
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -235,3 +237,84 @@ def upgrade_opset(proto: Any) -> tuple[Any, int]:
                        f"ONNX opset {opset} could not be upgraded to {MIN_OPSET} by "
                        f"onnx.version_converter: {exc}") from exc
     return upgraded, opset
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown + (", ..." if len(names) > NAMES_SHOWN else "") if names else "none"
+
+
+def select_outputs(proto: Any, out_nodes: Any) -> Any:
+    """Make ``out_nodes`` the graph's outputs, in place, as ATC's --out_nodes does: each entry
+    is ``node_name:index`` (output ``index`` of that node; an unnamed node is called
+    ``<OpType>_<index>``, as the importer reports it) or the name of a value (a graph output
+    or any node's output, ATC's ONNX form). Nodes the new outputs do not need are dropped;
+    the inputs stay. Returns ``proto``.
+
+    Raises:
+        AclError: ACL_ERROR_INVALID_PARAM naming an entry that is no node output or value,
+            an index out of range, a repeated output, or a value whose type is unknown.
+    """
+    from onnx import helper
+
+    from openacl.model.onnx_import import shape_inference_view
+
+    graph = proto.graph
+    name_nodes(graph)
+    nodes = {node.name: node for node in graph.node}
+    produced = {out for node in graph.node for out in node.output if out}
+    values = produced | {v.name for v in graph.input}
+    chosen: list[str] = []
+    for entry in out_nodes:
+        node_name, colon, index = entry.rpartition(":")
+        if colon and node_name in nodes and index.strip().isdigit():
+            outputs = list(nodes[node_name].output)
+            number = int(index)
+            if number >= len(outputs) or not outputs[number]:
+                raise AclError(ACL_ERROR_INVALID_PARAM,
+                               f"argument 'out_nodes' entry {entry!r}: node {node_name!r} "
+                               f"({nodes[node_name].op_type}) has outputs 0 to "
+                               f"{len(outputs) - 1}")
+            name = outputs[number]
+        elif entry in values:
+            name = entry
+        else:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'out_nodes' entry {entry!r} is neither node_name:index "
+                           f"nor a value of the graph (nodes: {_listed(list(nodes))}; graph "
+                           f"outputs: {_listed([v.name for v in graph.output])})")
+        if name in chosen:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'out_nodes' names the value {name!r} twice")
+        chosen.append(name)
+    if not chosen:
+        raise AclError(ACL_ERROR_INVALID_PARAM, "argument 'out_nodes' names no output")
+    types = {v.name: v.type for v in [*graph.input, *graph.value_info, *graph.output]
+             if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type}
+    if any(name not in types for name in chosen):
+        inferred = infer_shapes(shape_inference_view(proto)).graph
+        for value in [*inferred.value_info, *inferred.output, *inferred.input]:
+            if value.type.WhichOneof("value") == "tensor_type" and \
+                    value.type.tensor_type.elem_type:
+                types.setdefault(value.name, value.type)
+    outputs = []
+    for name in chosen:
+        if name not in types:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'out_nodes': the type of {name!r} cannot be inferred")
+        old = next((v for v in graph.output if v.name == name), None)
+        outputs.append(old if old is not None else helper.make_tensor_value_info(
+            name, types[name].tensor_type.elem_type, None))
+    needed = set(chosen)
+    kept = []
+    for node in reversed(graph.node):
+        if any(out in needed for out in node.output):
+            kept.append(node)
+            needed.update(node_reads(node))
+    kept.reverse()
+    del graph.output[:]
+    graph.output.extend(outputs)
+    if len(kept) != len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept)
+    return proto

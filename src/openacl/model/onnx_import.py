@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from openacl.errors import (
+    ACL_ERROR_FEATURE_UNSUPPORTED,
     ACL_ERROR_INVALID_FILE,
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_PARSE_MODEL,
@@ -29,24 +30,142 @@ from openacl.model.onnx_graph import MIN_OPSET, default_opset, infer_shapes, upg
 MAX_OPSET = 21  # the newest ONNX default-domain opset the lowerings were written for
 
 
-def _load(model: Any):
-    import onnx
+ONNX_INSTALL = "pip install 'openacl[onnx]'"  # the line that adds the ONNX reader
+HEAD_BYTES = 16  # bytes of a file's start an error message shows
+OM_SUFFIX = ".om"  # offline models' file name ending (ATC's)
 
+
+def require_onnx() -> Any:
+    """The ``onnx`` module: every ONNX reader (import, convert, inspect, InferenceSession on
+    .onnx) gets it here, so a missing package is one clear error, not a traceback.
+
+    Raises:
+        AclError: ACL_ERROR_FEATURE_UNSUPPORTED with the install line when ``onnx`` cannot be
+            imported.
+    """
+    try:
+        import onnx
+    except ImportError as exc:
+        if exc.name == "onnx":
+            reason = "onnx is not installed"
+        else:  # installed but broken (a dependency such as protobuf is missing)
+            reason = f"onnx cannot be imported ({exc})"
+        raise AclError(ACL_ERROR_FEATURE_UNSUPPORTED,
+                       f"reading ONNX models needs the onnx package, and {reason}: "
+                       f"{ONNX_INSTALL}") from exc
+    return onnx
+
+
+def _describe_head(head: bytes) -> str:
+    """What a file's first bytes look like, for an error message."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"starts with {head[:HEAD_BYTES]!r}"
+    if text.isprintable() or all(c.isprintable() or c in "\t\r\n" for c in text):
+        return f"is a text file (it starts with {text[:HEAD_BYTES]!r})"
+    return f"starts with {head[:HEAD_BYTES]!r}"
+
+
+def check_model_path(path: str) -> bytes:
+    """The first bytes of the ONNX model file ``path``, after refusing, by what the file is,
+    a path that does not exist or is not a file, an empty file, and an offline model (ours,
+    CANN's, or a file named .om that is neither).
+
+    Raises:
+        AclError: ACL_ERROR_INVALID_FILE naming the path and what it holds.
+    """
+    from openacl.model import om
+
+    if not os.path.exists(path):
+        raise AclError(ACL_ERROR_INVALID_FILE, f"model file {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise AclError(ACL_ERROR_INVALID_FILE, f"model file {path!r} is not a file")
+    try:
+        with open(path, "rb") as file:
+            head = file.read(max(HEAD_BYTES, len(om.MAGIC)))
+    except OSError as exc:
+        raise AclError(ACL_ERROR_INVALID_FILE, f"cannot read model file {path!r}: {exc}") \
+            from exc
+    if not head:
+        raise AclError(ACL_ERROR_INVALID_FILE,
+                       f"model file {path!r} is empty (0 bytes): not an ONNX model")
+    if head.startswith(om.MAGIC):
+        raise AclError(ACL_ERROR_INVALID_FILE,
+                       f"{path!r} is an OpenACL offline model (.om), not an ONNX model: run it "
+                       f"with InferenceSession or openacl.mdl, or look into it with "
+                       f"openacl inspect")
+    if head.startswith(om.CANN_OM_MAGIC):
+        om.load_offline(path)  # refuses it with CANN's explanation
+    if path.lower().endswith(OM_SUFFIX):
+        raise AclError(ACL_ERROR_INVALID_FILE,
+                       f"{path!r} is not an offline model: it {_describe_head(head)}, not "
+                       f"OpenACL's magic {om.MAGIC!r}")
+    return head
+
+
+def _load(model: Any):
+    """An ONNX ModelProto from a ModelProto (as it is), serialized bytes or a file path.
+
+    Raises:
+        AclError: ACL_ERROR_FEATURE_UNSUPPORTED without onnx; ACL_ERROR_INVALID_FILE for a
+            file that is missing, empty or an offline model (``check_model_path``);
+            ACL_ERROR_PARSE_MODEL for bytes that are not an ONNX model.
+    """
+    onnx = require_onnx()
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, (bytes, bytearray, memoryview)):  # serialized, as onnxruntime takes
+        if not len(model):
+            raise AclError(ACL_ERROR_PARSE_MODEL, "the model given is empty (0 bytes)")
         try:
-            return onnx.load_from_string(bytes(model))
+            proto = onnx.load_from_string(bytes(model))
         except Exception as exc:  # protobuf DecodeError and friends
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"the {len(model)} bytes given are not an ONNX model: {exc}") from exc
+        return _check_decoded(proto, f"the {len(model)} bytes given")
+    if not isinstance(model, (str, os.PathLike)):
+        return _check_decoded(onnx.load(model), "the model file given")  # a file object
+    path = os.fspath(model)
+    head = check_model_path(path)
     try:
-        return onnx.load(os.fspath(model))
+        proto = onnx.load(path)
     except (OSError, ValueError) as exc:
-        raise AclError(ACL_ERROR_INVALID_FILE, f"cannot read ONNX model {model!r}: {exc}") \
+        raise AclError(ACL_ERROR_INVALID_FILE, f"cannot read ONNX model {path!r}: {exc}") \
             from exc
     except Exception as exc:  # protobuf DecodeError and friends
-        raise AclError(ACL_ERROR_PARSE_MODEL, f"{model!r} is not an ONNX model: {exc}") from exc
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"{path!r} is not an ONNX model: it {_describe_head(head)}, and "
+                       f"protobuf cannot decode it ({exc})") from exc
+    return _check_decoded(proto, repr(path))
+
+
+def _check_decoded(proto: Any, origin: str) -> Any:
+    """``proto``, unless it is empty: protobuf decodes many non-ONNX byte strings (an empty
+    file, some text) to a ModelProto with no graph and no opset."""
+    if not proto.HasField("graph") and not proto.opset_import:
+        raise AclError(ACL_ERROR_PARSE_MODEL,
+                       f"{origin} is not an ONNX model: it decodes to an empty ModelProto (no "
+                       f"graph, no opset_import)")
+    return proto
+
+
+def need_shapes_error(needed: Sequence[tuple[str, Sequence[Any]]],
+                      code: int = ACL_ERROR_PARSE_MODEL) -> AclError:
+    """The error (``code``) for inputs whose dims are not all fixed and that were given no
+    shape: every one of them at once, with its rank and dims (symbolic names as the model
+    writes them, ``?`` for an unnamed one), and the --input-shape that would fix them."""
+    def dims_text(dims: Sequence[Any]) -> str:
+        return ",".join("?" if d is None or d == "" or (isinstance(d, int) and d < 0)
+                        else str(d) for d in dims)
+
+    listed = ", ".join(f"{name} (rank {len(dims)}: {dims_text(dims)})" for name, dims in needed)
+    example = ";".join(f"{name}:" + ",".join(str(d) if isinstance(d, int) and d >= 0 else "N"
+                                             for d in dims) for name, dims in needed)
+    noun = "input needs a shape" if len(needed) == 1 else "inputs need shapes"
+    return AclError(code,
+                    f"{len(needed)} {noun}: {listed}; give them with input_shapes / "
+                    f"--input-shape \"{example}\" (N: the size)")
 
 
 LIGHT_INITIALIZER_ELEMENTS = 4096  # initializers shape inference still sees (shape tensors)
@@ -233,10 +352,10 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
     arrays of graph inputs that are really initializers (the staged engine keeps a model's
     big weights out of its protos and shares the arrays between specialisations); they
     become the graph's initializers as they are, never copied."""
+    proto, _ = upgrade_opset(_load(model))  # first: a missing onnx is an AclError
     import onnx
     from onnx import numpy_helper
 
-    proto, _ = upgrade_opset(_load(model))
     weights = weights or {}
     opset = default_opset(proto)
     newest = onnx.defs.onnx_opset_version()
@@ -252,15 +371,13 @@ def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = No
     check_model_types(proto, initializer_names)
     view = shape_inference_view(proto, input_shapes)  # the caller's proto stays unchanged
     input_names = {value.name for value in inputs}
-    for value in view.graph.input:
-        if value.name not in input_names:
-            continue  # a big initializer shape inference sees as an input
-        for dim in value.type.tensor_type.shape.dim:
-            if not dim.HasField("dim_value") or dim.dim_value < 0:
-                raise AclError(ACL_ERROR_PARSE_MODEL,
-                               f"input {value.name!r} has a dynamic dim "
-                               f"{dim.dim_param or dim.dim_value!r}: give its shape "
-                               f"(input_shapes / --input-shape)")
+    needed = [(value.name, [d.dim_value if d.HasField("dim_value") else d.dim_param or None
+                            for d in value.type.tensor_type.shape.dim])
+              for value in view.graph.input if value.name in input_names]  # not big weights
+    needed = [(name, dims) for name, dims in needed
+              if any(not isinstance(d, int) or d < 0 for d in dims)]
+    if needed:
+        raise need_shapes_error(needed)
     inferred = infer_shapes(view)
     values: dict[str, Value] = {}
     for info in list(inferred.graph.input) + list(inferred.graph.value_info) + \

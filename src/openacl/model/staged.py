@@ -201,8 +201,9 @@ class StagedModel:
                            f">= 1")
         self.cache_size = cache_size
         self.precision = check_precision(precision)
-        import onnx
+        from openacl.model.onnx_import import require_onnx
 
+        onnx = require_onnx()  # a clear install line, not ModuleNotFoundError
         proto = _load(source)
         owned = proto is not source  # read here: its weights may be freed as they convert
         proto, self.source_opset = upgrade_opset(proto)
@@ -404,7 +405,7 @@ class StagedModel:
             AclError: ACL_ERROR_INVALID_PARAM for a name that is not an input, or a shape
                 that is not a list of ints >= 0 of the input's rank.
         """
-        from openacl.model.onnx_import import checked_shape
+        from openacl.model.onnx_import import checked_shape, need_shapes_error
 
         specs = {spec.name: spec for spec in self.inputs}
         for name, dims in shapes.items():
@@ -415,15 +416,16 @@ class StagedModel:
                                f"input (the inputs are {', '.join(specs) or 'none'})")
             checked_shape(name, dims, None if spec.dims is None else len(spec.dims))
         kinds = {}
+        missing = []  # every input that still needs a shape, named at once
         for spec in self.inputs:
             if spec.name in shapes:
                 kinds[spec.name] = (spec.dtype, tuple(int(d) for d in shapes[spec.name]))
             elif spec.static:
                 kinds[spec.name] = (spec.dtype, spec.dims)
             else:
-                raise AclError(ACL_ERROR_INVALID_PARAM,
-                               f"argument 'input_shapes' leaves out input {spec.name!r}, whose "
-                               f"dims {list(spec.dims or [])} are not all fixed")
+                missing.append((spec.name, list(spec.dims or [])))
+        if missing:
+            raise need_shapes_error(missing, ACL_ERROR_INVALID_PARAM)
         for name, (_, shape) in kinds.items():  # a hint widens a fixed dim it contradicts
             spec = specs[name]
             if spec.ranges is not None:  # built for ranges: a hint must keep inside them
