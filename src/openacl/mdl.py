@@ -73,7 +73,7 @@ from openacl.errors import (
     ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
     AclError,
 )
-from openacl.runtime import core, memory, threads
+from openacl.runtime import core, memory, profiler, threads
 from openacl.runtime.context import current_context, pop_context, push_context
 from openacl.runtime.stream import Stream, resolve_stream
 from openacl.tensor import lookup_data_buffer
@@ -721,6 +721,8 @@ def _launch(model_id: Any, input: Any, output: Any, stream: Any) -> LoadedModel:
     inputs = _buffers(input, "input", len(model.inputs), ACL_ERROR_MODEL_INPUT_NOT_MATCH)
     outputs = _buffers(output, "output", len(model.outputs), ACL_ERROR_MODEL_OUTPUT_NOT_MATCH)
     target = model.stream if stream is _PRIVATE else resolve_stream(stream)
+    span = profiler.begin_range(target, "model", model.staged.name if model.staged else
+                                model.engine.graph.name) if profiler.active else None
     if model.staged is not None:
         input_set = _dataset(input, "input")
         if model.staged.gears is not None:
@@ -728,6 +730,8 @@ def _launch(model_id: Any, input: Any, output: Any, stream: Any) -> LoadedModel:
         else:
             dims = _input_dims(model, input_set)
         _launch_staged(model, dims, inputs, _dataset(output, "output"), outputs, target)
+        if span is not None:
+            span.end()
         return model
     engine = model.engine
     if model.engines.dynamic:  # the batch set by set_dynamic_batch_size, read from its input
@@ -745,6 +749,8 @@ def _launch(model_id: Any, input: Any, output: Any, stream: Any) -> LoadedModel:
         engine = model.engines.for_batch(batch)
         model.current_batch = batch
     engine.launch(inputs, outputs, target)
+    if span is not None:
+        span.end()
     return model
 
 

@@ -15,7 +15,8 @@
 Arguments are passed as given: device pointers stay ints (a kernel views them with
 ``global_buffer``, bounds-checked), ``openacl.Tensor`` objects become numpy views, scalars
 stay scalars. The launch is asynchronous; a block that raises fails the stream with
-``ACL_ERROR_RT_AICORE_EXCEPTION`` (507015) and the block's message (``blocks.py``).
+``ACL_ERROR_RT_AICORE_EXCEPTION`` (507015), the block's message and its traceback in the
+kernel's own code (file, line, source line; ``blocks.py``).
 
 Memory a launch may touch is captured when it is launched: every int argument that points
 into a live allocation pins that allocation and records the launch's stream on it, and
@@ -38,7 +39,7 @@ from openacl import dtypes
 from openacl.custom.blocks import run_blocks
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.ops.call import as_array
-from openacl.runtime import core
+from openacl.runtime import core, profiler
 from openacl.runtime.memory import pinned_view, use_on_stream
 from openacl.runtime.stream import resolve_stream
 from openacl.tensor import Tensor, lookup_tensor, tensor_view
@@ -124,6 +125,8 @@ class _Launch:
         regions: list = []
         converted = tuple(_convert(a, i, target, regions) for i, a in enumerate(args))
         body = functools.partial(_run_with_regions, self.kernel.fn, tuple(regions))
+        if profiler.active:
+            profiler.label("kernel", self.kernel.__name__, detail={"block_dim": self.block_dim})
         target.submit(functools.partial(run_blocks, body, self.block_dim, converted,
                                         self.kernel.__name__))
 

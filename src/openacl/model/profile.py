@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,14 +147,18 @@ class Profile:
 
 
 def profile_engine(engine: Engine, feeds: dict[str, np.ndarray], runs: int = 10,
-                   warmup: int = 1, stream: Any = None) -> Profile:
-    """Run ``engine`` ``warmup`` times unrecorded, then ``runs`` times recording every step."""
+                   warmup: int = 1, stream: Any = None,
+                   on_run: Callable[[], Any] | None = None) -> Profile:
+    """Run ``engine`` ``warmup`` times unrecorded, then ``runs`` times recording every step;
+    ``on_run()`` is called after each run, warm-up ones too (a progress bar's update)."""
     for argument, value, least in (("runs", runs, 1), ("warmup", warmup, 0)):
         if type(value) is not int or value < least:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"argument {argument!r} = {value!r} is invalid: an int >= {least}")
     for _ in range(warmup):
         engine.run(feeds, stream)
+        if on_run is not None:
+            on_run()
     if engine.runs_here(stream):
         lane = "host (synchronous run)"
     else:
@@ -172,6 +176,8 @@ def profile_engine(engine: Engine, feeds: dict[str, np.ndarray], runs: int = 10,
         started = time.perf_counter_ns()
         engine.run_profiled(feeds, record, stream)
         profile.run_ns.append(time.perf_counter_ns() - started)
+        if on_run is not None:
+            on_run()
     profile.peak_rss_bytes = peak_rss_bytes()
     return profile
 

@@ -50,7 +50,7 @@ from openacl.op.attr import ATTR_KIND_NAMES, COMPATIBLE_KINDS, _bad, _lookup_att
 from openacl.op.lowering import _Lowering, _Operand, _Step
 from openacl.op.types import REQUIRED, OpType, _spec
 from openacl.ops.executor import find_executor, set_tensor_addr
-from openacl.runtime import memory
+from openacl.runtime import memory, profiler
 from openacl.runtime.stream import resolve_stream
 from openacl.tensor import PLAIN_FORMATS, TensorDesc, lookup_data_buffer, lookup_tensor_desc
 
@@ -245,6 +245,7 @@ class _Program:
         addresses = {"in": self._addresses("inputs", inputs, self.in_bytes),
                      "out": self._addresses("outputs", outputs, self.out_bytes)}
         target = resolve_stream(stream)
+        span = profiler.begin_range(target, "aclop", self.spec.name) if profiler.active else None
         with self._run_lock:  # two threads running one handle must not mix their buffers
             for step in self.steps:
                 for index, source in enumerate(step.sources):
@@ -258,6 +259,8 @@ class _Program:
                 finally:
                     if workspace:
                         memory.free(workspace)  # stream-ordered: reused after this work
+        if span is not None:
+            span.end()
 
     def _addresses(self, argument: str, buffers: Sequence[Any], sizes: list[int]) -> list[int]:
         if buffers is None or isinstance(buffers, (str, bytes)) or \

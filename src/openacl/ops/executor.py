@@ -35,7 +35,7 @@ from openacl.errors import (
     AclError,
 )
 from openacl.ops.call import Call, Kernel, TensorArg, Views
-from openacl.runtime import core
+from openacl.runtime import core, profiler
 from openacl.runtime.memory import use_on_stream
 from openacl.runtime.stream import resolve_stream
 from openacl.tensor import AclTensor, tensor_view
@@ -122,6 +122,8 @@ class OpExecutor:
             keep = [*keep, region]
         if not self.repeatable:
             self.release()
+        if profiler.active:
+            profiler.label("aclnn", "aclnn" + self.op_name)
         # the views hold their memory (see tensor_view); a partial is the cheapest task
         target.submit(functools.partial(self.kernel, views))
 

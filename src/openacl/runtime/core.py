@@ -46,7 +46,7 @@ from openacl.errors import (
     ACL_ERROR_UNINITIALIZE,
     AclError,
 )
-from openacl.runtime import log
+from openacl.runtime import log, profiler
 from openacl.runtime.allocator import CachingAllocator
 from openacl.runtime.config import RuntimeConfig, load_config
 from openacl.runtime.handles import HandleTable
@@ -105,6 +105,7 @@ class Runtime:
         self.pointers.clear()
         self.handles.clear()
         self.devices.clear()
+        _stop_profiler()
 
 
 _lock = threading.Lock()
@@ -175,9 +176,12 @@ def init(config: str | os.PathLike | Mapping[str, Any] | None = None) -> None:
 
 def _start(settings: RuntimeConfig) -> Runtime:
     """A new runtime with ``settings`` (caller holds ``_lock`` and publishes it)."""
+    if settings.profile is not None:
+        _start_profiler(settings.profile)
     try:
         runtime = Runtime(settings, next(_generations))
     except LookupError as exc:
+        _stop_profiler()
         from openacl.errors import ACL_ERROR_RT_NO_DEVICE
         raise AclError(ACL_ERROR_RT_NO_DEVICE, f"backend '{settings.backend}': {exc}"
                        ) from exc
@@ -185,6 +189,24 @@ def _start(settings: RuntimeConfig) -> Runtime:
     if log.enabled("info"):
         log.logger().info("openacl initialised: %s", settings)
     return runtime
+
+
+def _start_profiler(directory: str) -> None:
+    """Start the profiler for a config's ``profile`` directory (``runtime/profiler.py``)."""
+    try:
+        profiler.start(directory)
+    except OSError as exc:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"profile directory '{directory}' cannot be used: {exc}") from exc
+
+
+def _stop_profiler() -> None:
+    """Write the profiler's records when it runs; a failed write is logged, not raised."""
+    if profiler.active:
+        try:
+            profiler.stop()
+        except OSError as exc:
+            log.logger().warning("the profiler's records could not be written: %s", exc)
 
 
 def finalize() -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_STREAM_CONTEXT, AclError
-from openacl.runtime import core
+from openacl.runtime import core, profiler
 from openacl.runtime.context import current_context
 from openacl.runtime.device import device as device_of
 from openacl.runtime.pointer_table import MemoryKind, Region
@@ -371,7 +371,10 @@ def _copy_plan(dst: int, dest_max: int, src: int, count: int, kind: int):
 def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     """Copy ``count`` bytes now (aclrtMemcpy); ``count > destMax`` is an error."""
     plan = _copy_plan(dst, dest_max, src, count, kind)
-    if plan is not None:
+    if plan is not None and profiler.active:  # timed on this thread (profiler.py)
+        profiler.label("memcpy", profiler.direction(plan[0], plan[2]), plan[3].nbytes)
+        profiler.run_here(core.current().backend._copy, plan[1], plan[3])
+    elif plan is not None:
         core.current().backend._copy(plan[1], plan[3])
 
 
@@ -386,6 +389,8 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
     use_on_stream(dst_region, target)
     use_on_stream(src_region, target)
     copy = core.current().backend._copy_async
+    if profiler.active:
+        profiler.label("memcpy", profiler.direction(dst_region, src_region), src_view.nbytes)
     target.submit(lambda: (copy(dst_view, src_view), pins))
 
 
@@ -418,6 +423,8 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: i
     region, view, byte, pin = plan
     use_on_stream(region, target)
     fill = core.current().backend._fill_async
+    if profiler.active:
+        profiler.label("memset", "device" if region.is_device else "host", view.nbytes)
     # host memory is filled by the host: after the stream's earlier work (a copy into it)
     target.submit(lambda: (fill(view, byte), pin), host=not region.is_device)
 

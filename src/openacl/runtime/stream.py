@@ -31,7 +31,7 @@ from openacl.errors import (
     ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
     AclError,
 )
-from openacl.runtime import core
+from openacl.runtime import core, profiler
 from openacl.runtime.context import current_context
 
 STREAM_TASK_FAILED = ACL_ERROR_RT_AICORE_EXCEPTION  # code for a task that raised non-AclError
@@ -93,6 +93,8 @@ class Stream:
         """Enqueue ``task``; returns its position on the stream's timeline. ``host`` marks a
         task that reads the results of earlier work on the host (a host function or a
         callback): on a device backend it runs only once that work has finished."""
+        if profiler.active:  # a task labelled by its enqueuer is timed (profiler.py)
+            task = profiler.wrap(task, self)
         if self.destroyed:
             raise AclError(ACL_ERROR_INVALID_PARAM, f"stream {self.handle:#x} was destroyed")
 
@@ -230,4 +232,6 @@ def launch_host_func(stream: int, func: Callable, *args) -> None:
     if not callable(func):
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'fn' = {func!r} is not callable")
+    if profiler.active:
+        profiler.label("host_func", getattr(func, "__qualname__", type(func).__name__))
     resolve_stream(stream).submit(lambda: func(*args), host=True)
