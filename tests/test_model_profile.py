@@ -159,3 +159,18 @@ def test_profile_command_bad_input(tmp_path, capsys):
     assert cli_main(["profile", str(source), "--runs", "0"]) == 2
     assert "'runs'" in capsys.readouterr().err
     assert not openacl.is_initialized()
+
+
+def test_cli_profile_of_a_dynamic_model_names_the_inputs_that_need_shapes(tmp_path, capsys):
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"])], "dyn",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [None, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])])
+    source = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    assert cli_main(["profile", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert "2 inputs need shapes: a (rank 2: n,4), b (rank 2: ?,4)" in err
+    assert cli_main(["profile", str(source), "--input-shape", "a:2,4;b:2,4", "--runs", "1"]) == 0
+    assert "inputs: a float32 [2, 4], b float32 [2, 4]" in capsys.readouterr().out

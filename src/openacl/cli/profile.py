@@ -363,10 +363,13 @@ def _cmd_profile_model(args: argparse.Namespace) -> int:
     try:
         session = InferenceSession(args.model, shapes or None)
         try:
-            if session.graph is None:
-                raise AclError(ACL_ERROR_INVALID_PARAM,
-                               "the model's input shapes are dynamic: give --input-shape "
-                               "(ONNX) or --input NAME=FILE.npy")
+            if session.graph is None:  # dynamic dims: every input that needs a shape, named
+                from openacl.model.onnx_import import need_shapes_error
+
+                raise need_shapes_error(
+                    [(arg.name, arg.shape or []) for arg in session.get_inputs()
+                     if not all(isinstance(d, int) and d >= 0 for d in arg.shape or [None])],
+                    ACL_ERROR_INVALID_PARAM)
             feeds = load_feeds(args.input or [], session.graph)
             print(_describe_inputs(session, feeds), flush=True)
             engine = session._stream_engine(feeds)  # the gear (engine) the feeds select
