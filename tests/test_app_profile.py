@@ -358,6 +358,8 @@ def test_profile_model_prints_inputs_and_gear(tmp_path, capsys):
     assert "inputs: x float32 [2, 8]" in text
     assert "gear: batch 2 (the model's batch sizes: [1, 2, 4]" in text
     assert "2 run(s)" in text
+    assert cli_main(["profile", model, "--runs", "1", "--input-shape", "x:1,8"]) == 0
+    assert "gear: batch 1 (" in capsys.readouterr().out  # the shape picks the gear
 
 
 def test_profile_engine_reports_every_run_for_the_progress_bar(tmp_path):
@@ -403,3 +405,28 @@ def test_model_execute_is_a_range_over_its_tasks(tmp_path):
     assert inside and all(span[3] <= t[4] <= t[5] <= span[4] for t in inside)
     assert {t[0] for t in inside} >= {"aclnn", "memcpy"}
     assert "aclmdlExecute" in [call[0] for call in run["api"]]
+
+
+def test_inference_session_runs_are_model_tasks(tmp_path):
+    """A session's run (the API most programs use) is recorded as one model task on the
+    calling thread, from an .om and from an ONNX model."""
+    from openacl.model.session import InferenceSession
+
+    model_path = _dynamic_batch_model(tmp_path)
+    openacl.init({"profile": str(tmp_path / "prof")})
+    with InferenceSession(model_path) as session:
+        for batch in (1, 2, 4):
+            session.run(None, {"x": np.ones((batch, 8), np.float32)})
+    with InferenceSession(str(tmp_path / "dyn.onnx")) as session:
+        session.run(None, {"x": np.ones((3, 8), np.float32)})
+    openacl.finalize()
+    run = load_report(tmp_path / "prof").runs[0]
+    models = [task for task in run["tasks"] if task[0] == "model"]
+    assert [task[1] for task in models] == ["dyn"] * 4
+    assert all(task[2] is None and task[4] <= task[5] for task in models)  # host, timed
+
+
+@pytest.mark.parametrize("argv", [["python", "app.py"], ["app.py", "--runs", "2"]])
+def test_a_program_given_without_its_dashes_gets_the_hint(argv, capsys):
+    assert cli_main(["profile", *argv]) == 2
+    assert f"put -- before it (openacl profile -- {' '.join(argv)})" in capsys.readouterr().err

@@ -117,5 +117,32 @@ def test_help_lists_every_subcommand_in_plain_text(capsys):
     for name in commands.choices:
         assert f"\n    {name}" in text, f"openacl --help does not list {name}"
     assert "run-pyacl" in text
-    for markup in ("``", "::"):
-        assert markup not in text, f"reST markup {markup!r} in openacl --help"
+
+    def walk(parser, path):
+        yield path, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, f"{path} {name}")
+
+    for path, sub in walk(parser, "openacl"):  # every subcommand's help, nested ones too
+        help_text = sub.format_help()
+        for markup in ("``", "::"):
+            assert markup not in help_text, f"reST markup {markup!r} in {path} --help"
+
+
+def test_bare_openacl_prints_the_help(capsys):
+    assert main([]) == 0
+    assert "commands:" in capsys.readouterr().out
+
+
+def test_output_piped_into_a_reader_that_stops_is_no_traceback():
+    import subprocess
+
+    program = ("import argparse; from openacl.cli import run_handler; "
+               "args = argparse.Namespace(handler=lambda a: [print('x' * 99) for _ in "
+               "range(100000)] and 0); raise SystemExit(run_handler(args))")
+    done = subprocess.run(f"{sys.executable} -c \"{program}\" | head -1", shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.count("\n") == 1  # 10 MB printed into a reader gone after one line
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr

@@ -308,6 +308,22 @@ def test_inspect_onnx_and_dynamic_shape_om(dynamic_onnx, tmp_path, capsys):
     assert "planned per input shape at run time" in text
 
 
+def test_inspect_onnx_counts_weights_held_in_constant_nodes(tmp_path, capsys):
+    """Exporters such as Paddle2ONNX keep every weight in a Constant node, no initializer."""
+    weight = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["w"], value=weight),
+         helper.make_node("MatMul", ["x", "w"], ["y"])], "constants",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+        [numpy_helper.from_array(np.zeros(4, np.float32), "unused")])
+    source = tmp_path / "constants.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    assert main(["inspect", str(source), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["weights_bytes"] == 16 * 8 * 4 + 4 * 4 and document["weights_count"] == 2
+
+
 def test_inspect_old_files_without_options_still_load(static_onnx, tmp_path, capsys):
     from openacl.model.lowering import lower
     from openacl.model.onnx_import import import_onnx
@@ -421,3 +437,29 @@ def test_without_onnx_the_install_line_is_an_acl_error(static_onnx, tmp_path, mo
     assert "pip install 'openacl[onnx]'" in capsys.readouterr().err
     assert main(["inspect", str(model)]) == 0  # a compiled .om needs no onnx
     assert _run(model, _feeds())[0].shape == (1, 64)
+
+
+def test_an_empty_om_and_a_truncated_onnx_say_what_they_are(static_onnx, tmp_path, capsys):
+    empty = tmp_path / "empty.om"
+    empty.write_bytes(b"")
+    assert main(["inspect", str(empty)]) == 2
+    assert "is empty (0 bytes): not an offline model" in capsys.readouterr().err
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(static_onnx.read_bytes()[:-40])
+    assert main(["inspect", str(truncated)]) == 2
+    assert "probably truncated or damaged" in capsys.readouterr().err
+
+
+def test_atc_version_typo_suggestions_and_a_missing_output_folder(static_onnx, tmp_path,
+                                                                   capsys):
+    with pytest.raises(SystemExit) as done:
+        atc_main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("atc (openacl ")
+    with pytest.raises(SystemExit):
+        atc_main([f"--model={static_onnx}", "--framwork=5"])
+    assert "did you mean --framework?" in capsys.readouterr().err
+    assert atc_main([f"--model={static_onnx}", "--framework=5",
+                     f"--output={tmp_path / 'no' / 'such' / 'det'}"]) == 2
+    err = capsys.readouterr().err
+    assert f"the folder {str(tmp_path / 'no' / 'such')!r} does not exist" in err
+    assert not (tmp_path / "no").exists()

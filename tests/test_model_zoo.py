@@ -126,8 +126,11 @@ def test_every_model_has_its_own_cache_file():
 def test_openacl_fetch_lists_the_zoo(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
     assert main(["fetch", "--list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["model", "wheel", "cache"]
     assert [line.split()[0] for line in lines] == list(zoo.MODELS)
+    starts = {line.index(zoo.MODELS[line.split()[0]].package + "==") for line in lines}
+    assert starts == {header.index("wheel")}  # the wheel column lines up under its header
     assert "silero-vad==6.2.3" in next(line for line in lines if line.startswith("silero-vad-v6 "))
 
 
@@ -172,3 +175,9 @@ def test_fetch_says_what_it_downloads_and_reports_each_failure(monkeypatch, caps
     captured = capsys.readouterr()
     assert "openacl fetch: ppocr-cls: " in captured.err and "no network" in captured.err
     assert len(captured.out.strip().splitlines()) == len(zoo.MODELS) - 1
+
+
+def test_fetch_of_an_unknown_name_suggests_the_nearest(capsys):
+    assert main(["fetch", "ppocr-dte"]) == 2
+    err = capsys.readouterr().err
+    assert "no model 'ppocr-dte'; did you mean ppocr-det" in err and "fetch --list" in err

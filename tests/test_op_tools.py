@@ -328,11 +328,39 @@ def test_run_without_a_runtime_initialises_one(tmp_path):
     ({**ADD, "output_desc": [{"format": "ND", "shape": [8, 15], "type": "float16"}]},
      "output 'y'"),
 ])
-def test_run_reports_a_failing_case(threaded_runtime, tmp_path, capsys, case, message):
+def test_run_reports_an_unusable_case(threaded_runtime, tmp_path, capsys, case, message):
     path = write_json(tmp_path / "bad.json", [ADD, case])
-    assert main(["op", "run", path, "-o", str(tmp_path / "out")]) == 1
+    assert main(["op", "run", path, "-o", str(tmp_path / "out")]) == 2  # unusable input
     assert message in capsys.readouterr().err
     assert (tmp_path / "out/0_Add/output/y.bin").exists()  # the good case still ran
+
+
+def test_run_exits_1_when_an_operator_fails_while_it_runs(threaded_runtime, tmp_path, capsys):
+    """A kernel that raises is a failed operator (1), not unusable input (2)."""
+    import openacl
+    from openacl import custom
+    from openacl.custom import REQUIRED, OpDef
+
+    def tiling(context):
+        context.set_block_dim(1)
+
+    def kernel(x, z, workspace, tiling_data):
+        raise RuntimeError("the kernel broke")
+
+    op = OpDef("BrokenCustom")
+    op.input("x").param_type(REQUIRED).data_type([openacl.ACL_FLOAT16])
+    op.output("z").param_type(REQUIRED).data_type([openacl.ACL_FLOAT16])
+    op.set_tiling(tiling).set_kernel(kernel)
+    custom.register_op(op)
+    try:
+        broken = {"op": "BrokenCustom",
+                  "input_desc": [{"format": "ND", "shape": [4], "type": "float16"}],
+                  "output_desc": [{"format": "ND", "shape": [4], "type": "float16"}]}
+        path = write_json(tmp_path / "broken.json", [ADD, broken])
+        assert main(["op", "run", path, "-o", str(tmp_path / "out")]) == 1
+        assert "the kernel broke" in capsys.readouterr().err
+    finally:
+        custom.unregister_op("BrokenCustom")
 
 
 # -- verify ----------------------------------------------------------------------------------

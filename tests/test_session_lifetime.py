@@ -171,3 +171,10 @@ def test_input_shapes_that_leave_inputs_out_name_every_one_with_its_rank():
         openacl.InferenceSession(model, input_shapes={"a": (2, 3)})
     assert caught.value.code == ACL_ERROR_INVALID_PARAM
     assert "2 inputs need shapes: b (rank 2: n,3), c (rank 2: n,3)" in str(caught.value)
+
+
+def test_output_names_given_as_one_string_is_refused():
+    with openacl.InferenceSession(_add_model()) as session:
+        with pytest.raises(AclError, match="give a list of names"):
+            session.run("y", FEEDS)
+        assert session.run(["y"], FEEDS)[0][0, 0] == 3

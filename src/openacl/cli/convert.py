@@ -53,8 +53,18 @@ class StrictParser(argparse.ArgumentParser):
         if extras:
             unknown = [arg for arg in extras if arg.startswith("-")] or extras
             self.error(f"unrecognized argument{'s' if len(unknown) > 1 else ''}: "
-                       f"{' '.join(unknown)} (ATC's flags are listed by --help)")
+                       f"{' '.join(unknown)}{self._nearest(unknown)} (every flag, ATC's "
+                       f"spellings too: --help)")
         return parsed, extras
+
+    def _nearest(self, unknown: list[str]) -> str:
+        """``; did you mean --framework?`` for a flag that is a typo of a known one."""
+        import difflib
+
+        flags = [flag for action in self._actions for flag in action.option_strings]
+        guesses = [match for arg in unknown if arg.startswith("--") for match in
+                   difflib.get_close_matches(arg.split("=")[0], flags, n=1, cutoff=0.75)]
+        return f"; did you mean {' / '.join(guesses)}?" if guesses else ""
 
 
 def parse_input_shapes(text: str, allow_dynamic: bool = True) -> dict[str, tuple]:
@@ -214,6 +224,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     from openacl.model import converter
 
     output = _output_path(args, model)
+    folder = os.path.dirname(output)
+    if folder and not os.path.isdir(folder):  # say so before minutes of conversion
+        return _fail(args, f"--output {args.output!r}: the folder {folder!r} does not exist")
     with _LogLevel(args.log), _Progress() as progress:
         try:  # conversion needs no runtime: folding evaluates with ONNX's reference evaluator
             report = converter.convert_onnx(
@@ -430,15 +443,20 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def build_atc_parser() -> argparse.ArgumentParser:
     """The ``atc`` command's parser: the same flags as ``openacl convert``."""
+    import openacl
+
     parser = StrictParser(prog="atc", description=DESCRIPTION, allow_abbrev=False)
+    parser.add_argument("--version", action="version",
+                        version=f"atc (openacl {openacl.__version__})")
     _add_arguments(parser, "atc")
     return parser
 
 
 def atc_main(argv: Sequence[str] | None = None) -> int:
     """The ``atc`` console script: ``openacl convert`` under ATC's name."""
-    args = build_atc_parser().parse_args(argv)
-    return args.handler(args)
+    from openacl.cli import run_handler
+
+    return run_handler(build_atc_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

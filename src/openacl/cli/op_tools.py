@@ -39,6 +39,27 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+OP_DESCRIPTION = "The operator developer's tools: new, gen-data, run, verify."
+OP_EPILOG = """examples:
+    openacl op new AddCustom --input x:float16,float32 --input y:float16,float32 \\
+        --output-tensor z:float16,float32 --attr alpha:float=1.0 -o add_custom  # a project
+    openacl op gen-data ops.json -o build           # build/input/<name>.bin (a list: per case)
+    openacl op run ops.json --input-dir build -o build  # build/output/<name>.bin and .npy
+    openacl op verify build/output/y.bin golden.bin --dtype float16 --standard ratio
+
+rules the subcommands share:
+  output   -o/--output DIR everywhere; gen-data, op run and convert --singleop write to
+           ./build by default, op new to ./<op type in snake_case>
+  names    a single-op case's inputs and outputs are named by the desc's "name", else by
+           the op type's IR names (Add and MatMul: x1, x2 -> y)
+  layout   one case (a JSON object): DIR/input/<name>.bin and DIR/output/<name>.bin; a
+           list: DIR/<case>/input/... per case, <case> being the case's "name", else
+           <index>_<op>; op gen-data -o D then op run --input-dir D -o D runs on those files
+  seeds    case i of a file uses (--seed, else the case's "seed", else 0) + i, so op run
+           without --input-dir generates the data gen-data writes
+  status   0 success, 1 a failed check or operator, 2 unusable input (files, JSON, flags)
+"""
+
 STATUS_OK = 0
 STATUS_FAILED = 1  # a verification or an operator failed
 STATUS_BAD_INPUT = 2  # a file or a description could not be used
@@ -286,6 +307,20 @@ def run_case(case: Mapping[str, Any], base: Path = Path("."),
     return inputs, results
 
 
+FIRST_RUNTIME_CODE = 200000  # ACL codes below it are the caller's input (1xxxxx: params)
+
+
+def _run_status(exc: BaseException) -> int:
+    """A failed case's exit status: 2 when the case cannot be used (an unknown op type, descs
+    or attributes the op refuses: ACL's 1xxxxx codes, unreadable JSON or files), 1 when the
+    operator failed while it ran (a kernel that raised, a resource error)."""
+    from openacl.errors import AclError
+
+    if isinstance(exc, AclError) and exc.code >= FIRST_RUNTIME_CODE:
+        return STATUS_FAILED
+    return STATUS_BAD_INPUT
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from openacl import datagen, singleop
     from openacl.cli import progress
@@ -325,7 +360,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 seed = _case_seed(args.seed, datagen.case_from_json(case).seed, index)
                 inputs, outputs = run_case(case, base, sources[index], seed)
             except (AclError, ValueError, KeyError, TypeError, OSError) as exc:
-                status = max(status, STATUS_FAILED)
+                status = max(status, _run_status(exc))
                 print(f"openacl op run: case {label}: {exc}", file=sys.stderr)
                 continue
             for name, array in inputs.items():
@@ -358,7 +393,10 @@ def add_run(subcommands: argparse._SubParsersAction) -> None:
                     "A missing DIR, a missing file, a file of the wrong size or a .bin that is "
                     "no input of its case exits 2 before anything runs. Writes "
                     "DIR/input/<name>.bin and DIR/output/<name>.bin and .npy (a list: "
-                    "DIR/<case>/...). Exits 1 when a case fails (the others still run).")
+                    "DIR/<case>/...). A case that fails does not stop the others; the exit "
+                    "status is then 2 when a case cannot be used (an unknown op type, descs "
+                    "or attributes the op refuses) and 1 when an operator failed while it "
+                    "ran.")
     parser.add_argument("case", help="the single-op JSON file")
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT_DIR,
                         help=f"output directory (default: {DEFAULT_OUTPUT_DIR})")
@@ -432,6 +470,10 @@ def _cmd_new(args: argparse.Namespace) -> int:
         return _fail("new", f"-o/--output {args.output!r}: -o/--output is the project "
                             f"directory; declare an output tensor with "
                             f"{scaffold.OUTPUT_FLAG} {args.output}")
+    if not args.outputs:
+        return _fail("new", f"{scaffold.OUTPUT_FLAG} is required: declare each output tensor "
+                            f"as {scaffold.OUTPUT_FLAG} NAME:DTYPES (-o/--output is the "
+                            f"project directory)")
     words = ["openacl", "op", "new", args.op_type]
     for flag, values in ((scaffold.INPUT_FLAG, args.inputs),
                          (scaffold.OUTPUT_FLAG, args.outputs), ("--attr", args.attrs)):
@@ -478,8 +520,10 @@ def add_new(subcommands: argparse._SubParsersAction) -> None:
                         required=True, metavar="NAME:DTYPES",
                         help="an input tensor and its dtypes, one per supported combination "
                              "(x:float16,float32); repeat for each input, in order")
-    parser.add_argument(OUTPUT_FLAG, dest="outputs", action="append", required=True,
-                        metavar="NAME:DTYPES", help=f"an output tensor, as {INPUT_FLAG}")
+    parser.add_argument(OUTPUT_FLAG, dest="outputs", action="append", default=[],
+                        metavar="NAME:DTYPES",
+                        help=f"an output tensor, as {INPUT_FLAG} (at least one; checked by the "
+                             f"command, so -o z:float16 gets a hint)")
     parser.add_argument("--attr", dest="attrs", action="append", default=[],
                         metavar="NAME:TYPE[=DEFAULT]",
                         help=f"an attribute; TYPE is one of {', '.join(ATTR_KINDS)}; lists "
@@ -498,9 +542,9 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_new, add_
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the ``op`` command group and its subcommands to the ``openacl`` parser."""
     group = commands.add_parser("op", help="operator developer tools: new, gen-data, run, verify",
-                                description=__doc__.split("\n")[0],
+                                description=OP_DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("Examples::")[1].split("Each ")[0])
+                                epilog=OP_EPILOG)
     subcommands = group.add_subparsers(dest="op_command", required=True)
     for add in SUBCOMMANDS:
         add(subcommands)

@@ -344,7 +344,8 @@ def _describe_inputs(session: Any, feeds: dict[str, Any]) -> str:
     if session.batch_sizes:
         first = feeds[session.input_names[0]]
         line += (f"\ngear: batch {first.shape[0]} (the model's batch sizes: "
-                 f"{session.batch_sizes}; give --input with another batch to profile it)")
+                 f"{session.batch_sizes}; --input-shape or --input with another batch "
+                 f"profiles it)")
     return line
 
 
@@ -370,7 +371,7 @@ def _cmd_profile_model(args: argparse.Namespace) -> int:
                     [(arg.name, arg.shape or []) for arg in session.get_inputs()
                      if not all(isinstance(d, int) and d >= 0 for d in arg.shape or [None])],
                     ACL_ERROR_INVALID_PARAM)
-            feeds = load_feeds(args.input or [], session.graph)
+            feeds = load_feeds(args.input or [], session.graph, shapes)
             print(_describe_inputs(session, feeds), flush=True)
             engine = session._stream_engine(feeds)  # the gear (engine) the feeds select
             with bar(total=args.warmup + args.runs, desc="profile", unit="run") as progress:
@@ -421,6 +422,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     target = list(args.target)
     if target and target[0] == "--":
         return _cmd_profile_program(args, target[1:])
+    if target and (os.path.basename(target[0]).startswith("python") or
+                   target[0].endswith((".py", ".sh"))):  # a program given without its --
+        return _error(f"{target[0]!r} looks like a program: put -- before it "
+                      f"(openacl profile -- {' '.join(target)})")
     if target:  # the model form: options may follow the model, so parse them now
         model_parser = argparse.ArgumentParser(prog="openacl profile", add_help=False)
         model_parser.add_argument("model")

@@ -169,8 +169,13 @@ def _describe_onnx(proto: Any, path: str, ranges: dict[str, Any] | None = None
                   for item in inputs for d in (item["dims"] or [None]))
     if ranges:
         dynamic = any(low != high for pairs in ranges.values() for low, high in pairs)
+    # weights: the initializers and the tensors of Constant nodes (exporters such as
+    # Paddle2ONNX keep every weight in a Constant node and no initializer at all)
+    tensors = [*graph.initializer, *(attribute.t for node in graph.node
+                                     if node.op_type == "Constant"
+                                     for attribute in node.attribute if attribute.name == "value")]
     weights_bytes = 0
-    for tensor in graph.initializer:
+    for tensor in tensors:
         try:
             itemsize = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
         except (KeyError, TypeError, ValueError):
@@ -185,6 +190,6 @@ def _describe_onnx(proto: Any, path: str, ranges: dict[str, Any] | None = None
             "graph": {"name": graph.name, "op": [
                 {"name": node.name or f"{node.op_type}_{index}", "type": node.op_type}
                 for index, node in enumerate(graph.node)]},
-            "weights_bytes": weights_bytes, "weights_count": len(graph.initializer),
+            "weights_bytes": weights_bytes, "weights_count": len(tensors),
             "arena_bytes": None, "naive_bytes": None, "opset": default_opset(proto),
             "ir_version": int(proto.ir_version), "producer": producer or None}

@@ -56,6 +56,12 @@ def require_onnx() -> Any:
     return onnx
 
 
+# the first byte of a serialized ModelProto: the tag of one of its fields (ir_version 0x08,
+# opset_import 0x42, producer_name 0x12, producer_version 0x1a, domain 0x22, graph 0x3a, ...)
+ONNX_FIRST_BYTES = (b"\x08", b"\x12", b"\x1a", b"\x22", b"\x28", b"\x32", b"\x3a", b"\x42",
+                    b"\x72")
+
+
 def _describe_head(head: bytes) -> str:
     """What a file's first bytes look like, for an error message."""
     try:
@@ -88,8 +94,9 @@ def check_model_path(path: str) -> bytes:
         raise AclError(ACL_ERROR_INVALID_FILE, f"cannot read model file {path!r}: {exc}") \
             from exc
     if not head:
+        kind = "an offline model" if path.lower().endswith(OM_SUFFIX) else "an ONNX model"
         raise AclError(ACL_ERROR_INVALID_FILE,
-                       f"model file {path!r} is empty (0 bytes): not an ONNX model")
+                       f"model file {path!r} is empty (0 bytes): not {kind}")
     if head.startswith(om.MAGIC):
         raise AclError(ACL_ERROR_INVALID_FILE,
                        f"{path!r} is an OpenACL offline model (.om), not an ONNX model: run it "
@@ -134,9 +141,11 @@ def _load(model: Any):
         raise AclError(ACL_ERROR_INVALID_FILE, f"cannot read ONNX model {path!r}: {exc}") \
             from exc
     except Exception as exc:  # protobuf DecodeError and friends
+        looks = ("it starts as one (a protobuf field), so it is probably truncated or "
+                 "damaged" if head[:1] in ONNX_FIRST_BYTES else f"it {_describe_head(head)}")
         raise AclError(ACL_ERROR_PARSE_MODEL,
-                       f"{path!r} is not an ONNX model: it {_describe_head(head)}, and "
-                       f"protobuf cannot decode it ({exc})") from exc
+                       f"{path!r} is not a readable ONNX model: {looks}, and protobuf cannot "
+                       f"decode it ({exc})") from exc
     return _check_decoded(proto, repr(path))
 
 

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,23 +192,28 @@ def peak_rss_bytes() -> int | None:
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
-def synthetic_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+def synthetic_feeds(graph: Graph, seed: int = 0,
+                    shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """Inputs for a timing run: standard normal floats, ones for integers (valid token ids,
-    masks and type ids alike), True for booleans."""
+    masks and type ids alike), True for booleans; at the graph's shapes, or ``shapes``
+    where given (another gear of a dynamic-batch model)."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for name in graph.inputs:
         value = graph.value(name)
+        shape = tuple((shapes or {}).get(name, value.shape))
         if value.dtype.kind == "f":
-            feeds[name] = rng.standard_normal(value.shape).astype(value.dtype)
+            feeds[name] = rng.standard_normal(shape).astype(value.dtype)
         else:
-            feeds[name] = np.ones(value.shape, value.dtype)
+            feeds[name] = np.ones(shape, value.dtype)
     return feeds
 
 
-def load_feeds(pairs: Sequence[str], graph: Graph) -> dict[str, np.ndarray]:
-    """``name=path.npy`` pairs as feeds, the others synthetic; errors name the pair."""
-    feeds = synthetic_feeds(graph)
+def load_feeds(pairs: Sequence[str], graph: Graph,
+               shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
+    """``name=path.npy`` pairs as feeds, the others synthetic (at ``shapes`` where given);
+    errors name the pair."""
+    feeds = synthetic_feeds(graph, shapes=shapes)
     for pair in pairs:
         name, equals, path = pair.partition("=")
         if not equals or name not in graph.inputs:

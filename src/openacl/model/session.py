@@ -35,7 +35,7 @@ from openacl.model.ir import Lowered
 from openacl.model.om import Gear, is_model_file, load_offline
 from openacl.model.plan import MemoryPlan
 from openacl.model.staged import DEFAULT_CACHE_SIZE, StagedModel
-from openacl.runtime import core
+from openacl.runtime import core, profiler
 from openacl.runtime import threads as threads_module
 from openacl.runtime.context import current_context
 
@@ -219,6 +219,18 @@ class InferenceSession:
         An ONNX model runs at any input shapes: the first run at new ones specialises it."""
         if type(feeds) is not dict or not feeds.keys() <= self._input_set:
             self._check_feeds(feeds)
+        if isinstance(output_names, str):
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument 'output_names' = {output_names!r} is invalid: give a "
+                           f"list of names (or None for all), as onnxruntime takes")
+        if profiler.active:  # the whole run, timed on this thread (runtime/profiler.py)
+            profiler.label("model", self.staged.name if self.staged is not None else
+                           self.graph.name if self.graph is not None else "model")
+            return profiler.run_here(self._run, output_names, feeds, stream)
+        return self._run(output_names, feeds, stream)
+
+    def _run(self, output_names: Sequence[str] | None, feeds: Mapping[str, np.ndarray],
+             stream: Any) -> list[np.ndarray]:
         threads_module.apply(self._run_threads)
         if self.staged is not None and stream is None:
             results = self.staged.run(feeds)
