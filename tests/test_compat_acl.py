@@ -579,3 +579,92 @@ def test_single_op_sample_runs_through_the_runner(tmp_path):
     done = _run_subprocess("-m", "openacl.compat", str(script), str(models))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "single-op sample passed" in done.stdout
+
+
+# -- a Slice handle over host-placed inputs, offsets and size read at run time ------------------
+# Our rewrite of the flow of Ascend/samples' python/level1_single_api/4_op_dev/2_verify_op/
+# acl_execute_slice: single-op models compiled from a JSON description, a handle created with
+# non-const offsets/size descs, buffers over host bytes (bytes_to_ptr), output counted.
+RUNTIME_SLICE_PROGRAM = """
+import json, os, subprocess, sys
+import numpy as np
+import acl
+
+here = os.path.dirname(os.path.abspath(__file__))
+spec = [{"op": "Slice",
+         "input_desc": [{"format": "ND", "shape": [64, 96], "type": "float16"},
+                        {"format": "ND", "shape": [2], "type": "int32"},
+                        {"format": "ND", "shape": [2], "type": "int32"}],
+         "output_desc": [{"format": "ND", "shape": [48, 80], "type": "float16"}]}]
+with open(os.path.join(here, "slice.json"), "w") as f:
+    json.dump(spec, f)
+models = os.path.join(here, "models")
+subprocess.run([sys.executable, "-m", "openacl.cli.main", "convert", "--singleop",
+                os.path.join(here, "slice.json"), "-o", models], check=True,
+               capture_output=True)
+acl.app_log(1, "slice sample starting")  # aclAppLog, as acllite's logger calls it
+assert acl.app_log(9, "no such level") is None
+assert "logLevel" in acl.get_recent_err_msg()
+
+assert acl.init() == 0
+assert acl.rt.set_device(0) == 0
+context, ret = acl.rt.create_context(0)
+stream, ret = acl.rt.create_stream()
+assert acl.op.set_model_dir(models) == 0
+attr = acl.op.create_attr()
+dx = acl.create_tensor_desc(1, [64, 96], 2)
+do = acl.create_tensor_desc(3, [2], 2)
+ds = acl.create_tensor_desc(3, [2], 2)
+dy = acl.create_tensor_desc(1, [48, 80], 2)
+out_size = acl.get_tensor_desc_size(dy)
+out_ptr, ret = acl.rt.malloc(out_size, 0)
+out_buffer = acl.create_data_buffer(out_ptr, out_size)
+handle, ret = acl.op.create_handle("Slice", [dx, do, ds], [dy], attr)
+assert ret == 0, acl.get_recent_err_msg()
+
+x = np.arange(64 * 96, dtype=np.float16).reshape(64, 96)
+x_bytes = x.tobytes()
+x_buffer = acl.create_data_buffer(acl.util.bytes_to_ptr(x_bytes), len(x_bytes))
+keep = []
+
+
+def run(offsets, size):
+    buffers = [x_buffer]
+    for values in (offsets, size):
+        data = np.array(values, np.int32).tobytes()
+        keep.append(data)
+        buffers.append(acl.create_data_buffer(acl.util.bytes_to_ptr(data), len(data)))
+    ret = acl.op.execute_with_handle(handle, buffers, [out_buffer], stream)
+    assert acl.rt.synchronize_stream(stream) == 0
+    for buffer in buffers[1:]:
+        acl.destroy_data_buffer(buffer)
+    return ret
+
+
+for offsets in ([0, 0], [16, 16], [3, 5]):
+    assert run(offsets, [48, 80]) == 0, acl.get_recent_err_msg()
+    out = np.frombuffer(acl.util.ptr_to_bytes(out_ptr, out_size), np.float16).reshape(48, 80)
+    r, c = offsets
+    assert np.array_equal(out, x[r:r + 48, c:c + 80])
+assert run([0, 0], [32, 80]) == 100022  # the output desc says [48, 80]
+message = acl.get_recent_err_msg()
+assert "[32, 80]" in message and "[48, 80]" in message, message
+
+acl.op.destroy_handle(handle)  # void in pyACL
+for buffer in (x_buffer, out_buffer):
+    acl.destroy_data_buffer(buffer)
+for desc in (dx, do, ds, dy):
+    acl.destroy_tensor_desc(desc)
+acl.op.destroy_attr(attr)
+assert acl.rt.free(out_ptr) == 0
+assert acl.rt.destroy_stream(stream) == 0
+assert acl.rt.destroy_context(context) == 0
+assert acl.rt.reset_device(0) == 0
+assert acl.finalize() == 0
+print("runtime slice OK")
+"""
+
+
+def test_slice_handle_with_runtime_values_sample_flow(tmp_path, capsys):
+    assert run_script(_write(tmp_path, RUNTIME_SLICE_PROGRAM)) == 0
+    assert "runtime slice OK" in capsys.readouterr().out

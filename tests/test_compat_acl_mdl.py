@@ -249,3 +249,56 @@ def test_return_shapes(acl_runtime):
     assert set(acl.mdl.__all__) >= {"load_from_file", "load_from_mem", "execute",
                                     "execute_async", "get_cur_output_dims"}
     assert "mdl" in acl.__all__
+
+
+def test_recovered_internal_errors_leave_no_recent_message(acl_runtime):
+    """An error an internal handler recovers from is not the recent error: after unload, a
+    successful get_cur_output_dims (its model lookup fails and falls back to the desc)."""
+    import openacl
+    from openacl import mdl
+    from openacl.model.lowering import lower
+    from openacl.model.onnx_import import import_onnx
+
+    model_id = mdl.load_lowered(lower(import_onnx(_mlp())))
+    desc = acl.mdl.create_desc()
+    assert acl.mdl.get_desc(desc, model_id) == 0
+    assert acl.mdl.unload(model_id) == 0
+    acl.get_recent_err_msg()
+    dims, ret = acl.mdl.get_cur_output_dims(desc, 0)
+    assert ret == 0 and dims["dims"] == [4, 10]
+    assert acl.get_recent_err_msg() is None
+    # the Pythonic face: the same call, and a failing one that records its own message
+    assert mdl.get_cur_output_dims(desc, 0).dims == (4, 10)
+    assert openacl.get_recent_err_msg() is None
+    with pytest.raises(openacl.AclError):
+        mdl.get_cur_output_dims(desc, 5)
+    message = openacl.get_recent_err_msg()
+    assert message is not None and "5" in message and "MODEL_ID" not in message
+    # a compat call that fails records its message; the next success does not clear it,
+    # but nothing recovered in between overwrites it
+    assert acl.mdl.unload(model_id) == ACL_ERROR_INVALID_MODEL_ID
+    assert acl.mdl.get_cur_output_dims(desc, 0)[1] == 0
+    assert "ACL_ERROR_INVALID_MODEL_ID" in acl.get_recent_err_msg()
+    assert acl.mdl.destroy_desc(desc) == 0
+
+
+def test_recovered_error_in_a_lowering_leaves_no_message(acl_runtime):
+    """A nearest Resize by 1.5 is tried on the upsample operator first, which refuses it
+    (an AclError the lowering recovers from), then lowered as matrices: loading and running
+    it leave no recent message behind."""
+    import openacl
+    from openacl import mdl
+    from openacl.model.lowering import lower
+    from openacl.model.onnx_import import import_onnx
+
+    scales = numpy_helper.from_array(np.array([1, 1, 1.5, 1.5], np.float32), "scales")
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")
+    graph = helper.make_graph(
+        [node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 6, 6])], [scales])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    openacl.get_recent_err_msg()
+    model_id = mdl.load_lowered(lower(import_onnx(model)))
+    assert openacl.get_recent_err_msg() is None
+    assert acl.mdl.unload(model_id) == 0
+    assert acl.get_recent_err_msg() is None

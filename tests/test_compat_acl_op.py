@@ -19,7 +19,9 @@ from openacl.errors import (
     ACL_ERROR_INVALID_FILE_SIZE,
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_OP_ATTR_NOT_MATCH,
+    ACL_ERROR_OP_INPUT_NOT_MATCH,
     ACL_ERROR_OP_NOT_FOUND,
+    ACL_ERROR_OP_OUTPUT_NOT_MATCH,
     ACL_ERROR_PARSE_FILE,
     ACL_ERROR_UNINITIALIZE,
     ACL_SUCCESS,
@@ -450,3 +452,95 @@ def test_three_level_search_and_om_files_skipped(rt, tmp_path):
     (tmp_path / "a" / "x.om").write_bytes(b"\x00om")
     assert acl_op.set_model_dir(str(tmp_path / "a")) == ACL_SUCCESS
     assert {d.op_type for d in acl_op.registry().descriptions()} == {"Add"}
+
+
+# -- a handle whose value inputs are read at run time (the acl_execute_slice sample's flow) -----
+def _slice_handle_call(call: Call, x: np.ndarray, out_shape):
+    """Descs and buffers of a Slice over ``x`` with offsets/size in device buffers."""
+    dx, bx, _ = call.tensor(x)
+    do, ds = call.desc(np.int32, [2]), call.desc(np.int32, [2])
+    dy, by, y = call.output(out_shape, x.dtype)
+    handle, ret = acl_op.create_handle("Slice", [dx, do, ds], [dy], 0)
+    assert ret == ACL_SUCCESS, get_recent_err_msg()
+    return handle, bx, by, y
+
+
+def _run_slice(call: Call, handle, bx, by, offsets, size) -> int:
+    _, bo, _ = call.tensor(np.array(offsets, np.int32))
+    _, bs, _ = call.tensor(np.array(size, np.int32))
+    return acl_op.execute_with_handle(handle, [bx, bo, bs], [by], 0)
+
+
+def test_slice_handle_binds_value_inputs_at_execute(rt):
+    from openacl.op import OpHandle
+    from openacl.runtime import core
+    call = Call()
+    x = np.random.default_rng(1).standard_normal((700, 3100)).astype(np.float16)
+    try:
+        handle, bx, by, y = _slice_handle_call(call, x, (600, 3000))
+        program = core.current().handles.get(handle, OpHandle, "handle").program
+        assert program.runtime_values == ["offsets", "size"] and not program._bound
+        for offsets in ([0, 0], [100, 100], [0, 0]):
+            assert _run_slice(call, handle, bx, by, offsets, [600, 3000]) == ACL_SUCCESS
+            openacl.rt.synchronize_device()
+            np.testing.assert_array_equal(
+                y.numpy(), x[offsets[0]:offsets[0] + 600, offsets[1]:offsets[1] + 3000])
+        assert len(program._bound) == 2  # bound once per distinct set of values
+        assert _run_slice(call, handle, bx, by, [100, 7], [-1, 3000]) == ACL_SUCCESS
+        openacl.rt.synchronize_device()
+        np.testing.assert_array_equal(y.numpy(), x[100:700, 7:3007])
+        # values whose result contradicts the declared output desc: both shapes named
+        assert _run_slice(call, handle, bx, by, [0, 0], [300, 3000]) == \
+            ACL_ERROR_OP_OUTPUT_NOT_MATCH
+        message = get_recent_err_msg()
+        assert "[300, 3000]" in message and "[600, 3000]" in message and "size" in message
+        # values outside x: the input named
+        assert _run_slice(call, handle, bx, by, [200, 0], [600, 3000]) == \
+            ACL_ERROR_OP_INPUT_NOT_MATCH
+        assert "size" in get_recent_err_msg()
+        assert len(program._bound) == 3
+        assert acl_op.destroy_handle(handle) is None and not program._bound
+    finally:
+        call.close()
+
+
+def test_slice_handle_keeps_a_bounded_number_of_bindings(rt, monkeypatch):
+    from openacl.op import program as program_module
+    monkeypatch.setattr(program_module, "BOUND_PER_HANDLE", 2)
+    call = Call()
+    x = np.arange(60, dtype=np.float32).reshape(6, 10)
+    try:
+        handle, bx, by, y = _slice_handle_call(call, x, (2, 3))
+        for start in range(4):
+            assert _run_slice(call, handle, bx, by, [start, start], [2, 3]) == ACL_SUCCESS
+            openacl.rt.synchronize_device()
+            np.testing.assert_array_equal(y.numpy(), x[start:start + 2, start:start + 3])
+        from openacl.op import OpHandle
+        from openacl.runtime import core
+        program = core.current().handles.get(handle, OpHandle, "handle").program
+        assert list(program._bound) == [((2, 2), (2, 3)), ((3, 3), (2, 3))]
+        acl_op.destroy_handle(handle)
+    finally:
+        call.close()
+
+
+def test_slice_handle_bad_value_inputs(rt):
+    call = Call()
+    x = np.zeros((4, 6), np.float32)
+    try:
+        dx, bx, _ = call.tensor(x)
+        dy, by, _ = call.output((2, 3), np.float32)
+        do, ds = call.desc(np.float32, [2]), call.desc(np.int32, [2])  # offsets not integer
+        assert acl_op.create_handle("Slice", [dx, do, ds], [dy], 0)[1] == \
+            ACL_ERROR_OP_INPUT_NOT_MATCH
+        assert "offsets" in get_recent_err_msg()
+        do = call.desc(np.int32, [2])
+        handle, ret = acl_op.create_handle("Slice", [dx, do, ds], [dy], 0)
+        assert ret == ACL_SUCCESS
+        _, small, _ = call.tensor(np.zeros(1, np.int32))  # 4 bytes for 8 the desc needs
+        _, bs, _ = call.tensor(np.array([2, 3], np.int32))
+        assert acl_op.execute_with_handle(handle, [bx, small, bs], [by], 0) == \
+            ACL_ERROR_INVALID_PARAM
+        acl_op.destroy_handle(handle)
+    finally:
+        call.close()

@@ -216,11 +216,57 @@ def test_acl_error_chains_with_raise_from():
     assert info.value.code == ACL_ERROR_INVALID_PARAM
 
 
-def test_building_an_error_records_it_and_reading_clears_it():
+def test_an_error_leaving_a_public_function_records_it_and_reading_clears_it():
     assert get_recent_err_msg() is None
     error = AclError(ACL_ERROR_INVALID_PARAM, "bad size")
+    assert get_recent_err_msg() is None  # building records nothing: it may be recovered from
+
+    @errors.public
+    def fails():
+        raise error
+
+    with pytest.raises(AclError):
+        fails()
     assert get_recent_err_msg() == str(error)
     assert get_recent_err_msg() is None
+
+
+def test_only_the_outermost_public_call_records():
+    @errors.public
+    def inner():
+        raise AclError(ACL_ERROR_INVALID_PARAM, "inner")
+
+    @errors.public
+    def recovers():
+        try:
+            inner()
+        except AclError:
+            return "recovered"
+
+    @errors.public
+    def translates():
+        try:
+            inner()
+        except AclError as exc:
+            raise AclError(ACL_ERROR_UNSUPPORTED_DATA_TYPE, f"outer: {exc.message}") from exc
+
+    assert recovers() == "recovered" and get_recent_err_msg() is None
+    with pytest.raises(AclError):
+        translates()
+    assert get_recent_err_msg() == "ACL_ERROR_UNSUPPORTED_DATA_TYPE (100026): outer: inner"
+    with pytest.raises(AclError):
+        inner()
+    assert get_recent_err_msg() == "ACL_ERROR_INVALID_PARAM (100000): inner"
+
+
+def test_compat_wrapper_records_the_error_it_returns():
+    from openacl.compat.convention import returning_code
+
+    def fails():
+        raise AclError(ACL_ERROR_INVALID_PARAM, "from compat")
+
+    assert returning_code(fails)() == ACL_ERROR_INVALID_PARAM
+    assert get_recent_err_msg() == "ACL_ERROR_INVALID_PARAM (100000): from compat"
 
 
 def test_set_recent_err_msg_keeps_the_last_one():
@@ -231,12 +277,12 @@ def test_set_recent_err_msg_keeps_the_last_one():
 
 
 def test_recent_error_is_per_thread():
-    AclError(ACL_ERROR_INVALID_PARAM, "main thread error")
+    set_recent_err_msg(str(AclError(ACL_ERROR_INVALID_PARAM, "main thread error")))
     seen: dict[str, object] = {}
 
     def worker():
         seen["before"] = get_recent_err_msg()
-        AclError(ACL_ERROR_RT_MEMORY_ALLOCATION, "worker error")
+        set_recent_err_msg(str(AclError(ACL_ERROR_RT_MEMORY_ALLOCATION, "worker error")))
         seen["own"] = get_recent_err_msg()
         seen["after"] = get_recent_err_msg()
 
@@ -279,7 +325,7 @@ def test_invalid_param_message():
     assert isinstance(error, AclError)
     assert error.code == ACL_ERROR_INVALID_PARAM
     assert error.message == "argument 'size' = 0 is invalid: size must be > 0"
-    assert get_recent_err_msg() == str(error)
+    assert get_recent_err_msg() is None  # built, not raised out of the API
 
 
 def test_invalid_param_custom_code_and_string_value():

@@ -451,11 +451,23 @@ def test_handle_with_views_and_const_values(session):
             np.testing.assert_array_equal(ty.numpy(), data.T)
     finally:
         op.destroy_handle(handle)
-    # a value input without const data cannot be bound before its buffer exists
+    # a value input without const data is read from its buffer at execute_with_handle
     dperm2 = session.desc(np.int64, [2])
-    with pytest.raises(openacl.AclError) as info:
-        op.create_handle("Transpose", [dx, dperm2], [dy], None)
-    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "perm" in info.value.message
+    handle = op.create_handle("Transpose", [dx, dperm2], [dy], None)
+    try:
+        _, bx, _ = session.tensor(x)
+        _, bp, _ = session.tensor(perm)
+        _, by, ty = session.output((6, 4), np.float32)
+        op.execute_with_handle(handle, [bx, bp], [by], None)
+        np.testing.assert_array_equal(ty.numpy(), x.T)
+        _, same, _ = session.tensor(np.array([0, 1], np.int64))  # gives [4, 6], not [6, 4]
+        with pytest.raises(openacl.AclError) as info:
+            op.execute_with_handle(handle, [bx, same], [by], None)
+        assert info.value.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH
+        assert "perm [0, 1]" in info.value.message and "[4, 6]" in info.value.message
+        assert "[6, 4]" in info.value.message
+    finally:
+        op.destroy_handle(handle)
 
 
 def test_infer_shape(session):
@@ -667,3 +679,205 @@ def test_table_is_consistent():
         assert spec.outputs
         assert len({a.name for a in spec.attrs}) == len(spec.attrs)
         assert spec.values <= {n.rstrip("?*") for n in spec.inputs}
+
+
+# -- image op types (Conv2D, pooling, BatchNorm, ResizeBilinearV2) against torch ------------------
+import torch.nn.functional as F  # noqa: E402
+
+
+def _attr_of(**attrs) -> int:
+    handle = op.create_attr()
+    for name, value in attrs.items():
+        if isinstance(value, str):
+            op.set_attr_string(handle, name, value)
+        elif isinstance(value, bool):
+            op.set_attr_bool(handle, name, value)
+        elif isinstance(value, float):
+            op.set_attr_float(handle, name, value)
+        elif isinstance(value, int):
+            op.set_attr_int(handle, name, value)
+        else:
+            op.set_attr_list_int(handle, name, list(value))
+    return handle
+
+
+def _run_image(session, op_type, inputs, out_shapes, dtype=np.float32, formats=None, **attrs):
+    """execute_v2 with inputs given as (array, format) or arrays; returns the outputs."""
+    descs, buffers = [], []
+    for k, array in enumerate(inputs):
+        d, b, _ = session.tensor(array)
+        if formats and formats[k] is not None:
+            d = session.desc(array.dtype, array.shape, formats[k])
+        descs.append(d)
+        buffers.append(b)
+    outs = [session.output(shape, dtype) for shape in out_shapes]
+    attr = _attr_of(**attrs)
+    try:
+        op.execute_v2(op_type, descs, buffers, [d for d, _, _ in outs], [b for _, b, _ in outs],
+                      attr, None)
+    finally:
+        op.destroy_attr(attr)
+    return [t.numpy() for _, _, t in outs]
+
+
+def _nchw(array):
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv2d_matches_torch(session, layout):
+    x = rand(2, 4, 9, 8)
+    w = rand(6, 2, 3, 3)  # groups 2: in / groups = 2
+    bias = rand(6)
+    golden = F.conv2d(_nchw(x), _nchw(w), _nchw(bias), stride=(2, 1), padding=(1, 2),
+                      dilation=(1, 2), groups=2).numpy()
+    strides, dilations = [1, 1, 2, 1], [1, 1, 1, 2]
+    if layout == "NHWC":
+        x_in, w_in, fmt = x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0), Format.ACL_FORMAT_HWCN
+        strides, dilations = [1, 2, 1, 1], [1, 1, 2, 1]
+        out_shape = golden.transpose(0, 2, 3, 1).shape
+    else:
+        x_in, w_in, fmt, out_shape = x, w, Format.ACL_FORMAT_NCHW, golden.shape
+    (y,) = _run_image(session, "Conv2D", [np.ascontiguousarray(x_in), np.ascontiguousarray(w_in),
+                                          bias], [out_shape], formats=[None, fmt, None],
+                      strides=strides, pads=[1, 1, 2, 2], dilations=dilations, groups=2,
+                      data_format=layout)
+    close(y.transpose(0, 3, 1, 2) if layout == "NHWC" else y, golden)
+
+
+def test_conv2d_bad_paths(session):
+    x, w = rand(1, 3, 5, 5), rand(4, 3, 3, 3)
+    with pytest.raises(openacl.AclError) as info:  # asymmetric pads
+        _run_image(session, "Conv2D", [x, w], [(1, 4, 4, 4)], strides=[1, 1, 1, 1],
+                   pads=[0, 1, 0, 1], data_format="NCHW")
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "pads" in info.value.message
+    with pytest.raises(openacl.AclError) as info:  # a stride on the channel axis
+        _run_image(session, "Conv2D", [x, w], [(1, 4, 3, 3)], strides=[1, 2, 1, 1],
+                   pads=[0, 0, 0, 0], data_format="NCHW")
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "strides" in info.value.message
+    with pytest.raises(openacl.AclError) as info:  # an output desc of the wrong shape
+        _run_image(session, "Conv2D", [x, w], [(1, 4, 5, 5)], strides=[1, 1, 1, 1],
+                   pads=[0, 0, 0, 0], data_format="NCHW")
+    assert info.value.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH
+    with pytest.raises(openacl.AclError) as info:  # strides is required
+        _run_image(session, "Conv2D", [x, w], [(1, 4, 3, 3)], pads=[0, 0, 0, 0])
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "strides" in info.value.message
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_max_pool_v3_and_max_pool(session, layout):
+    x = rand(2, 3, 7, 8)
+    golden = F.max_pool2d(_nchw(x), 3, 2, padding=1, ceil_mode=True).numpy()
+    to_layout = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) \
+        if layout == "NHWC" else (lambda a: a)
+    from_layout = (lambda a: a.transpose(0, 3, 1, 2)) if layout == "NHWC" else (lambda a: a)
+    window = [1, 1, 3, 3] if layout == "NCHW" else [1, 3, 3, 1]
+    step = [1, 1, 2, 2] if layout == "NCHW" else [1, 2, 2, 1]
+    (y,) = _run_image(session, "MaxPoolV3", [to_layout(x)], [to_layout(golden).shape],
+                      ksize=window, strides=step, pads=[1, 1, 1, 1], ceil_mode=True,
+                      data_format=layout)
+    close(from_layout(y), golden)
+    # TensorFlow's MaxPool with VALID and SAME padding (SAME: the extra pad at the end)
+    valid = F.max_pool2d(_nchw(x), 2, 2).numpy()
+    (y,) = _run_image(session, "MaxPool", [to_layout(x)], [to_layout(valid).shape],
+                      ksize=window[:1] + [2 if k == 3 else k for k in window[1:]],
+                      strides=step, padding="VALID", data_format=layout)
+    close(from_layout(y), valid)
+    same = F.max_pool2d(F.pad(_nchw(x), (0, 1, 0, 1), value=-np.inf), 2, 2).numpy()
+    (y,) = _run_image(session, "MaxPool", [to_layout(x)], [to_layout(same).shape],
+                      ksize=[2 if k == 3 else k for k in window], strides=step,
+                      padding="SAME", data_format=layout)
+    close(from_layout(y), same)
+
+
+def test_avg_pool_v2_and_avg_pool(session):
+    x = rand(1, 2, 6, 6)
+    exclusive = F.avg_pool2d(_nchw(x), 3, 1, padding=1, count_include_pad=False).numpy()
+    (y,) = _run_image(session, "AvgPoolV2", [x], [exclusive.shape], ksize=[1, 1, 3, 3],
+                      strides=[1, 1, 1, 1], pads=[1, 1, 1, 1])
+    close(y, exclusive)
+    inclusive = F.avg_pool2d(_nchw(x), 3, 1, padding=1, count_include_pad=True).numpy()
+    (y,) = _run_image(session, "AvgPoolV2", [x], [inclusive.shape], ksize=[1, 1, 3, 3],
+                      strides=[1, 1, 1, 1], pads=[1, 1, 1, 1], exclusive=False)
+    close(y, inclusive)
+    glob = x.mean(axis=(2, 3), keepdims=True)
+    (y,) = _run_image(session, "AvgPoolV2", [x], [glob.shape], ksize=[1, 1, 1, 1],
+                      strides=[1, 1, 1, 1], global_pooling=True)
+    close(y, glob)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    same = F.avg_pool2d(_nchw(x), 3, 1, padding=1, count_include_pad=False).numpy()
+    (y,) = _run_image(session, "AvgPool", [nhwc], [same.transpose(0, 2, 3, 1).shape],
+                      ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding="SAME")
+    close(y.transpose(0, 3, 1, 2), same)
+    with pytest.raises(openacl.AclError) as info:  # SAME with an extra pad at the end
+        _run_image(session, "AvgPool", [nhwc], [(1, 3, 3, 2)], ksize=[1, 3, 3, 1],
+                   strides=[1, 2, 2, 1], padding="SAME")
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "symmetric" in info.value.message
+    with pytest.raises(openacl.AclError) as info:
+        _run_image(session, "AvgPool", [nhwc], [(1, 3, 3, 2)], ksize=[1, 2, 2, 1],
+                   strides=[1, 2, 2, 1], padding="FULL")
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "padding" in info.value.message
+
+
+def test_batch_norm_inference(session):
+    x, scale, offset = rand(2, 3, 4, 5), rand(3), rand(3)
+    mean, variance = rand(3), rand(3, low=0.5, high=2.0)
+    golden = F.batch_norm(_nchw(x), _nchw(mean), _nchw(variance), _nchw(scale), _nchw(offset),
+                          False, 0.0, 1e-3).numpy()
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    outs = _run_image(session, "BatchNorm", [nhwc, scale, offset, mean, variance],
+                      [nhwc.shape] + [(3,)] * 5, epsilon=1e-3, is_training=False)
+    close(outs[0].transpose(0, 3, 1, 2), golden)
+    for got, want in zip(outs[1:5], (mean, variance, mean, variance), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(outs[5], np.zeros(3, np.float32))
+    with pytest.raises(openacl.AclError) as info:  # is_training defaults to true
+        _run_image(session, "BatchNorm", [nhwc, scale, offset, mean, variance],
+                   [nhwc.shape] + [(3,)] * 5)
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "is_training" in info.value.message
+
+
+@pytest.mark.parametrize("align", [True, False])
+def test_resize_bilinear_v2(session, align):
+    x = rand(1, 2, 4, 5)
+    golden = F.interpolate(_nchw(x), size=(7, 3), mode="bilinear", align_corners=align).numpy()
+    size = np.array([7, 3], np.int32)
+    attrs = {"align_corners": True} if align else {"half_pixel_centers": True}
+    (y,) = _run_image(session, "ResizeBilinearV2", [x, size], [golden.shape],
+                      formats=[Format.ACL_FORMAT_NCHW, None], **attrs)
+    close(y, golden)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))  # ND reads as NHWC (TensorFlow)
+    (y,) = _run_image(session, "ResizeBilinearV2", [nhwc, size], [(1, 7, 3, 2)], **attrs)
+    close(y.transpose(0, 3, 1, 2), golden)
+    with pytest.raises(openacl.AclError) as info:  # TensorFlow's legacy mapping
+        _run_image(session, "ResizeBilinearV2", [nhwc, size], [(1, 7, 3, 2)])
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH
+
+
+def test_unknown_op_type_suggests_only_close_names(session):
+    for name, expected in (("Conv3D", "Conv2D"), ("maxpool", "MaxPool")):
+        with pytest.raises(openacl.AclError) as info:
+            op.execute_v2(name, [], [], [], [], None, None)
+        assert info.value.code == ACL_ERROR_OP_NOT_FOUND
+        assert expected in info.value.message.split("near it")[1]
+    with pytest.raises(openacl.AclError) as info:
+        op.execute_v2("Pooling", [], [], [], [], None, None)
+    assert "near it" not in info.value.message  # nothing close: no unrelated suggestion
+    from openacl.op.types import near_op_types
+    assert "ConcatV2D" not in near_op_types("Conv2D") and near_op_types("Foo") == []
+
+
+def test_infer_shape_of_nhwc_image_ops(session):
+    dx, dw = session.desc(np.float32, [2, 9, 8, 4]), session.desc(np.float32, [3, 3, 4, 6])
+    attr = _attr_of(strides=[1, 2, 2, 1], pads=[1, 1, 1, 1])  # data_format NHWC, the default
+    try:
+        assert op.infer_shape("Conv2D", [dx, dw], None, 1, attr) == \
+            [((2, 5, 4, 6), DataType.ACL_FLOAT)]
+    finally:
+        op.destroy_attr(attr)
+    attr = _attr_of(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+    try:
+        assert op.infer_shape("MaxPool", [dx], None, 1, attr) == \
+            [((2, 5, 4, 4), DataType.ACL_FLOAT)]
+    finally:
+        op.destroy_attr(attr)

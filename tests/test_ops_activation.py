@@ -436,3 +436,33 @@ def test_scaled_masked_softmax_in_place_and_errors():
             openacl.empty((1, 2, 4, 16), np.float64))
     _raises(ACLNN_ERR_PARAM_INVALID, "y", phase1, target, m, 1.0, False,
             openacl.empty((1, 2, 4, 16), np.float16))
+
+
+# -- Softplus past exp's range: inf below the threshold, as CANN's kernel and torch -----------
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"], ids=str)
+def test_softplus_overflows_below_a_high_threshold(dtype):
+    import ml_dtypes
+    dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    # beta * x = 90 and 100: past float32's exp range (~88.7), but not above threshold 200
+    a = np.array([45.0, 50.0, 44.0, 1.0, -60.0], dtype)
+    result = openacl.ops.softplus(_dev(a), 2.0, 200.0).numpy()
+    golden = from_torch(F.softplus(to_torch(a).float(), beta=2.0, threshold=200.0))
+    assert np.isinf(result[:2].astype(np.float32)).all() and np.isinf(golden[:2]).all()
+    assert np.isfinite(result[2:].astype(np.float32)).all()
+    assert_close(result[2:], golden[2:].astype(dtype))
+    # above the threshold x itself comes back
+    above = openacl.ops.softplus(_dev(a), 2.0, 80.0).numpy().astype(np.float32)
+    np.testing.assert_array_equal(above[:2], a[:2].astype(np.float32))
+
+
+def test_softplus_nan_threshold_computes_everywhere():
+    a = np.array([100.0, 30.0, 0.0, -5.0, np.nan], np.float32)
+    result = openacl.ops.softplus(_dev(a), 1.0, float("nan")).numpy()
+    golden = from_torch(F.softplus(to_torch(a), beta=1.0, threshold=float("nan")))
+    assert np.isinf(result[0]) and np.isinf(golden[0])  # no value exceeds a NaN threshold
+    np.testing.assert_allclose(result[1:4], golden[1:4], rtol=1e-6)
+    assert np.isnan(result[4])
+    # float64 (the CPU reference dtype) overflows where float64's exp does, as torch's
+    wide = np.array([700.0, 710.0], np.float64)
+    result = openacl.ops.softplus(_dev(wide), 1.0, 1000.0).numpy()
+    assert result[0] == pytest.approx(700.0) and np.isinf(result[1])

@@ -252,3 +252,87 @@ def test_phase_one_errors():
         aclnn.add_get_workspace_size(_dev(np.ones(3, np.uint32)), _dev(np.ones(3, np.int32)),
                                      None, openacl.empty((3,), np.int64))
     assert info.value.code == ACLNN_ERR_PARAM_INVALID
+
+
+# -- an integer operand of a half-precision result is cast to it first (CANN's API layer) ------
+HALF_FLOATS = ("float16", "bfloat16")
+STAGED_INTS = (np.int8, np.int16, np.int32, np.int64)
+STAGED_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+                 "maximum": np.maximum, "minimum": np.minimum, "fmod_tensor": np.fmod,
+                 "remainder_tensor_tensor": np.remainder}
+
+
+def _half(name: str) -> np.dtype:
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _as_cann(fn, first: np.ndarray, second: np.ndarray, promoted: np.dtype) -> np.ndarray:
+    """CANN's result: both operands cast to the promoted dtype, computed in float32, rounded
+    once into the promoted dtype (aclnn_add.cpp, aclnn_remainder.cpp: l0op::Cast first)."""
+    wide = [x.astype(promoted).astype(np.float32) for x in (first, second)]
+    with np.errstate(all="ignore"):
+        return fn(*wide).astype(promoted)
+
+
+def test_integer_operand_rounds_to_the_half_dtype_first():
+    bf16 = _half("bfloat16")
+    # the issue's numbers: int32 1825 is bfloat16 1824, and 257 is 256
+    result = openacl.ops.remainder_tensor_tensor(_dev(np.array([1824], bf16)),
+                                                 _dev(np.array([1825], np.int32))).numpy()
+    assert result.dtype == bf16 and float(result[0]) == 0.0
+    for first, second in ((np.array([0.5], bf16), np.array([257], np.int32)),
+                          (np.array([257], np.int32), np.array([0.5], bf16))):
+        assert float(openacl.ops.add(_dev(first), _dev(second)).numpy()[0]) == 256.0
+        golden = from_torch(torch.add(to_torch(first), to_torch(second)))
+        assert float(golden[0]) == 256.0  # torch casts to the common dtype first too
+    # float16: int32 2049 is 2048
+    f16 = np.dtype(np.float16)
+    assert float(openacl.ops.sub(_dev(np.array([2049], np.int32)),
+                                 _dev(np.array([0.5], f16))).numpy()[0]) == 2048.0
+
+
+@pytest.mark.parametrize("name", sorted(STAGED_BINARY))
+@pytest.mark.parametrize("half", HALF_FLOATS)
+@pytest.mark.parametrize("integer", STAGED_INTS, ids=str)
+@pytest.mark.parametrize("int_first", [True, False], ids=["int_first", "half_first"])
+def test_integer_operand_of_half_result_sweep(name, half, integer, int_first):
+    promoted = _half(half)
+    rng = np.random.default_rng(7)
+    info = np.iinfo(integer)
+    low, high = max(info.min, -5000), min(info.max, 5000)
+    ints = rng.integers(low, high, size=64).astype(integer)
+    ints[ints == 0] = 1  # divisors stay nonzero in both orders
+    ints[:4] = np.clip(np.array([1825, 257, 2049, -2051]), low, high - 1)
+    halves = rng.uniform(-3000, 3000, size=64).astype(promoted)
+    halves[halves == 0] = promoted.type(0.5)
+    halves[:4] = np.array([1824, 0.5, 0.5, 3.0]).astype(promoted)
+    first, second = (ints, halves) if int_first else (halves, ints)
+    result = getattr(openacl.ops, name)(_dev(first), _dev(second)).numpy()
+    assert result.dtype == promoted
+    expected = _as_cann(STAGED_BINARY[name], first, second, promoted)
+    np.testing.assert_array_equal(result.astype(np.float32), expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("half", HALF_FLOATS)
+def test_integer_operand_rounds_first_in_other_ops(half):
+    promoted = _half(half)
+    big = np.array([257 if half == "bfloat16" else 2049], np.int32)
+    staged = big.astype(promoted).astype(np.float32)
+    one = np.array([1.0], promoted)
+    point_five = np.array([0.5], promoted)
+    # div_mod (every mode), pow, addcmul, addcdiv: all read the int operand rounded first
+    for mode, fn in ((0, np.true_divide), (1, lambda a, b: np.trunc(a / b)),
+                     (2, lambda a, b: np.floor(a / b))):
+        divisor = np.array([0.75], promoted)
+        got = openacl.ops.div_mod(_dev(big), _dev(divisor), mode).numpy()
+        want = fn(staged, divisor.astype(np.float32)).astype(promoted)
+        np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+    exponent = np.array([2.0 if half == "bfloat16" else 0.5], promoted)
+    got = openacl.ops.pow_tensor_tensor(_dev(big), _dev(exponent)).numpy()
+    want = np.power(staged, exponent.astype(np.float32)).astype(promoted)
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+    for op, combine in ((openacl.ops.addcmul, np.multiply), (openacl.ops.addcdiv, np.divide)):
+        got = op(_dev(point_five), _dev(big), _dev(one), 1).numpy()
+        want = (np.float32(0.5) + combine(staged, np.float32(1.0))).astype(promoted)
+        assert float(got[0]) == float(want[0]), op

@@ -21,6 +21,7 @@ from openacl import dtypes, rt, util
 from openacl.constants import *  # noqa: F401,F403 - the ACL_* names, as pyACL programs use them
 from openacl.dtypes import DataType, Format, data_type_size
 from openacl.errors import AclError, get_recent_err_msg
+from openacl.errors import expose as _expose
 from openacl.objects import Context, DeviceBuffer, Event, HostBuffer, Stream
 from openacl.runtime.core import LeakWarning, finalize, finalize_reference, init, is_initialized
 from openacl.runtime.memory import (
@@ -84,6 +85,9 @@ from openacl.tensor import (
     to_device,
     update_data_buffer,
 )
+
+# an AclError leaving one of these functions records the recent error message (openacl.errors)
+_expose(globals(), [_name for _name in dir() if not _name.startswith("_")])
 
 __version__ = "0.1.0"
 

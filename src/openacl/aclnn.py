@@ -18,6 +18,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from openacl.errors import expose, public
 from openacl.ops import REGISTRY
 from openacl.ops.dispatch import bind_arguments, phase1, phase2
 from openacl.ops.executor import (  # noqa: F401 - re-exported as the aclnn executor API
@@ -42,7 +43,7 @@ def _make_phase1(op: OpDef) -> Callable[..., tuple[int, int]]:
     get_workspace_size.__signature__ = signature  # type: ignore[attr-defined]
     get_workspace_size.__doc__ = (f"Phase 1 of {op.c_name}: returns (workspace_size, "
                                   f"executor).\n\n{op.doc}")
-    return get_workspace_size
+    return public(get_workspace_size)
 
 
 def _make_phase2(op: OpDef) -> Callable[..., None]:
@@ -74,4 +75,8 @@ def __getattr__(name: str) -> Callable[..., Any]:
 
 __all__ = sorted(name for name in globals() if not name.startswith("_") and name not in {
     "annotations", "Any", "Callable", "OpDef", "REGISTRY", "python_signature", "phase1",
-    "phase2"})
+    "phase2", "expose", "public"})
+# an AclError leaving phase 1 or an executor function records the recent error message;
+# phase 2 (the hot path of a repeatable executor) is left bare: its errors are raised only
+expose(globals(), ["destroy_executor", "set_executor_repeatable", "set_input_tensor_addr",
+                   "set_output_tensor_addr", "set_tensor_addr"])

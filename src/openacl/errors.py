@@ -21,15 +21,22 @@ are 0; ``ACLNN_ERR_INNER_KEY_CONFILICT`` is the misspelt, deprecated name of 561
 them exist as constants here; ``ERROR_TABLE`` and ``error_name`` report the name defined
 first below, which is the one CANN documents as current.
 
-The recent error message is per thread, like ``aclGetRecentErrMsg``: building an ``AclError``
-records its text for the calling thread, and ``get_recent_err_msg`` returns it once.
+The recent error message is per thread, like ``aclGetRecentErrMsg``, and is recorded where
+an error leaves the API, not where it is built: the compat face's code-returning wrappers
+record the error they turn into a code, and on the Pythonic face an ``AclError`` that
+propagates out of a ``public`` function records itself (the outermost public call only). An
+error that an internal handler catches and recovers from leaves no message behind.
+``get_recent_err_msg`` returns the message once.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 import threading
-from typing import Any
+import types
+from collections.abc import Callable, Iterable, MutableMapping
+from typing import Any, TypeVar
 
 # ---------------------------------------------------------------------------------------------
 # acl/acl_base_rt.h: general ACL return codes
@@ -707,11 +714,44 @@ def get_recent_err_msg() -> str | None:
     return message
 
 
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def public(fn: _Fn) -> _Fn:
+    """``fn`` as a public function of the Pythonic face: an ``AclError`` that propagates out
+    of it records its message as the thread's recent error, unless ``fn`` was called by
+    another public function (that one records, if the error leaves it too)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_recent, "depth", 0)
+        _recent.depth = depth + 1
+        try:
+            return fn(*args, **kwargs)
+        except AclError as exc:
+            if depth == 0:
+                set_recent_err_msg(str(exc))
+            raise
+        finally:
+            _recent.depth = depth
+    wrapper.__openacl_public__ = True  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
+
+
+def expose(namespace: MutableMapping[str, Any], names: Iterable[str]) -> None:
+    """Make the plain functions among ``names`` in ``namespace`` (a module's globals)
+    ``public``, in place; classes, constants and already public functions are left."""
+    for name in names:
+        value = namespace.get(name)
+        if isinstance(value, types.FunctionType) and \
+                not getattr(value, "__openacl_public__", False):
+            namespace[name] = public(value)
+
+
 # ---------------------------------------------------------------------------------------------
 # The exception
 # ---------------------------------------------------------------------------------------------
 def _rebuild_acl_error(cls: type[AclError], code: int, message: str) -> AclError:
-    """Unpickle an AclError without recording it again as a recent error."""
+    """Unpickle an AclError with its code, message and attributes, as it was."""
     error = cls.__new__(cls, code, message)
     error._set_fields(code, message)
     return error
@@ -720,8 +760,8 @@ def _rebuild_acl_error(cls: type[AclError], code: int, message: str) -> AclError
 class AclError(Exception):
     """An ACL error: ``code`` (the ACL/runtime/aclnn number), ``name`` and ``message``.
 
-    Building one records ``str(self)`` as the calling thread's recent error message, so
-    ``get_recent_err_msg`` finds it whether or not the exception is raised.
+    Building one records nothing: the message becomes the thread's recent error where the
+    error leaves the API (see the module docstring: ``public``, and the compat face).
     """
 
     code: int
@@ -730,7 +770,6 @@ class AclError(Exception):
 
     def __init__(self, code: int, message: str) -> None:
         self._set_fields(code, message)
-        set_recent_err_msg(str(self))
 
     def _set_fields(self, code: int, message: str) -> None:
         number = _as_code(code)
@@ -755,3 +794,4 @@ def invalid_param(
     ``argument 'size' = 0 is invalid: size must be > 0``.
     """
     return AclError(code, f"argument {argument!r} = {_short_repr(value)} is invalid: {reason}")
+

@@ -72,6 +72,7 @@ from openacl.errors import (
     ACL_ERROR_MODEL_INPUT_NOT_MATCH,
     ACL_ERROR_MODEL_OUTPUT_NOT_MATCH,
     AclError,
+    expose,
 )
 from openacl.runtime import core, memory, profiler, threads
 from openacl.runtime.context import current_context, pop_context, push_context
@@ -884,3 +885,8 @@ def execute_async(model_id: int, input: int, output: int,
     must stay alive until then.
     """
     _launch(model_id, input, output, stream)
+
+
+# an AclError leaving a public function records the recent error message (openacl.errors)
+expose(globals(), [_name for _name, _value in list(globals().items()) if not
+                   _name.startswith("_") and getattr(_value, "__module__", None) == __name__])

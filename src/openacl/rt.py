@@ -8,6 +8,7 @@ them under the namespace pyACL users know.
 from __future__ import annotations
 
 from openacl.constants import ACL_HOST
+from openacl.errors import expose
 from openacl.runtime import core
 from openacl.runtime.callback import (
     launch_callback,
@@ -78,4 +79,5 @@ def get_soc_name() -> str:
 
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in
-           {"annotations", "core", "ACL_HOST"}]
+           {"annotations", "core", "ACL_HOST", "expose"}]
+expose(globals(), __all__)  # an AclError leaving one records the recent error message

@@ -19,9 +19,11 @@ INVALID_HANDLE = 0  # what a failed constructor returns, as a C constructor retu
 
 
 def _code_of(exc: Exception, bad_call_code: int) -> int:
-    """The code to return for ``exc``; its message is the thread's recent error."""
+    """The code to return for ``exc``; its message becomes the thread's recent error (the
+    error leaves the API here)."""
     if isinstance(exc, AclError):
-        return exc.code  # AclError recorded its message when it was made
+        set_recent_err_msg(str(exc))
+        return exc.code
     # a wrong number or type of arguments: report it as CANN would report a bad parameter
     set_recent_err_msg(f"{error_name(bad_call_code)} ({bad_call_code}): "
                        f"{type(exc).__name__}: {exc}")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from openacl.dtypes import DataType
-from openacl.errors import ACL_ERROR_OP_INPUT_NOT_MATCH, AclError
+from openacl.errors import ACL_ERROR_OP_INPUT_NOT_MATCH, AclError, expose
 from openacl.op.attr import (  # OpAttr and the kind tables are re-exported
     ATTR_KIND_NAMES,
     ATTR_KINDS,
@@ -109,10 +109,12 @@ def create_handle(op_type: str, input_desc: Sequence[int], output_desc: Sequence
                   attr: int | None = None) -> int:
     """aclopCreateHandle: validate and bind ``op_type`` once; returns the handle.
 
-    Inputs whose values decide shapes (Slice offsets, Transpose perm...) must have const
-    descs (``set_tensor_const``).
+    Inputs whose values decide shapes (Slice offsets, Transpose perm...) are bound now when
+    their descs are const (``set_tensor_const``); otherwise, as CANN compiles such a handle,
+    they are read from their buffers at ``execute_with_handle``, which binds once per set
+    of values and checks the shapes they give against ``output_desc``.
     """
-    return OpHandle(_Program(op_type, input_desc, output_desc, attr, None)).handle
+    return OpHandle(_Program(op_type, input_desc, output_desc, attr, None, lazy=True)).handle
 
 
 def create_handle_for_cast(src_desc: int, dst_desc: int, truncate: Any = 0) -> int:
@@ -131,7 +133,12 @@ def _lookup_handle(handle: Any) -> OpHandle:
 
 def execute_with_handle(handle: int, inputs: Sequence[int], outputs: Sequence[int],
                         stream: Any = None) -> None:
-    """aclopExecWithHandle: run a bound op with these buffers on ``stream``."""
+    """aclopExecWithHandle: run a bound op with these buffers on ``stream``.
+
+    Raises:
+        AclError: 100022 when run-time value inputs give output shapes other than the
+            handle's output descs; 100021 values that do not fit the op (see create_handle).
+    """
     program = _lookup_handle(handle).program
     program.run(inputs, outputs, stream)
 
@@ -244,3 +251,4 @@ __all__ = ["OP_TYPES", "OpType", "AttrDef", "create_attr", "destroy_attr", "set_
            "set_attr_list_string", "set_attr_list_list_int", "execute_v2", "create_handle",
            "create_handle_for_cast", "execute_with_handle", "destroy_handle", "infer_shape",
            "cast", "check_call", "find_op_type", "attr_values"]
+expose(globals(), __all__)  # an AclError leaving one records the recent error message

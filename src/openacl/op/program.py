@@ -17,7 +17,12 @@ Design note (invariants)
 * Value inputs (Slice ``offsets``/``size``, Transpose ``perm``, ReduceSum ``axes``...) decide
   shapes, so they are read on the host when binding: from ``set_tensor_const`` data when the
   desc has it, else (``execute_v2``, ``infer_shape``) from the buffer's memory at call time, as
-  CANN reads host-placed inputs. ``create_handle`` has no buffers: those inputs must be const.
+  CANN reads host-placed inputs. ``create_handle`` has no buffers: a const value input is
+  bound at once; one that is not is bound lazily, as CANN compiles such a handle with its
+  value inputs read at run time: ``execute_with_handle`` reads the values from the buffers
+  (when it is called, as ``execute_v2`` does), binds once per distinct set of values (at most
+  ``BOUND_PER_HANDLE`` bindings are kept, least recently used dropped) and first checks
+  the shapes those values give against the declared output descs.
 * Errors use the aclop codes: an unknown op type is ``ACL_ERROR_OP_NOT_FOUND`` (100024),
   wrong input/output counts or tensors ``ACL_ERROR_OP_INPUT_NOT_MATCH`` (100021) /
   ``ACL_ERROR_OP_OUTPUT_NOT_MATCH`` (100022), a bad or missing attribute
@@ -28,8 +33,10 @@ Design note (invariants)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,6 +60,8 @@ from openacl.ops.executor import find_executor, set_tensor_addr
 from openacl.runtime import memory, profiler
 from openacl.runtime.stream import resolve_stream
 from openacl.tensor import PLAIN_FORMATS, TensorDesc, lookup_data_buffer, lookup_tensor_desc
+
+BOUND_PER_HANDLE = 16  # bindings a handle with run-time value inputs keeps, by their values
 
 
 # -- binding a call ----------------------------------------------------------------------------
@@ -174,51 +183,92 @@ def _bind_outputs(spec: OpType, descs: Sequence[Any] | None, count: int | None,
 def _read_values(b: _Lowering, buffers: Sequence[Any] | None) -> None:
     """Read the value inputs (shape-deciding) on the host: const data, else the buffer."""
     for name in sorted(b.spec.values):
-        operand = b.inputs[name]
-        if operand.dtype.kind not in "iu":
-            raise b.fail_input(name, f"must be an integer tensor, not "
-                                     f"{operand.data_type.name}")
-        count = math.prod(operand.dims)
-        nbytes = count * operand.dtype.itemsize
-        if operand.const is not None:
-            raw = operand.const
-        elif buffers is not None:
-            buffer = lookup_data_buffer(buffers[operand.origin[1]],
-                                        f"inputs[{operand.origin[1]}]")
-            if buffer.size < nbytes:
-                raise b.fail_input(name, f"its buffer holds {buffer.size} bytes; the desc "
-                                         f"needs {nbytes}")
-            if not nbytes:
-                raw = b""
-            else:
-                raw = memory.read_bytes(buffer.data, nbytes, f"inputs[{operand.origin[1]}]")
-        else:
-            raise b.fail_input(name, "its value decides the output shape, so its desc must "
-                                     "be made constant with set_tensor_const (a handle is "
-                                     "bound before any buffer exists)")
-        if len(raw) < nbytes:
-            raise b.fail_input(name, f"its const data holds {len(raw)} bytes; the desc "
-                                     f"needs {nbytes}")
-        b.values[name] = tuple(int(v) for v in np.frombuffer(raw[:nbytes], operand.dtype))
+        b.values[name] = _read_value(b.spec, b.inputs[name], buffers)
+
+
+def _check_value_dtype(spec: OpType, operand: _Operand) -> None:
+    if operand.dtype.kind not in "iu":
+        raise _fail_input(spec, operand.name, f"must be an integer tensor, not "
+                                              f"{operand.data_type.name}")
+
+
+def _fail_input(spec: OpType, name: str, reason: str) -> AclError:
+    return AclError(ACL_ERROR_OP_INPUT_NOT_MATCH,
+                    f"{spec.name}: input '{name}' does not match: {reason}")
+
+
+def _read_value(spec: OpType, operand: _Operand, buffers: Sequence[Any] | None
+                ) -> tuple[int, ...]:
+    """One value input's integers: its const data, else its buffer's bytes read now."""
+    _check_value_dtype(spec, operand)
+    name = operand.name
+    count = math.prod(operand.dims)
+    nbytes = count * operand.dtype.itemsize
+    if operand.const is not None:
+        raw = operand.const
+    elif buffers is not None:
+        index = operand.origin[1]
+        if index >= len(buffers):
+            raise _fail_input(spec, name, f"no buffer for it among the {len(buffers)} inputs")
+        buffer = lookup_data_buffer(buffers[index], f"inputs[{index}]")
+        if buffer.size < nbytes:
+            raise _fail_input(spec, name, f"its buffer holds {buffer.size} bytes; the desc "
+                                          f"needs {nbytes}")
+        raw = memory.read_bytes(buffer.data, nbytes, f"inputs[{index}]") if nbytes else b""
+    else:
+        raise _fail_input(spec, name, "its value decides the output shape, so its desc must "
+                                      "be made constant with set_tensor_const (this call is "
+                                      "bound before any buffer exists)")
+    if len(raw) < nbytes:
+        raise _fail_input(spec, name, f"its const data holds {len(raw)} bytes; the desc "
+                                      f"needs {nbytes}")
+    return tuple(int(v) for v in np.frombuffer(raw[:nbytes], operand.dtype))
+
+
+def _fresh(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Copies of bound operands without aclTensors, for one more binding of the same call."""
+    def copy(operand: _Operand | None) -> _Operand | None:
+        return None if operand is None else dataclasses.replace(operand, handle=None)
+    return {name: [copy(o) for o in value] if isinstance(value, list) else copy(value)
+            for name, value in inputs.items()}
 
 
 class _Program:
-    """A bound op call: its aclnn executors and where each of their tensors lives."""
+    """A bound op call: its aclnn executors and where each of their tensors lives.
+
+    With ``lazy`` (a handle) and a value input that is not const, nothing is bound here:
+    ``run`` binds per set of values read from its buffers (see the module's design note).
+    """
 
     def __init__(self, op_type: Any, input_desc: Sequence[Any], output_desc: Sequence[Any],
-                 attr: Any, value_buffers: Sequence[Any] | None) -> None:
+                 attr: Any, value_buffers: Sequence[Any] | None, lazy: bool = False) -> None:
         spec = _spec(op_type)
-        inputs = _bind_inputs(spec, input_desc, concrete=True)
-        outputs = _bind_outputs(spec, output_desc, None, concrete=True)
-        attrs, explicit = _resolve_attrs(spec, attr)
-        b = _Lowering(spec, inputs, outputs, attrs, infer=False)
-        b.explicit = explicit
         self.spec = spec
+        self._inputs = _bind_inputs(spec, input_desc, concrete=True)
+        self._outputs = _bind_outputs(spec, output_desc, None, concrete=True)
+        self._attrs, self._explicit = _resolve_attrs(spec, attr)
         self.num_inputs = len(input_desc)
-        self.in_bytes = self._bytes(inputs, len(input_desc))
-        self.out_bytes = [math.prod(o.dims) * o.dtype.itemsize for o in outputs.values()]
+        self.in_bytes = self._bytes(self._inputs, len(input_desc))
+        self.out_bytes = [math.prod(o.dims) * o.dtype.itemsize for o in self._outputs.values()]
         self.steps: list[_Step] = []
         self._run_lock = threading.Lock()  # addresses set + launch is one step per run
+        self._bound: OrderedDict[tuple, list[_Step]] = OrderedDict()  # run-time values -> steps
+        self.runtime_values = sorted(name for name in spec.values
+                                     if self._inputs[name].const is None) if lazy else []
+        for name in self.runtime_values:
+            _check_value_dtype(spec, self._inputs[name])
+        if not self.runtime_values:
+            self.steps = self._bind(value_buffers)
+
+    def _bind(self, value_buffers: Sequence[Any] | None, check: bool = False) -> list[_Step]:
+        """Phase 1 of every aclnn call of the lowering; ``check``: first compare the output
+        shapes the values give with the declared output descs."""
+        spec = self.spec
+        if check:
+            self._check_outputs(value_buffers)
+        b = _Lowering(spec, _fresh(self._inputs), _fresh(self._outputs), self._attrs,
+                      infer=False)
+        b.explicit = self._explicit
         try:
             _read_values(b, value_buffers)
             if spec.rule is not None:
@@ -230,7 +280,43 @@ class _Program:
             raise
         finally:
             b.release_temporaries()
-        self.steps = b.steps
+        return b.steps
+
+    def _check_outputs(self, value_buffers: Sequence[Any] | None) -> None:
+        spec = self.spec
+        b = _Lowering(spec, _fresh(self._inputs), {}, self._attrs, infer=True)
+        b.explicit = self._explicit
+        try:
+            _read_values(b, value_buffers)
+            if spec.rule is not None:
+                b.inferred.update(spec.rule(b))
+            else:
+                spec.lower(b)
+        finally:
+            b.release_temporaries()
+        values = ", ".join(f"{name} {list(b.values[name])}" for name in self.runtime_values)
+        for name, operand in self._outputs.items():
+            if name in b.inferred and tuple(b.inferred[name][0]) != operand.dims:
+                raise b.fail_output(name, f"the values read at run time ({values}) give "
+                                          f"shape {list(b.inferred[name][0])}, but the handle's "
+                                          f"output desc declares {list(operand.dims)}")
+
+    def _steps_for(self, inputs: Sequence[Any]) -> list[_Step]:
+        """The steps bound for the run-time values in ``inputs`` (bound now if new)."""
+        if not self.runtime_values:
+            return self.steps
+        key = tuple(_read_value(self.spec, self._inputs[name], inputs)
+                    for name in self.runtime_values)
+        steps = self._bound.get(key)
+        if steps is not None:
+            self._bound.move_to_end(key)
+            return steps
+        steps = self._bind(inputs, check=True)
+        self._bound[key] = steps
+        if len(self._bound) > BOUND_PER_HANDLE:
+            _, dropped = self._bound.popitem(last=False)
+            self._release(dropped)
+        return steps
 
     @staticmethod
     def _bytes(inputs: dict[str, Any], count: int) -> list[int]:
@@ -245,14 +331,16 @@ class _Program:
         addresses = {"in": self._addresses("inputs", inputs, self.in_bytes),
                      "out": self._addresses("outputs", outputs, self.out_bytes)}
         target = resolve_stream(stream)
-        span = profiler.begin_range(target, "aclop", self.spec.name) if profiler.active else None
         with self._run_lock:  # two threads running one handle must not mix their buffers
-            for step in self.steps:
+            steps = self._steps_for(inputs)
+            span = profiler.begin_range(target, "aclop", self.spec.name) \
+                if profiler.active else None
+            for step in steps:
                 for index, source in enumerate(step.sources):
                     if source is not None:
                         set_tensor_addr(step.executor, index, None,
                                         addresses[source[0]][source[1]])
-            for step in self.steps:
+            for step in steps:
                 workspace = memory.malloc(step.workspace_bytes) if step.workspace_bytes else 0
                 try:
                     find_executor(step.executor).launch(workspace, step.workspace_bytes, target)
@@ -282,12 +370,18 @@ class _Program:
         return found
 
     def release(self) -> None:
-        for step in self.steps:
+        self._release(self.steps)
+        for steps in self._bound.values():
+            self._release(steps)
+        self.steps, self._bound = [], OrderedDict()
+
+    @staticmethod
+    def _release(steps: list[_Step]) -> None:
+        for step in steps:
             try:
                 find_executor(step.executor).release()
             except AclError:
                 pass  # already gone with the runtime
-        self.steps = []
 
 
 def _check_rule(b: _Lowering, expected: dict[str, tuple[tuple[int, ...], DataType]]) -> None:

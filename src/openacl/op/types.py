@@ -8,7 +8,6 @@ registered custom operator (``_custom_spec``). Adding an op type touches this mo
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
-from openacl.dtypes import DataType
+from openacl.dtypes import DataType, Format
 from openacl.errors import ACL_ERROR_OP_NOT_FOUND, AclError
 from openacl.op.attr import _bad
 from openacl.op.lowering import _Lowering
@@ -25,6 +24,9 @@ from openacl.ops import REGISTRY
 from openacl.tensor import contiguous_strides
 
 SUGGESTIONS = 6  # op types listed when an op type is unknown
+NEAR_EDITS = 1  # edits (case ignored) within which an op type is suggested...
+NEAR_EDIT_RATIO = 4  # ...or one per this many characters of the name, if more
+NEAR_PREFIX = 4  # shortest name that counts as a prefix of another (Softmax / SoftmaxV2)
 REQUIRED = "<required>"  # an attribute without a default (REQUIRED_ATTR)
 CUSTOM_ATTR_KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str",
                      "list_int": "list_int", "list_float": "list_float",
@@ -414,6 +416,232 @@ def _identity(b: _Lowering) -> None:
     _copy_of(b, b.x("x"))
 
 
+# -- image ops (Conv2D, pooling, BatchNorm, ResizeBilinearV2): NCHW or NHWC ----------------
+LAYOUTS = ("NCHW", "NHWC")  # data_format values; the aclnn operators compute NCHW
+SPATIAL = 2  # H and W
+PADDING_MODES = ("SAME", "VALID")  # TensorFlow's padding attribute (MaxPool, AvgPool)
+V2_PADDING_MODES = ("CALCULATED", "SAME", "VALID")  # padding_mode of MaxPoolV3 / AvgPoolV2
+
+
+def _channels_last(b: _Lowering, name: str = "x", attr: str | None = "data_format") -> bool:
+    """Whether input ``name`` is NHWC (by ``attr``, else by its desc's format; ND reads as
+    NHWC, TensorFlow's layout) after checking it is 4-D."""
+    if len(b.shape(name)) != 4:
+        raise b.fail_input(name, f"has {len(b.shape(name))} dims {list(b.shape(name))}; "
+                                 f"{b.op_type} takes a 4-D tensor")
+    if attr is None:
+        layout = b.operand(name).format
+        if layout not in (Format.ACL_FORMAT_NCHW, Format.ACL_FORMAT_NHWC, Format.ACL_FORMAT_ND):
+            raise b.fail_input(name, f"has format {layout.name}; NCHW or NHWC is supported")
+        return layout != Format.ACL_FORMAT_NCHW
+    if b.attr(attr) not in LAYOUTS:
+        raise b.fail_attr(attr, f"expected one of {list(LAYOUTS)}")
+    return b.attr(attr) == "NHWC"
+
+
+def _hw(b: _Lowering, attr: str, last: bool) -> tuple[int, int]:
+    """The H and W entries of a 4-value attribute given in data_format order (N and C must
+    be 1), or of a 2-value one."""
+    values = list(b.attr(attr))
+    if len(values) == SPATIAL:
+        return values[0], values[1]
+    if len(values) != 4:
+        raise b.fail_attr(attr, "expected 4 values in data_format order (or 2: H, W)")
+    n, c = (values[0], values[3]) if last else (values[0], values[1])
+    if n != 1 or c != 1:
+        raise b.fail_attr(attr, "its N and C entries must be 1")
+    return (values[1], values[2]) if last else (values[2], values[3])
+
+
+def _nchw_input(b: _Lowering, name: str, last: bool) -> int:
+    """Input ``name`` as an NCHW tensor: itself, or a strided view of its NHWC buffer."""
+    if not last:
+        return b.x(name)
+    n, h, w, c = b.shape(name)
+    sn, sh, sw, sc = contiguous_strides((n, h, w, c))
+    return b.view(name, (n, c, h, w), (sn, sc, sh, sw))
+
+
+def _nchw_output(b: _Lowering, name: str, last: bool) -> Any:
+    """Output ``name`` as an NCHW tensor (a strided view of an NHWC buffer)."""
+    if not last or b.infer:
+        return b.y(name)
+    dims = b.outputs[name].dims
+    if len(dims) != 4:
+        raise b.fail_output(name, f"has {len(dims)} dims {list(dims)}; expected 4")
+    n, h, w, c = dims
+    sn, sh, sw, sc = contiguous_strides(dims)
+    return b.view_output(name, (n, c, h, w), (sn, sc, sh, sw))
+
+
+def _nhwc_inferred(b: _Lowering, name: str, last: bool) -> None:
+    """While inferring an NHWC op, turn the NCHW shape the aclnn call gave into NHWC."""
+    if b.infer and last and name in b.inferred:
+        (n, c, h, w), data_type = b.inferred[name]
+        b.inferred[name] = ((n, h, w, c), data_type)
+
+
+_FILTER_VIEWS = {  # filter format -> its dims' positions of (out, in, kh, kw)
+    Format.ACL_FORMAT_NCHW: (0, 1, 2, 3), Format.ACL_FORMAT_HWCN: (3, 2, 0, 1),
+    Format.ACL_FORMAT_NHWC: (0, 3, 1, 2)}
+
+
+def _filter(b: _Lowering, last: bool) -> int:
+    """The filter as (out, in / groups, kh, kw), read by its desc's format (NCHW, HWCN or
+    NHWC; ND follows data_format: NCHW, else HWCN as TensorFlow's filters)."""
+    layout = b.operand("filter").format
+    if layout == Format.ACL_FORMAT_ND:
+        layout = Format.ACL_FORMAT_HWCN if last else Format.ACL_FORMAT_NCHW
+    if layout not in _FILTER_VIEWS:
+        raise b.fail_input("filter", f"has format {layout.name}; NCHW, HWCN or NHWC is "
+                                     f"supported")
+    dims = b.shape("filter")
+    if len(dims) != 4:
+        raise b.fail_input("filter", f"has {len(dims)} dims {list(dims)}; expected 4")
+    order = _FILTER_VIEWS[layout]
+    strides = contiguous_strides(dims)
+    return b.view("filter", [dims[k] for k in order], [strides[k] for k in order])
+
+
+def _conv2d(b: _Lowering) -> None:
+    """Conv2D: pads are [top, bottom, left, right] (equal pairs: aclnnConvolution pads
+    symmetrically); strides and dilations in data_format order."""
+    last = _channels_last(b)
+    if b.has("offset_w"):
+        raise b.fail_input("offset_w", "quantized convolution (offset_w) is not supported")
+    b.only_default("offset_x")
+    pads = list(b.attr("pads"))
+    if len(pads) != 4:
+        raise b.fail_attr("pads", "expected 4 values: top, bottom, left, right")
+    if pads[0] != pads[1] or pads[2] != pads[3]:
+        raise b.fail_attr("pads", "only symmetric padding (top == bottom, left == right) "
+                                  "is supported")
+    b.call("Convolution", {"stride": "strides", "padding": "pads", "dilation": "dilations",
+                           "groups": "groups", "weight": "filter"},
+           input=_nchw_input(b, "x", last), weight=_filter(b, last),
+           bias=b.x("bias") if b.has("bias") else None, stride=list(_hw(b, "strides", last)),
+           padding=[pads[0], pads[2]], dilation=list(_hw(b, "dilations", last)),
+           transposed=False, outputPadding=None, groups=b.attr("groups"),
+           output=_nchw_output(b, "y", last), cubeMathType=0)
+    _nhwc_inferred(b, "y", last)
+
+
+def _pool_pads(b: _Lowering, mode: str, kernel: tuple[int, int], stride: tuple[int, int],
+               last: bool, mode_attr: str) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) for ``mode``: SAME pads as TensorFlow (the extra row or
+    column at the end), VALID none, CALCULATED the ``pads`` attribute."""
+    if mode == "VALID":
+        return 0, 0, 0, 0
+    if mode == "CALCULATED":
+        pads = list(b.attr("pads"))
+        if len(pads) != 4:
+            raise b.fail_attr("pads", "expected 4 values: top, bottom, left, right")
+        return tuple(pads)  # type: ignore[return-value]
+    if mode != "SAME":
+        raise b.fail_attr(mode_attr, "expected SAME or VALID" if mode_attr == "padding"
+                          else f"expected one of {list(V2_PADDING_MODES)}")
+    shape = b.shape("x")
+    sizes = shape[1:3] if last else shape[2:4]
+    pads = []
+    for size, k, s in zip(sizes, kernel, stride, strict=True):
+        total = max((-(-size // s) - 1) * s + k - size, 0)
+        pads += [total // 2, total - total // 2]
+    return tuple(pads)  # type: ignore[return-value]
+
+
+def _pool(kind: str, v2: bool) -> Callable[[_Lowering], None]:
+    """MaxPool / AvgPool (TensorFlow's: padding SAME or VALID, NHWC by default) and their
+    V3 / V2 forms (padding_mode, pads, global_pooling, ceil_mode...), on aclnnMaxPool /
+    aclnnAvgPool2d."""
+    def lower(b: _Lowering) -> None:
+        last = _channels_last(b)
+        kernel, stride = _hw(b, "ksize", last), _hw(b, "strides", last)
+        ceil = bool(b.attrs.get("ceil_mode", False))
+        mode_attr = "padding_mode" if v2 else "padding"
+        if v2 and b.attr("global_pooling"):
+            shape = b.shape("x")
+            kernel, stride, pads = (tuple(shape[1:3] if last else shape[2:4]), (1, 1),
+                                    (0, 0, 0, 0))
+        else:
+            pads = _pool_pads(b, b.attr(mode_attr), kernel, stride, last, mode_attr)
+        top, bottom, left, right = pads
+        x, y = _nchw_input(b, "x", last), _nchw_output(b, "y", last)
+        if kind == "max":
+            b.call("MaxPool", {"kernelShape": "ksize", "strides": "strides", "pads": "pads"},
+                   self=x, kernelShape=list(kernel), strides=list(stride), autoPad=0,
+                   pads=[top, left, bottom, right], dilations=[1, 1], ceilMode=int(ceil),
+                   out=y)
+        else:
+            if top != bottom or left != right:
+                raise b.fail_attr(mode_attr, f"gives pads {list(pads)}; only symmetric "
+                                             f"padding is supported for average pooling")
+            # exclusive (V2) and TensorFlow's AvgPool leave padding out of the count
+            include = not b.attr("exclusive") if v2 else False
+            b.call("AvgPool2d", {"kernelSize": "ksize", "strides": "strides",
+                                 "paddings": "pads", "divisorOverride": "divisor_override"},
+                   self=x, kernelSize=list(kernel), strides=list(stride),
+                   paddings=[top, left], ceilMode=ceil, countIncludePad=include,
+                   divisorOverride=b.attr("divisor_override") if v2 else 0, cubeMathType=0,
+                   out=y)
+        _nhwc_inferred(b, "y", last)
+    return lower
+
+
+def _batch_norm(b: _Lowering) -> None:
+    """BatchNorm for inference (is_training false): y normalized with mean and variance;
+    batch_mean / batch_variance and reserve_space_1 / _2 are copies of them, reserve_space_3
+    is zeros (our choice: CANN leaves its reserve spaces unspecified)."""
+    last = _channels_last(b)
+    if b.attr("is_training"):
+        raise b.fail_attr("is_training", "only inference (false) is supported here")
+    for name in ("mean", "variance"):
+        if not b.has(name):
+            raise b.fail_input(name, "is required when is_training is false")
+    b.call("BatchNorm", {"weight": "scale", "bias": "offset", "runningMean": "mean",
+                         "runningVar": "variance", "eps": "epsilon"},
+           input=_nchw_input(b, "x", last), weight=b.x("scale"), bias=b.x("offset"),
+           runningMean=b.x("mean"), runningVar=b.x("variance"), training=False,
+           momentum=0.0, eps=b.attr("epsilon"), output=_nchw_output(b, "y", last),
+           saveMean=None, saveInvstd=None)
+    _nhwc_inferred(b, "y", last)
+    for source, outputs in (("mean", ("batch_mean", "reserve_space_1")),
+                            ("variance", ("batch_variance", "reserve_space_2"))):
+        for name in outputs:
+            b.call("Cast", {"self": source}, self=b.x(source),
+                   dtype=b.operand(source).data_type, out=b.y(name))
+    if b.infer:
+        b.inferred["reserve_space_3"] = (b.shape("mean"), b.operand("mean").data_type)
+    else:
+        b.call("InplaceZero", selfRef=b.y("reserve_space_3"))
+
+
+def _resize_bilinear(b: _Lowering) -> None:
+    """ResizeBilinearV2 on aclnnUpsampleBilinear2d: align_corners, or half_pixel_centers
+    (torch's align_corners=False); x's desc format says NCHW or NHWC (ND: NHWC)."""
+    last = _channels_last(b, attr=None)
+    size = list(b.values["size"])
+    if len(size) != SPATIAL or min(size) <= 0:
+        raise b.fail_input("size", f"must hold two positive values (height, width), not "
+                                   f"{size}")
+    align, half_pixel = b.attr("align_corners"), b.attr("half_pixel_centers")
+    if align and half_pixel:
+        raise b.fail_attr("half_pixel_centers", "must be false when align_corners is true")
+    if not align and not half_pixel:
+        raise b.fail_attr("half_pixel_centers", "false with align_corners false (the legacy "
+                                                "TensorFlow mapping) is not supported; set "
+                                                "one of them")
+    b.only_default("scales")
+    wanted = dtypes.to_data_type(b.attr("dtype"), "dtype")
+    if not b.infer and b.outputs["y"].data_type != wanted:
+        raise b.fail_output("y", f"dtype {b.outputs['y'].data_type.name} differs from the "
+                                 f"dtype attribute {wanted.name}")
+    b.infer_dtypes["y"] = wanted
+    b.call("UpsampleBilinear2d", {"outputSize": "size", "alignCorners": "align_corners"},
+           self=_nchw_input(b, "x", last), outputSize=size, alignCorners=bool(align),
+           scalesH=0.0, scalesW=0.0, out=_nchw_output(b, "y", last))
+    _nhwc_inferred(b, "y", last)
+
+
 # -- the table: names verified against CANN's REG_OP definitions (see the module docstring) ----
 def _attr(name: str, kind: str, default: Any = REQUIRED) -> AttrDef:
     return AttrDef(name, kind, default)
@@ -521,6 +749,31 @@ _define("OneHot", "x depth on_value off_value", "y", _one_hot, (_attr("axis", "i
         values="depth")
 _define("Cumsum", "x axis", "y", _cumsum,
         (_attr("exclusive", "bool", False), _attr("reverse", "bool", False)), values="axis")
+_define("Conv2D", "x filter bias? offset_w?", "y", _conv2d,
+        (_attr("strides", "list_int"), _attr("pads", "list_int"),
+         _attr("dilations", "list_int", [1, 1, 1, 1]), _attr("groups", "int", 1),
+         _attr("data_format", "str", "NHWC"), _attr("offset_x", "int", 0)))
+_TF_POOL_ATTRS = (_attr("ksize", "list_int"), _attr("strides", "list_int"),
+                  _attr("padding", "str"), _attr("data_format", "str", "NHWC"))
+_V2_POOL_ATTRS = (_attr("ksize", "list_int"), _attr("strides", "list_int"),
+                  _attr("padding_mode", "str", "CALCULATED"),
+                  _attr("pads", "list_int", [0, 0, 0, 0]), _attr("data_format", "str", "NCHW"),
+                  _attr("global_pooling", "bool", False), _attr("ceil_mode", "bool", False))
+_define("MaxPool", "x", "y", _pool("max", False), _TF_POOL_ATTRS)
+_define("MaxPoolV3", "x", "y", _pool("max", True), _V2_POOL_ATTRS)
+_define("AvgPool", "x", "y", _pool("avg", False), _TF_POOL_ATTRS)
+_define("AvgPoolV2", "x", "y", _pool("avg", True),
+        (*_V2_POOL_ATTRS, _attr("exclusive", "bool", True),
+         _attr("divisor_override", "int", 0)))
+_define("BatchNorm", "x scale offset mean? variance?",
+        "y batch_mean batch_variance reserve_space_1 reserve_space_2 reserve_space_3",
+        _batch_norm, (_attr("epsilon", "float", 1e-4), _attr("data_format", "str", "NHWC"),
+                      _attr("is_training", "bool", True),
+                      _attr("exponential_avg_factor", "float", 1.0)))
+_define("ResizeBilinearV2", "x size", "y", _resize_bilinear,
+        (_attr("align_corners", "bool", False), _attr("half_pixel_centers", "bool", False),
+         _attr("dtype", "type", DataType.ACL_FLOAT), _attr("scales", "list_float", [0.0, 0.0])),
+        values="size")
 del _name, _aclnn, _kind
 
 
@@ -530,15 +783,41 @@ def _spec(op_type: Any) -> OpType:
         raise _bad("opType", op_type, "expected a non-empty op type name")
     spec = OP_TYPES.get(op_type) or _custom_spec(op_type)
     if spec is None:
-        lowered = {name.lower(): name for name in OP_TYPES}
-        near = ([lowered[op_type.lower()]] if op_type.lower() in lowered else []) + \
-            difflib.get_close_matches(op_type, list(OP_TYPES), n=SUGGESTIONS, cutoff=0.5)
-        near = list(dict.fromkeys(near))[:SUGGESTIONS]
+        near = near_op_types(op_type)
         hint = f"; near it: {', '.join(near)}" if near else ""
         raise AclError(ACL_ERROR_OP_NOT_FOUND,
                        f"op type '{op_type}' is not a single operator OpenACL can run "
                        f"({len(OP_TYPES)} are: see openacl.op.OP_TYPES){hint}")
     return spec
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions)."""
+    previous = list(range(len(b) + 1))
+    for i, left in enumerate(a, 1):
+        current = [i]
+        for j, right in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (left != right)))
+        previous = current
+    return previous[-1]
+
+
+def near_op_types(op_type: str) -> list[str]:
+    """Op types close to ``op_type``, closest first: the same name in another case, names
+    within ``max(NEAR_EDITS, len // NEAR_EDIT_RATIO)`` edits (case ignored), and names one
+    is a prefix of (``Softmax`` / ``SoftmaxV2``); never merely similar-looking ones."""
+    wanted = op_type.lower()
+    limit = max(NEAR_EDITS, len(wanted) // NEAR_EDIT_RATIO)
+    scored = []
+    for name in OP_TYPES:
+        other = name.lower()
+        distance = _edit_distance(wanted, other)
+        prefix = min(len(wanted), len(other)) >= NEAR_PREFIX and \
+            (other.startswith(wanted) or wanted.startswith(other))
+        if distance <= limit or prefix:
+            scored.append((distance, name))
+    return [name for _, name in sorted(scored)[:SUGGESTIONS]]
 
 
 def _custom_spec(op_type: str) -> OpType | None:

@@ -7,9 +7,11 @@ dtypes are the ones the aclnn documents list for the newest products, plus float
 floating operator (the CPU reference dtype; torch accepts it everywhere). float16 and bfloat16
 are computed in float32 and rounded once into the output.
 
-Numerical care: sigmoid and softplus never evaluate ``exp`` of a large positive number
-(no overflow warnings, no inf/inf), softmax subtracts the row maximum, and every kernel runs
-under ``np.errstate`` where NaN or inf inputs are legal.
+Numerical care: sigmoid never evaluates ``exp`` of a large positive number (no inf/inf),
+softmax subtracts the row maximum, and every kernel runs under ``np.errstate`` where NaN or
+inf inputs are legal. Softplus is the exception on purpose: below its threshold it is
+``log1p(exp(beta * x)) / beta`` in the compute dtype, so ``beta * x`` past exp's range
+(about 88.7 in float32) gives inf, as CANN's kernel and torch do (see ``softplus``).
 """
 
 from __future__ import annotations
@@ -325,7 +327,13 @@ register_inplace("InplaceLeakyRelu", "selfRef: tensor!, negativeSlope: scalar = 
 
 @register("Softplus", "self: tensor, beta: scalar = 1, threshold: scalar = 20, out: tensor!")
 def softplus(c: Call) -> Kernel:
-    """``log(1 + exp(beta * x)) / beta``, or ``x`` where ``beta * x > threshold``."""
+    """``log(1 + exp(beta * x)) / beta``, or ``x`` where ``beta * x > threshold``.
+
+    Below the threshold (and everywhere for a NaN threshold, which no value exceeds) exp is
+    evaluated as it is, so it overflows to inf past its range: CANN's SoftplusV2 kernel
+    (hicann/ops-nn activation/softplus_v2/op_kernel/arch35/softplus_v2.h) computes
+    ``exp(beta * x)`` in float32 where ``beta * x`` is not above the threshold and maps
+    ``1 + e == inf`` to inf, and torch does the same."""
     _, compute = _float_input(c)
     beta = c.scalar("beta", compute)
     threshold = c.scalar("threshold", compute)
@@ -334,7 +342,9 @@ def softplus(c: Call) -> Kernel:
     def kernel(v) -> None:
         x = v.compute("self", compute)
         scaled = x * beta
-        v.write("out", np.where(scaled > threshold, x, _softplus_unit(scaled) / beta))
+        above = scaled > threshold
+        below = np.log1p(np.exp(np.where(above, scaled.dtype.type(0), scaled))) / beta
+        v.write("out", np.where(above, x, below))
     return kernel
 
 

@@ -52,10 +52,14 @@ def _binary(c: Call, a: str, b: str, out: str, supported, result: np.dtype | Non
 def _operand(c: Call, name: str, dtype: np.dtype, convert: bool = True) -> Callable:
     """Phase 1 decides how phase 2 reads operand ``name`` in the compute dtype of ``dtype``:
     the view itself, a converted copy of it, or a scalar constant. With ``convert=False`` a
-    tensor is read as it is (a ufunc given ``dtype=`` converts it chunk by chunk instead)."""
+    tensor is read as it is (a ufunc given ``dtype=`` converts it chunk by chunk instead),
+    unless it is an integer operand of a half-precision result: that one is rounded to
+    ``dtype`` first (``promotion.staged_dtype``)."""
     compute = promotion.compute_dtype(dtype)
     value = c[name]
     if isinstance(value, TensorArg):
+        if promotion.staged_dtype(value.dtype, dtype) is not None:
+            return lambda v: v.compute(name, dtype)
         if value.dtype == compute or not convert:
             return operator.itemgetter(name)  # C-level: the hot path of small ops
         return lambda v: v[name].astype(compute)

@@ -454,10 +454,14 @@ class Views(dict):
         return value
 
     def compute(self, name: str, dtype: np.dtype) -> np.ndarray:
-        """Input ``name`` converted to the compute dtype of a result of ``dtype``."""
+        """Input ``name`` converted to the compute dtype of a result of ``dtype``; an integer
+        tensor is rounded to a half-precision ``dtype`` first, as CANN casts operands to the
+        promoted dtype (``promotion.staged_dtype``)."""
         value = self[name]
         if not hasattr(value, "astype"):  # a list or a Python number
             value = np.asarray(value)
+        elif promotion.staged_dtype(value.dtype, dtype) is not None:
+            return promotion.round_through(value, dtype)
         return native.cast(value, promotion.compute_dtype(dtype))  # (F16C for float16)
 
     def write(self, name: str, value: Any) -> None:

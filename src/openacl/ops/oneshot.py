@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from openacl.dtypes import from_numpy_dtype
-from openacl.errors import ACLNN_ERR_PARAM_INVALID, AclError
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, AclError, public
 from openacl.ops.dispatch import bind_arguments
 from openacl.ops.registry import OpDef
 from openacl.ops.signature import python_signature
@@ -98,4 +98,4 @@ def make_one_shot(op: OpDef, phase1: Callable, phase2: Callable) -> Callable[...
     one_shot.__name__ = one_shot.__qualname__ = op.snake_name
     one_shot.__doc__ = f"One-shot {op.c_name}: allocates outputs, runs, returns them.\n\n{op.doc}"
     one_shot.__signature__ = signature  # type: ignore[attr-defined]
-    return one_shot
+    return public(one_shot)  # an AclError leaving it records the recent error message

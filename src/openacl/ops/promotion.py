@@ -11,6 +11,12 @@
   mixing them with other integers); anything else is ``ACLNN_ERR_PARAM_INVALID``.
 * ``can_cast`` is PyTorch's rule for writing a result into an output: never float to
   integer, never anything but bool to bool, never complex to real.
+* Operands reach a kernel in the promoted dtype: CANN's API layer casts each tensor operand
+  to it first (``l0op::Cast(x, promoteType)`` in hicann/ops-math's aclnn_add.cpp,
+  aclnn_mul.cpp, floor_mod's aclnn_remainder.cpp...), and the kernel then widens float16 and
+  bfloat16 to float32. Widening a float is exact, but an integer operand of a float16 or
+  bfloat16 result is rounded to that dtype first (``staged_dtype``): bfloat16 0.5 + int32
+  257 is 0.5 + 256, which rounds to 256.
 """
 
 from __future__ import annotations
@@ -138,6 +144,36 @@ def can_cast(source: np.dtype, target: np.dtype) -> bool:
     if dst == BOOL and src != BOOL:
         return False
     return True
+
+
+def staged_dtype(source: np.dtype, promoted: np.dtype) -> np.dtype | None:
+    """The dtype an operand of ``source`` is rounded to before a kernel widens it into the
+    compute dtype of ``promoted`` (see the module note): ``promoted`` itself when an integer
+    or bool operand meets a float16/bfloat16 result, else None (the widening is exact or
+    is the whole conversion)."""
+    source, promoted = np.dtype(source), np.dtype(promoted)
+    if category(source) <= INTEGER and category(promoted) == FLOATING and \
+            promoted.itemsize < DEFAULT_FLOAT.itemsize:
+        return promoted
+    return None
+
+
+def round_through(array, dtype: np.dtype):
+    """``array`` rounded to ``dtype`` (float16 or bfloat16, round to nearest even) and
+    returned in float32: how an integer operand reaches a half-precision kernel. Written on
+    the array's own methods, so a device array stays on its device (device modules have no
+    bfloat16: its rounding is done on the float32 bits)."""
+    dtype = np.dtype(dtype)
+    if dtype != BFLOAT16 or type(array) is np.ndarray:
+        return array.astype(dtype).astype(DEFAULT_FLOAT)
+    bits = array.astype(DEFAULT_FLOAT).view(np.uint32)
+    rounded = (bits + (_BF16_HALF_ULP + ((bits >> _BF16_SHIFT) & np.uint32(1)))) & _BF16_MASK
+    return rounded.view(DEFAULT_FLOAT)
+
+
+_BF16_SHIFT = np.uint32(16)  # float32 bits a bfloat16 drops
+_BF16_HALF_ULP = np.uint32(0x7FFF)  # just under half a bfloat16 ulp, in float32 bits
+_BF16_MASK = np.uint32(0xFFFF0000)  # the bits a bfloat16 keeps
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:

@@ -35,6 +35,9 @@ from openacl.runtime import core as _core
 
 logger = logging.getLogger("openacl")
 MIN_DIM_RANGE_NUM = 2  # aclGetTensorDescDimRange: dimRange must hold at least [min, max]
+ACL_DEBUG, ACL_INFO, ACL_WARNING, ACL_ERROR = range(4)  # aclLogLevel (aclAppLog's levels)
+APP_LOG_LEVELS = {ACL_DEBUG: logging.DEBUG, ACL_INFO: logging.INFO,
+                  ACL_WARNING: logging.WARNING, ACL_ERROR: logging.ERROR}
 
 
 def _init(config_path: str | None = None) -> None:
@@ -86,8 +89,19 @@ def _set_tensor_shape_range(desc: int, dim_range_num: int,
     _tensor.set_tensor_shape_range(desc, dim_range)
 
 
+def _app_log(log_level: int, message: str, *_where: object) -> None:
+    """aclAppLog: an application's message, logged on the "openacl" logger at ``log_level``
+    (ACL_DEBUG 0 .. ACL_ERROR 3); pyACL's optional func/file/line are accepted."""
+    if log_level not in APP_LOG_LEVELS:
+        raise AclError(ACL_ERROR_INVALID_PARAM,
+                       f"argument 'logLevel' = {log_level!r} is invalid: expected one of "
+                       f"{sorted(APP_LOG_LEVELS)} (ACL_DEBUG .. ACL_ERROR)")
+    logger.log(APP_LOG_LEVELS[log_level], "%s", message)
+
+
 _TABLE = [
     ("init", _init, RET),
+    ("app_log", _app_log, VOID),
     ("finalize", _finalize, RET),
     ("finalize_reference", _finalize_reference, outputs("count")),
     ("get_soc_name", _rt.get_soc_name, VALUE(None)),
