@@ -273,3 +273,19 @@ def test_bad_context_handles(runtime):
     expect_error(ACL_ERROR_INVALID_PARAM, rt.set_context, 0x1234)
     expect_error(ACL_ERROR_INVALID_PARAM, rt.set_context, rt.create_stream())
     expect_error(ACL_ERROR_INVALID_PARAM, rt.destroy_context, "ctx")
+
+
+def test_the_leak_warning_points_at_the_programs_finalize_line():
+    """Whatever wrappers stand between (errors.public), the LeakWarning names the caller's
+    file and line, where the program finalizes (pyACL's face logs it instead)."""
+    import warnings as warnings_module
+
+    for finalize in (openacl.finalize, core.finalize):
+        openacl.init()
+        openacl.rt.set_device(0)
+        openacl.rt.malloc(1024)
+        with warnings_module.catch_warnings(record=True) as caught:
+            warnings_module.simplefilter("always")
+            finalize()
+        (warning,) = [w for w in caught if issubclass(w.category, openacl.LeakWarning)]
+        assert warning.filename == __file__, (finalize, warning.filename)

@@ -9,7 +9,7 @@ import numpy as np
 
 from openacl import dtypes
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
-from openacl.runtime import core
+from openacl.runtime import core, sanitizer
 from openacl.runtime.memory import pinned_view, register_buffer, unregister_buffer
 
 
@@ -43,6 +43,8 @@ def ptr_to_numpy(ptr: int, shape: Sequence[int], dtype: Any) -> np.ndarray:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'ptr' = {ptr:#x} is device memory of the "
                        f"{runtime.backend.name} backend; copy it to the host first")
+    if region.is_device and sanitizer.active:  # memcheck: the host touches device memory
+        sanitizer.host_access(region, offset, nbytes)
     return np.asarray(pinned_view(region, offset, nbytes)).view(np_dtype).reshape(dims)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from openacl.cli import convert, inspect, op_tools, profile, run_handler
+from openacl.cli import sanitize as sanitize_cli
 from openacl.compat import runner as pyacl_runner
 
 GIB = 1 << 30  # bytes in a GiB, for display
@@ -167,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     convert.register(commands)
     inspect.register(commands)
     profile.register(commands)
+    sanitize_cli.register(commands)
     from openacl.model.zoo import MODELS
 
     fetch = commands.add_parser(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from openacl.errors import ACL_ERROR_RT_AICORE_EXCEPTION, AclError
+from openacl.runtime import sanitizer
 
 MAX_POOL_THREADS = 32  # upper bound on block worker threads, whatever the core count
 MAX_TRACEBACK_FRAMES = 8  # innermost user frames shown for a failing block
@@ -102,8 +103,11 @@ def block_traceback(exc: BaseException) -> str:
 def run_blocks(kernel: Callable[..., Any], block_dim: int, args: tuple, name: str,
                tiling_key: int = 0) -> None:
     """Run ``kernel(*args)`` once per block; raise 507015 if any block raised."""
-    if block_dim == 1 or threading.current_thread().name.startswith("openacl-block"):
-        futures = None  # one block, or a launch from inside a block: run here, in order
+    if block_dim == 1 or sanitizer.active or \
+            threading.current_thread().name.startswith("openacl-block"):
+        # one block, a launch from inside a block, or the sanitizer (which attributes each
+        # write to its block): run here, in order
+        futures = None
         errors = []
         for index in range(block_dim):
             try:

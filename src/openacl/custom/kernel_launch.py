@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
-from openacl.custom.blocks import run_blocks
+from openacl.custom.blocks import get_block_idx, run_blocks
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.ops.call import as_array
-from openacl.runtime import core, profiler
+from openacl.runtime import core, profiler, sanitizer
 from openacl.runtime.memory import pinned_view, use_on_stream
 from openacl.runtime.stream import resolve_stream
 from openacl.tensor import Tensor, lookup_tensor, tensor_view
@@ -59,20 +59,36 @@ def global_buffer(ptr: int, dtype: Any, length: int, offset: int = 0) -> np.ndar
         return core.current().backend.empty_array((0,), np_dtype)
     for region in getattr(_launch, "regions", ()):
         if region.start <= address and address + nbytes <= region.end:
-            return as_array(pinned_view(region, address - region.start, nbytes)).view(
-                np_dtype)
-    region, start = core.current().pointers.resolve(address, nbytes, "ptr")
-    return as_array(pinned_view(region, start, nbytes)).view(np_dtype)
+            return _viewed(region, address - region.start, nbytes, np_dtype)
+    try:
+        region, start = core.current().pointers.resolve(address, nbytes, "ptr")
+    except AclError as exc:
+        if sanitizer.active:  # memcheck: the kernel's illegal access, with its block
+            sanitizer.illegal_access(address, nbytes, None, exc, "global_buffer")
+        raise
+    return _viewed(region, start, nbytes, np_dtype)
+
+
+def _viewed(region: Any, offset: int, nbytes: int, np_dtype: np.dtype) -> np.ndarray:
+    """The view ``global_buffer`` returns; the sanitizer snapshots its bytes."""
+    view = as_array(pinned_view(region, offset, nbytes))
+    if sanitizer.active and region.is_device:
+        sanitizer.global_buffer_view(region, offset, view, np_dtype.itemsize)
+    return view.view(np_dtype)
 
 
 def _run_with_regions(fn: Callable[..., Any], regions: tuple, *args: Any) -> None:
     """One block of a launch, with the launch's captured allocations visible."""
     outer = getattr(_launch, "regions", ())
     _launch.regions = regions
+    if sanitizer.active:  # the block's writes are found when it ends (sanitizer.py)
+        sanitizer.begin_block(get_block_idx())
     try:
         fn(*args)
     finally:
         _launch.regions = outer
+        if sanitizer.active:
+            sanitizer.end_block()
 
 
 def _capture(address: int, stream, regions: list) -> None:
@@ -127,6 +143,8 @@ class _Launch:
         body = functools.partial(_run_with_regions, self.kernel.fn, tuple(regions))
         if profiler.active:
             profiler.label("kernel", self.kernel.__name__, detail={"block_dim": self.block_dim})
+        if sanitizer.active:
+            sanitizer.label("kernel", (), kernel=self.kernel.__name__)
         target.submit(functools.partial(run_blocks, body, self.block_dim, converted,
                                         self.kernel.__name__))
 

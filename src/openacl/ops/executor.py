@@ -29,16 +29,17 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from openacl.dtypes import data_type_size
 from openacl.errors import (
     ACLNN_ERR_INNER_NULLPTR,
     ACLNN_ERR_PARAM_INVALID,
     AclError,
 )
 from openacl.ops.call import Call, Kernel, TensorArg, Views
-from openacl.runtime import core, profiler
+from openacl.runtime import core, profiler, sanitizer
 from openacl.runtime.memory import use_on_stream
 from openacl.runtime.stream import resolve_stream
-from openacl.tensor import AclTensor, tensor_view
+from openacl.tensor import AclTensor, tensor_view, view_span
 
 
 class OpExecutor:
@@ -124,8 +125,32 @@ class OpExecutor:
             self.release()
         if profiler.active:
             profiler.label("aclnn", "aclnn" + self.op_name)
+        if sanitizer.active:  # inputs read, outputs and workspace written (sanitizer.py)
+            sanitizer.label("aclnn" + self.op_name, self._accesses(workspace))
         # the views hold their memory (see tensor_view); a partial is the cheapest task
         target.submit(functools.partial(self.kernel, views))
+
+    def _accesses(self, workspace: int) -> list:
+        """(region, offset, nbytes, write) of every tensor and the workspace, for the
+        sanitizer: a tensor's bytes run from its first element to the end of its span."""
+        pointers = core.current().pointers
+        accesses = []
+        for arg in [*self.inputs, *self.outputs]:
+            meta = arg.meta
+            span = view_span(meta.view_dims, meta.strides, meta.offset) - meta.offset
+            if span <= 0 or not meta.data:
+                continue
+            itemsize = data_type_size(meta.data_type)
+            start, nbytes = meta.data + meta.offset * itemsize, span * itemsize
+            region = pointers.lookup(start, nbytes)
+            if region is not None:
+                accesses.append((region, start - region.start, nbytes, arg.output))
+        address = core.as_index(workspace)
+        if self.workspace_bytes and address:
+            region = pointers.lookup(address, self.workspace_bytes)
+            if region is not None:
+                accesses.append((region, address - region.start, self.workspace_bytes, True))
+        return accesses
 
     def release(self) -> None:
         core.current().handles.remove(self.handle)

@@ -32,7 +32,7 @@ from openacl.errors import (
     ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
     AclError,
 )
-from openacl.runtime import core
+from openacl.runtime import core, sanitizer
 from openacl.runtime.stream import resolve_stream, timeout_seconds
 
 CALLBACK_POLL_S = 0.05  # seconds between checks that a blocking callback can still run
@@ -48,6 +48,7 @@ class _Report:
     user_data: Any
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    task: Any = None  # the sanitizer's stamp of the delivering stream task (sanitizer.py)
 
 
 class _Subscriptions:
@@ -122,6 +123,8 @@ def launch_callback(fn: Callable[[Any], None], user_data: Any, block_type: int,
     report = _Report(fn, user_data)
 
     def deliver() -> None:
+        if sanitizer.active:  # the callback runs in this task's place in the order
+            report.task = sanitizer.current_task()
         reports.put(report)
         if block != ACL_CALLBACK_BLOCK:
             return
@@ -153,7 +156,10 @@ def process_report(timeout: int) -> None:
                        f"no callback arrived within {timeout} ms") from None
     while True:
         try:
-            report.fn(report.user_data)
+            if report.task is not None and sanitizer.active:
+                sanitizer.run_as(report.task, report.fn, report.user_data)
+            else:
+                report.fn(report.user_data)
         except BaseException as exc:
             report.error = exc
             report.done.set()

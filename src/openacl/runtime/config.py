@@ -16,6 +16,10 @@ on too: ``{"profiler": {"switch": "on", "output": "out"}}`` profiles into
 other keys are accepted; those that select hardware counters (``aicpu``, ``aic_metrics``,
 ``l2``...) are ignored with one warning naming them.
 
+``sanitize``: the sanitizer's tools (``runtime/sanitizer.py``), e.g. ``"racecheck"`` or
+``"memcheck,leak-check"``; ``OPENACL_SANITIZE`` sets it from the environment (``openacl
+sanitize -- python app.py`` does).
+
 A CANN ``acl.json`` may hold other sections (``dump``, ``err_msg_mode``...); they are
 accepted and ignored, as a user moving a config over would expect.
 """
@@ -71,6 +75,7 @@ class RuntimeConfig:
     log_level: str = "warning"
     num_threads: int | None = None  # CPU threads (runtime/threads.py); None: the cores
     profile: str | None = None  # directory the profiler writes to (profiler.py); None: off
+    sanitize: str | None = None  # sanitizer tools, "memcheck,leak-check" (sanitizer.py)
 
 
 def parse_bytes(value: Any) -> int:
@@ -121,6 +126,12 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, (str, os.PathLike)):
             raise ValueError("expected a directory path")
         return os.fspath(value)
+    if key == "sanitize":
+        if value in (None, "", "none", "off"):
+            return None
+        from openacl.runtime.sanitizer import parse_spec, spec_string
+
+        return spec_string(parse_spec(value))
     if key == "log_level":
         level = str(value).lower()
         if level not in LOG_LEVELS:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Mapping
@@ -46,7 +47,7 @@ from openacl.errors import (
     ACL_ERROR_UNINITIALIZE,
     AclError,
 )
-from openacl.runtime import log, profiler
+from openacl.runtime import log, profiler, sanitizer
 from openacl.runtime.allocator import CachingAllocator
 from openacl.runtime.config import RuntimeConfig, load_config
 from openacl.runtime.handles import HandleTable
@@ -97,7 +98,7 @@ class Runtime:
             warnings.warn(
                 f"openacl.finalize: {len(leaked)} allocation(s) never freed ({total} bytes); "
                 f"first at {leaked[0].start:#x} ({leaked[0].kind.value}, {leaked[0].size} "
-                f"bytes). They are released now.", LeakWarning, stacklevel=3)
+                f"bytes). They are released now.", LeakWarning, stacklevel=_caller_level())
         self.backend.shutdown()
         for device in self.devices.values():
             device.allocator.release_all()
@@ -106,6 +107,21 @@ class Runtime:
         self.handles.clear()
         self.devices.clear()
         _stop_profiler()
+        if sanitizer.active:  # after the streams' shutdown (synccheck) and the leak list
+            sanitizer.stop()
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # openacl/
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside openacl (the program's finalize line),
+    whatever wrappers (``errors.public``, the compat face) stand between."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            _PACKAGE_DIR + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 _lock = threading.Lock()
@@ -178,10 +194,13 @@ def _start(settings: RuntimeConfig) -> Runtime:
     """A new runtime with ``settings`` (caller holds ``_lock`` and publishes it)."""
     if settings.profile is not None:
         _start_profiler(settings.profile)
+    if settings.sanitize is not None:
+        sanitizer.start(settings.sanitize)
     try:
         runtime = Runtime(settings, next(_generations))
     except LookupError as exc:
         _stop_profiler()
+        sanitizer.stop()
         from openacl.errors import ACL_ERROR_RT_NO_DEVICE
         raise AclError(ACL_ERROR_RT_NO_DEVICE, f"backend '{settings.backend}': {exc}"
                        ) from exc

@@ -23,7 +23,7 @@ from openacl.errors import (
     ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
     AclError,
 )
-from openacl.runtime import core
+from openacl.runtime import core, sanitizer
 from openacl.runtime.stream import Stream, resolve_stream, timeout_seconds
 
 ACL_EVENT_SYNC = 0x00000001
@@ -77,16 +77,26 @@ class Event:
 
         point.value = stream.submit(stamp)
         self.point = point
+        if sanitizer.active:  # the record's snapshot of the stream's clock
+            sanitizer.on_record(point)
 
     def done(self) -> bool:
         point = self.point
-        return point is None or point.done()
+        if point is not None and point.done():
+            if sanitizer.active:  # the host saw it complete (a query)
+                sanitizer.on_host_join(point=point)
+            return True
+        return point is None
 
     def synchronize(self, timeout: float | None = None) -> None:
         point = self.point
+        if point is None and sanitizer.active:
+            sanitizer.on_unrecorded_event(self, "synchronize")
         if point is not None:
             point.stream.wait_value(point.value, timeout, f"event {self.handle:#x}",
                                     ACL_ERROR_RT_EVENT_SYNC_TIMEOUT)
+            if sanitizer.active:
+                sanitizer.on_host_join(point=point)
 
 
 def lookup_event(handle: object, argument: str = "event") -> Event:
@@ -129,9 +139,14 @@ def reset_event(event: int, stream: int) -> None:
 def stream_wait_event(stream: int, event: int) -> None:
     """Make ``stream`` wait for ``event``'s current record point (aclrtStreamWaitEvent)."""
     waiter = resolve_stream(stream)
-    point = lookup_event(event).point
+    target = lookup_event(event)
+    point = target.point
+    if point is None and sanitizer.active:
+        sanitizer.on_unrecorded_event(target, "stream wait")
     if point is None or point.stream is waiter:
         return  # nothing recorded, or already ordered by the stream's FIFO
+    if sanitizer.active:
+        sanitizer.on_event_wait(waiter, point)
     timeline, value = point.stream.queue.timeline, point.value
     waiter.submit(lambda: timeline.wait(value))
 

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_STREAM_CONTEXT, AclError
-from openacl.runtime import core, profiler
+from openacl.runtime import core, profiler, sanitizer
 from openacl.runtime.context import current_context
 from openacl.runtime.device import device as device_of
-from openacl.runtime.pointer_table import MemoryKind, Region
+from openacl.runtime.pointer_table import MemoryKind, Region, as_address
 from openacl.runtime.stream import Stream, resolve_stream
 
 # aclrtMemMallocPolicy: base policies, plus the memory-type bits that may be OR-ed in
@@ -111,11 +111,13 @@ def malloc(size: int, policy: int = ACL_MEM_MALLOC_HUGE_FIRST) -> int:
     block = device.allocator.malloc(size, stream)
     try:
         buffer = device.runtime.backend.view(block.segment.handle, block.offset, size)
-        device.runtime.pointers.add(Region(block.address, size, MemoryKind.DEVICE, buffer,
-                                           device=device.id))
+        region = Region(block.address, size, MemoryKind.DEVICE, buffer, device=device.id)
+        device.runtime.pointers.add(region)
     except BaseException:
         device.allocator.free(block.address)
         raise
+    if sanitizer.active:  # poisoned and shadowed (sanitizer.py)
+        sanitizer.on_malloc(region, device.runtime.backend)
     return block.address
 
 
@@ -130,7 +132,14 @@ def free(dev_ptr: int) -> None:
         runtime.deferred.append(lambda: free(dev_ptr))
         return
     core.drain_deferred(runtime)
-    region = runtime.pointers.remove(dev_ptr, "devPtr", MemoryKind.DEVICE)
+    try:
+        region = runtime.pointers.remove(dev_ptr, "devPtr", MemoryKind.DEVICE)
+    except AclError as exc:
+        if sanitizer.active:  # an illegal or double free, reported with its call sites
+            sanitizer.on_free(dev_ptr, None, exc)
+        raise
+    if sanitizer.active:
+        sanitizer.on_free(dev_ptr, region)
     runtime.devices[region.device].allocator.free(region.start)
 
 
@@ -142,10 +151,12 @@ def malloc_host(size: int) -> int:
     block = runtime.host_allocator.malloc(size, None)
     try:
         buffer = runtime.backend.view(block.segment.handle, block.offset, size)
-        runtime.pointers.add(Region(block.address, size, MemoryKind.HOST, buffer))
+        region = runtime.pointers.add(Region(block.address, size, MemoryKind.HOST, buffer))
     except BaseException:
         runtime.host_allocator.free(block.address)
         raise
+    if sanitizer.active:  # remembered for the leak check
+        sanitizer.on_malloc_host(region)
     return block.address
 
 
@@ -156,7 +167,14 @@ def free_host(host_ptr: int) -> None:
         runtime.deferred.append(lambda: free_host(host_ptr))
         return
     core.drain_deferred(runtime)
-    region = runtime.pointers.remove(host_ptr, "hostPtr", MemoryKind.HOST)
+    try:
+        region = runtime.pointers.remove(host_ptr, "hostPtr", MemoryKind.HOST)
+    except AclError as exc:
+        if sanitizer.active:
+            sanitizer.on_free(host_ptr, None, exc)
+        raise
+    if sanitizer.active:
+        sanitizer.on_free(host_ptr, region)
     runtime.host_allocator.free(region.start)
 
 
@@ -344,8 +362,21 @@ def read_bytes(ptr: int, nbytes: int, argument: str) -> bytes:
 
 def _resolve_range(ptr: int, count: int, argument: str, write: bool = False
                    ) -> tuple[Region, Any, Any]:
-    region, offset = core.current().pointers.resolve(ptr, count, argument, write)
+    try:
+        region, offset = core.current().pointers.resolve(ptr, count, argument, write)
+    except AclError as exc:
+        if sanitizer.active:  # an illegal read or write (memcheck)
+            sanitizer.illegal_access(core.as_index(ptr) or 0, count, write, exc,
+                                     f"argument '{argument}'")
+        raise
     return region, region.view(offset, count), _pin(region)
+
+
+def _sanitizer_accesses(plan: tuple, dst: int, src: int) -> list:
+    """The (region, offset, nbytes, write) accesses of a copy plan (sanitizer.py)."""
+    dst_region, dst_view, src_region, src_view, _ = plan
+    return [(src_region, as_address(src, "src") - src_region.start, src_view.nbytes, False),
+            (dst_region, as_address(dst, "dst") - dst_region.start, dst_view.nbytes, True)]
 
 
 def _bounded_count(count: int, limit: int, limit_name: str) -> int:
@@ -365,12 +396,16 @@ def _copy_plan(dst: int, dest_max: int, src: int, count: int, kind: int):
         return None
     dst_region, dst_view, dst_pin = _resolve_range(dst, count, "dst", write=True)
     src_region, src_view, src_pin = _resolve_range(src, count, "src")
+    if sanitizer.active:  # a kind the pointers contradict (memcheck)
+        sanitizer.check_kind(int(kind), dst_region, src_region)
     return dst_region, dst_view, src_region, src_view, (dst_pin, src_pin)
 
 
 def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     """Copy ``count`` bytes now (aclrtMemcpy); ``count > destMax`` is an error."""
     plan = _copy_plan(dst, dest_max, src, count, kind)
+    if plan is not None and sanitizer.active:
+        sanitizer.host_accesses(_sanitizer_accesses(plan, dst, src))
     if plan is not None and profiler.active:  # timed on this thread (profiler.py)
         profiler.label("memcpy", profiler.direction(plan[0], plan[2]), plan[3].nbytes)
         profiler.run_here(core.current().backend._copy, plan[1], plan[3])
@@ -391,6 +426,8 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int,
     copy = core.current().backend._copy_async
     if profiler.active:
         profiler.label("memcpy", profiler.direction(dst_region, src_region), src_view.nbytes)
+    if sanitizer.active:
+        sanitizer.label("memcpy", _sanitizer_accesses(plan, dst, src))
     target.submit(lambda: (copy(dst_view, src_view), pins))
 
 
@@ -410,6 +447,9 @@ def _fill_plan(dev_ptr: int, max_count: int, value: int, count: int):
 def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     """Set ``count`` bytes to ``value`` now (aclrtMemset)."""
     plan = _fill_plan(dev_ptr, max_count, value, count)
+    if plan is not None and sanitizer.active:
+        sanitizer.host_accesses([(plan[0], as_address(dev_ptr, "devPtr") - plan[0].start,
+                                  plan[1].nbytes, True)])
     if plan is not None:
         core.current().backend._fill(plan[1], plan[2])
 
@@ -425,6 +465,9 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: i
     fill = core.current().backend._fill_async
     if profiler.active:
         profiler.label("memset", "device" if region.is_device else "host", view.nbytes)
+    if sanitizer.active:
+        sanitizer.label("memset", [(region, as_address(dev_ptr, "devPtr") - region.start,
+                                    view.nbytes, True)])
     # host memory is filled by the host: after the stream's earlier work (a copy into it)
     target.submit(lambda: (fill(view, byte), pin), host=not region.is_device)
 

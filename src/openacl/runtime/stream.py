@@ -31,7 +31,7 @@ from openacl.errors import (
     ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
     AclError,
 )
-from openacl.runtime import core, profiler
+from openacl.runtime import core, profiler, sanitizer
 from openacl.runtime.context import current_context
 
 STREAM_TASK_FAILED = ACL_ERROR_RT_AICORE_EXCEPTION  # code for a task that raised non-AclError
@@ -107,6 +107,8 @@ class Stream:
             except BaseException as exc:  # noqa: BLE001 - a task failure poisons the stream
                 self.failure = (value, exc)
 
+        if sanitizer.active:  # the task's place in the happens-before order (sanitizer.py)
+            return self.queue.submit(sanitizer.wrap(guarded, self), host)
         return self.queue.submit(guarded, host)
 
     def wait_value(self, value: int, timeout: float | None, what: str,
@@ -126,11 +128,22 @@ class Stream:
             raise failure_error(f"stream {self.handle:#x} failed at task {value}", exc) from exc
 
     def synchronize(self, timeout: float | None = None) -> None:
-        self.wait_value(self.queue.submitted, timeout, f"stream {self.handle:#x}")
+        if not sanitizer.active:
+            self.wait_value(self.queue.submitted, timeout, f"stream {self.handle:#x}")
+            return
+        try:
+            self.wait_value(self.queue.submitted, timeout, f"stream {self.handle:#x}")
+        finally:
+            if self.queue.done():  # waited for everything, even if a task failed
+                sanitizer.on_host_join(self)
 
     def query(self) -> int:
         """``ACL_STREAM_STATUS_COMPLETE`` or ``ACL_STREAM_STATUS_NOT_READY``."""
-        return ACL_STREAM_STATUS_COMPLETE if self.queue.done() else ACL_STREAM_STATUS_NOT_READY
+        if not self.queue.done():
+            return ACL_STREAM_STATUS_NOT_READY
+        if sanitizer.active:  # the host saw it complete: what it did precedes what follows
+            sanitizer.on_host_join(self)
+        return ACL_STREAM_STATUS_COMPLETE
 
     def shutdown(self, drain_timeout: float | None = 0.0) -> None:
         """Stop accepting work and release the handle. Queued work still runs; wait up to
@@ -138,10 +151,14 @@ class Stream:
         if self.destroyed:
             return
         self.destroyed = True
+        if sanitizer.active:  # synccheck: queued work nobody synchronized
+            sanitizer.on_stream_shutdown(self, self.queue.submitted - self.queue.timeline.value)
         self.queue.close()
         drained = self.queue.done() or (
             drain_timeout != 0.0 and self.queue.timeline.wait(self.queue.submitted,
                                                                drain_timeout))
+        if drained and sanitizer.active:
+            sanitizer.on_host_join(self)
         if drained:  # its cached memory may now serve the context's other streams
             successor = None if self.is_default else self.context.default_stream
             self.device.allocator.retire_stream(self, successor)
