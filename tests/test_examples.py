@@ -22,7 +22,8 @@ def _env() -> dict[str, str]:
 
 def test_every_example_is_collected():
     names = {script.parent.name for script in RUN_SCRIPTS}
-    assert {"add_custom", "add_kernel_launch", "layernorm_custom", "softmax_custom"} <= names
+    assert {"add_custom", "add_kernel_launch", "layernorm_custom", "softmax_custom",
+            "hccl_data_parallel"} <= names
 
 
 @pytest.mark.parametrize("script", RUN_SCRIPTS, ids=lambda script: script.parent.name)

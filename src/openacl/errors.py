@@ -795,3 +795,67 @@ def invalid_param(
     """
     return AclError(code, f"argument {argument!r} = {_short_repr(value)} is invalid: {reason}")
 
+
+# ---------------------------------------------------------------------------------------------
+# hccl/hccl_types.h: HcclResult, the return codes of the HCCL functions (openacl.hccl)
+# ---------------------------------------------------------------------------------------------
+# Values and names from ``HcclResult`` in hicann/hccl ``docs/api/context/HcclResult.md`` and
+# Ascend/pytorch ``third_party/hccl/inc/hccl/hccl_types.h`` (which stops at HCCL_E_REMOTE).
+# They are a separate number space from the ACL codes above (HCCL_E_PARA is 1), so they are
+# kept out of ``ERROR_TABLE``: ``hccl_result_name`` and ``HCCL_RESULT_TABLE`` describe them.
+HCCL_SUCCESS = 0
+HCCL_E_PARA = 1
+HCCL_E_PTR = 2
+HCCL_E_MEMORY = 3
+HCCL_E_INTERNAL = 4
+HCCL_E_NOT_SUPPORT = 5
+HCCL_E_NOT_FOUND = 6
+HCCL_E_UNAVAIL = 7
+HCCL_E_SYSCALL = 8
+HCCL_E_TIMEOUT = 9
+HCCL_E_OPEN_FILE_FAILURE = 10
+HCCL_E_TCP_CONNECT = 11
+HCCL_E_ROCE_CONNECT = 12
+HCCL_E_TCP_TRANSFER = 13
+HCCL_E_ROCE_TRANSFER = 14
+HCCL_E_RUNTIME = 15
+HCCL_E_DRV = 16
+HCCL_E_PROFILING = 17
+HCCL_E_CCE = 18
+HCCL_E_NETWORK = 19
+HCCL_E_AGAIN = 20
+HCCL_E_REMOTE = 21
+HCCL_E_SUSPENDING = 22
+
+HCCL_RESULT_TABLE: dict[int, tuple[str, str]] = {
+    HCCL_SUCCESS: ("HCCL_SUCCESS", "success"),
+    HCCL_E_PARA: ("HCCL_E_PARA", "parameter error"),
+    HCCL_E_PTR: ("HCCL_E_PTR", "empty (null) pointer"),
+    HCCL_E_MEMORY: ("HCCL_E_MEMORY", "memory error"),
+    HCCL_E_INTERNAL: ("HCCL_E_INTERNAL", "internal error"),
+    HCCL_E_NOT_SUPPORT: ("HCCL_E_NOT_SUPPORT", "feature not supported"),
+    HCCL_E_NOT_FOUND: ("HCCL_E_NOT_FOUND", "specific resource not found"),
+    HCCL_E_UNAVAIL: ("HCCL_E_UNAVAIL", "resource unavailable"),
+    HCCL_E_SYSCALL: ("HCCL_E_SYSCALL", "a system call failed"),
+    HCCL_E_TIMEOUT: ("HCCL_E_TIMEOUT", "timeout"),
+    HCCL_E_OPEN_FILE_FAILURE: ("HCCL_E_OPEN_FILE_FAILURE", "failed to open a file"),
+    HCCL_E_TCP_CONNECT: ("HCCL_E_TCP_CONNECT", "TCP connect failed"),
+    HCCL_E_ROCE_CONNECT: ("HCCL_E_ROCE_CONNECT", "RoCE connect failed"),
+    HCCL_E_TCP_TRANSFER: ("HCCL_E_TCP_TRANSFER", "TCP transfer failed"),
+    HCCL_E_ROCE_TRANSFER: ("HCCL_E_ROCE_TRANSFER", "RoCE transfer failed"),
+    HCCL_E_RUNTIME: ("HCCL_E_RUNTIME", "a runtime API call failed"),
+    HCCL_E_DRV: ("HCCL_E_DRV", "a driver API call failed"),
+    HCCL_E_PROFILING: ("HCCL_E_PROFILING", "a profiling API call failed"),
+    HCCL_E_CCE: ("HCCL_E_CCE", "a CCE API call failed"),
+    HCCL_E_NETWORK: ("HCCL_E_NETWORK", "a network API call failed"),
+    HCCL_E_AGAIN: ("HCCL_E_AGAIN", "try again"),
+    HCCL_E_REMOTE: ("HCCL_E_REMOTE", "remote error (error CQE)"),
+    HCCL_E_SUSPENDING: ("HCCL_E_SUSPENDING", "the communicator is suspending"),
+}
+
+
+def hccl_result_name(code: int) -> str:
+    """HCCL's name for an ``HcclResult`` value, or ``HCCL_E_UNKNOWN(<code>)``; never raises."""
+    number = _as_code(code)
+    entry = None if number is None else HCCL_RESULT_TABLE.get(number)
+    return entry[0] if entry is not None else f"HCCL_E_UNKNOWN({_short_repr(code)})"

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from openacl.cli import convert, inspect, op_tools, profile, run_handler
+from openacl.cli import convert, inspect, launch, op_tools, profile, run_handler
 from openacl.cli import sanitize as sanitize_cli
 from openacl.compat import runner as pyacl_runner
 
@@ -44,6 +44,7 @@ EXAMPLES = """examples:
     openacl inspect model.om --json              # inputs, gears, ops, weights, arena, options
     openacl profile -- python app.py             # a whole program, like msprof; Perfetto trace
     openacl profile model.om --runs 20 --trace trace.json   # per-operator time of a model
+    openacl launch -n 2 app.py   # 2 local ranks (RANK, WORLD_SIZE, MASTER_*) for HCCL
     openacl fetch ppocr-det      # PP-OCRv4 det from the rapidocr-onnxruntime wheel, cached
     openacl fetch --list         # every model of the zoo, its wheel, whether it is cached
 """
@@ -169,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.register(commands)
     profile.register(commands)
     sanitize_cli.register(commands)
+    launch.register(commands)
     from openacl.model.zoo import MODELS
 
     fetch = commands.add_parser(
