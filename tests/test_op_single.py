@@ -861,7 +861,7 @@ def test_unknown_op_type_suggests_only_close_names(session):
         assert info.value.code == ACL_ERROR_OP_NOT_FOUND
         assert expected in info.value.message.split("near it")[1]
     with pytest.raises(openacl.AclError) as info:
-        op.execute_v2("Pooling", [], [], [], [], None, None)
+        op.execute_v2("Dropout", [], [], [], [], None, None)
     assert "near it" not in info.value.message  # nothing close: no unrelated suggestion
     from openacl.op.types import near_op_types
     assert "ConcatV2D" not in near_op_types("Conv2D") and near_op_types("Foo") == []
@@ -881,3 +881,153 @@ def test_infer_shape_of_nhwc_image_ops(session):
             [((2, 5, 4, 4), DataType.ACL_FLOAT)]
     finally:
         op.destroy_attr(attr)
+
+
+# -- op types added on existing aclnn operators, against torch ------------------------------------
+def _bits(*shape):
+    return RNG.integers(-50, 50, shape).astype(np.int32)
+
+
+DIRECT = {  # op type -> (torch function, inputs)
+    "Acos": (torch.acos, lambda: [rand(3, 4, low=-0.9, high=0.9)]),
+    "Asin": (torch.asin, lambda: [rand(3, 4, low=-0.9, high=0.9)]),
+    "Atan": (torch.atan, lambda: [rand(3, 4)]),
+    "Acosh": (torch.acosh, lambda: [rand(3, 4, low=1.1, high=3.0)]),
+    "Asinh": (torch.asinh, lambda: [rand(3, 4)]),
+    "Atanh": (torch.atanh, lambda: [rand(3, 4, low=-0.9, high=0.9)]),
+    "Cosh": (torch.cosh, lambda: [rand(3, 4)]),
+    "Sinh": (torch.sinh, lambda: [rand(3, 4)]),
+    "Tan": (torch.tan, lambda: [rand(3, 4, low=-1.0, high=1.0)]),
+    "HardSwish": (F.hardswish, lambda: [rand(3, 4, low=-4.0, high=4.0)]),
+    "HardSigmoid": (F.hardsigmoid, lambda: [rand(3, 4, low=-4.0, high=4.0)]),
+    "Relu6": (F.relu6, lambda: [rand(3, 4, low=-3.0, high=9.0)]),
+    "Invert": (torch.bitwise_not, lambda: [_bits(3, 4)]),
+    "BitwiseAnd": (torch.bitwise_and, lambda: [_bits(3, 4), _bits(4)]),
+    "BitwiseOr": (torch.bitwise_or, lambda: [_bits(3, 4), _bits(3, 4)]),
+    "BitwiseXor": (torch.bitwise_xor, lambda: [_bits(1, 4), _bits(3, 1)]),
+}
+
+
+@pytest.mark.parametrize("op_type", sorted(DIRECT))
+def test_direct_op_types_match_torch(session, op_type):
+    function, make = DIRECT[op_type]
+    inputs = make()
+    golden = function(*[torch.from_numpy(a) for a in inputs]).numpy()
+    (y,) = run(session, op_type, inputs, [(golden.shape, golden.dtype)])
+    close(y, golden)
+
+
+def test_hard_sigmoid_refuses_other_slopes(session):
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "HardSigmoid", [rand(4)], [((4,), np.float32)], alpha=0.2)
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "alpha" in info.value.message
+
+
+def test_roll_tile_gather_v2(session):
+    x = rand(3, 4)
+    (y,) = run(session, "Roll", [x], [((3, 4), np.float32)], shifts=[1, -2], dims=[0, 1])
+    np.testing.assert_array_equal(y, torch.roll(torch.from_numpy(x), (1, -2), (0, 1)).numpy())
+    golden = np.tile(x, (2, 1, 3))
+    (y,) = run(session, "TileD", [x], [(golden.shape, np.float32)], multiples=[2, 1, 3])
+    np.testing.assert_array_equal(y, golden)
+    (y,) = run(session, "Tile", [x, np.array([3, 2], np.int64)], [((9, 8), np.float32)])
+    np.testing.assert_array_equal(y, np.tile(x, (3, 2)))
+    indices = np.array([[2, 0], [1, 1], [0, 2]], np.int64)
+    golden = np.take(rand(2, 3, 5), indices, axis=1)
+    source = np.ascontiguousarray(RNG.uniform(size=(2, 3, 5)).astype(np.float32))
+    golden = np.take(source, indices, axis=1)
+    (y,) = run(session, "GatherV2", [source, indices, np.array([1], np.int32)],
+               [(golden.shape, np.float32)])
+    np.testing.assert_array_equal(y, golden)
+    (y,) = run(session, "GatherV2", [source, np.array(2, np.int32), np.array([-1], np.int32)],
+               [((2, 3), np.float32)])
+    np.testing.assert_array_equal(y, source[:, :, 2])
+    with pytest.raises(openacl.AclError) as info:  # fewer multiples than dims
+        run(session, "TileD", [x], [((3, 8), np.float32)], multiples=[2])
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "multiples" in info.value.message
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "GatherV2", [source, indices, np.array([3], np.int32)],
+            [(golden.shape, np.float32)])
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "axis" in info.value.message
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "GatherV2", [source, indices, np.array([1], np.int32)],
+            [(golden.shape, np.float32)], batch_dims=1)
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "batch_dims" in info.value.message
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_pooling_max_and_avg(session, layout):
+    x = rand(2, 3, 7, 8)
+    to_layout = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) \
+        if layout == "NHWC" else (lambda a: a)
+    from_layout = (lambda a: a.transpose(0, 3, 1, 2)) if layout == "NHWC" else (lambda a: a)
+    golden = F.max_pool2d(_nchw(x), 3, 2, padding=1, ceil_mode=True).numpy()
+    (y,) = _run_image(session, "Pooling", [to_layout(x)], [to_layout(golden).shape], mode=0,
+                      window=[3, 3], stride=[2, 2], pad=[1, 1, 1, 1], data_format=layout)
+    close(from_layout(y), golden)  # ceil_mode 0 is ceil
+    golden = F.avg_pool2d(_nchw(x), 3, 2, padding=1, count_include_pad=True).numpy()
+    (y,) = _run_image(session, "Pooling", [to_layout(x)], [to_layout(golden).shape], mode=1,
+                      window=[3, 3], stride=[2, 2], pad=[1, 1, 1, 1], ceil_mode=1,
+                      data_format=layout)
+    close(from_layout(y), golden)  # Caffe's average counts the padding
+    golden = x.mean(axis=(2, 3), keepdims=True)
+    (y,) = _run_image(session, "Pooling", [to_layout(x)], [to_layout(golden).shape], mode=1,
+                      global_pooling=True, data_format=layout)
+    close(from_layout(y), golden)
+
+
+def test_pooling_bad_paths(session):
+    x = rand(1, 2, 6, 6)
+    for attrs, name in (({"mode": 2}, "mode"), ({"ceil_mode": 2}, "ceil_mode"),
+                        ({"dilation": [1, 1, 2, 2]}, "dilation"), ({"window": [2]}, "window"),
+                        ({"mode": 1, "window": [2, 2], "pad": [0, 1, 0, 1]}, "pad"),
+                        ({"data_format": "NCDHW"}, "data_format")):
+        with pytest.raises(openacl.AclError) as info:
+            _run_image(session, "Pooling", [x], [(1, 2, 6, 6)], **attrs)
+        assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH, attrs
+        assert name in info.value.message
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv2d_backprop_input_is_the_input_gradient(session, layout):
+    x = torch.from_numpy(rand(2, 4, 9, 8)).requires_grad_()
+    w = rand(6, 2, 3, 3)  # groups 2
+    y = F.conv2d(x, _nchw(w), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=2)
+    dy = torch.from_numpy(rand(*y.shape))
+    (golden,) = torch.autograd.grad(y, x, dy)
+    strides, dilations, size = [1, 1, 2, 1], [1, 1, 1, 2], [2, 4, 9, 8]
+    dy_in, w_in, fmt = dy.numpy(), w, Format.ACL_FORMAT_NCHW
+    if layout == "NHWC":
+        strides, dilations, size = [1, 2, 1, 1], [1, 1, 2, 1], [2, 9, 8, 4]
+        dy_in, w_in = dy.numpy().transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0)
+        fmt = Format.ACL_FORMAT_HWCN
+    out_shape = tuple(size)
+    (grad,) = _run_image(session, "Conv2DBackpropInput",
+                         [np.array(size, np.int32), np.ascontiguousarray(w_in),
+                          np.ascontiguousarray(dy_in)], [out_shape], formats=[None, fmt, None],
+                         strides=strides, pads=[1, 1, 0, 0], dilations=dilations, groups=2,
+                         data_format=layout)
+    close(grad.transpose(0, 3, 1, 2) if layout == "NHWC" else grad, golden.numpy())
+    with pytest.raises(openacl.AclError) as info:  # no Conv2D input of that size gives dy
+        _run_image(session, "Conv2DBackpropInput",
+                   [np.array([2, 4, 30, 8] if layout == "NCHW" else [2, 30, 8, 4], np.int32),
+                    np.ascontiguousarray(w_in), np.ascontiguousarray(dy_in)],
+                   [(2, 4, 30, 8) if layout == "NCHW" else (2, 30, 8, 4)],
+                   formats=[None, fmt, None], strides=strides, pads=[1, 1, 0, 0],
+                   dilations=dilations, groups=2, data_format=layout)
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "input_size" in info.value.message
+
+
+def test_infer_shape_of_added_op_types(session):
+    dx = session.desc(np.float32, [2, 3, 7, 8])
+    for op_type, attrs, expected in (
+            ("TileD", {"multiples": [1, 2, 1, 3]}, (2, 6, 7, 24)),
+            ("Pooling", {"window": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1]},
+             (2, 3, 4, 5)),  # ceil: H (7 + 2 - 3) / 2 + 1, W ceil(7 / 2) + 1
+            ("Pooling", {"window": [3, 3], "stride": [2, 2], "ceil_mode": 1}, (2, 3, 3, 3))):
+        attr = _attr_of(**attrs)
+        try:
+            assert op.infer_shape(op_type, [dx], None, 1, attr) == \
+                [(expected, DataType.ACL_FLOAT)], op_type
+        finally:
+            op.destroy_attr(attr)

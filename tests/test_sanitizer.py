@@ -525,3 +525,151 @@ def test_host_callbacks_run_in_their_tasks_place():
     reporter.join(WAIT_S)
     rt.unsubscribe_report(reporter.ident, stream)
     assert seen.is_set() and _finish() == []
+
+
+# -- aclop executions and model runs ---------------------------------------------------------------
+def _aclop_add_then_read(with_event: bool, gate=None) -> list[dict]:
+    """An aclop Add on one stream and a read of its output on another (held by ``gate``
+    until the Add has run), ordered by an event or not."""
+    from openacl import op
+
+    _start("racecheck,initcheck")
+    compute, copy = rt.create_stream(), rt.create_stream()
+    if gate is not None:
+        rt.launch_host_func(copy, gate.task)
+    a = openacl.to_device(np.ones(8, np.float32))
+    out = openacl.empty((8,), np.float32)
+    desc = openacl.create_tensor_desc(np.float32, [8], openacl.Format.ACL_FORMAT_ND)
+    x = openacl.create_data_buffer(a.data_ptr, a.nbytes)
+    y = openacl.create_data_buffer(out.data_ptr, out.nbytes)
+    op.execute_v2("Add", [desc, desc], [x, x], [desc], [y], None, compute)  # ACLOP WRITE
+    if with_event:
+        event = rt.create_event()
+        rt.record_event(event, compute)
+        rt.stream_wait_event(copy, event)
+    host = rt.malloc_host(out.nbytes)
+    rt.memcpy_async(host, out.nbytes, out.data_ptr, out.nbytes, D2H, copy)  # ACLOP READ
+    if gate is not None:
+        rt.synchronize_stream(compute)
+        gate.open()
+    rt.synchronize_device()
+    return _finish()
+
+
+def test_aclop_output_read_on_another_stream_races(gate):
+    race, = _of(_aclop_add_then_read(with_event=False, gate=gate), "race")
+    assert "RAW" in race["message"] and race["size"] == 32
+    assert _lines(race, "previous write") == [_line("ACLOP WRITE")]
+    assert _lines(race, "read") == [_line("ACLOP READ")]
+
+
+def test_aclop_output_read_after_an_event_is_ordered(mode):
+    del mode
+    assert _aclop_add_then_read(with_event=True) == []
+
+
+def _transpose_with_perm_written_on_a_stream(synchronize: bool) -> list[dict]:
+    """Transpose's ``perm`` (a value input, read on the host at execute_v2) copied in on a
+    stream; the host waits for the copy by a plain threading event (no happens-before) or by
+    synchronizing the stream."""
+    from openacl import op
+
+    _start("racecheck,initcheck")
+    stream = rt.create_stream()
+    x = openacl.to_device(np.arange(6, dtype=np.float32).reshape(2, 3))
+    out = openacl.empty((3, 2), np.float32)
+    perm = np.array([1, 0], np.int64)
+    device_perm = rt.malloc(perm.nbytes)
+    source = _pinned(perm)
+    rt.memcpy_async(device_perm, perm.nbytes, source, perm.nbytes, H2D, stream)  # PERM WRITE
+    copied = threading.Event()
+    rt.launch_host_func(stream, copied.set)
+    assert copied.wait(WAIT_S)  # it ran, but the sanitizer is not told
+    if synchronize:
+        rt.synchronize_stream(stream)
+    descs = [openacl.create_tensor_desc(np.float32, [2, 3], openacl.Format.ACL_FORMAT_ND),
+             openacl.create_tensor_desc(np.int64, [2], openacl.Format.ACL_FORMAT_ND)]
+    out_desc = openacl.create_tensor_desc(np.float32, [3, 2], openacl.Format.ACL_FORMAT_ND)
+    buffers = [openacl.create_data_buffer(x.data_ptr, x.nbytes),
+               openacl.create_data_buffer(device_perm, perm.nbytes)]
+    y = openacl.create_data_buffer(out.data_ptr, out.nbytes)
+    op.execute_v2("Transpose", descs, buffers, [out_desc], [y], None, stream)  # PERM READ
+    rt.synchronize_stream(stream)
+    np.testing.assert_array_equal(out.numpy(), np.arange(6).reshape(2, 3).T)
+    return _finish()
+
+
+def _pinned(array: np.ndarray) -> int:
+    """A pinned host copy of ``array``: its address."""
+    host = rt.malloc_host(array.nbytes)
+    ptr_to_numpy(host, array.shape, array.dtype)[...] = array
+    return host
+
+
+def test_aclop_value_input_read_on_the_host_races_with_its_stream_writer():
+    race, = _of(_transpose_with_perm_written_on_a_stream(synchronize=False), "race")
+    assert "RAW" in race["message"] and race["size"] == 16
+    assert _lines(race, "previous write") == [_line("PERM WRITE")]
+    assert _lines(race, "read") == [_line("PERM READ")]
+
+
+def test_aclop_value_input_read_after_a_synchronize_is_ordered():
+    assert _transpose_with_perm_written_on_a_stream(synchronize=True) == []
+
+
+def _relu_model(tmp_path: Path) -> str:
+    from onnx import TensorProto, helper
+
+    from openacl.model import om
+    from openacl.model.lowering import lower
+    from openacl.model.onnx_import import import_onnx
+    from openacl.model.plan import plan_memory
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])])
+    lowered = lower(import_onnx(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)])))
+    path = tmp_path / "relu.om"
+    om.save_model(lowered, plan_memory(lowered), path)
+    return str(path)
+
+
+def _model_run_then_read(tmp_path: Path, with_event: bool, gate=None) -> list[dict]:
+    from openacl import mdl
+
+    path = _relu_model(tmp_path)
+    _start("racecheck,initcheck")
+    run, copy = rt.create_stream(), rt.create_stream()
+    if gate is not None:
+        rt.launch_host_func(copy, gate.task)
+    model = mdl.load_from_file(path)
+    x, y = rt.malloc(32), rt.malloc(32)
+    rt.memset(x, 32, 0, 32)
+    inputs, outputs = mdl.create_dataset(), mdl.create_dataset()
+    mdl.add_dataset_buffer(inputs, openacl.create_data_buffer(x, 32))
+    mdl.add_dataset_buffer(outputs, openacl.create_data_buffer(y, 32))
+    mdl.execute_async(model, inputs, outputs, run)  # MODEL WRITE
+    if with_event:
+        event = rt.create_event()
+        rt.record_event(event, run)
+        rt.stream_wait_event(copy, event)
+    host = rt.malloc_host(32)
+    rt.memcpy_async(host, 32, y, 32, D2H, copy)  # MODEL READ
+    if gate is not None:
+        rt.synchronize_stream(run)
+        gate.open()
+    rt.synchronize_device()
+    mdl.unload(model)
+    return _finish()
+
+
+def test_model_output_read_on_another_stream_races(gate, tmp_path):
+    race, = _of(_model_run_then_read(tmp_path, with_event=False, gate=gate), "race")
+    assert "RAW" in race["message"] and race["size"] == 32
+    assert _lines(race, "previous write") == [_line("MODEL WRITE")]
+    assert _lines(race, "read") == [_line("MODEL READ")]
+
+
+def test_model_output_read_after_an_event_is_ordered(tmp_path):
+    assert _model_run_then_read(tmp_path, with_event=True) == []

@@ -498,9 +498,17 @@ def _filter(b: _Lowering, last: bool) -> int:
     dims = b.shape("filter")
     if len(dims) != 4:
         raise b.fail_input("filter", f"has {len(dims)} dims {list(dims)}; expected 4")
-    order = _FILTER_VIEWS[layout]
+    order = _filter_order(b, last)
     strides = contiguous_strides(dims)
     return b.view("filter", [dims[k] for k in order], [strides[k] for k in order])
+
+
+def _filter_order(b: _Lowering, last: bool) -> tuple[int, int, int, int]:
+    """The filter's dims' positions of (out, in / groups, kh, kw) (see ``_filter``)."""
+    layout = b.operand("filter").format
+    if layout == Format.ACL_FORMAT_ND:
+        layout = Format.ACL_FORMAT_HWCN if last else Format.ACL_FORMAT_NCHW
+    return _FILTER_VIEWS[layout]
 
 
 def _conv2d(b: _Lowering) -> None:
@@ -642,6 +650,147 @@ def _resize_bilinear(b: _Lowering) -> None:
     _nhwc_inferred(b, "y", last)
 
 
+POOLING_MODES = {0: "max", 1: "avg"}  # Pooling's mode attribute
+POOLING_CEIL, POOLING_FLOOR = 0, 1  # Pooling's ceil_mode attribute (0 is ceil, Caffe's)
+
+
+def _pooling(b: _Lowering) -> None:
+    """Pooling (Caffe's): mode 0 max / 1 avg, window and stride as (H, W), pad as [top,
+    bottom, left, right], ceil_mode 0 ceil / 1 floor; average pooling counts the padding
+    (Caffe's divisor). On aclnnMaxPool / aclnnAvgPool2d."""
+    last = _channels_last(b)
+    mode = POOLING_MODES.get(b.attr("mode"))
+    if mode is None:
+        raise b.fail_attr("mode", "expected 0 (max) or 1 (avg)")
+    if b.attr("ceil_mode") not in (POOLING_CEIL, POOLING_FLOOR):
+        raise b.fail_attr("ceil_mode", "expected 0 (ceil) or 1 (floor)")
+    if any(d != 1 for d in b.attr("dilation")):
+        raise b.fail_attr("dilation", "only 1 (no dilation) is supported")
+    if b.attr("global_pooling"):
+        shape = b.shape("x")
+        kernel, stride, pads = list(shape[1:3] if last else shape[2:4]), [1, 1], [0, 0, 0, 0]
+    else:
+        kernel, stride, pads = list(b.attr("window")), list(b.attr("stride")), \
+            list(b.attr("pad"))
+        for name, value, count in (("window", kernel, SPATIAL), ("stride", stride, SPATIAL),
+                                   ("pad", pads, 4)):
+            if len(value) != count:
+                raise b.fail_attr(name, f"expected {count} values")
+    top, bottom, left, right = pads
+    ceil = b.attr("ceil_mode") == POOLING_CEIL
+    x, y = _nchw_input(b, "x", last), _nchw_output(b, "y", last)
+    names = {"kernelShape": "window", "kernelSize": "window", "strides": "stride",
+             "pads": "pad", "paddings": "pad"}
+    if mode == "max":
+        b.call("MaxPool", names, self=x, kernelShape=kernel, strides=stride, autoPad=0,
+               pads=[top, left, bottom, right], dilations=[1, 1], ceilMode=int(ceil), out=y)
+    else:
+        if top != bottom or left != right:
+            raise b.fail_attr("pad", "only symmetric padding is supported for average "
+                                     "pooling")
+        b.call("AvgPool2d", names, self=x, kernelSize=kernel, strides=stride,
+               paddings=[top, left], ceilMode=ceil, countIncludePad=True, divisorOverride=0,
+               cubeMathType=0, out=y)
+    _nhwc_inferred(b, "y", last)
+
+
+def _conv2d_backprop_input(b: _Lowering) -> None:
+    """Conv2DBackpropInput: the gradient of Conv2D with respect to its input, a transposed
+    convolution (aclnnConvolution with transposed) of out_backprop by Conv2D's filter, to
+    the input_size (data_format order) that Conv2D's input had."""
+    last = _channels_last(b, "out_backprop")
+    size = list(b.values["input_size"])
+    if len(size) != 4:
+        raise b.fail_input("input_size", f"must hold 4 values in data_format order, not "
+                                         f"{size}")
+    height, width = (size[1], size[2]) if last else (size[2], size[3])
+    pads = list(b.attr("pads"))
+    if len(pads) != 4:
+        raise b.fail_attr("pads", "expected 4 values: top, bottom, left, right")
+    stride, dilation = _hw(b, "strides", last), _hw(b, "dilations", last)
+    weight = _filter(b, last)
+    kernel = [b.shape("filter")[k] for k in _filter_order(b, last)[2:]]
+    dy = b.shape("out_backprop")
+    grad = (dy[1], dy[2]) if last else (dy[2], dy[3])
+    padding = []
+    for axis, (want, have, s, d, k, (begin, end)) in enumerate(zip(
+            (height, width), grad, stride, dilation, kernel,
+            ((pads[0], pads[1]), (pads[2], pads[3])), strict=True)):
+        extra = want - ((have - 1) * s + d * (k - 1) + 1 - begin - end)
+        if not 0 <= extra < max(s, d):
+            raise b.fail_input("input_size", f"{'HW'[axis]} = {want} cannot be the input of "
+                                             f"a Conv2D giving out_backprop's {have} "
+                                             f"(kernel {k}, stride {s}, pads {begin}, {end})")
+        padding.append(extra)
+    b.call("Convolution", {"stride": "strides", "padding": "pads", "dilation": "dilations",
+                           "groups": "groups", "weight": "filter", "input": "out_backprop",
+                           "outputPadding": "input_size"},
+           input=_nchw_input(b, "out_backprop", last), weight=weight, bias=None,
+           stride=list(stride), padding=pads, dilation=list(dilation), transposed=True,
+           outputPadding=padding, groups=b.attr("groups"), output=_nchw_output(b, "y", last),
+           cubeMathType=0)
+    _nhwc_inferred(b, "y", last)
+
+
+def _tile(from_input: bool) -> Callable[[_Lowering], None]:
+    """Tile / TileD: y repeats x ``multiples`` times along each dim (a leading multiple per
+    extra dim adds one); an aclnnExpand of x viewed as (1, d0, 1, d1...) into y viewed as
+    (m0, d0, m1, d1...), the same bytes as y's (m0 * d0, m1 * d1...)."""
+    def lower(b: _Lowering) -> None:
+        multiples = list(b.values["multiples"] if from_input else b.attr("multiples"))
+        fail = b.fail_input if from_input else b.fail_attr
+        dims = list(b.shape("x"))
+        if len(multiples) < len(dims) or min(multiples, default=1) < 0:
+            raise fail("multiples", f"needs one value >= 0 per dim of x {dims}")
+        dims = [1] * (len(multiples) - len(dims)) + dims
+        tiled = [m * d for m, d in zip(multiples, dims, strict=True)]
+        if b.infer:
+            b.inferred["y"] = (tuple(tiled), b.operand("x").data_type)
+            return
+        pairs = [v for m, d in zip(multiples, dims, strict=True) for v in (m, d)]
+        source = [v for s in contiguous_strides(dims) for v in (0, s)]
+        b.call("Expand", {"size": "multiples"},
+               self=b.view("x", [v if k % 2 else 1 for k, v in enumerate(pairs)], source),
+               size=pairs, out=b.view_output("y", pairs, contiguous_strides(pairs)))
+    return lower
+
+
+def _gather_v2(b: _Lowering) -> None:
+    """GatherV2 (batch_dims 0): y = x's slices at indices along axis, shaped
+    x[:axis] + indices + x[axis + 1:]; an aclnnIndexSelect of the flattened indices."""
+    b.only_default("batch_dims", "is_preprocessed", "negative_index_support")
+    values = b.values["axis"]
+    if len(values) != 1:
+        raise b.fail_input("axis", f"must hold one value, not {list(values)}")
+    shape = b.shape("x")
+    axis = b.axis("axis", values[0], len(shape), input_name=True)
+    indices = b.shape("indices")
+    count = math.prod(indices)
+    result = (*shape[:axis], *indices, *shape[axis + 1:])
+    if b.infer:
+        b.inferred["y"] = (result, b.operand("x").data_type)
+        return
+    flat = (*shape[:axis], count, *shape[axis + 1:])
+    b.call("IndexSelect", {"dim": "axis", "index": "indices"}, self=b.x("x"), dim=axis,
+           index=b.view("indices", [count]),
+           out=b.view_output("y", flat, contiguous_strides(flat)))
+
+
+def _hard_sigmoid(b: _Lowering) -> None:
+    b.only_default("alpha", "beta")  # aclnnHardsigmoid is x / 6 + 1 / 2, clamped
+    b.call("Hardsigmoid", self=b.x("input_x"), out=b.y("output_y"))
+
+
+def _relu6(b: _Lowering) -> None:
+    b.call("Clamp", self=b.x("x"), clipValueMin=b.scalar(0.0), clipValueMax=b.scalar(6.0),
+           out=b.y("y"))
+
+
+def _roll(b: _Lowering) -> None:
+    b.call("Roll", {"x": "x"}, x=b.x("x"), shifts=list(b.attr("shifts")),
+           dims=list(b.attr("dims")), out=b.y("y"))
+
+
 # -- the table: names verified against CANN's REG_OP definitions (see the module docstring) ----
 def _attr(name: str, kind: str, default: Any = REQUIRED) -> AttrDef:
     return AttrDef(name, kind, default)
@@ -774,6 +923,32 @@ _define("ResizeBilinearV2", "x size", "y", _resize_bilinear,
         (_attr("align_corners", "bool", False), _attr("half_pixel_centers", "bool", False),
          _attr("dtype", "type", DataType.ACL_FLOAT), _attr("scales", "list_float", [0.0, 0.0])),
         values="size")
+for _name, _aclnn in (("Acos", "Acos"), ("Asin", "Asin"), ("Atan", "Atan"),
+                      ("Acosh", "Acosh"), ("Asinh", "Asinh"), ("Atanh", "Atanh"),
+                      ("Cosh", "Cosh"), ("Sinh", "Sinh"), ("Tan", "Tan"),
+                      ("HardSwish", "Hardswish"), ("Invert", "BitwiseNot")):
+    _define(_name, "x", "y", _unary(_aclnn))
+for _name, _aclnn in (("BitwiseAnd", "BitwiseAndTensor"), ("BitwiseOr", "BitwiseOrTensor"),
+                      ("BitwiseXor", "BitwiseXorTensor")):
+    _define(_name, "x1 x2", "y", _binary(_aclnn))
+_define("Relu6", "x", "y", _relu6)
+_define("HardSigmoid", "input_x", "output_y", _hard_sigmoid,
+        (_attr("alpha", "float", 0.16666666), _attr("beta", "float", 0.5)))
+_define("Roll", "x", "y", _roll, (_attr("shifts", "list_int"), _attr("dims", "list_int", [])))
+_define("TileD", "x", "y", _tile(False), (_attr("multiples", "list_int"),))
+_define("Tile", "x multiples", "y", _tile(True), values="multiples")
+_define("GatherV2", "x indices axis", "y", _gather_v2,
+        (_attr("batch_dims", "int", 0), _attr("is_preprocessed", "bool", False),
+         _attr("negative_index_support", "bool", False)), values="axis")
+_define("Pooling", "x", "y", _pooling,
+        (_attr("mode", "int", 0), _attr("global_pooling", "bool", False),
+         _attr("window", "list_int", [1, 1]), _attr("stride", "list_int", [1, 1]),
+         _attr("pad", "list_int", [0, 0, 0, 0]), _attr("dilation", "list_int", [1, 1, 1, 1]),
+         _attr("ceil_mode", "int", 0), _attr("data_format", "str", "NCHW")))
+_define("Conv2DBackpropInput", "input_size filter out_backprop", "y", _conv2d_backprop_input,
+        (_attr("strides", "list_int"), _attr("pads", "list_int"),
+         _attr("dilations", "list_int", [1, 1, 1, 1]), _attr("groups", "int", 1),
+         _attr("data_format", "str", "NHWC")), values="input_size")
 del _name, _aclnn, _kind
 
 

@@ -353,8 +353,11 @@ def pinned_view(region: Region, offset: int, nbytes: int) -> Any:
 # -- copies and fills --------------------------------------------------------------------------
 def read_bytes(ptr: int, nbytes: int, argument: str) -> bytes:
     """The ``nbytes`` at ``ptr`` (any memory kind) as bytes, copied now: how host code reads
-    a value it needs (an aclop constant input) whatever the backend."""
+    a value it needs (an aclop value input, a model's dynamic-batch input, a staged model's
+    inputs) whatever the backend; the sanitizer sees it as a synchronous read."""
     region, offset = core.current().pointers.resolve(ptr, nbytes, argument)
+    if sanitizer.active:  # a read by this thread (or the stream task it runs in)
+        sanitizer.host_accesses([(region, offset, nbytes, False)])
     host = np.empty(nbytes, np.uint8)
     core.current().backend._copy(host, region.view(offset, nbytes))
     return host.tobytes()

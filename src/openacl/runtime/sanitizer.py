@@ -20,6 +20,11 @@ What each tool finds
   stream and the host) with no happens-before order between them.
 * initcheck: reads of device bytes nothing wrote (a copy from them, an aclnn input, a kernel
   view the block never wrote).
+
+Accesses come from memcpy / memset (sync and async), aclnn executor launches (which also
+carry aclop programs and model steps), custom kernels and ``memory.read_bytes`` (the host
+reading an aclop value input or a model's dynamic-batch input, or a staged model's task
+reading its inputs); a model launch's own buffers are reached by its async copies.
 * synccheck: a stream destroyed, or its device reset or the runtime finalized, with work
   still queued; a wait on (or synchronize of) an event that was never recorded.
 
