@@ -25,6 +25,7 @@ from openacl import hccl, rt
 from openacl.compat import acl
 from openacl.compat import hccl as chccl
 from openacl.errors import get_recent_err_msg
+from openacl.hccl import collectives
 
 pytest.importorskip("torch.distributed")
 
@@ -122,6 +123,34 @@ def test_one_rank_collectives_in_every_stream_mode(comm):
     with comm:
         pass
     assert comm.destroyed
+
+
+def test_cached_views_follow_freed_and_reused_memory(comm):
+    """all_reduce keeps torch views of receive buffers (collectives.py): a freed buffer's
+    view is never reused for memory allocated again at the same address, and the cache
+    stays bounded."""
+    stream = openacl.Stream()
+    addresses = set()
+    for round_ in range(collectives.TENSOR_CACHE_ENTRIES + 4):
+        values = np.full(COUNT, round_, np.float32)
+        buffer = _device(values)
+        addresses.add(buffer.ptr)
+        for send in (buffer, _device(values + 1)):  # in place, then out of place
+            hccl.all_reduce(send, buffer, COUNT, hccl.HCCL_DATA_TYPE_FP32,
+                            hccl.HCCL_REDUCE_SUM, comm, stream)
+            stream.synchronize()
+            np.testing.assert_array_equal(buffer.to_numpy(np.float32),
+                                          send.to_numpy(np.float32))
+            if send is not buffer:
+                send.free()
+        buffer.free()
+        assert len(comm.tensors) <= collectives.TENSOR_CACHE_ENTRIES
+        # only the buffer just freed may still be held: the next miss drops it
+        assert sum(not region.live for region, _ in comm.tensors.values()) <= 1
+    assert len(addresses) < collectives.TENSOR_CACHE_ENTRIES  # memory was reused
+    stream.destroy()
+    comm.destroy()
+    assert not comm.tensors
 
 
 def test_a_zero_count_enqueues_nothing(comm):
@@ -422,3 +451,55 @@ def test_launch_runs_a_command_and_refuses_bad_counts():
     assert result.returncode == 2 and "-n 0 is invalid" in result.stderr
     result = launch(1, "/nonexistent/program")
     assert result.returncode == 2 and "cannot start" in result.stderr
+
+
+def test_launch_over_two_nodes_meets_at_the_master_port(tmp_path):
+    """Two launchers, as on two machines (--nnodes 2, --node-rank 0 and 1, node 0's address
+    and port), start one rank each: global ranks 0 and 1 of 2 all_reduce together."""
+    app = tmp_path / "app.py"
+    app.write_text("import os\n"
+                   "import numpy as np\n"
+                   "import openacl\n"
+                   "from openacl import hccl\n"
+                   "openacl.init()\n"
+                   "openacl.rt.set_device(0)\n"
+                   "comm = hccl.comm_init_from_env(exec_timeout=20)\n"
+                   "buf = openacl.DeviceBuffer(4)\n"
+                   "buf.copy_from(np.array([comm.rank + 1], np.float32))\n"
+                   "hccl.all_reduce(buf, buf, 1, hccl.HCCL_DATA_TYPE_FP32,\n"
+                   "                hccl.HCCL_REDUCE_SUM, comm)\n"
+                   "openacl.rt.synchronize_stream(0)\n"
+                   "keys = 'RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK'.split()\n"
+                   "print(*(os.environ[k] for k in keys), buf.to_numpy(np.float32)[0])\n"
+                   "buf.free()\n"
+                   "comm.destroy()\n")
+    port = str(hccl.free_port())
+    command = [sys.executable, "-m", "openacl.cli.main", "launch", "--nnodes", "2",
+               "--master-addr", "127.0.0.1", "--master-port", port, "-n", "1",
+               "--timeout", str(LAUNCH_TIMEOUT_S)]
+    nodes = [subprocess.Popen([*command[:4], "--node-rank", str(node), *command[4:],
+                               str(app)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for node in (1, 0)]  # the far node first: it waits
+    try:
+        outputs = [node.communicate(timeout=RUN_TIMEOUT_S) for node in nodes]
+    finally:
+        for node in nodes:
+            node.kill()
+    for node, (_, err) in zip(nodes, outputs, strict=True):
+        assert node.returncode == 0, err
+    assert [out.strip() for out, _ in outputs] == ["[rank 1] 1 0 2 1 1 3.0",
+                                                  "[rank 0] 0 0 2 1 0 3.0"]
+
+
+def test_launch_refuses_bad_node_flags(capsys):
+    from openacl.cli.main import main
+
+    for flags, message in [
+            (["--nnodes", "2", "--node-rank", "2", "--master-port", "29500"],
+             "--node-rank 2 is invalid: expected 0 .. 1"),
+            (["--nnodes", "2", "--node-rank", "1"], "--master-port is required"),
+            (["--nnodes", "0"], "--nnodes 0 is invalid"),
+            (["--node-rank", "-1"], "--node-rank -1 is invalid"),
+            (["--master-port", "70000"], "--master-port 70000 is invalid")]:
+        assert main(["launch", "-n", "1", *flags, "app.py"]) == 2, flags
+        assert message in capsys.readouterr().err, flags

@@ -3,8 +3,16 @@
 Design note (invariants)
 ------------------------
 * Each rank is a child process in a session of its own, with RANK, WORLD_SIZE, LOCAL_RANK,
-  LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (``openacl.hccl.comm_init_from_env``
-  reads them) and PYTHONUNBUFFERED=1, so its lines arrive as they are printed.
+  LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT set
+  (``openacl.hccl.comm_init_from_env`` reads them) and PYTHONUNBUFFERED=1, so its lines
+  arrive as they are printed.
+* Several machines (``--nnodes M --node-rank K``), as torchrun's static rendezvous: one
+  launcher per machine, each starting its N local ranks as global ranks K*N .. K*N + N - 1
+  of M*N. They meet at ``--master-addr:--master-port``, where global rank 0 (on node 0)
+  serves the store, so the port is required when M > 1 and node 0's address must be
+  reachable from every machine. A launcher watches only its own ranks: a rank that fails
+  on another machine reaches this one as a failed collective (a closed connection, or
+  ``HCCL_EXEC_TIMEOUT``), and its ranks then exit by themselves.
 * Two threads per rank forward its stdout and stderr line by line, prefixed ``[rank R]``,
   to ours; one lock keeps lines whole. The main thread only polls the children.
 * The first rank to exit non-zero decides the exit status (a rank killed by signal S counts
@@ -34,16 +42,21 @@ INTERRUPT_STATUS = 130  # exit status on Ctrl-C (128 + SIGINT)
 SIGNAL_STATUS_BASE = 128  # a rank killed by signal S exits with 128 + S
 DEFAULT_MASTER_ADDR = "127.0.0.1"
 MAX_RANKS = 256  # most local ranks one launch starts
+MAX_PORT = 65535
+USAGE_STATUS = 2  # exit status of a refused command line (argparse's)
 
 _print_lock = threading.Lock()
 
 
-def rank_environment(rank: int, world_size: int, master_addr: str, master_port: int,
-                     base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of local rank ``rank`` (torchrun's variables)."""
+def rank_environment(local_rank: int, nproc: int, master_addr: str, master_port: int,
+                     base: dict[str, str] | None = None, nnodes: int = 1,
+                     node_rank: int = 0) -> dict[str, str]:
+    """The environment of local rank ``local_rank`` of ``nproc`` on node ``node_rank`` of
+    ``nnodes`` (torchrun's variables; see the design note)."""
     env = dict(os.environ if base is None else base)
-    env.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
-                "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": master_addr,
+    env.update({"RANK": str(node_rank * nproc + local_rank), "LOCAL_RANK": str(local_rank),
+                "WORLD_SIZE": str(nnodes * nproc), "LOCAL_WORLD_SIZE": str(nproc),
+                "GROUP_RANK": str(node_rank), "MASTER_ADDR": master_addr,
                 "MASTER_PORT": str(master_port), "PYTHONUNBUFFERED": "1"})
     return env
 
@@ -89,21 +102,27 @@ def _stop(children: list[subprocess.Popen]) -> None:
             child.wait()
 
 
-def launch(world_size: int, command: Sequence[str], master_addr: str = DEFAULT_MASTER_ADDR,
+def launch(nproc: int, command: Sequence[str], master_addr: str = DEFAULT_MASTER_ADDR,
            master_port: int | None = None, timeout_s: float | None = None,
-           stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
-    """Run ``command`` as ``world_size`` local ranks; returns the exit status (design note)."""
+           stdout: IO[str] | None = None, stderr: IO[str] | None = None, nnodes: int = 1,
+           node_rank: int = 0) -> int:
+    """Run ``command`` as the ``nproc`` local ranks of node ``node_rank`` of ``nnodes``;
+    returns the exit status (design note). ``master_port`` None: a free one (one node)."""
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
+    if master_port is None and nnodes > 1:
+        raise ValueError("a launch over several nodes needs the master port of node 0")
     port = free_port(master_addr) if master_port is None else master_port
     children: list[subprocess.Popen] = []
     forwarders: list[threading.Thread] = []
     status = 0
     try:
-        for rank in range(world_size):
+        for local_rank in range(nproc):
+            rank = node_rank * nproc + local_rank
+            env = rank_environment(local_rank, nproc, master_addr, port, nnodes=nnodes,
+                                   node_rank=node_rank)
             child = subprocess.Popen(list(command), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True,
-                                     env=rank_environment(rank, world_size, master_addr, port))
+                                     stderr=subprocess.PIPE, start_new_session=True, env=env)
             children.append(child)
             for pipe, target in ((child.stdout, out), (child.stderr, err)):
                 thread = threading.Thread(target=_forward, args=(pipe, f"[rank {rank}] ", target),
@@ -135,21 +154,37 @@ def launch(world_size: int, command: Sequence[str], master_addr: str = DEFAULT_M
     return status
 
 
-def _cmd_launch(args: argparse.Namespace) -> int:
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why the command line cannot run, naming the flag; None when it can."""
     if not 1 <= args.nproc <= MAX_RANKS:
-        print(f"openacl launch: -n {args.nproc} is invalid: expected 1 .. {MAX_RANKS} ranks",
-              file=sys.stderr)
-        return 2
+        return f"-n {args.nproc} is invalid: expected 1 .. {MAX_RANKS} ranks"
+    if args.nnodes < 1:
+        return f"--nnodes {args.nnodes} is invalid: expected 1 or more machines"
+    if not 0 <= args.node_rank < args.nnodes:
+        return (f"--node-rank {args.node_rank} is invalid: expected 0 .. {args.nnodes - 1} "
+                f"(--nnodes {args.nnodes})")
+    if args.master_port is None and args.nnodes > 1:
+        return (f"--master-port is required with --nnodes {args.nnodes}: every node's "
+                f"launcher must name the same port on node 0 (--master-addr)")
+    if args.master_port is not None and not 1 <= args.master_port <= MAX_PORT:
+        return f"--master-port {args.master_port} is invalid: expected 1 .. {MAX_PORT}"
     if args.timeout is not None and args.timeout <= 0:
-        print(f"openacl launch: --timeout {args.timeout:g} is invalid: expected seconds > 0",
-              file=sys.stderr)
-        return 2
+        return f"--timeout {args.timeout:g} is invalid: expected seconds > 0"
+    return None
+
+
+def _cmd_launch(args: argparse.Namespace) -> int:
+    refusal = _refusal(args)
+    if refusal is not None:
+        print(f"openacl launch: {refusal}", file=sys.stderr)
+        return USAGE_STATUS
     try:
         return launch(args.nproc, program_command(args.program, args.args), args.master_addr,
-                      args.master_port, args.timeout)
+                      args.master_port, args.timeout, nnodes=args.nnodes,
+                      node_rank=args.node_rank)
     except OSError as exc:
         print(f"openacl launch: cannot start {args.program!r}: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_STATUS
 
 
 def register(commands: Any) -> None:
@@ -159,13 +194,20 @@ def register(commands: Any) -> None:
         description="Start N local ranks of a program with torchrun's variables (RANK, "
                     "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), forward their output "
                     "prefixed by rank, and exit with the first non-zero status (the other "
-                    "ranks are then stopped).")
+                    "ranks are then stopped). Over M machines, run one launcher on each with "
+                    "--nnodes M, its own --node-rank and node 0's --master-addr/--master-port.")
     parser.add_argument("-n", "--nproc", type=int, required=True, metavar="N",
-                        help="number of ranks")
+                        help="number of ranks on this machine")
+    parser.add_argument("--nnodes", type=int, default=1, metavar="M",
+                        help="number of machines, one launcher each (default 1)")
+    parser.add_argument("--node-rank", type=int, default=0, metavar="K",
+                        help="this machine's index, 0 .. M-1: its ranks are K*N .. K*N+N-1 "
+                             "(default 0)")
     parser.add_argument("--master-addr", default=DEFAULT_MASTER_ADDR,
-                        help=f"rendezvous address (default {DEFAULT_MASTER_ADDR})")
+                        help=f"rendezvous address: node 0's (default {DEFAULT_MASTER_ADDR})")
     parser.add_argument("--master-port", type=int, default=None,
-                        help="rendezvous port (default: a free one)")
+                        help="rendezvous port on node 0 (default: a free one; required "
+                             "with --nnodes > 1)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help=f"kill every rank after this long (exit status {TIMEOUT_STATUS})")
     parser.add_argument("program", help="app.py (run with this Python) or a command")

@@ -21,6 +21,15 @@ Design note (invariants)
   int32, uint32 in int64 (sums and products wrap exactly as in the narrow type), uint64 as
   int64 bits (max/min with the sign bit flipped so that signed order is unsigned order).
   Send buffers are never written; in place (``send == recv``) is allowed.
+* Per-call costs dominate small messages, so what is safe to reuse is made once: the options
+  objects, one per (kind, reduce op), shared and never written after they are made; and
+  all_reduce's torch view of its receive buffer, cached per communicator
+  (``Communicator.tensors``) under the region object, offset, size and type. An entry is
+  used only for that same live region (validation, pointer resolution included, still runs
+  on every call); a freed region's entry, which still holds its memory, is dropped at the
+  next miss and every entry at destroy. At most ``TENSOR_CACHE_ENTRIES`` entries, each of at
+  most ``TENSOR_CACHE_MAX_BYTES`` (larger buffers are not cached: their per-call cost is
+  negligible next to the transfer).
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from openacl.errors import HCCL_E_NOT_SUPPORT, HCCL_E_PARA, HCCL_E_PTR, AclError
+from openacl.errors import HCCL_E_NOT_SUPPORT, HCCL_E_PARA, HCCL_E_PTR
 from openacl.hccl import transport
 from openacl.hccl.comm import Communicator, lookup
 from openacl.hccl.constants import (
@@ -64,22 +73,25 @@ NOT_REDUCIBLE = frozenset({  # moved as bytes, never reduced here
     HcclDataType.HCCL_DATA_TYPE_FP8E4M3, HcclDataType.HCCL_DATA_TYPE_FP8E5M2,
     HcclDataType.HCCL_DATA_TYPE_FP8E8M0,
 })
+TENSOR_CACHE_ENTRIES = 16  # torch views of receive buffers a communicator keeps
+TENSOR_CACHE_MAX_BYTES = 1 << 20  # largest buffer whose view is kept, bytes
+DATA_TYPES = {member.value: member for member in HcclDataType}
 P2P_TAG = 0  # HCCL has no tags: one point-to-point channel per pair of ranks
 
 
 class _Buffer(NamedTuple):
     region: Region
+    offset: int  # of the range in the region, bytes
     view: np.ndarray  # uint8 bytes of exactly the range the collective touches
 
 
 # -- validation ------------------------------------------------------------------------------------
 def _data_type(value: Any, argument: str = "dataType") -> HcclDataType:
-    number = core.as_index(value)
-    try:
-        return HcclDataType(number)
-    except ValueError:
+    data_type = DATA_TYPES.get(core.as_index(value))  # a dict: HcclDataType(n) is slower
+    if data_type is None:
         names = ", ".join(f"{t.name}={t.value}" for t in HcclDataType)
-        raise bad_argument(argument, value, f"expected an HcclDataType: {names}") from None
+        raise bad_argument(argument, value, f"expected an HcclDataType: {names}")
+    return data_type
 
 
 def _reduce_op(value: Any, data_type: HcclDataType) -> HcclReduceOp:
@@ -132,7 +144,7 @@ def _buffer(ptr: Any, nbytes: int, argument: str, comm: Communicator,
     if region.device != comm.device_id:
         raise bad_argument(argument, ptr, f"is memory of device {region.device}, but "
                            f"{comm.describe()} is on device {comm.device_id}")
-    return _Buffer(region, memory.pinned_view(region, offset, nbytes))
+    return _Buffer(region, offset, memory.pinned_view(region, offset, nbytes))
 
 
 def _element_counts(value: Any, size: int, argument: str) -> list[int]:
@@ -154,9 +166,30 @@ def _element_counts(value: Any, size: int, argument: str) -> list[int]:
     return values
 
 
+def _recv_tensor(comm: Communicator, buffer: _Buffer, dtype: np.dtype) -> Any:
+    """A torch tensor over ``buffer`` read as ``dtype``, cached per communicator (design
+    note): made once per (region, offset, size, type) while the region is live."""
+    cache = comm.tensors
+    key = (id(buffer.region), buffer.offset, buffer.view.nbytes, dtype)
+    entry = cache.get(key)
+    if entry is not None and entry[0] is buffer.region:
+        return entry[1]
+    # Threads may share a communicator: every step below is one dict operation, and pop
+    # tolerates an entry another thread removed first.
+    for stale, (region, _) in list(cache.items()):
+        if not region.live:
+            cache.pop(stale, None)  # freed buffers: dropped at the first miss after the free
+    tensor = transport.typed_tensor(buffer.view.view(dtype))
+    if buffer.view.nbytes <= TENSOR_CACHE_MAX_BYTES:
+        while len(cache) >= TENSOR_CACHE_ENTRIES:
+            cache.pop(next(iter(cache), None), None)  # the oldest entry
+        cache[key] = (buffer.region, tensor)
+    return tensor
+
+
 # -- the task --------------------------------------------------------------------------------------
 def _wait(work: Any, comm: Communicator) -> None:
-    work.wait(transport.timedelta(comm.exec_timeout_s))
+    work.wait(comm.exec_timeout)
 
 
 def _options(kind: str, **fields: Any) -> Any:
@@ -167,12 +200,25 @@ def _options(kind: str, **fields: Any) -> Any:
     return options
 
 
+_reduce_options_cache: dict[tuple[str, HcclReduceOp], Any] = {}
+
+
+def _reduce_options(kind: str, op: HcclReduceOp) -> Any:
+    """The ``kind`` options object reducing with ``op``, made once and shared: the process
+    group copies what it reads, and nothing here writes an options object after this."""
+    key = (kind, op)
+    options = _reduce_options_cache.get(key)
+    if options is None:
+        options = _options(kind, reduceOp=transport.reduce_op(TORCH_REDUCE_OPS[op]))
+        _reduce_options_cache[key] = options
+    return options
+
+
 def _enqueue(comm: Communicator, stream: Stream, name: str, nbytes: int,
              buffers: Sequence[_Buffer], run: Callable[[], None]) -> None:
     """Submit ``run`` as ``stream``'s next task (see the design note)."""
     for buffer in buffers:
         memory.use_on_stream(buffer.region, stream)
-    what = f"{name} on {comm.describe()}"
 
     def task() -> None:
         try:
@@ -180,10 +226,8 @@ def _enqueue(comm: Communicator, stream: Stream, name: str, nbytes: int,
                 raise HcclError(HCCL_E_PARA, f"{comm.describe()} was destroyed before this "
                                              f"collective ran; synchronize before destroying")
             run()
-        except AclError as exc:
-            raise stream_failure(what, exc) from exc
         except Exception as exc:  # noqa: BLE001 - the transport raises plain RuntimeErrors
-            raise stream_failure(what, exc) from exc
+            raise stream_failure(f"{name} on {comm.describe()}", exc) from exc
 
     if profiler.active:
         profiler.label("hccl", name, nbytes)
@@ -240,17 +284,28 @@ def all_reduce(send_buf: int, recv_buf: int, count: int, data_type: int, op: int
         return
     nbytes = count * data_type_size(dtype)
     send = _buffer(send_buf, nbytes, "sendBuf", target, write=False)
-    recv = _buffer(recv_buf, nbytes, "recvBuf", target, write=True)
+    if recv_buf is send_buf and send.region.writable:  # in place: resolved once
+        recv = send
+    else:
+        recv = _buffer(recv_buf, nbytes, "recvBuf", target, write=True)
     numpy_dtype = _reduction_type(dtype)
+    options = _reduce_options("AllreduceOptions", reduce_op)
+    if numpy_dtype in WIDER_CARRIERS or numpy_dtype == UINT64:
+        def run() -> None:
+            work = _load(send.view, numpy_dtype, reduce_op, into=recv.view)
+            _wait(target.group.allreduce([transport.typed_tensor(work)], options), target)
+            _store(work, recv.view, numpy_dtype, reduce_op)
+    else:  # reduced in recv_buf's own memory (the common case: no carrier, see _load)
+        tensors = [_recv_tensor(target, recv, numpy_dtype)]
+        copy_in = send.region is not recv.region or send.offset != recv.offset
 
-    def run() -> None:
-        work = _load(send.view, numpy_dtype, reduce_op, into=recv.view)
-        options = _options("AllreduceOptions",
-                           reduceOp=transport.reduce_op(TORCH_REDUCE_OPS[reduce_op]))
-        _wait(target.group.allreduce([transport.typed_tensor(work)], options), target)
-        _store(work, recv.view, numpy_dtype, reduce_op)
+        def run() -> None:
+            if copy_in:
+                np.copyto(recv.view, send.view)
+            _wait(target.group.allreduce(tensors, options), target)
 
-    _enqueue(target, queue, "HcclAllReduce", nbytes, (send, recv), run)
+    _enqueue(target, queue, "HcclAllReduce", nbytes, (send,) if recv is send else (send, recv),
+             run)
 
 
 @hccl_api
@@ -319,8 +374,7 @@ def reduce_scatter(send_buf: int, recv_buf: int, recv_count: int, data_type: int
         out = np.empty(count, work.dtype)
         blocks = [transport.typed_tensor(work[r * count:(r + 1) * count])
                   for r in range(target.size)]
-        options = _options("ReduceScatterOptions",
-                           reduceOp=transport.reduce_op(TORCH_REDUCE_OPS[reduce_op]))
+        options = _reduce_options("ReduceScatterOptions", reduce_op)
         _wait(target.group.reduce_scatter([transport.typed_tensor(out)], [blocks], options),
               target)
         _store(out, recv.view, numpy_dtype, reduce_op)

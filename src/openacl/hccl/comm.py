@@ -97,6 +97,8 @@ class Communicator:
         self.size = size
         self.device_id = device_id
         self.exec_timeout_s = exec_timeout_s
+        self.exec_timeout = transport.timedelta(exec_timeout_s)  # what each collective waits
+        self.tensors: dict[tuple, tuple[Any, Any]] = {}  # collectives.py's view cache
         self.store = store  # keeps the rendezvous store alive as long as the group
         self.label = label
         self.destroyed = False
@@ -463,6 +465,7 @@ def _release(target: Communicator) -> None:
         target.destroyed = True
         _comms.pop(target.handle, None)
         group, target.group = target.group, None
+        target.tensors.clear()
     try:
         group.shutdown()
     except Exception:  # noqa: BLE001 - a peer already gone must not fail a destroy
