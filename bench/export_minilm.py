@@ -75,7 +75,6 @@ CHECK_SEED = 0
 CHECK_TOLERANCE = 1e-5  # max |ONNX - PyTorch| on unit-length embeddings
 MIN_TOKENS = 8  # each random sequence has MIN_TOKENS..SEQ_LEN real tokens, then padding
 POOL_EPS = 1e-9  # the clamp of the token count, as sentence-transformers
-CHUNK = 1 << 20
 
 REQUIRED = ("torch", "transformers", "safetensors", "onnxscript", "onnx")
 INSTALL_HINT = "pip install torch==2.13.0 transformers safetensors onnxscript onnx"
@@ -207,14 +206,6 @@ def check(module: Any, vocab: int, path: Path) -> float:
     return worst
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _versions() -> str:
     import onnx
     import onnxscript
@@ -256,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             partial.unlink(missing_ok=True)
         raise
     os.replace(partial, target)
-    digest = sha256(target)
+    digest = zoo.file_sha256(target)
     print(f"wrote {target} ({target.stat().st_size} bytes) in "
           f"{exported - start:.1f} s (export) + {time.perf_counter() - exported:.1f} s (check)")
     print(f"sha256 {digest}")

@@ -33,13 +33,13 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
+from openacl.cli import exit_status, program_command
 from openacl.hccl.comm import free_port
 
 POLL_INTERVAL_S = 0.05  # how often the children are polled, seconds
 KILL_GRACE_S = 5.0  # time a terminated rank gets before SIGKILL, seconds
 TIMEOUT_STATUS = 124  # exit status when --timeout expires (timeout(1)'s)
 INTERRUPT_STATUS = 130  # exit status on Ctrl-C (128 + SIGINT)
-SIGNAL_STATUS_BASE = 128  # a rank killed by signal S exits with 128 + S
 DEFAULT_MASTER_ADDR = "127.0.0.1"
 MAX_RANKS = 256  # most local ranks one launch starts
 MAX_PORT = 65535
@@ -61,13 +61,6 @@ def rank_environment(local_rank: int, nproc: int, master_addr: str, master_port:
     return env
 
 
-def program_command(program: str, args: Sequence[str]) -> list[str]:
-    """``app.py ARGS`` runs under this Python; anything else runs as a command."""
-    if program.endswith(".py"):
-        return [sys.executable, program, *args]
-    return [program, *args]
-
-
 def _forward(stream: IO[bytes], prefix: str, out: IO[str]) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
@@ -75,10 +68,6 @@ def _forward(stream: IO[bytes], prefix: str, out: IO[str]) -> None:
             out.write(f"{prefix}{line}\n")
             out.flush()
     stream.close()
-
-
-def _status(returncode: int) -> int:
-    return SIGNAL_STATUS_BASE - returncode if returncode < 0 else returncode
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:
@@ -134,7 +123,7 @@ def launch(nproc: int, command: Sequence[str], master_addr: str = DEFAULT_MASTER
             codes = [child.poll() for child in children]
             failed = [c for c in codes if c not in (None, 0)]
             if failed:
-                status = _status(failed[0])
+                status = exit_status(failed[0])
                 break
             if all(code == 0 for code in codes):
                 break
@@ -179,7 +168,7 @@ def _cmd_launch(args: argparse.Namespace) -> int:
         print(f"openacl launch: {refusal}", file=sys.stderr)
         return USAGE_STATUS
     try:
-        return launch(args.nproc, program_command(args.program, args.args), args.master_addr,
+        return launch(args.nproc, program_command([args.program, *args.args]), args.master_addr,
                       args.master_port, args.timeout, nnodes=args.nnodes,
                       node_rank=args.node_rank)
     except OSError as exc:
@@ -215,4 +204,4 @@ def register(commands: Any) -> None:
     parser.set_defaults(handler=_cmd_launch)
 
 
-__all__ = ["launch", "program_command", "rank_environment", "register"]
+__all__ = ["launch", "rank_environment", "register"]

@@ -1,28 +1,8 @@
 """``openacl op ...``: the operator developer's tools.
 
-Examples::
-
-    openacl op new AddCustom --input x:float16,float32 --input y:float16,float32 \\
-        --output-tensor z:float16,float32 --attr alpha:float=1.0 -o add_custom  # a project
-    openacl op gen-data ops.json -o build           # build/input/<name>.bin (a list: per case)
-    openacl op run ops.json --input-dir build -o build  # build/output/<name>.bin and .npy
-    openacl op verify build/output/y.bin golden.bin --dtype float16 --standard ratio
-
-Rules the subcommands share:
-
-* Output: ``-o/--output DIR`` everywhere; gen-data, op run and convert --singleop default
-  to ``./build`` (``openacl.singleop.DEFAULT_OUTPUT_DIR``); op new to ``./<op_type in
-  snake_case>``.
-* Names: a single-op case's inputs and outputs are named by ``openacl.singleop.io_names``:
-  the desc's ``name``, else the op type's IR name (Add and MatMul: x1, x2 -> y).
-* Layout: one case (a JSON object) uses DIR/input/<name>.bin and DIR/output/<name>.bin; a
-  list uses DIR/<case>/input/... per case, <case> being the case's ``name``, else
-  ``<index>_<op>``. gen-data -o DIR writes the input folders; op run --input-dir DIR reads
-  them, so ``op gen-data ops.json -o D`` then ``op run ops.json --input-dir D -o D`` runs
-  on exactly those files.
-* Seeds: case ``i`` of a file uses (``--seed``, else the case's ``"seed"``, else 0) + i, and
-  input ``j`` draws from ``default_rng([seed, j])``: op run without --input-dir generates the
-  data gen-data writes.
+The examples and the rules the subcommands share (output folders, input names, the layout
+of cases on disk, seeds, exit statuses) are ``OP_EPILOG``: what ``openacl op --help``
+prints, kept in one place.
 
 Each subcommand is one ``add_<name>(subparsers)`` function listed in ``SUBCOMMANDS``; adding
 a subcommand is writing that function and appending it there. Handlers return the exit

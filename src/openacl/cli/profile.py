@@ -25,10 +25,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from openacl.cli import exit_status, program_command
 from openacl.cli.convert import STATUS_BAD_INPUT, parse_input_shapes
 
 __all__ = ["Report", "load_report", "register", "write_chrome_trace"]
@@ -37,7 +38,6 @@ NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 BYTES_PER_GB = 1e9  # bandwidth in GB/s, decimal as msprof reports it
-SIGNAL_STATUS_BASE = 128  # a child killed by signal N exits 128 + N, as a shell reports it
 DEFAULT_OUTPUT = "openacl_profile"  # --output's default, under the current directory
 OP_KINDS = ("aclnn", "kernel", "host_func")  # leaf compute tasks: the top-operators table
 COPY_KINDS = ("memcpy", "memset")
@@ -265,10 +265,6 @@ def _error(message: str) -> int:
     return STATUS_BAD_INPUT
 
 
-def _program(argv: Sequence[str]) -> list[str]:
-    """The child's command line: a ``.py`` file runs with this interpreter."""
-    return [sys.executable, *argv] if argv[0].endswith(".py") else list(argv)
-
 
 def _run_directory(output: str) -> str:
     """A fresh ``PROF_<stamp>_<pid>`` directory under ``output`` (msprof's naming)."""
@@ -283,9 +279,6 @@ def _run_directory(output: str) -> str:
     os.makedirs(path)
     return path
 
-
-def _exit_status(returncode: int) -> int:
-    return SIGNAL_STATUS_BASE - returncode if returncode < 0 else returncode
 
 
 def _report(directory: str, trace: str | None, top: int | None) -> int:
@@ -323,12 +316,12 @@ def _cmd_profile_program(args: argparse.Namespace, argv: list[str]) -> int:
     except OSError as exc:
         return _error(f"argument '--output' = '{args.output}' cannot be used: {exc}")
     environ = dict(os.environ, **{ENV_VAR: os.path.abspath(directory)})
-    command = _program(argv)
+    command = program_command(argv)
     try:
         child = subprocess.run(command, env=environ, check=False)
     except OSError as exc:
         return _error(f"cannot run {command[0]!r}: {exc}")
-    status = _exit_status(child.returncode)
+    status = exit_status(child.returncode)
     if status:
         print(f"openacl profile: the program exited with status {status}; what it recorded "
               f"follows", file=sys.stderr)

@@ -23,14 +23,13 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Sequence
 
+from openacl.cli import exit_status, program_command
 from openacl.cli.convert import STATUS_BAD_INPUT
 
 __all__ = ["STATUS_FINDINGS", "register"]
 
 STATUS_FINDINGS = 1  # exit status when the program succeeded but findings were reported
-SIGNAL_STATUS_BASE = 128  # a child killed by signal N exits 128 + N, as in a shell
 HELP_WIDTH = 88
 LOG_LEVELS = ("info", "warn", "error")  # msSanitizer's --log-level values
 DEFAULT_LOG_LEVEL = "warn"  # msSanitizer's default
@@ -41,13 +40,6 @@ def _error(message: str) -> int:
     return STATUS_BAD_INPUT
 
 
-def _program(argv: Sequence[str]) -> list[str]:
-    """The child's command line: a ``.py`` file runs with this interpreter."""
-    return [sys.executable, *argv] if argv[0].endswith(".py") else list(argv)
-
-
-def _exit_status(returncode: int) -> int:
-    return SIGNAL_STATUS_BASE - returncode if returncode < 0 else returncode
 
 
 def _report_text(findings: list[dict], sessions: list[dict], tool: str) -> str:
@@ -72,7 +64,7 @@ def _cmd_sanitize(args: argparse.Namespace) -> int:
         return _error("no program after '--': use openacl sanitize [options] -- python "
                       "app.py ARGS")
     options = sanitizer.Options(frozenset({args.tool}), args.leak_check == "yes")
-    command = _program(argv)
+    command = program_command(argv)
     with tempfile.TemporaryDirectory(prefix="openacl-sanitize-") as output:
         environ = dict(os.environ, **{sanitizer.ENV_VAR: sanitizer.spec_string(options),
                                       sanitizer.OUTPUT_ENV_VAR: output})
@@ -97,7 +89,7 @@ def _cmd_sanitize(args: argparse.Namespace) -> int:
                           f"{exc}")
     else:
         print(text, file=sys.stderr)
-    status = _exit_status(child.returncode)
+    status = exit_status(child.returncode)
     if status:
         print(f"openacl sanitize: the program exited with status {status}", file=sys.stderr)
         return status

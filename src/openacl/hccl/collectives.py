@@ -418,40 +418,38 @@ def reduce(send_buf: int, recv_buf: int, count: int, data_type: int, op: int, ro
 def send(send_buf: int, count: int, data_type: int, dest_rank: int, comm: Any,
          stream: Any = None) -> None:
     """Send ``count`` elements to rank ``dest_rank``, which calls ``recv`` (HcclSend)."""
-    target = lookup(comm)
-    dtype = _data_type(data_type)
-    count = _count(count, "count")
-    dest = _rank(dest_rank, target, "destRank", not_self=True)
-    queue = _stream(stream, target)
-    if count == 0:
-        return
-    nbytes = count * data_type_size(dtype)
-    data = _buffer(send_buf, nbytes, "sendBuf", target, write=False)
-
-    def run() -> None:
-        _wait(target.group.send([transport.byte_tensor(data.view)], dest, P2P_TAG), target)
-
-    _enqueue(target, queue, "HcclSend", nbytes, (data,), run)
+    _point_to_point("HcclSend", send_buf, "sendBuf", count, data_type, dest_rank, "destRank",
+                    comm, stream)
 
 
 @hccl_api
 def recv(recv_buf: int, count: int, data_type: int, src_rank: int, comm: Any,
          stream: Any = None) -> None:
     """Receive ``count`` elements from rank ``src_rank``'s ``send`` (HcclRecv)."""
+    _point_to_point("HcclRecv", recv_buf, "recvBuf", count, data_type, src_rank, "srcRank",
+                    comm, stream)
+
+
+def _point_to_point(name: str, buf: int, buf_argument: str, count: int, data_type: int,
+                    peer_rank: int, peer_argument: str, comm: Any, stream: Any) -> None:
+    """HcclSend (the peer receives ``buf``) or HcclRecv (``buf`` is written), validated in
+    the arguments' order and enqueued as one task."""
     target = lookup(comm)
     dtype = _data_type(data_type)
     count = _count(count, "count")
-    source = _rank(src_rank, target, "srcRank", not_self=True)
+    peer = _rank(peer_rank, target, peer_argument, not_self=True)
     queue = _stream(stream, target)
     if count == 0:
         return
     nbytes = count * data_type_size(dtype)
-    data = _buffer(recv_buf, nbytes, "recvBuf", target, write=True)
+    receiving = name == "HcclRecv"
+    data = _buffer(buf, nbytes, buf_argument, target, write=receiving)
 
-    def run() -> None:
-        _wait(target.group.recv([transport.byte_tensor(data.view)], source, P2P_TAG), target)
+    def run() -> None:  # the group as it is when the task runs, as every collective reads it
+        transfer = target.group.recv if receiving else target.group.send
+        _wait(transfer([transport.byte_tensor(data.view)], peer, P2P_TAG), target)
 
-    _enqueue(target, queue, "HcclRecv", nbytes, (data,), run)
+    _enqueue(target, queue, name, nbytes, (data,), run)
 
 
 @hccl_api

