@@ -22,15 +22,14 @@ import concurrent.futures
 import threading
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from openacl.errors import ACL_ERROR_RT_AICORE_EXCEPTION, AclError
 from openacl.runtime import sanitizer
+from openacl.runtime.frames import in_package
 
 MAX_POOL_THREADS = 32  # upper bound on block worker threads, whatever the core count
 MAX_TRACEBACK_FRAMES = 8  # innermost user frames shown for a failing block
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # openacl's own frames are trimmed
 
 _local = threading.local()
 _pool_lock = threading.Lock()
@@ -78,10 +77,7 @@ def _run_block(kernel: Callable[..., Any], index: int, count: int, args: tuple,
 
 
 def _is_openacl_frame(frame: traceback.FrameSummary) -> bool:
-    try:
-        return Path(frame.filename).resolve().is_relative_to(_PACKAGE_DIR)
-    except (OSError, ValueError):
-        return False
+    return in_package(frame.filename)
 
 
 def block_traceback(exc: BaseException) -> str:

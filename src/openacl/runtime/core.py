@@ -50,6 +50,7 @@ from openacl.errors import (
 from openacl.runtime import log, profiler, sanitizer
 from openacl.runtime.allocator import CachingAllocator
 from openacl.runtime.config import RuntimeConfig, load_config
+from openacl.runtime.frames import in_package
 from openacl.runtime.handles import HandleTable
 from openacl.runtime.pointer_table import PointerTable
 
@@ -111,15 +112,11 @@ class Runtime:
             sanitizer.stop()
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # openacl/
-
-
 def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside openacl (the program's finalize line),
     whatever wrappers (``errors.public``, the compat face) stand between."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
-            _PACKAGE_DIR + os.sep):
+    while frame is not None and in_package(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
 

@@ -82,6 +82,8 @@ from typing import Any
 
 import numpy as np
 
+from openacl.runtime.frames import in_package
+
 __all__ = [
     "DEFAULT_TOOL", "ENV_VAR", "LEAK_CHECK", "OUTPUT_ENV_VAR", "POISON_BYTE", "POISON_WORD",
     "SEVERITIES",
@@ -113,7 +115,6 @@ MEMCPY_DIRECTIONS = {0: (False, False), 1: (False, True), 2: (True, False),
                      3: (True, True)}  # ACL_MEMCPY_* kind -> (src is device, dst is device)
 MEMCPY_KIND_NAMES = {0: "ACL_MEMCPY_HOST_TO_HOST", 1: "ACL_MEMCPY_HOST_TO_DEVICE",
                      2: "ACL_MEMCPY_DEVICE_TO_HOST", 3: "ACL_MEMCPY_DEVICE_TO_DEVICE"}
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 active = False  # read by every hook: the only cost of the sanitizer when it is off
 tools: frozenset[str] = frozenset()
@@ -168,14 +169,10 @@ def spec_string(options: Options) -> str:
 
 
 # -- call sites -----------------------------------------------------------------------------------
-def _in_package(filename: str) -> bool:
-    return filename.startswith(_PACKAGE_DIR)
-
-
 def call_site(**extra: Any) -> dict[str, Any]:
     """The innermost frame outside openacl (the user's file and line), plus ``extra``."""
     frame = sys._getframe(1)
-    while frame is not None and _in_package(frame.f_code.co_filename):
+    while frame is not None and in_package(frame.f_code.co_filename):
         frame = frame.f_back
     site: dict[str, Any] = {"file": "?", "line": 0, "function": "?"} if frame is None else {
         "file": frame.f_code.co_filename, "line": frame.f_lineno,
