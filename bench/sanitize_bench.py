@@ -120,16 +120,18 @@ def _workloads(scratch: Path) -> list[tuple[str, list[str], Path]]:
     """(name, command, folder): each example's application (its inputs made once), the
     pyACL script, the in-process loop."""
     found = []
-    for example in sorted(EXAMPLES.glob("*/run.sh")):
-        folder = scratch / example.parent.name
-        shutil.copytree(example.parent, folder, ignore=shutil.ignore_patterns("input",
-                                                                             "output"))
+    # the AclNNInvocation-shaped examples (gen_data, then one application process); the
+    # HCCL example starts several ranks through openacl launch and is not one of them
+    for gen_data in sorted(EXAMPLES.glob("*/scripts/gen_data.py")):
+        source = gen_data.parents[1]
+        folder = scratch / source.name
+        shutil.copytree(source, folder, ignore=shutil.ignore_patterns("input", "output"))
         (folder / "input").mkdir()
         (folder / "output").mkdir()
         subprocess.run([sys.executable, "scripts/gen_data.py"], cwd=folder, check=True,
                        capture_output=True, timeout=RUN_TIMEOUT_S)
         main = "src/main.py" if (folder / "src" / "main.py").exists() else "main.py"
-        found.append((f"examples/{example.parent.name}", [sys.executable, main], folder))
+        found.append((f"examples/{source.name}", [sys.executable, main], folder))
     (scratch / "pyacl_app.py").write_text(PYACL_APP)
     found.append(("pyACL script (python -m openacl.compat)",
                   [sys.executable, "-m", "openacl.compat", "pyacl_app.py"], scratch))
