@@ -3,7 +3,9 @@ one of its operators is first looked up (a model run loads only the families its
 the tiny model's process stays ~1.6 MB smaller), and all of them when it is listed whole.
 
 The table is checked against the families' own registrations by
-``tests/test_ops_helpers.py``; ``python -m openacl.ops.index`` prints it afresh.
+``tests/test_ops_helpers.py``; ``python -m openacl.ops.index`` prints it afresh, and
+``python -m openacl.ops.index --write`` replaces it in this file (atomically: a family that
+fails to import leaves the file as it was).
 """
 
 from __future__ import annotations
@@ -101,5 +103,28 @@ def _fresh_table() -> str:
     return "OPERATORS: dict[str, tuple[str, ...]] = {\n" + "\n".join(lines) + "\n}"
 
 
+def _write_table() -> None:
+    """Replace the table in this file with a fresh one (write a sibling, then rename)."""
+    import os
+    import re
+    from pathlib import Path
+
+    path = Path(__file__)
+    text = path.read_text()
+    table = re.compile(r"^OPERATORS: dict\[str, tuple\[str, \.\.\.\]\] = \{\n.*?^\}$",
+                       re.MULTILINE | re.DOTALL)
+    fresh, count = table.subn(lambda _: _fresh_table(), text, count=1)
+    if count != 1:
+        raise SystemExit(f"{path}: the OPERATORS table was not found")
+    scratch = path.with_suffix(".py.new")
+    scratch.write_text(fresh)
+    os.replace(scratch, path)
+
+
 if __name__ == "__main__":
-    print(_fresh_table())
+    import sys
+
+    if sys.argv[1:] == ["--write"]:
+        _write_table()
+    else:
+        print(_fresh_table())
