@@ -1,0 +1,59 @@
+"""CANN's own ATK cases (a sample of every suite) against our operators.
+
+``tests/data/atk/sample.json.xz`` holds a few small cases of every ATK suite of
+hicann/ops-math and hicann/ops-nn at the commits it records (``python tools/atk.py
+sample`` makes it); ``tests/atk_driver.py`` says how a case runs and is judged, and
+``tests/atk_goldens/`` holds the goldens. One test per suite runs all its sampled cases
+and fails listing the cases that failed. A suite whose operator we do not implement, or
+that has no golden yet, is skipped saying so; ``python tools/atk.py run`` runs every case
+and writes the table of ``docs/atk.md``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import atk_driver
+from conftest import _start, _stop
+
+CASES = atk_driver.load_sample()
+SUITES = dict(atk_driver.by_suite(CASES))
+GOLDENS = atk_driver.load_goldens()
+
+
+@pytest.fixture
+def inline_runtime():
+    _start("inline")
+    yield
+    _stop()
+
+
+@pytest.mark.parametrize("suite", sorted(SUITES))
+def test_atk_suite(suite, inline_runtime):
+    tally = atk_driver.run_suite(SUITES[suite], GOLDENS, keep=10)
+    if tally.run == 0:
+        pytest.skip("; ".join(f"{n} case(s): {why}" for why, n in tally.not_run.items()))
+    assert not tally.failures, (f"{tally.run - tally.passed} of {tally.run} case(s) failed:\n"
+                                + "\n".join(tally.failures))
+
+
+def test_the_sample_covers_every_suite_and_records_its_commits():
+    import json
+    import lzma
+
+    with lzma.open(atk_driver.SAMPLE, "rt", encoding="utf-8") as handle:
+        payload = json.load(handle)
+    assert set(payload["repositories"]) == {"ops-math", "ops-nn"}
+    assert all(len(r["commit"]) == 40 for r in payload["repositories"].values())
+    assert len(SUITES) >= 470 and all(SUITES.values())
+
+
+def test_a_golden_that_disagrees_fails_the_case(inline_runtime):
+    """The driver can fail: a golden off by a little more than float32's standard allows."""
+    case = next(c for c in CASES if c.op == "Add" and any(
+        isinstance(i, dict) and i.get("dtype") == "fp32" for i in c.data["inputs"]))
+    wrong = {"Add": atk_driver.Golden("Add", lambda a, b, alpha: (a + alpha * b) * 1.001)}
+    right = {"Add": atk_driver.Golden("Add", lambda a, b, alpha: a + alpha * b)}
+    atk_driver.run_case(case, right)
+    with pytest.raises(AssertionError, match="MERE|MARE"):
+        atk_driver.run_case(case, wrong)
