@@ -400,3 +400,136 @@ def test_fused_matmul_y_may_be_its_own_addend(fused, alias):
     golden = _golden_fused(x1, x2, addend if alias == "bias" else None,
                            addend if alias == "x3" else None, fused)
     assert_close(target.numpy(), golden, f"{fused} y is {alias}")
+
+
+# -- Mv, Addmv, Addbmm, Gemm ---------------------------------------------------------------------
+def _golden(fn, *arrays, dtype, **kwargs):
+    """``fn`` of the arrays in float64 (or int64 for integers), rounded once into ``dtype``."""
+    wide = torch.float64 if np.dtype(dtype).kind == "f" or dtype == BF16 else None
+    tensors = [to_torch(a).to(wide) if wide else to_torch(a) for a in arrays]
+    result = fn(*tensors, **kwargs)
+    return from_torch(result.to(to_torch(np.zeros(0, dtype)).dtype))
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16), F32], ids=str)
+@pytest.mark.parametrize("shape", [(5, 7), (1, 1), (0, 3), (4, 0)], ids=str)
+def test_mv_matches_torch(dtype, shape):
+    a, v = _rand(shape, dtype, 30), _rand(shape[1:], dtype, 31)
+    assert_close(openacl.ops.mv(_dev(a), _dev(v)).numpy(), _golden(torch.mv, a, v, dtype=dtype),
+                 f"mv {shape} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.dtype(t) for t in (np.int8, np.uint8,
+                                                                  np.int16, np.int32,
+                                                                  np.int64)], ids=str)
+@pytest.mark.parametrize("factors", [(1, 1), (-2, 0), (2, -1)], ids=str)
+def test_addmv_matches_torch(dtype, factors):
+    alpha, beta = factors
+    if dtype == np.uint8:
+        alpha, beta = abs(alpha), abs(beta)
+    s, m, v = _rand((6,), dtype, 32), _rand((6, 9), dtype, 33), _rand((9,), dtype, 34)
+    if dtype.kind in "iu":  # the product wraps in the dtype, as torch's
+        golden = from_torch(torch.addmv(to_torch(s), to_torch(m), to_torch(v), alpha=alpha,
+                                        beta=beta))
+    else:
+        golden = _golden(torch.addmv, s, m, v, dtype=dtype, alpha=alpha, beta=beta)
+    got = openacl.ops.addmv(_dev(s), _dev(m), _dev(v), alpha, beta).numpy()
+    assert_close(got, golden, f"addmv {dtype} {factors}")
+
+
+def test_addmv_broadcasts_self_and_ignores_it_when_beta_is_zero():
+    m, v = _rand((4, 3), F32, 35), _rand((3,), F32, 36)
+    one = np.array([1.5], np.float32)
+    assert_close(openacl.ops.addmv(_dev(one), _dev(m), _dev(v), 2.0, 1.0).numpy(),
+                 (2 * (m.astype(np.float64) @ v) + 1.5).astype(np.float32))
+    nan = np.full(4, np.nan, np.float32)
+    got = openacl.ops.addmv(_dev(nan), _dev(m), _dev(v), 1.0, 0.0).numpy()
+    assert_close(got, (m.astype(np.float64) @ v).astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("bias_shape", [(3, 5), (5,), (3, 1)], ids=str)
+def test_addbmm_matches_torch(dtype, bias_shape):
+    s, b1, b2 = (_rand(bias_shape, dtype, 37), _rand((4, 3, 6), dtype, 38),
+                 _rand((4, 6, 5), dtype, 39))
+    golden = _golden(torch.addbmm, s, b1, b2, dtype=dtype, beta=0.5, alpha=-2.0)
+    got = openacl.ops.addbmm(_dev(s), _dev(b1), _dev(b2), 0.5, -2.0).numpy()
+    assert_close(got, golden, f"addbmm {dtype} {bias_shape}")
+
+
+def test_inplace_addbmm_and_empty_batch():
+    s, b1, b2 = _rand((3, 5), F32, 40), _rand((2, 3, 4), F32, 41), _rand((2, 4, 5), F32, 42)
+    target = _dev(s)
+    openacl.ops.inplace_addbmm(target, _dev(b1), _dev(b2), 1.0, 1.0)
+    assert_close(target.numpy(), _golden(torch.addbmm, s, b1, b2, dtype=F32))
+    empty1, empty2 = np.zeros((0, 3, 4), np.float32), np.zeros((0, 4, 5), np.float32)
+    assert_close(openacl.ops.addbmm(_dev(s), _dev(empty1), _dev(empty2), 2.0, 1.0).numpy(),
+                 2 * s)
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16), F32], ids=str)
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)], ids=str)
+@pytest.mark.parametrize("c_shape", [(3, 5), (1, 5), (3, 1)], ids=str)
+def test_gemm_matches_torch(dtype, trans, c_shape):
+    trans_a, trans_b = trans
+    a = _rand((4, 3) if trans_a else (3, 4), dtype, 43)
+    b = _rand((5, 4) if trans_b else (4, 5), dtype, 44)
+    c = _rand(c_shape, dtype, 45)
+
+    def reference(a, b, c):
+        return 1.5 * (a.T if trans_a else a) @ (b.T if trans_b else b) + 0.5 * c
+    got = openacl.ops.gemm(_dev(a), _dev(b), _dev(c), 1.5, 0.5, trans_a, trans_b).numpy()
+    assert_close(got, _golden(reference, a, b, c, dtype=dtype), f"gemm {dtype} {trans}")
+
+
+def test_mv_addmv_addbmm_gemm_errors():
+    f32 = np.ones((2, 3), np.float32)
+    one = openacl.create_scalar(1.0, openacl.ACL_FLOAT)
+    for fn, args, code, name in [
+        (aclnn.mv_get_workspace_size, (None, _dev(np.ones(3, np.float32)),
+                                       openacl.empty((2,), np.float32), 0),
+         ACLNN_ERR_PARAM_NULLPTR, "'self'"),
+        (aclnn.mv_get_workspace_size, (_dev(f32), _dev(np.ones(2, np.float32)),
+                                       openacl.empty((2,), np.float32), 0),
+         ACLNN_ERR_PARAM_INVALID, "'vec'"),                                # reduce dims
+        (aclnn.mv_get_workspace_size, (_dev(f32), _dev(np.ones(3, np.float16)),
+                                       openacl.empty((2,), np.float32), 0),
+         ACLNN_ERR_PARAM_INVALID, "'vec'"),                                # dtypes differ
+        (aclnn.mv_get_workspace_size, (_dev(f32), _dev(np.ones(3, np.float32)),
+                                       openacl.empty((2,), np.float32), 4),
+         ACLNN_ERR_PARAM_INVALID, "'cubeMathType'"),
+        (aclnn.mv_get_workspace_size, (_dev(np.ones((2, 3), np.int32)),
+                                       _dev(np.ones(3, np.int32)),
+                                       openacl.empty((2,), np.int32), 0),
+         ACLNN_ERR_PARAM_INVALID, "'self'"),
+        (aclnn.addmv_get_workspace_size, (_dev(np.ones(3, np.float32)), _dev(f32),
+                                          _dev(np.ones(3, np.float32)), one, one,
+                                          openacl.empty((2,), np.float32), 0),
+         ACLNN_ERR_PARAM_INVALID, "'self'"),                               # no broadcast
+        (aclnn.addmv_get_workspace_size, (_dev(np.ones(2, np.float32)), _dev(f32),
+                                          _dev(np.ones(3, np.float32)), None, one,
+                                          openacl.empty((2,), np.float32), 0),
+         ACLNN_ERR_PARAM_NULLPTR, "'alpha'"),
+        (aclnn.addmv_get_workspace_size, (_dev(np.ones(2, bool)), _dev(np.ones((2, 3), bool)),
+                                          _dev(np.ones(3, bool)), one, one,
+                                          openacl.empty((2,), bool), 0),
+         ACLNN_ERR_PARAM_INVALID, "'out'"),                                # bool result
+        (aclnn.addbmm_get_workspace_size, (_dev(np.ones((2, 4), np.float32)),
+                                           _dev(np.ones((2, 2, 3), np.float32)),
+                                           _dev(np.ones((3, 3, 4), np.float32)), one, one,
+                                           openacl.empty((2, 4), np.float32), 0),
+         ACLNN_ERR_PARAM_INVALID, "'batch2'"),                             # batches differ
+        (aclnn.gemm_get_workspace_size, (_dev(f32), _dev(f32), _dev(np.ones((2, 3),
+                                                                             np.float32)),
+                                         1.0, 1.0, 0, 0, openacl.empty((2, 3), np.float32), 0),
+         ACLNN_ERR_PARAM_INVALID, "'B'"),                                  # K mismatch
+        (aclnn.gemm_get_workspace_size, (_dev(f32), _dev(f32), _dev(np.ones((3, 2),
+                                                                             np.float32)),
+                                         1.0, 1.0, 0, 1, openacl.empty((2, 2), np.float32), 0),
+         ACLNN_ERR_PARAM_INVALID, "'C'"),                                  # no broadcast
+        (aclnn.gemm_get_workspace_size, (_dev(f32), _dev(f32), None, 1.0, 1.0, 0, 1,
+                                         openacl.empty((2, 2), np.float32), 0),
+         ACLNN_ERR_PARAM_NULLPTR, "'C'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == code and name in error.message, (fn.__name__, error.message)

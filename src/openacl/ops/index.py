@@ -12,10 +12,11 @@ from __future__ import annotations
 
 OPERATORS: dict[str, tuple[str, ...]] = {
     "activation": (
-        "Elu", "Gelu", "GeluV2", "Hardsigmoid", "Hardswish", "InplaceElu",
+        "Elu", "FastGelu", "Gelu", "GeluV2", "Hardsigmoid", "Hardswish", "InplaceElu",
         "InplaceHardsigmoid", "InplaceHardswish", "InplaceLeakyRelu", "InplaceMish",
-        "InplaceRelu", "InplaceSigmoid", "LeakyRelu", "LogSoftmax", "Mish", "Prelu", "Relu",
-        "ScaledMaskedSoftmax", "Sigmoid", "Silu", "Softmax", "Softplus",
+        "InplaceRelu", "InplaceSelu", "InplaceSigmoid", "LeakyRelu", "LogSigmoid",
+        "LogSigmoidForward", "LogSoftmax", "Mish", "Prelu", "Relu", "ScaledMaskedSoftmax",
+        "Selu", "Sigmoid", "Silu", "Softmax", "Softplus", "SquaredRelu",
     ),
     "arithmetic": (
         "Abs", "Acos", "Acosh", "Add", "Addcdiv", "Addcmul", "Adds", "Asin", "Asinh", "Atan",
@@ -30,7 +31,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "InplaceTanh", "Log", "Log2", "Maximum", "Minimum", "Mul", "Muls", "Neg",
         "PowScalarTensor", "PowTensorScalar", "PowTensorTensor", "Reciprocal",
         "RemainderScalarTensor", "RemainderTensorScalar", "RemainderTensorTensor", "Round",
-        "Rsqrt", "Sign", "Sin", "Sinh", "Sqrt", "Sub", "Subs", "Tan", "Tanh",
+        "Rsqrt", "Rsub", "Rsubs", "Sign", "Sin", "Sinh", "Sqrt", "Sub", "Subs", "Tan", "Tanh",
     ),
     "comparison": (
         "BitwiseAndScalar", "BitwiseAndTensor", "BitwiseAndTensorOut", "BitwiseNot",
@@ -49,8 +50,8 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "Convolution",
     ),
     "linalg": (
-        "Addmm", "Baddbmm", "BatchMatMul", "Einsum", "FusedMatmul", "InplaceAddmm",
-        "InplaceBaddbmm", "Matmul", "Mm",
+        "Addbmm", "Addmm", "Addmv", "Baddbmm", "BatchMatMul", "Einsum", "FusedMatmul", "Gemm",
+        "InplaceAddbmm", "InplaceAddmm", "InplaceBaddbmm", "Matmul", "Mm", "Mv",
     ),
     "movement": (
         "Arange", "Cast", "Cat", "ConstantPadNd", "Embedding", "Expand", "Flip", "Gather",
@@ -78,6 +79,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "scattering": (
         "InplaceScatter", "InplaceScatterReduce", "Scatter", "ScatterNd", "ScatterReduce",
+    ),
+    "vector_norm": (
+        "LinalgVectorNorm", "Norm",
     ),
 }
 

@@ -1,5 +1,5 @@
-"""Linear algebra operators: Matmul, Mm, BatchMatMul, Addmm, Baddbmm (and their in-place
-forms), FusedMatmul, Einsum.
+"""Linear algebra operators: Matmul, Mm, Mv, BatchMatMul, Addmm, Addmv, Addbmm, Baddbmm, Gemm
+(and the in-place forms), FusedMatmul, Einsum.
 
 Semantics are aclnn's, which are PyTorch's (``torch.matmul`` for Matmul: 1-D operands are
 promoted to matrices and the added dim removed afterwards, batch dims broadcast). Inputs of
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import native, promotion
 from openacl.ops.activation import gelu
 from openacl.ops.call import (
+    BOOL_DTYPES,
     FLOAT_DTYPES,
     INT_DTYPES,
     WIDE_UNSIGNED_DTYPES,
@@ -74,6 +75,9 @@ EINSUM_DTYPES = FLOAT_DTYPES | (INT_DTYPES - {np.dtype(np.int8), np.dtype(np.uin
     | WIDE_UNSIGNED_DTYPES
 EINSUM_LABELS = frozenset(string.ascii_letters)
 ELLIPSIS = "..."
+# aclnnAddmv: inputs of these dtypes, promoted to an output of one of the numeric ones
+ADDMV_DTYPES = FLOAT_DTYPES | INT_DTYPES | BOOL_DTYPES
+ADDMV_OUT_DTYPES = FLOAT_DTYPES | INT_DTYPES
 
 
 # -- shared helpers ----------------------------------------------------------------------------
@@ -87,8 +91,8 @@ def check_cube_math_type(c: Call, allowed: frozenset[int] = CUBE_MATH_TYPES) -> 
 
 
 def operand_dtype(dtype: np.dtype, cube_math_type: int) -> np.dtype:
-    """The dtype the operands are rounded to before the multiply."""
-    if cube_math_type == USE_FP16 and dtype.itemsize >= 4:
+    """The dtype the operands are rounded to before the multiply (integers: their own)."""
+    if cube_math_type == USE_FP16 and dtype.kind == "f" and dtype.itemsize >= 4:
         return FLOAT16
     return dtype
 
@@ -238,31 +242,40 @@ def batch_mat_mul(c: Call) -> Kernel:
     return _product_kernel(c, "self", "mat2", dtype)
 
 
-# -- Addmm, Baddbmm ------------------------------------------------------------------------------
-def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
-    """``out = beta * self + alpha * (left @ right)``; with beta == 0 ``self`` is ignored
-    (NaN and inf in it do not propagate), as in PyTorch."""
+# -- Addmm, Addmv, Addbmm, Baddbmm, Gemm -----------------------------------------------------------
+Operands = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype, *,
+                        bias: str = "self", factors: tuple[float, float] | None = None,
+                        operands: Operands | None = None) -> Kernel:
+    """``out = beta * bias + alpha * (left @ right)``; with beta == 0 ``bias`` is ignored
+    (NaN and inf in it do not propagate), as in PyTorch. ``factors`` (alpha, beta) are
+    given for float attributes (Gemm), else read from the ``alpha`` and ``beta`` scalars;
+    ``operands`` reshapes the two operands before the product (a transpose, Addbmm's
+    batch folded into the reduce dim)."""
     cube = c["cubeMathType"]
     compute = promotion.compute_dtype(dtype)
     rounded = operand_dtype(dtype, cube)
-    beta = c.scalar("beta", dtype)
-    alpha = c.scalar("alpha", dtype)
-    beta = np.asarray(beta).astype(compute)[()]
-    alpha = np.asarray(alpha).astype(compute)[()]
+    if factors is None:
+        factors = (c.scalar("alpha", dtype), c.scalar("beta", dtype))
+    alpha, beta = (np.asarray(f).astype(compute)[()] for f in factors)
 
     def kernel(v) -> None:
         out = v["out"]
         a = _operand(v[left], rounded, compute)
         b = _operand(v[right], rounded, compute)
-        bias = v["self"]
+        if operands is not None:
+            a, b = operands(a, b)
+        addend = v[bias]
         direct = (out.dtype == compute and out.size > 0
-                  and not np.may_share_memory(out, bias))
+                  and not np.may_share_memory(out, addend))
         product = out if direct else array_module(out).empty(out.shape, compute)
         np.matmul(a, b, out=product)
         if alpha != 1:
             np.multiply(product, alpha, out=product)
         if beta != 0:
-            term = as_array(bias).astype(compute, copy=False)
+            term = as_array(addend).astype(compute, copy=False)
             product += term if beta == 1 else beta * term
         if not direct:
             np.copyto(out, product, casting="unsafe")
@@ -311,6 +324,97 @@ register_inplace("InplaceAddmm", "selfRef: tensor!, mat1: tensor, mat2: tensor, 
 register_inplace("InplaceBaddbmm", "selfRef: tensor!, batch1: tensor, batch2: tensor, "
                  "beta: scalar = 1, alpha: scalar = 1, cubeMathType: int = 0", baddbmm,
                  self="selfRef", out="selfRef")
+
+
+@register("Mv", "self: tensor, vec: tensor, out: tensor!, cubeMathType: int = 0")
+def mv(c: Call) -> Kernel:
+    """``out = self @ vec``: a matrix [N, M] times a vector [M] of the same dtype."""
+    _check_rank(c, "self", 2)
+    _check_rank(c, "vec", 1)
+    dtype = c.check_dtype("self", MATMUL_DTYPES)
+    if c.dtype("vec") != dtype:
+        raise c.fail("vec", f"dtype must equal self's ({dtype})")
+    check_cube_math_type(c, CUBE_MATH_TYPES_NO_FP32_ADD)
+    c.check_out("out", _matmul_shape(c, "self", "vec"), dtype)
+    return _product_kernel(c, "self", "vec", dtype)
+
+
+@register("Addmv", "self: tensor, mat: tensor, vec: tensor, alpha: scalar = 1, "
+                   "beta: scalar = 1, out: tensor!, cubeMathType: int = 0")
+def addmv(c: Call) -> Kernel:
+    """``out = beta * self + alpha * (mat @ vec)``; self (1-d) broadcasts. Floats, integers
+    (an integer product wraps in its dtype, as torch's) and bool inputs that promote to a
+    number; note CANN's order: alpha before beta."""
+    _check_rank(c, "self", 1)
+    _check_rank(c, "mat", 2)
+    _check_rank(c, "vec", 1)
+    for name in ("self", "mat", "vec"):
+        c.check_dtype(name, ADDMV_DTYPES)
+    dtype = c.check_dtype("out", ADDMV_OUT_DTYPES, c.result_type("self", "mat", "vec"))
+    check_cube_math_type(c, CUBE_MATH_TYPES_NO_FP32_ADD)
+    shape = _matmul_shape(c, "mat", "vec")
+    _check_bias(c, shape)
+    c.check_out("out", shape, dtype)
+    return _add_product_kernel(c, "mat", "vec", dtype)
+
+
+def _fold_batch(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[B, N, M] and [B, M, P] -> [N, B * M] and [B * M, P]: the sum over the batch of the
+    products is one product over the folded reduce dim."""
+    batch, rows, depth = a.shape
+    return (a.transpose(1, 0, 2).reshape(rows, batch * depth),
+            b.reshape(batch * depth, b.shape[2]))
+
+
+@register("Addbmm", "self: tensor, batch1: tensor, batch2: tensor, beta: scalar = 1, "
+                    "alpha: scalar = 1, out: tensor!, cubeMathType: int = 0")
+def addbmm(c: Call) -> Kernel:
+    """``out = beta * self + alpha * sum_b(batch1[b] @ batch2[b])``; self broadcasts to
+    [N, P]. beta == 0 ignores self."""
+    _check_rank(c, "self", 1, 2)
+    b1, b2 = _check_rank(c, "batch1", 3), _check_rank(c, "batch2", 3)
+    dtype = _matmul_dtype(c, "self", "batch1", "batch2")
+    check_cube_math_type(c)
+    if b1.shape[0] != b2.shape[0]:
+        raise c.fail("batch2", f"batch {b2.shape[0]} must equal batch1's {b1.shape[0]}")
+    _reduce_dims(c, "batch1", "batch2")
+    shape = (b1.shape[1], b2.shape[2])
+    _check_bias(c, shape)
+    c.check_out("out", shape, dtype)
+    return _add_product_kernel(c, "batch1", "batch2", dtype, operands=_fold_batch)
+
+
+register_inplace("InplaceAddbmm", "selfRef: tensor!, batch1: tensor, batch2: tensor, "
+                 "beta: scalar = 1, alpha: scalar = 1, cubeMathType: int = 0", addbmm,
+                 self="selfRef", out="selfRef")
+
+
+def _transposer(trans_a: bool, trans_b: bool) -> Operands | None:
+    if not (trans_a or trans_b):
+        return None
+    return lambda a, b: (a.T if trans_a else a, b.T if trans_b else b)
+
+
+@register("Gemm", "A: tensor, B: tensor, C: tensor, alpha: float = 1.0, beta: float = 1.0, "
+                  "transA: int = 0, transB: int = 0, out: tensor!, cubeMathType: int = 0")
+def gemm(c: Call) -> Kernel:
+    """``out = alpha * op(A) @ op(B) + beta * C``, op a transpose where ``transA`` /
+    ``transB`` is non-zero (A is then [K, M], B [N, K]); C broadcasts to [M, N]."""
+    a, b = _check_rank(c, "A", 2), _check_rank(c, "B", 2)
+    _check_rank(c, "C", 2)
+    dtype = _matmul_dtype(c, "A", "B", "C")
+    check_cube_math_type(c)
+    trans_a, trans_b = bool(c["transA"]), bool(c["transB"])
+    m, k_a = a.shape[::-1] if trans_a else a.shape
+    k_b, n = b.shape[::-1] if trans_b else b.shape
+    if k_a != k_b:
+        raise c.fail("B", f"its reduce dim ({k_b}) does not match A's ({k_a}; transA="
+                          f"{c['transA']}, transB={c['transB']})")
+    _broadcasts_to(c, "C", (m, n))
+    c.check_out("out", (m, n), dtype)
+    return _add_product_kernel(c, "A", "B", dtype, bias="C",
+                               factors=(c["alpha"], c["beta"]),
+                               operands=_transposer(trans_a, trans_b))
 
 
 # -- FusedMatmul -------------------------------------------------------------------------------
