@@ -297,3 +297,21 @@ def test_empty_batch():
     assert openacl.ops.adaptive_avg_pool2d(_dev(x), [4, 5]).numpy().shape == (0, 2, 4, 5)
     result, idx = openacl.ops.adaptive_max_pool2d(_dev(x), [4, 5])
     assert result.numpy().shape == idx.numpy().shape == (0, 2, 4, 5)
+
+
+@pytest.mark.parametrize("size,out", [((1, 5), (1, 3)), ((7, 10), (3, 4)), ((3, 4), (5, 7))],
+                         ids=str)
+def test_adaptive_avg_pool2d_keeps_inf_in_its_own_bins(size, out):
+    """An inf in an early bin made every later bin of its row NaN (a prefix sum's inf - inf):
+    [1, 2, inf, 3, 4] pooled to 3 gave [1.5, inf, nan]; torch gives [1.5, inf, 3.5]."""
+    x = _data((1, 2, *size), np.float32, 7)
+    if size == (1, 5):
+        x[0, 0, 0] = [1, 2, np.inf, 3, 4]
+    else:
+        x[..., 0, 1] = np.inf
+        x[0, 1, -1, 0] = -np.inf
+    result = openacl.ops.adaptive_avg_pool2d(_dev(x), list(out)).numpy()
+    golden = from_torch(F.adaptive_avg_pool2d(to_torch(x).double(), out).float())
+    assert_close(result, golden)
+    if size == (1, 5):
+        np.testing.assert_array_equal(result[0, 0, 0], [1.5, np.inf, 3.5])

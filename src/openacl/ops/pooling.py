@@ -17,8 +17,9 @@ Semantics are aclnn's, which are PyTorch's ``max_pool2d`` / ``avg_pool2d`` /
 
 Kernels are vectorised: max and average pools combine one axis at a time, a strided
 whole-array pass per kernel tap (kh + kw passes, ``_separable``); max with indices takes
-strided window views (``sliding_window_view``); adaptive bins are integral images
-(average) or one gather (max); no Python loop visits pixels.
+strided window views (``sliding_window_view``); adaptive bins are gathered per axis
+(average: no prefix sums, so an inf stays in its own bin) or all at once (max); no Python
+loop visits pixels.
 float16/bfloat16 are computed in float32 and rounded once into the output.
 """
 
@@ -348,30 +349,39 @@ def adaptive_avg_pool2d(c: Call) -> Kernel:
     out_size = _output_size(c)
     shape = c.tensor("self").shape
     c.check_out("out", (*shape[:-SPATIAL_DIMS], *out_size), dtype, exact_dtype=True)
-    height, width = shape[-SPATIAL_DIMS:]
 
     def kernel_fn(v) -> None:
-        x = v.compute("self", dtype)
-        if height % out_size[0] == 0 and width % out_size[1] == 0:  # equal bins: one reshape
-            grouped = x.reshape(*x.shape[:-2], out_size[0], height // out_size[0],
-                                out_size[1], width // out_size[1])
-            v.write("out", grouped.mean(axis=(-3, -1)))
-            return
-        v.write("out", _adaptive_average(x, out_size))
+        v.write("out", adaptive_average(v.compute("self", dtype), out_size))
     return kernel_fn
 
 
-def _adaptive_average(x: np.ndarray, out_size: tuple[int, int]) -> np.ndarray:
-    """Bin averages from an integral image (in float64, so differences stay exact enough)."""
-    height, width = x.shape[-SPATIAL_DIMS:]
-    integral = array_module(x).zeros((*x.shape[:-2], height + 1, width + 1), np.float64)
-    np.cumsum(x, axis=-2, dtype=np.float64, out=integral[..., 1:, 1:])
-    np.cumsum(integral[..., 1:, 1:], axis=-1, out=integral[..., 1:, 1:])
-    h0, h1 = (like(x, bound) for bound in _bins(height, out_size[0]))
-    w0, w1 = (like(x, bound) for bound in _bins(width, out_size[1]))
-    total = (integral[..., h1[:, None], w1[None, :]] - integral[..., h0[:, None], w1[None, :]]
-             - integral[..., h1[:, None], w0[None, :]] + integral[..., h0[:, None], w0[None, :]])
-    return total / ((h1 - h0)[:, None] * (w1 - w0)[None, :])
+def adaptive_average(x: np.ndarray, out_size: Sequence[int]) -> np.ndarray:
+    """Averages over the adaptive bins of the last ``len(out_size)`` axes, one axis at a
+    time (a box mean is the mean of its per-axis means). Each bin is summed from its own
+    members: no running (prefix) sum, whose differences would turn an inf in an earlier bin
+    into NaN (inf - inf) in every later bin of the row."""
+    for k, out in enumerate(out_size):
+        x = _bin_means(x, x.ndim - len(out_size) + k, out)
+    return x
+
+
+def _bin_means(x: np.ndarray, axis: int, out: int) -> np.ndarray:
+    """The mean of each adaptive bin of ``axis``: a reshape when the bins tile the axis
+    evenly, else one gather of every bin's members (padded slots masked to zero)."""
+    size, tail = x.shape[axis], x.shape[axis + 1:]
+    if size % out == 0:
+        return x.reshape(*x.shape[:axis], out, size // out, *tail).mean(axis=axis + 1)
+    xp = array_module(x)
+    starts, ends = _bins(size, out)
+    members = _bin_members(size, out)
+    gathered = xp.take(x, like(x, members.reshape(-1)), axis=axis)
+    gathered = gathered.reshape(*x.shape[:axis], *members.shape, *tail)
+    trailing = (1,) * len(tail)
+    counts = ends - starts
+    valid = (np.arange(members.shape[1])[None, :] < counts[:, None]).reshape(
+        *members.shape, *trailing)
+    total = xp.where(like(x, valid), gathered, 0).sum(axis=axis + 1)
+    return total / like(x, counts.reshape(out, *trailing).astype(x.dtype))
 
 
 @register("AdaptiveMaxPool2d",
