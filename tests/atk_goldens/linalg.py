@@ -1,0 +1,74 @@
+"""Goldens of the matmul family (CANN's matmul/ operators): Matmul, Mm, Mv, BatchMatMul,
+Addmm, Addmv, Addbmm, Baddbmm, Gemm, FusedMatmul, Einsum. Each is PyTorch in float64 (the
+driver widens the inputs); ``cubeMathType`` only selects the NPU's Cube logic (on CPU the
+full-precision product stays within every dtype's standard) and is ignored here.
+
+CANN's ATK lists the output tensor (``out``) among the inputs of these operators, in its
+argument position; the ``params`` name it so that the inputs after it bind to the right
+arguments."""
+
+from __future__ import annotations
+
+import torch
+
+from atk_driver import golden
+
+
+@golden("Matmul", params=("self", "mat2", "out", "cubeMathType"))
+def matmul(a, b, out=None, cube=0):
+    return torch.matmul(a, b)
+
+
+@golden("Mm", params=("self", "mat2", "out", "cubeMathType"))
+def mm(a, b, out=None, cube=0):
+    return a @ b
+
+
+@golden("Mv", params=("self", "vec", "out", "cubeMathType"))
+def mv(a, v, out=None, cube=0):
+    return torch.mv(a, v)
+
+
+@golden("BatchMatMul", params=("self", "mat2", "out", "cubeMathType"))
+def batch_mat_mul(a, b, out=None, cube=0):
+    return torch.matmul(a, b)
+
+
+def _scaled(beta, bias, alpha, product):
+    """``beta * bias + alpha * product``; beta == 0 ignores bias (torch's rule)."""
+    return alpha * product + (beta * bias if beta != 0 else 0)
+
+
+@golden("Addmm", params=("self", "mat1", "mat2", "beta", "alpha", "out", "cubeMathType"))
+def addmm(bias, a, b, beta=1, alpha=1, out=None, cube=0):
+    return torch.broadcast_to(_scaled(beta, bias, alpha, a @ b), (a.shape[0], b.shape[1]))
+
+
+@golden("Addmv", params=("self", "mat", "vec", "alpha", "beta", "out", "cubeMathType"))
+def addmv(bias, a, v, alpha=1, beta=1, out=None, cube=0):
+    return torch.broadcast_to(_scaled(beta, bias, alpha, a @ v), (a.shape[0],))
+
+
+@golden("Addbmm", params=("self", "batch1", "batch2", "beta", "alpha", "out", "cubeMathType"))
+def addbmm(bias, b1, b2, beta=1, alpha=1, out=None, cube=0):
+    product = torch.matmul(b1, b2).sum(0)
+    return torch.broadcast_to(_scaled(beta, bias, alpha, product), product.shape)
+
+
+@golden("Baddbmm", params=("self", "batch1", "batch2", "beta", "alpha", "out",
+                           "cubeMathType"))
+def baddbmm(bias, b1, b2, beta=1, alpha=1, out=None, cube=0):
+    product = torch.matmul(b1, b2)
+    return torch.broadcast_to(_scaled(beta, bias, alpha, product), product.shape)
+
+
+@golden("Gemm", params=("A", "B", "C", "alpha", "beta", "transA", "transB", "out",
+                        "cubeMathType"))
+def gemm(a, b, c, alpha=1.0, beta=1.0, trans_a=0, trans_b=0, out=None, cube=0):
+    product = (a.T if trans_a else a) @ (b.T if trans_b else b)
+    return torch.broadcast_to(_scaled(beta, c, alpha, product), product.shape)
+
+
+@golden("Einsum")
+def einsum(tensors, equation):
+    return torch.einsum(equation, *tensors)
