@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from openacl.ops import native, promotion
-from openacl.ops._special import NORMAL_TAIL_CLAMP, erfc, normal_lower_tail
+from openacl.ops._special import NORMAL_TAIL_CLAMP, erf, erfc, normal_lower_tail
+from openacl.ops.arithmetic import _binary, _operand
 from openacl.ops.call import COMPLEX_DTYPES, FLOAT_DTYPES, Call, Kernel, array_module
 from openacl.ops.fpstate import ignore_floating_point, quiet
 from openacl.ops.registry import register, register_inplace
@@ -40,11 +41,15 @@ ELEMENTWISE_CHUNK = 1 << 15
 # maximum when its sum of exps is below this (its maximum is > ~20 below the block's)
 SOFTMAX_SHARED_SHIFT_MIN_SUM = 2.0 ** -30
 HARD_SIGMOID_SLOPE, HARD_SIGMOID_OFFSET = 1.0 / 6.0, 0.5  # Hardsigmoid = clip(x/6 + 1/2, 0, 1)
+SELU_ALPHA = 1.6732632423543772848170429916717  # aclnnSelu's constants (its doc's formula)
+SELU_SCALE = 1.0507009873554804934193349852946
+FAST_GELU_COEFF = 1.702  # FastGelu(x) = x / (1 + exp(-1.702 x)) = x * sigmoid(1.702 x)
 
 RELU_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int32,
                                                              np.int64))
 HARDSIGMOID_DTYPES = FLOAT_DTYPES | frozenset({np.dtype(np.int32)})
 SIGMOID_DTYPES = FLOAT_DTYPES | COMPLEX_DTYPES
+SELU_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (np.int8, np.int32))
 FLOAT32_DTYPE = np.dtype(np.float32)
 
 
@@ -151,6 +156,30 @@ def _hardswish_into(x: np.ndarray, out: np.ndarray) -> None:
 
 def _mish(x: np.ndarray) -> np.ndarray:
     return x * np.tanh(_softplus_unit(x))
+
+
+def selu(x: np.ndarray) -> np.ndarray:
+    """``scale * (max(0, x) + min(0, alpha * (exp(x) - 1)))``; an integer input computes in
+    float64 (its result truncates into the integer output, as Hardsigmoid's)."""
+    if x.dtype.kind in "iu":
+        x = x.astype(np.float64)
+    negative = np.expm1(np.minimum(x, 0)) * x.dtype.type(SELU_ALPHA)
+    return np.where(x > 0, x, negative) * x.dtype.type(SELU_SCALE)  # NaN stays NaN
+
+
+def fast_gelu(x: np.ndarray) -> np.ndarray:
+    """``x / (1 + exp(-1.702 x))``, as ``x * sigmoid(1.702 x)``: no overflow of exp."""
+    return x * sigmoid(x * x.dtype.type(FAST_GELU_COEFF))
+
+
+def _squared_relu(x: np.ndarray) -> np.ndarray:
+    positive = _relu(x)
+    return np.multiply(positive, positive, out=positive)
+
+
+def log_sigmoid(x: np.ndarray) -> np.ndarray:
+    """``log(1 / (1 + exp(-x))) = -softplus(-x)``, without overflow."""
+    return -_softplus_unit(-x)
 
 
 # -- parameterless elementwise activations ------------------------------------------------------
@@ -262,6 +291,9 @@ _ELEMENTWISE = {
                     False),
     "Hardswish": (_hardswish, FLOAT_DTYPES, False, ("InplaceHardswish", "self"), False),
     "Mish": (_mish, FLOAT_DTYPES, True, ("InplaceMish", "selfRef"), False),
+    "Selu": (selu, SELU_DTYPES, True, ("InplaceSelu", "selfRef"), False),
+    "FastGelu": (fast_gelu, FLOAT_DTYPES, True, None, False),
+    "LogSigmoid": (log_sigmoid, FLOAT_DTYPES, True, None, False),
 }
 for _name, (_fn, _supported, _exact, _inplace, _silent) in _ELEMENTWISE.items():
     _prepare = register(_name, "self: tensor, out: tensor!", silent=_silent)(
@@ -275,6 +307,24 @@ for _name, (_fn, _supported, _exact, _inplace, _silent) in _ELEMENTWISE.items():
             register_inplace(_inplace_name, f"{_ref}: tensor!", _prepare, silent=_silent,
                              self=_ref, out=_ref)
 del _name, _fn, _supported, _exact, _inplace, _silent, _prepare, _inplace_name, _ref
+
+# CANN names SquaredRelu's input "input" (aclnnSquaredRelu(input, out))
+register("SquaredRelu", "input: tensor, out: tensor!")(
+    _elementwise(_squared_relu, FLOAT_DTYPES, True, self_name="input"))
+
+
+@register("LogSigmoidForward", "self: tensor, out: tensor!, buffer: tensor!?")
+def log_sigmoid_forward(c: Call) -> Kernel:
+    """LogSigmoid with CANN's second output ``buffer`` (unused by CANN's kernel: "暂无用");
+    it is accepted and left as it is."""
+    dtype = c.check_dtype("self", FLOAT_DTYPES)
+    c.check_out("out", c.tensor("self").shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    fn = quiet(log_sigmoid)
+
+    def kernel(v) -> None:
+        _apply(fn, v, v.compute("self", compute), "out")
+    return kernel
 
 
 @register("GeluV2", "x: tensor, approximate: int = 0, y: tensor!")
@@ -354,7 +404,10 @@ def elu(c: Call) -> Kernel:
     """``scale * x`` where ``x > 0``, else ``alpha * scale * (exp(x * inputScale) - 1)``."""
     _, compute = _float_input(c)
     alpha, scale, input_scale = (c.scalar(n, compute) for n in ("alpha", "scale", "inputScale"))
+    return _elu_kernel(compute, alpha, scale, input_scale)
 
+
+def _elu_kernel(compute: np.dtype, alpha: Any, scale: Any, input_scale: Any) -> Kernel:
     @quiet
     def kernel(v) -> None:
         x = v.compute("self", compute)
@@ -365,6 +418,204 @@ def elu(c: Call) -> Kernel:
 
 register_inplace("InplaceElu", "selfRef: tensor!, alpha: scalar = 1, scale: scalar = 1, "
                                "inputScale: scalar = 1", elu, self="selfRef", out="selfRef")
+
+
+@register("Celu", "self: tensor, alpha: scalar = 1.0, out: tensor!")
+def celu(c: Call) -> Kernel:
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``: Elu with inputScale 1 / alpha
+    (the same values for a negative alpha too); alpha must not be 0."""
+    _, compute = _float_input(c)
+    alpha = c.scalar("alpha", compute)
+    if alpha == 0:
+        raise c.fail("alpha", "must not be 0")
+    one = compute.type(1)
+    return _elu_kernel(compute, alpha, one, one / alpha)
+
+
+register_inplace("InplaceCelu", "selfRef: tensor!, alpha: scalar = 1.0", celu,
+                 self="selfRef", out="selfRef")
+
+
+@register("Swish", "self: tensor, betaOptional: scalar?, out: tensor!")
+def swish(c: Call) -> Kernel:
+    """``x * sigmoid(beta * x)``; a null ``betaOptional`` is beta 1 (Silu)."""
+    dtype = c.check_dtype("self", FLOAT_DTYPES)
+    c.check_out("out", c.tensor("self").shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    beta = c.scalar("betaOptional", compute) if c.has("betaOptional") else compute.type(1)
+
+    @quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute)
+        v.write("out", x * sigmoid(x * beta))
+    return kernel
+
+
+def _lambd(c: Call, name: str, compute: np.dtype, non_negative: bool) -> Any:
+    value = c.scalar(name, compute)
+    if non_negative and not value >= 0:
+        raise c.fail(name, f"must be >= 0, got {value}")
+    return value
+
+
+@register("Softshrink", "self: tensor, lambd: scalar = 0.5, out: tensor!")
+def softshrink(c: Call) -> Kernel:
+    """``x - lambd`` above lambd, ``x + lambd`` below -lambd, else 0 (lambd >= 0): computed
+    as ``x - clip(x, -lambd, lambd)``, which keeps NaN and inf."""
+    dtype = c.check_dtype("self", FLOAT_DTYPES)
+    c.check_out("out", c.tensor("self").shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    lambd = _lambd(c, "lambd", compute, non_negative=True)
+
+    @quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute)
+        v.write("out", x - np.clip(x, -lambd, lambd))
+    return kernel
+
+
+@register("Hardshrink", "self: tensor, lambd: scalar = 0.5, out: tensor!")
+def hardshrink(c: Call) -> Kernel:
+    """``x`` where ``|x| > lambd``, else 0 (NaN stays NaN, as in torch)."""
+    dtype = c.check_dtype("self", FLOAT_DTYPES)
+    c.check_out("out", c.tensor("self").shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    lambd = _lambd(c, "lambd", compute, non_negative=False)
+
+    @quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute)
+        inside = (x >= -lambd) & (x <= lambd)
+        v.write("out", np.where(inside, compute.type(0), x))
+    return kernel
+
+
+THRESHOLD_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (
+    np.int8, np.uint8, np.int16, np.int32, np.int64))
+
+
+@register("Threshold", "self: tensor, threshold: scalar, value: scalar, out: tensor!")
+def threshold(c: Call) -> Kernel:
+    """``x`` where ``x > threshold``, else ``value``; the result dtype is self's promoted
+    with both scalars (NaN stays NaN, as in torch)."""
+    c.check_dtype("self", THRESHOLD_DTYPES)
+    dtype = c.result_type("self", "threshold", "value")
+    c.check_dtype("self", THRESHOLD_DTYPES, dtype)
+    c.check_out("out", c.tensor("self").shape, dtype)
+    compute = promotion.compute_dtype(dtype)
+    limit, value = c.scalar("threshold", compute), c.scalar("value", compute)
+
+    @quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute)
+        v.write("out", np.where(x <= limit, value, x))
+    return kernel
+
+
+register_inplace("InplaceThreshold", "selfRef: tensor!, threshold: scalar, value: scalar",
+                 threshold, self="selfRef", out="selfRef")
+
+
+@register("Heaviside", "input: tensor, values: tensor, out: tensor!")
+def heaviside(c: Call) -> Kernel:
+    """0 where ``input < 0``, ``values`` where ``input == 0``, 1 where ``input > 0``
+    (broadcast; NaN gives 0, as torch's ``input == 0 ? values : input > 0``)."""
+    for name in ("input", "values"):
+        c.check_dtype(name, FLOAT_DTYPES)
+    dtype = c.result_type("input", "values")
+    c.check_out("out", c.broadcast("input", "values"), dtype)
+    compute = promotion.compute_dtype(dtype)
+
+    def kernel(v) -> None:
+        x, values = v.compute("input", compute), v.compute("values", compute)
+        v.write("out", np.where(x == 0, values, (x > 0).astype(compute)))
+    return kernel
+
+
+ADD_RELU_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (
+    np.int8, np.uint8, np.int16, np.int32, np.int64))
+
+
+@register("AddRelu", "self: tensor, other: tensor, alpha: scalar = 1, out: tensor!")
+def add_relu(c: Call) -> Kernel:
+    """``relu(self + alpha * other)`` with Add's broadcasting and promotion."""
+    for name in ("self", "other"):
+        c.check_dtype(name, ADD_RELU_DTYPES)
+    dtype, _ = _binary(c, "self", "other", "out", ADD_RELU_DTYPES)
+    compute = promotion.compute_dtype(dtype)
+    alpha = c.scalar("alpha", dtype)
+    left, right = (_operand(c, name, dtype) for name in ("self", "other"))
+
+    @quiet
+    def kernel(v) -> None:
+        total = np.add(left(v), np.multiply(right(v), alpha, dtype=compute), dtype=compute)
+        v.write("out", _relu(total))
+    return kernel
+
+
+register_inplace("InplaceAddRelu", "selfRef: tensor!, other: tensor, alpha: scalar = 1",
+                 add_relu, self="selfRef", out="selfRef")
+
+
+# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision:
+# erfinv(x) = x * P(w) with w = -log((1 - x)(1 + x)), one polynomial each side of w = 5
+ERFINV_SPLIT = 5.0
+ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+               0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+ERFINV_NEWTON_STEPS = 2  # float64: each step doubles the ~1e-7 approximation's digits
+ERFINV_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64))
+
+
+def _polynomial(coefficients: tuple[float, ...], w: np.ndarray) -> np.ndarray:
+    result = np.full_like(w, coefficients[0])
+    for coefficient in coefficients[1:]:
+        result *= w
+        result += coefficient
+    return result
+
+
+def erfinv(x: np.ndarray) -> np.ndarray:
+    """The inverse of erf, in float64: Giles' approximation, refined by Newton's method for
+    float64 results; +-1 give +-inf, |x| > 1 and NaN give NaN."""
+    x = np.asarray(x, np.float64)
+    w = -np.log((1.0 - x) * (1.0 + x))
+    central = _polynomial(ERFINV_CENTRAL, w - 2.5)
+    tail = _polynomial(ERFINV_TAIL, np.sqrt(w) - 3.0)
+    result = x * np.where(w < ERFINV_SPLIT, central, tail)
+    return np.where(np.abs(x) == 1.0, np.copysign(np.inf, x), result)  # the poles
+
+
+def _erfinv_refined(x: np.ndarray) -> np.ndarray:
+    y = erfinv(x)
+    for _ in range(ERFINV_NEWTON_STEPS):
+        finite = np.isfinite(y)
+        step = (erf(y[finite]) - x[finite]) * (0.5 * math.sqrt(math.pi)) * np.exp(
+            y[finite] ** 2)
+        y[finite] -= step
+    return y
+
+
+@register("Erfinv", "self: tensor, out: tensor!")
+def erfinv_op(c: Call) -> Kernel:
+    """The inverse error function; an integer or bool input gives a float32 result."""
+    dtype = c.check_dtype("self", ERFINV_DTYPES)
+    result = dtype if promotion.is_floating(dtype) else promotion.DEFAULT_FLOAT
+    c.check_out("out", c.tensor("self").shape, result)
+    if c.has("out"):
+        c.check_dtype("out", FLOAT_DTYPES)
+    wide = result == np.float64
+
+    @quiet
+    def kernel(v) -> None:
+        x = v.compute("self", np.dtype(np.float64))
+        v.write("out", _erfinv_refined(x) if wide else erfinv(x))
+    return kernel
+
+
+register_inplace("InplaceErfinv", "selfRef: tensor!", erfinv_op, self="selfRef", out="selfRef")
 
 
 @register("Prelu", "self: tensor, weight: tensor, out: tensor!")

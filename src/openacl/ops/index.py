@@ -20,6 +20,10 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "Mish", "Prelu", "Relu", "ScaledMaskedSoftmax", "Selu", "Sigmoid", "Silu", "Softmax",
         "Softplus", "Softshrink", "SquaredRelu", "Swish", "Threshold",
     ),
+    "activation_glu": (
+        "ClippedSwiglu", "FatreluMul", "GeGlu", "GeGluV3", "GeluMul", "Glu", "SituGlu",
+        "SwiGlu",
+    ),
     "arithmetic": (
         "Abs", "Acos", "Acosh", "Add", "Addcdiv", "Addcmul", "Adds", "Asin", "Asinh", "Atan",
         "Atan2", "Atanh", "Ceil", "Clamp", "ClampMax", "ClampMin", "ClampTensor", "Cos",
@@ -40,15 +44,16 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "comparison": (
         "BitwiseAndScalar", "BitwiseAndTensor", "BitwiseAndTensorOut", "BitwiseNot",
         "BitwiseOrScalar", "BitwiseOrTensor", "BitwiseXorScalar", "BitwiseXorTensor",
-        "EqScalar", "EqTensor", "GeScalar", "GeTensor", "GtScalar", "GtTensor",
+        "EqScalar", "EqTensor", "Equal", "GeScalar", "GeTensor", "GtScalar", "GtTensor",
         "InplaceBitwiseAndScalar", "InplaceBitwiseAndTensor", "InplaceBitwiseAndTensorOut",
         "InplaceBitwiseOrScalar", "InplaceBitwiseOrTensor", "InplaceBitwiseXorScalar",
         "InplaceBitwiseXorTensor", "InplaceEqScalar", "InplaceEqTensor", "InplaceGeScalar",
         "InplaceGeTensor", "InplaceGtScalar", "InplaceGtTensor", "InplaceLeScalar",
         "InplaceLeTensor", "InplaceLogicalAnd", "InplaceLogicalNot", "InplaceLogicalOr",
-        "InplaceLtScalar", "InplaceLtTensor", "InplaceNeScalar", "InplaceNeTensor", "IsInf",
-        "LeScalar", "LeTensor", "LogicalAnd", "LogicalNot", "LogicalOr", "LogicalXor",
-        "LtScalar", "LtTensor", "NeScalar", "NeTensor", "SWhere",
+        "InplaceLtScalar", "InplaceLtTensor", "InplaceNeScalar", "InplaceNeTensor", "IsClose",
+        "IsFinite", "IsInf", "IsNegInf", "IsPosInf", "LeScalar", "LeTensor", "LogicalAnd",
+        "LogicalNot", "LogicalOr", "LogicalXor", "LtScalar", "LtTensor", "NeScalar",
+        "NeTensor", "SWhere",
     ),
     "conv": (
         "Convolution",
@@ -80,7 +85,8 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "UpsampleNearest2d",
     ),
     "normalization": (
-        "AddLayerNorm", "BatchNorm", "GroupNorm", "InstanceNorm", "LayerNorm", "RmsNorm",
+        "AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm",
+        "InstanceNorm", "LayerNorm", "RmsNorm",
     ),
     "padding": (
         "CircularPad2d", "CircularPad2dBackward", "CircularPad3d", "CircularPad3dBackward",
