@@ -68,10 +68,11 @@ def _operand(c: Call, name: str, dtype: np.dtype, convert: bool = True) -> Calla
 
 
 def _ufunc_kernel(c: Call, fn: np.ufunc, left: Callable, right: Callable, out: str,
-                  wide: np.dtype) -> Kernel:
-    """``out = fn(self, other)`` in one ufunc call: positional and cast-free when every
+                  wide: np.dtype, names: tuple[str, str] = ("self", "other")) -> Kernel:
+    """``out = fn(left, right)`` in one ufunc call: positional and cast-free when every
     tensor already has the compute dtype (the dispatch-critical case), else computing in
-    ``wide`` and rounding once into the output."""
+    ``wide`` and rounding once into the output. ``names``: the arguments ``left`` and
+    ``right`` read."""
     if all(t.dtype == wide for t in c.tensors()):
         def kernel(v) -> None:
             fn(left(v), right(v), out=v[out])
@@ -84,14 +85,18 @@ def _ufunc_kernel(c: Call, fn: np.ufunc, left: Callable, right: Callable, out: s
         if halves and type(target) is np.ndarray and target.dtype == np.float16:
             # float16 in and out: F16C conversions (numpy's float16 casts are ~10x slower)
             operands = [v.compute(name, np.float16) if isinstance(v.get(name), np.ndarray)
-                        else operand(v) for name, operand in (("self", left), ("other", right))]
+                        else operand(v) for name, operand in zip(names, (left, right), strict=True)]
             v.write(out, fn(*operands))
             return
         fn(left(v), right(v), out=v[out], dtype=wide, casting="unsafe")
     return kernel
 
 
-def _add_like(sign: int, allow_bool: bool):
+def _add_like(sign: int, allow_bool: bool, reverse: bool = False):
+    """``self + alpha * other`` (``sign`` -1: minus); ``reverse``: ``other - alpha * self``
+    (aclnnRsub, aclnnRsubs)."""
+    first, second = ("other", "self") if reverse else ("self", "other")
+
     def prepare(c: Call) -> Kernel:
         supported = ARITH_DTYPES if allow_bool else ARITH_DTYPES - BOOL_DTYPES
         if not allow_bool:  # torch refuses a bool operand in subtraction, not just bool - bool
@@ -101,11 +106,12 @@ def _add_like(sign: int, allow_bool: bool):
         alpha = c.scalar("alpha", dtype) if c.has("alpha") else None
 
         combine = np.logical_or if dtype == np.bool_ else (np.add if sign > 0 else np.subtract)
-        left, right = _operand(c, "self", dtype), _operand(c, "other", dtype)
+        left, right = _operand(c, first, dtype), _operand(c, second, dtype)
         out = c._name("out")
         if alpha is None or alpha == 1:  # one buffered pass: inputs widened chunk by chunk
-            left, right = _operand(c, "self", dtype, False), _operand(c, "other", dtype, False)
-            return _ufunc_kernel(c, combine, left, right, out, promotion.compute_dtype(dtype))
+            left, right = _operand(c, first, dtype, False), _operand(c, second, dtype, False)
+            return _ufunc_kernel(c, combine, left, right, out, promotion.compute_dtype(dtype),
+                                 (first, second))
         scale = np.logical_and if dtype == np.bool_ else np.multiply
 
         def kernel(v) -> None:
@@ -122,6 +128,10 @@ sub = register("Sub", "self: tensor, other: tensor, alpha: scalar?, out: tensor!
     _add_like(-1, False))
 subs = register("Subs", "self: tensor, other: scalar, alpha: scalar?, out: tensor!")(
     _add_like(-1, False))
+rsub = register("Rsub", "self: tensor, other: tensor, alpha: scalar = 1, out: tensor!")(
+    _add_like(-1, False, reverse=True))
+rsubs = register("Rsubs", "self: tensor, other: scalar, alpha: scalar = 1, out: tensor!")(
+    _add_like(-1, False, reverse=True))
 register_inplace("InplaceAdd", "selfRef: tensor!, other: tensor, alpha: scalar?", add,
                  self="selfRef", out="selfRef")
 register_inplace("InplaceAdds", "selfRef: tensor!, other: scalar, alpha: scalar?", adds,
@@ -174,6 +184,20 @@ for _name, _signature, _fn in (
     ("RemainderScalarTensor", "self: scalar, other: tensor, out: tensor!", np.remainder),
 ):
     register(_name, _signature)(_simple_binary(_fn, REAL_DTYPES))
+atan2 = register("Atan2", "self: tensor, other: tensor, out: tensor!")(
+    _simple_binary(np.arctan2, NUMERIC_DTYPES, _float_result))
+register_inplace("InplaceAtan2", "selfRef: tensor!, other: tensor", atan2, self="selfRef",
+                 out="selfRef")
+# torch.floor_divide: floor of the quotient (integers: floor division, as Python's //);
+# a bool / bool quotient is refused (torch: not implemented for Bool)
+floor_divide = register("FloorDivide", "self: tensor, other: tensor, out: tensor!")(
+    _simple_binary(np.floor_divide, REAL_DTYPES))
+floor_divides = register("FloorDivides", "self: tensor, other: scalar, out: tensor!")(
+    _simple_binary(np.floor_divide, REAL_DTYPES))
+register_inplace("InplaceFloorDivide", "selfRef: tensor!, other: tensor", floor_divide,
+                 self="selfRef", out="selfRef")
+register_inplace("InplaceFloorDivides", "selfRef: tensor!, other: scalar", floor_divides,
+                 self="selfRef", out="selfRef")
 register_inplace("InplaceMul", "selfRef: tensor!, other: tensor", mul, self="selfRef",
                  out="selfRef")
 register_inplace("InplaceMuls", "selfRef: tensor!, other: scalar", muls, self="selfRef",
@@ -357,6 +381,7 @@ _UNARY = {
     "Exp": (quiet(np.exp), ARITH_DTYPES, True, False),
     "Log": (quiet(np.log), ARITH_DTYPES, True, False),
     "Log2": (quiet(np.log2), ARITH_DTYPES, True, False),
+    "Log1p": (quiet(np.log1p), REAL_DTYPES | BOOL_DTYPES, True, False),
     "Sin": (np.sin, ARITH_DTYPES, True, False),
     "Cos": (np.cos, ARITH_DTYPES, True, False),
     "Tanh": (np.tanh, ARITH_DTYPES, True, False),

@@ -1,5 +1,6 @@
 """Comparison and logic operators: Eq/Ne/Gt/Ge/Lt/Le (tensor and scalar forms), logical
-and/or/not/xor, bitwise and/or/xor/not, SWhere (where) and IsInf.
+and/or/not/xor, bitwise and/or/xor/not, SWhere (where), IsInf/IsPosInf/IsNegInf/IsFinite,
+IsClose and Equal (whole-tensor equality).
 
 Semantics are aclnn's, which are PyTorch's:
 
@@ -46,6 +47,8 @@ BITWISE_NOT_DTYPES = INT_DTYPES | BOOL_DTYPES
 WHERE_CONDITION_DTYPES = frozenset({BOOL, np.dtype(np.uint8)})
 WHERE_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES | WIDE_UNSIGNED_DTYPES
 IS_INF_DTYPES = FLOAT_DTYPES | INT_DTYPES | BOOL_DTYPES
+IS_CLOSE_DTYPES = FLOAT_DTYPES | INT_DTYPES | BOOL_DTYPES
+EQUAL_DTYPES = NUMERIC_DTYPES | WIDE_UNSIGNED_DTYPES
 
 
 def _tensor_names(c: Call, *names: str) -> list[str]:
@@ -235,4 +238,73 @@ def is_inf(c: Call) -> Kernel:
         x = as_array(v["x"])
         v.write("out", np.isinf(x.astype(promotion.compute_dtype(dtype), copy=False))
                 if floating else False)
+    return kernel
+
+
+def _classify(test: Callable) -> Callable[[Call], Kernel]:
+    """A bool ``out`` of ``test(self)`` over a float tensor (IsFinite, IsPosInf, IsNegInf)."""
+    def prepare(c: Call) -> Kernel:
+        dtype = c.check_dtype("self", FLOAT_DTYPES)
+        c.check_out("out", c.tensor("self").shape, BOOL, exact_dtype=True)
+        compute = promotion.compute_dtype(dtype)
+
+        def kernel(v) -> None:
+            v.write("out", test(as_array(v["self"]).astype(compute, copy=False)))
+        return kernel
+    return prepare
+
+
+is_finite = register("IsFinite", "self: tensor, out: tensor!")(_classify(np.isfinite))
+is_pos_inf = register("IsPosInf", "self: tensor, out: tensor!")(_classify(np.isposinf))
+is_neg_inf = register("IsNegInf", "self: tensor, out: tensor!")(_classify(np.isneginf))
+
+
+@register("IsClose", "self: tensor, other: tensor, rtol: float = 1e-05, atol: float = 1e-08, "
+                     "equalNan: bool = False, out: tensor!")
+def is_close(c: Call) -> Kernel:
+    """``|self - other| <= atol + rtol * |other|`` (or equal, infinities included; NaN
+    equal to NaN when ``equalNan``), computed in float64: torch.isclose. self and other
+    share one dtype; rtol and atol must not be negative."""
+    dtype = c.check_dtype("self", IS_CLOSE_DTYPES)
+    if c.tensor("other").dtype != dtype:
+        raise c.fail("other", f"dtype must equal self's ({dtype})")
+    for name in ("rtol", "atol"):
+        if not c[name] >= 0:
+            raise c.fail(name, "must be >= 0")
+    c.check_out("out", c.broadcast("self", "other"), BOOL, exact_dtype=True)
+    rtol, atol, equal_nan = c["rtol"], c["atol"], bool(c["equalNan"])
+    exact = dtype == BOOL
+
+    def kernel(v) -> None:
+        x, y = as_array(v["self"]), as_array(v["other"])
+        if exact:
+            v.write("out", x == y)
+            return
+        x, y = x.astype(np.float64), y.astype(np.float64)
+        with ignore_floating_point():
+            close = (x == y) | (np.abs(x - y) <= atol + rtol * np.abs(y))
+        if equal_nan:
+            close = close | (np.isnan(x) & np.isnan(y))
+        v.write("out", close)
+    return kernel
+
+
+@register("Equal", "self: tensor, other: tensor, out: tensor!")
+def equal(c: Call) -> Kernel:
+    """Whether self and other have the same shape and the same values (torch.equal; NaN is
+    never equal): one bool, written into a one-element ``out``."""
+    promoted = c.result_type("self", "other")
+    _check_operands(c, EQUAL_DTYPES, "self", "other")
+    c.check_dtype("other", EQUAL_DTYPES, promoted)
+    out = c["out"]
+    c.check_out("out", out.shape if out is not None and out.numel == 1 else (1,), BOOL)
+    same_shape = c.tensor("self").shape == c.tensor("other").shape
+    read = _operands(c, promoted, "self", "other")
+
+    def kernel(v) -> None:
+        if not same_shape:
+            v.write("out", False)
+            return
+        with ignore_floating_point():
+            v.write("out", np.all(np.equal(*read(v))))
     return kernel

@@ -1,0 +1,172 @@
+"""Elementwise math beyond the arithmetic basics: lerp, log-add-exp, xlogy and
+nan_to_num.
+
+Argument lists and dtype lists are CANN's (``hicann/ops-math`` ``math/<op>/docs``);
+semantics are PyTorch's: operands promote as in ``promotion.py``, integer and bool operands
+of the float-valued operators give float32, float16/bfloat16 compute in float32 and round
+once into the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from openacl.ops import promotion
+from openacl.ops.arithmetic import _float_result, _operand
+from openacl.ops.call import (
+    BOOL_DTYPES,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    NUMERIC_DTYPES,
+    REAL_DTYPES,
+    WIDE_UNSIGNED_DTYPES,
+    Call,
+    Kernel,
+    TensorArg,
+    array_module,
+    as_array,
+)
+from openacl.ops.fpstate import quiet
+from openacl.ops.registry import register, register_inplace
+
+FLOAT32 = np.dtype(np.float32)
+LERP_DTYPES = FLOAT_DTYPES - {np.dtype(np.float64)}  # FLOAT, FLOAT16, BFLOAT16
+LERP_OUT_DTYPES = FLOAT_DTYPES  # Lerps also writes DOUBLE
+LERP_SPLIT = 0.5  # torch's lerp switches formula at |weight| = 0.5 (exact at both ends)
+LOG_ADD_EXP_DTYPES = NUMERIC_DTYPES | WIDE_UNSIGNED_DTYPES
+LOG_ADD_EXP_OUT_DTYPES = LERP_DTYPES  # FLOAT, FLOAT16, BFLOAT16
+XLOGY_DTYPES = REAL_DTYPES | BOOL_DTYPES
+NAN_TO_NUM_DTYPES = (FLOAT_DTYPES - {np.dtype(np.float64)}) | INT_DTYPES | BOOL_DTYPES
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # NanToNum's default replacement of +inf
+
+
+def _tensor_names(c: Call, *names: str) -> list[str]:
+    return [n for n in names if isinstance(c[n], TensorArg)]
+
+
+# -- lerp -----------------------------------------------------------------------------------
+def _lerp_values(start, end, weight):
+    """torch's lerp: ``start + w (end - start)`` for ``|w| < 0.5``, else
+    ``end - (end - start)(1 - w)``, so both ends are exact."""
+    diff = end - start
+    low = np.abs(weight) < LERP_SPLIT
+    return np.where(low, start + weight * diff, end - diff * (1 - weight))
+
+
+def _lerp(c: Call) -> Kernel:
+    """``self + weight * (end - self)``; self, end (and a tensor weight) share one dtype."""
+    dtype = c.check_dtype("self", LERP_DTYPES)
+    weighted = isinstance(c["weight"], TensorArg)
+    for name in ("end", "weight") if weighted else ("end",):
+        if c.tensor(name).dtype != dtype:
+            raise c.fail(name, f"dtype must equal self's ({dtype})")
+    c.check_out("out", c.broadcast(*_tensor_names(c, "self", "end", "weight")), dtype)
+    if c["out"] is not None:
+        c.check_dtype("out", LERP_OUT_DTYPES)
+    read_weight = _operand(c, "weight", dtype)
+
+    @quiet
+    def kernel(v) -> None:
+        v.write("out", _lerp_values(v.compute("self", dtype), v.compute("end", dtype),
+                                    read_weight(v)))
+    return kernel
+
+
+lerp = register("Lerp", "self: tensor, end: tensor, weight: tensor, out: tensor!")(_lerp)
+lerps = register("Lerps", "self: tensor, end: tensor, weight: scalar, out: tensor!")(_lerp)
+register_inplace("InplaceLerp", "selfRef: tensor!, end: tensor, weight: tensor", lerp,
+                 self="selfRef", out="selfRef")
+register_inplace("InplaceLerps", "selfRef: tensor!, end: tensor, weight: scalar", lerps,
+                 self="selfRef", out="selfRef")
+
+
+# -- log-add-exp ------------------------------------------------------------------------------
+def _log_add_exp(fn: np.ufunc) -> Callable[[Call], Kernel]:
+    """``log(exp(x) + exp(y))`` (base 2 for LogAddExp2), computed without overflow; the
+    result is float32, float16 or bfloat16 (a float64 or integer promotion gives float32)."""
+    def prepare(c: Call) -> Kernel:
+        for name in ("self", "other"):
+            c.check_dtype(name, LOG_ADD_EXP_DTYPES)
+        promoted = c.result_type("self", "other")
+        result = _float_result(promoted)
+        if result not in LOG_ADD_EXP_OUT_DTYPES:
+            result = FLOAT32
+        c.check_out("out", c.broadcast("self", "other"), result)
+        if c["out"] is not None:
+            c.check_dtype("out", LOG_ADD_EXP_OUT_DTYPES)
+
+        @quiet
+        def kernel(v) -> None:
+            v.store("out", fn, v.compute("self", result), v.compute("other", result))
+        return kernel
+    return prepare
+
+
+log_add_exp = register("LogAddExp", "self: tensor, other: tensor, out: tensor!")(
+    _log_add_exp(np.logaddexp))
+log_add_exp2 = register("LogAddExp2", "self: tensor, other: tensor, out: tensor!")(
+    _log_add_exp(np.logaddexp2))
+
+
+# -- xlogy ------------------------------------------------------------------------------------
+def _xlogy(c: Call) -> Kernel:
+    """``self * log(other)``, 0 where self is 0 (unless other is NaN): torch.xlogy."""
+    for name in ("self", "other"):
+        c.check_dtype(name, XLOGY_DTYPES)
+    result = _float_result(c.result_type("self", "other"))
+    c.check_out("out", c.broadcast(*_tensor_names(c, "self", "other")), result)
+    left, right = _operand(c, "self", result), _operand(c, "other", result)
+
+    @quiet
+    def kernel(v) -> None:
+        x, y = left(v), right(v)
+        product = np.where(x == 0, 0, x * np.log(y))
+        v.write("out", np.where(np.isnan(y), np.nan, product))
+    return kernel
+
+
+xlogy_tensor = register("XLogYTensor", "self: tensor, other: tensor, out: tensor!")(_xlogy)
+xlogy_scalar_self = register("XLogYScalarSelf", "self: scalar, other: tensor, out: tensor!")(
+    _xlogy)
+xlogy_scalar_other = register("XLogYScalarOther", "self: tensor, other: scalar, out: tensor!")(
+    _xlogy)
+register_inplace("InplaceXLogYTensor", "selfRef: tensor!, other: tensor", xlogy_tensor,
+                 self="selfRef", out="selfRef")
+register_inplace("InplaceXLogYScalarOther", "selfRef: tensor!, other: scalar",
+                 xlogy_scalar_other, self="selfRef", out="selfRef")
+
+
+# -- nan_to_num -------------------------------------------------------------------------------
+@register("NanToNum", f"self: tensor, nan: float = 0.0, posinf: float = {FLOAT32_MAX!r}, "
+                      f"neginf: float = {-FLOAT32_MAX!r}, out: tensor!")
+def nan_to_num(c: Call) -> Kernel:
+    """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (each rounded to
+    self's dtype, as torch casts them: beyond float16's range they stay inf); integer and
+    bool tensors are copied unchanged."""
+    dtype = c.check_dtype("self", NAN_TO_NUM_DTYPES)
+    c.check_out("out", c.tensor("self").shape, dtype, exact_dtype=True)
+    floating = promotion.is_floating(dtype)
+    compute = promotion.compute_dtype(dtype)
+    with np.errstate(over="ignore"):
+        replacements = [np.array(c[n]).astype(dtype).astype(compute)[()]
+                        for n in ("nan", "posinf", "neginf")]
+
+    def kernel(v) -> None:
+        x = as_array(v["self"])
+        if not floating:
+            v.write("out", x)
+            return
+        x = x.astype(compute, copy=False)
+        xp = array_module(x)
+        value = xp.where(xp.isnan(x), replacements[0], x)
+        value = xp.where(value == np.inf, replacements[1], value)
+        v.write("out", xp.where(value == -np.inf, replacements[2], value))
+    return kernel
+
+
+register_inplace("InplaceNanToNum", "selfRef: tensor!, nan: float = 0.0, "
+                                    f"posinf: float = {FLOAT32_MAX!r}, "
+                                    f"neginf: float = {-FLOAT32_MAX!r}", nan_to_num,
+                 self="selfRef", out="selfRef")
