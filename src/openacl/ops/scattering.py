@@ -34,6 +34,7 @@ import numpy as np
 
 from openacl.ops.call import (
     ALL_DTYPES,
+    BOOL_DTYPES,
     COMPLEX_DTYPES,
     WIDE_UNSIGNED_DTYPES,
     Call,
@@ -43,13 +44,26 @@ from openacl.ops.call import (
     as_array,
     like,
 )
-from openacl.ops.movement import INDEX_DTYPES, _check_index_range
+from openacl.ops.movement import (
+    BF16,
+    F16,
+    F32,
+    I8,
+    I32,
+    I64,
+    INDEX_DTYPES,
+    U8,
+    _check_index_range,
+    _fill_value,
+)
 from openacl.ops.registry import register, register_inplace
 
 # UINT8, INT8, INT16, INT32, INT64, BOOL, FLOAT16, FLOAT32, DOUBLE, COMPLEX64, COMPLEX128,
 # BFLOAT16 (aclnnScatter, aclnnScatterReduce)
 SCATTER_DTYPES = ALL_DTYPES - WIDE_UNSIGNED_DTYPES
 SCATTER_ND_DTYPES = ALL_DTYPES
+SCATTER_ND_UPDATE_DTYPES = F16 | BF16 | F32 | I64 | BOOL_DTYPES | I8  # (float8s: no numpy)
+TF_SCATTER_ADD_DTYPES = F32 | F16 | BF16 | I32 | I8 | U8
 MAX_SCATTER_DIMS = 8
 
 NONE, ADD, MUL, MAX, MIN, MEAN = range(6)  # CANN's reduce values
@@ -129,15 +143,17 @@ def _reduce_into(flat, targets, values, reduce: int, include_self: bool) -> None
 
 
 # -- Scatter and ScatterReduce --------------------------------------------------------------------
-def _scatter_checks(c: Call, reduces: frozenset[int]) -> tuple[TensorArg, TensorArg, int, int]:
+def _scatter_checks(c: Call, reduces: frozenset[int], reduce: int | None = None,
+                    with_src: bool = True) -> tuple[TensorArg, TensorArg, int, int]:
     """Validate self/index/src/dim/reduce (and the output); returns (self, index, dim,
-    reduce)."""
+    reduce). ``reduce`` given: the operator has no such argument (ScatterAdd); without
+    ``with_src`` a scalar ``value`` stands for src (ScatterValue)."""
     self = c.tensor("self")
     c.check_dtype("self", SCATTER_DTYPES)
     index = c.tensor("index")
     c.check_dtype("index", INDEX_DTYPES)
-    src = c.tensor("src")
-    if src.dtype != self.dtype:
+    src = c.tensor("src") if with_src else index
+    if with_src and src.dtype != self.dtype:
         raise c.fail("src", f"dtype must equal self's ({self.dtype})")
     if not index.ndim == src.ndim == self.ndim:
         raise c.fail("index", f"self, index and src must have the same number of dims "
@@ -152,7 +168,7 @@ def _scatter_checks(c: Call, reduces: frozenset[int]) -> tuple[TensorArg, Tensor
         if k != dim and index.shape[k] > self.shape[k]:
             raise c.fail("index", f"size {index.shape[k]} of dim {k} exceeds self's "
                                   f"{self.shape[k]}")
-    reduce = c["reduce"]
+    reduce = c["reduce"] if reduce is None else reduce
     if reduce not in reduces:
         listed = ", ".join(f"{r} ({REDUCE_NAMES[r]})" for r in sorted(reduces))
         raise c.fail("reduce", f"expected one of {listed}")
@@ -163,7 +179,9 @@ def _scatter_checks(c: Call, reduces: frozenset[int]) -> tuple[TensorArg, Tensor
 
 
 def _scatter_kernel(op: str, self: TensorArg, index: TensorArg, dim: int, reduce: int,
-                    include_self: bool) -> Kernel:
+                    include_self: bool, value: np.ndarray | None = None) -> Kernel:
+    """The kernel of Scatter/ScatterReduce (``src`` read from the views) and of
+    ScatterValue (the scalar ``value`` everywhere)."""
     shape = self.shape if self.ndim else (1,)
     index_shape = index.shape if index.ndim else (1,)
     strides = _row_major_strides(shape)
@@ -180,9 +198,12 @@ def _scatter_kernel(op: str, self: TensorArg, index: TensorArg, dim: int, reduce
                     along = np.arange(n, dtype=np.int64).reshape(
                         [n if j == k else 1 for j in range(len(index_shape))])
                     targets = targets + like(targets, along * strides[k])
-            source = as_array(v["src"])
-            values = source.reshape(source.shape or (1,))[tuple(slice(0, n)
-                                                                for n in index_shape)]
+            if value is None:
+                source = as_array(v["src"])
+                values = source.reshape(source.shape or (1,))[tuple(slice(0, n)
+                                                                    for n in index_shape)]
+            else:
+                values = like(result, np.full(index_shape, value, self.dtype))
             _reduce_into(result.reshape(-1), targets.reshape(-1), values.reshape(-1), reduce,
                          include_self)
         np.copyto(out, result.reshape(out.shape))
@@ -216,42 +237,108 @@ register_inplace("InplaceScatterReduce", "selfRef: tensor!, dim: int, index: ten
                  scatter_reduce, self="selfRef", out="selfRef")
 
 
+@register("ScatterAdd", "self: tensor, dim: int, index: tensor, src: tensor, out: tensor!")
+def scatter_add(c: Call) -> Kernel:
+    """``out = self`` with ``src`` added in at ``index`` along ``dim``
+    (``Tensor.scatter_add``)."""
+    self, index, dim, _ = _scatter_checks(c, SCATTER_REDUCES, reduce=ADD)
+    return _scatter_kernel("ScatterAdd", self, index, dim, ADD, include_self=True)
+
+
+@register("ScatterValue", "self: tensor, dim: int, index: tensor, value: scalar, "
+                          "reduce: int = 0, out: tensor!")
+def scatter_value(c: Call) -> Kernel:
+    """``out = self`` with the scalar ``value`` written (``reduce`` 0), added (1) or
+    multiplied (2) in at ``index`` along ``dim`` (``Tensor.scatter(dim, index, value)``)."""
+    self, index, dim, reduce = _scatter_checks(c, SCATTER_REDUCES, with_src=False)
+    value = _fill_value(c, "value", self.dtype)
+    return _scatter_kernel("ScatterValue", self, index, dim, reduce, include_self=True,
+                           value=value)
+
+
+register_inplace("InplaceScatterValue", "selfRef: tensor!, dim: int, index: tensor, "
+                                        "value: scalar, reduce: int = 0", scatter_value,
+                 self="selfRef", out="selfRef")
+
+
 # -- ScatterNd ----------------------------------------------------------------------------------
-@register("ScatterNd", "data: tensor, indices: tensor, updates: tensor, out: tensor!")
-def scatter_nd(c: Call) -> Kernel:
-    """``out = data`` with ``out[indices[i..., 0], ..., indices[i..., k-1]] = updates[i...]``
-    (``k = indices.shape[-1]``; indices non-negative)."""
-    data = c.tensor("data")
-    c.check_dtype("data", SCATTER_ND_DTYPES)
+def _scatter_nd(c: Call, op: str, data_name: str, out_name: str, dtypes: frozenset[np.dtype],
+                reduce: int, rows_form: bool = False) -> Kernel:
+    """Validate and build ScatterNd-style ``out = data`` with ``updates`` written (``reduce``
+    NONE) or added (ADD) at the rows ``indices[..., :]`` address. ``rows_form``: also take
+    ``updates.shape = indices.shape + data.shape[1:]`` (indices into dim 0, TensorFlow's
+    scatter_add)."""
+    data = c.tensor(data_name)
+    c.check_dtype(data_name, dtypes)
     indices = c.tensor("indices")
     c.check_dtype("indices", INDEX_DTYPES)
     updates = c.tensor("updates")
     if updates.dtype != data.dtype:
-        raise c.fail("updates", f"dtype must equal data's ({data.dtype})")
+        raise c.fail("updates", f"dtype must equal {data_name}'s ({data.dtype})")
     if data.ndim < 1:
-        raise c.fail("data", "must have at least 1 dim")
-    if indices.ndim < 1 or indices.shape[-1] > data.ndim:
-        raise c.fail("indices", f"must have at least 1 dim, its last dim at most {data.ndim}")
-    depth = indices.shape[-1]
-    expected = (*indices.shape[:-1], *data.shape[depth:])
-    if updates.shape != expected:
-        raise c.fail("updates", f"shape must be {list(expected)} (indices.shape[:-1] + "
-                                f"data.shape[{depth}:])")
-    c.check_out("out", data.shape, data.dtype, exact_dtype=True)
-    rows_shape = data.shape[:depth]
-    row_strides = _row_major_strides(rows_shape)
-    rows, width = math.prod(rows_shape), math.prod(data.shape[depth:])
-    count = math.prod(indices.shape[:-1])
+        raise c.fail(data_name, "must have at least 1 dim")
+    rows_shape = (*indices.shape, *data.shape[1:])
+    if rows_form and updates.shape == rows_shape:
+        depth, count = 1, indices.numel
+    else:
+        if indices.ndim < 1 or indices.shape[-1] > data.ndim:
+            raise c.fail("indices", f"must have at least 1 dim, its last dim at most "
+                                    f"{data.ndim}")
+        depth = indices.shape[-1]
+        count = math.prod(indices.shape[:-1])
+        expected = (*indices.shape[:-1], *data.shape[depth:])
+        if updates.shape != expected:
+            also = f" or {list(rows_shape)}" if rows_form else ""
+            raise c.fail("updates", f"shape must be {list(expected)} (indices.shape[:-1] + "
+                                    f"{data_name}.shape[{depth}:]){also}")
+    c.check_out(out_name, data.shape, data.dtype, exact_dtype=True)
+    lead_shape = data.shape[:depth]
+    lead_strides = _row_major_strides(lead_shape)
+    rows, width = math.prod(lead_shape), math.prod(data.shape[depth:])
 
     def kernel(v) -> None:
-        result = as_array(v["data"]).copy()
+        result = as_array(v[data_name]).copy()  # C order: its row table is a view
         if count and width:
             idx = as_array(v["indices"]).reshape(count, depth)
             targets = like(idx, np.zeros(count, np.int64))
             for k in range(depth):
-                column = _check_index_range("ScatterNd", "indices", idx[:, k], rows_shape[k])
-                targets = targets + column * row_strides[k]
+                column = _check_index_range(op, "indices", idx[:, k], lead_shape[k])
+                targets = targets + column * lead_strides[k]
+            source = as_array(v["updates"]).reshape(count, width)
             table = result.reshape(rows, width)
-            table[targets] = as_array(v["updates"]).reshape(count, width)
-        np.copyto(v["out"], result)
+            if reduce == NONE:
+                table[targets] = source
+            else:
+                columns = like(idx, np.arange(width, dtype=np.int64))
+                flat = (targets[:, None] * width + columns[None, :]).reshape(-1)
+                _reduce_into(result.reshape(-1), flat, source.reshape(-1), reduce, True)
+        np.copyto(v[out_name], result)
     return kernel
+
+
+@register("ScatterNd", "data: tensor, indices: tensor, updates: tensor, out: tensor!")
+def scatter_nd(c: Call) -> Kernel:
+    """``out = data`` with ``out[indices[i..., 0], ..., indices[i..., k-1]] = updates[i...]``
+    (``k = indices.shape[-1]``; indices non-negative)."""
+    return _scatter_nd(c, "ScatterNd", "data", "out", SCATTER_ND_DTYPES, NONE)
+
+
+def _scatter_nd_update(c: Call) -> Kernel:
+    """``varRef[indices[i..., :]] = updates[i...]`` in place (ScatterNd written into
+    ``varRef``)."""
+    return _scatter_nd(c, "ScatterNdUpdate", "varRef", "varRef", SCATTER_ND_UPDATE_DTYPES,
+                       NONE)
+
+
+def _tf_scatter_add(c: Call) -> Kernel:
+    """``varRef[indices[i...]] += updates[i...]`` in place, TensorFlow's scatter_add (rows of
+    dim 0) or scatter_nd_add (the last dim of ``indices`` addresses the leading dims);
+    repeated positions add every update, in order."""
+    return _scatter_nd(c, "TfScatterAdd", "varRef", "varRef", TF_SCATTER_ADD_DTYPES, ADD,
+                       rows_form=True)
+
+
+register_inplace("ScatterNdUpdate", "varRef: tensor!, indices: tensor, updates: tensor",
+                 _scatter_nd_update, varRef="varRef")
+register_inplace("TfScatterAdd", "varRef: tensor!, indices: tensor, updates: tensor",
+                 _tf_scatter_add, varRef="varRef")
