@@ -1,5 +1,5 @@
-"""Reduction operators: sums, means, extrema and their indices, products, moments, scans,
-sort and top-k, logical any/all.
+"""Reduction operators: sums, means, extrema and their indices, products, moments, scans
+(cumulative sum and maximum), sort, argsort and top-k, logical any/all, trace and dot.
 
 Argument lists and dtype lists are CANN's (``hicann/ops-math``, each op's
 ``docs/aclnn<Name>.md`` and ``op_api``); semantics are PyTorch's:
@@ -48,6 +48,7 @@ from openacl.ops.fpstate import quiet
 from openacl.ops.registry import register
 
 INT64 = np.dtype(np.int64)
+BFLOAT16 = promotion.BFLOAT16
 FLOAT64 = np.dtype(np.float64)
 COMPLEX128 = np.dtype(np.complex128)
 HALF_FLOAT_DTYPES = FLOAT_DTYPES - {FLOAT64}  # float16, bfloat16, float32
@@ -66,6 +67,14 @@ SORT_DTYPES = (REAL_DTYPES - {FLOAT64}) | WIDE_UNSIGNED_DTYPES | BOOL_DTYPES
 LOGICAL_DTYPES = NUMERIC_DTYPES  # Any, All
 LOGICAL_OUT_DTYPES = frozenset({np.dtype(np.bool_), np.dtype(np.uint8)})
 INDEX_DTYPES = frozenset({INT64})
+MEAN_V2_DTYPES = REAL_DTYPES | COMPLEX_DTYPES  # no bool
+EXTREMUM_DIM_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int64,
+                                                      np.bool_, np.int32)) | {BFLOAT16}
+ARGSORT_DTYPES = (REAL_DTYPES - {FLOAT64}) | WIDE_UNSIGNED_DTYPES
+CUMMAX_DTYPES = NUMERIC_DTYPES
+TRACE_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES
+DOT_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.int8, np.int32,
+                                             np.uint8)) | {BFLOAT16}
 
 
 # -- argument helpers ------------------------------------------------------------------------
@@ -214,8 +223,16 @@ def mean(c: Call) -> Kernel:
     if not promotion.can_cast(source, result):
         raise c.fail("dtype", f"self's dtype {source} cannot be cast to {result}")
     _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), result)
-    accumulate = _accumulator(result)
-    count = _count(self.shape, axes)
+    return _mean_kernel(self.shape, axes, keep, result)
+
+
+def _mean_kernel(shape: Sequence[int], axes: tuple[int, ...], keep: bool,
+                 result: np.dtype) -> Kernel:
+    """out = the sum over ``axes`` (accumulated wide) / their element count (NaN if none);
+    an integer ``result`` (MeanV2) takes the float64 mean truncated."""
+    accumulate = _accumulator(result) if promotion.is_floating(result) or \
+        promotion.category(result) == promotion.COMPLEX else FLOAT64
+    count = _count(shape, axes)
 
     def kernel(v) -> None:
         x = as_array(v["self"]).astype(result, copy=False)
@@ -223,6 +240,20 @@ def mean(c: Call) -> Kernel:
         _store(v, "out", quiet(lambda: total / count)() if count else
                array_module(total).full(total.shape, np.nan, accumulate))
     return kernel
+
+
+@register("MeanV2", "self: tensor, dim: int_array = [], keepDim: bool = False, "
+                    "noopWithEmptyAxes: bool = False, out: tensor!")
+def mean_v2(c: Call) -> Kernel:
+    """Mean over ``dim``; an empty ``dim`` reduces every dim, or none when
+    ``noopWithEmptyAxes``. The result has self's dtype."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", MEAN_V2_DTYPES)
+    noop = bool(c["noopWithEmptyAxes"]) and not c["dim"]
+    axes = () if noop else _axes(c, "dim", self.ndim)
+    keep = bool(c["keepDim"])
+    _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), source, exact_dtype=True)
+    return _mean_kernel(self.shape, axes, keep, source)
 
 
 def _prod_prepare(c: Call, axes: tuple[int, ...], keep: bool) -> Kernel:
@@ -280,6 +311,79 @@ amax = register("Amax", "self: tensor, dim: int_array = [], keepDim: bool = Fals
                         "out: tensor!")(_extremum(np.max))
 amin = register("Amin", "self: tensor, dim: int_array = [], keepDim: bool = False, "
                         "out: tensor!")(_extremum(np.min))
+
+
+def _whole_extremum(reduce: Callable) -> Callable[[Call], Kernel]:
+    """Max/Min of every element: a 0-dim result (or any one-element ``out``)."""
+    def prepare(c: Call) -> Kernel:
+        self = c.tensor("self")
+        source = c.check_dtype("self", EXTREMUM_DTYPES)
+        if self.numel == 0:
+            raise c.fail("self", "is empty: the maximum and minimum have no identity")
+        _declare_out(c, "out", (), source, exact_dtype=True)
+        compute = promotion.compute_dtype(source)
+
+        def kernel(v) -> None:
+            _store(v, "out", reduce(as_array(v["self"]).astype(compute, copy=False)))
+        return kernel
+    return prepare
+
+
+max_ = register("Max", "self: tensor, out: tensor!")(_whole_extremum(np.max))
+min_ = register("Min", "self: tensor, out: tensor!")(_whole_extremum(np.min))
+
+
+@register("MaxV2", "self: tensor, dims: int_array = [], keepDims: bool = False, "
+                   "noopWithEmptyDims: bool = False, out: tensor!")
+def max_v2(c: Call) -> Kernel:
+    """Maximum over ``dims``; an empty ``dims`` reduces every dim, or none when
+    ``noopWithEmptyDims`` (out is then a copy of self)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", EXTREMUM_DTYPES)
+    noop = bool(c["noopWithEmptyDims"]) and not c["dims"]
+    axes = () if noop else _axes(c, "dims", self.ndim)
+    keep = bool(c["keepDims"])
+    _refuse_empty_reduction(c, self.shape, axes)
+    _declare_out(c, "out", _reduced_shape(self.shape, axes, keep), source, exact_dtype=True)
+    compute = promotion.compute_dtype(source)
+
+    def kernel(v) -> None:
+        x = as_array(v["self"]).astype(compute, copy=False)
+        _store(v, "out", np.max(x, axis=axes, keepdims=keep) if axes else x)
+    return kernel
+
+
+def _extremum_with_index(find: Callable) -> Callable[[Call], Kernel]:
+    """MaxDim/MinDim: the extremum along ``dim`` and its index (the first one; a NaN wins,
+    as in torch.max / torch.min)."""
+    def prepare(c: Call) -> Kernel:
+        self = c.tensor("self")
+        source = c.check_dtype("self", EXTREMUM_DIM_DTYPES)
+        if self.ndim == 0:
+            raise c.fail("self", "must have 1 to 8 dims")
+        dim = _dim(c, "dim", self.ndim)
+        keep = bool(c["keepdim"])
+        _refuse_empty_reduction(c, self.shape, (dim,))
+        shape = _reduced_shape(self.shape, (dim,), keep)
+        _declare_out(c, "out", shape, source, exact_dtype=True)
+        c.check_out("indices", shape, INT64)
+        _check_out_dtype(c, "indices", ARG_OUT_DTYPES)
+        compute = promotion.compute_dtype(source)
+
+        def kernel(v) -> None:
+            x = as_array(v["self"])
+            index = find(x.astype(compute, copy=False), axis=dim, keepdims=True)
+            values = np.take_along_axis(x, index, axis=dim)
+            v.write("out", values if keep else np.squeeze(values, dim))
+            v.write("indices", index if keep else np.squeeze(index, dim))
+        return kernel
+    return prepare
+
+
+max_dim = register("MaxDim", "self: tensor, dim: int, keepdim: bool = False, out: tensor!, "
+                             "indices: tensor!")(_extremum_with_index(np.argmax))
+min_dim = register("MinDim", "self: tensor, dim: int, keepdim: bool = False, out: tensor!, "
+                             "indices: tensor!")(_extremum_with_index(np.argmin))
 
 
 def _arg_extremum(find: Callable) -> Callable[[Call], Kernel]:
@@ -375,6 +479,65 @@ def cumsum(c: Call) -> Kernel:
     return kernel
 
 
+@register("CumsumV2", "self: tensor, dim: int, exclusive: bool = False, reverse: bool = False, "
+                     "out: tensor!")
+def cumsum_v2(c: Call) -> Kernel:
+    """Running sum along ``dim`` in self's dtype; ``exclusive``: each element left out of
+    its own sum (the first is 0); ``reverse``: summed from the end (tf.cumsum)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", CUMSUM_DTYPES)
+    dim = _dim(c, "dim", self.ndim)
+    exclusive, reverse = bool(c["exclusive"]), bool(c["reverse"])
+    c.check_out("out", self.shape, source, exact_dtype=True)
+    accumulate = _accumulator(source)
+
+    def kernel(v) -> None:
+        x = as_array(v["self"]).astype(accumulate)
+        if x.ndim == 0:
+            v.write("out", x * 0 if exclusive else x)
+            return
+        if reverse:
+            x = np.flip(x, dim)
+        sums = np.cumsum(x, axis=dim)
+        if exclusive:  # shifted by one (no subtraction: inf - inf would be NaN)
+            xp = array_module(sums)
+            head = xp.zeros_like(np.take(sums, like(sums, np.arange(1)), axis=dim))
+            sums = xp.concatenate([head, np.take(sums, like(sums, np.arange(
+                x.shape[dim] - 1)), axis=dim)], axis=dim)
+        v.write("out", np.flip(sums, dim) if reverse else sums)
+    return kernel
+
+
+@register("Cummax", "self: tensor, dim: int, valuesOut: tensor!, indicesOut: tensor!")
+def cummax(c: Call) -> Kernel:
+    """Running maximum along ``dim`` and the index it was taken from (torch.cummax: on a
+    tie the later index, a NaN sticks and its latest index is taken)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", CUMMAX_DTYPES)
+    dim = _dim(c, "dim", self.ndim)
+    c.check_out("valuesOut", self.shape, source, exact_dtype=True)
+    c.check_out("indicesOut", self.shape, INT64)
+    _check_out_dtype(c, "indicesOut", ARG_OUT_DTYPES)
+    compute = promotion.compute_dtype(source)
+
+    def kernel(v) -> None:
+        x = as_array(v["self"]).astype(compute, copy=False)
+        if x.ndim == 0:
+            v.write("valuesOut", x)
+            v.write("indicesOut", 0)
+            return
+        values = np.maximum.accumulate(x, axis=dim)
+        # an element updates the running maximum exactly when it equals the new maximum
+        updated = values == x
+        if promotion.is_floating(source):
+            updated = updated | np.isnan(x)
+        positions = array_module(x).arange(x.shape[dim]).reshape(
+            [-1 if k == dim else 1 for k in range(x.ndim)])
+        v.write("valuesOut", values)
+        v.write("indicesOut", np.maximum.accumulate(np.where(updated, positions, 0), axis=dim))
+    return kernel
+
+
 # -- sort and top-k -----------------------------------------------------------------------------
 def _stable_order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Indices that sort ``x`` along ``axis``, ties in input order, NaN above everything."""
@@ -414,6 +577,22 @@ def sort(c: Call) -> Kernel:
 
     def kernel(v) -> None:
         _sorted_outputs(v, compute, axis, descending)
+    return kernel
+
+
+@register("Argsort", "self: tensor, dim: int = -1, descending: bool = False, out: tensor!")
+def argsort(c: Call) -> Kernel:
+    """The indices that sort self along ``dim`` (stable: ties in input order)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", ARGSORT_DTYPES)
+    dim = _dim(c, "dim", self.ndim)
+    descending = bool(c["descending"])
+    c.check_out("out", self.shape, INT64, exact_dtype=True)
+    compute = promotion.compute_dtype(source)
+
+    def kernel(v) -> None:
+        x = as_array(v["self"]).astype(compute, copy=False)
+        v.write("out", _stable_order(x, dim, descending) if x.ndim else 0)
     return kernel
 
 
@@ -464,3 +643,44 @@ any_ = register("Any", "self: tensor, dim: int_array = [], keepdim: bool = False
                        "out: tensor!")(_logical(np.any))
 all_ = register("All", "self: tensor, dim: int_array = [], keepdim: bool = False, "
                        "out: tensor!")(_logical(np.all))
+
+
+# -- trace and dot ------------------------------------------------------------------------------
+@register("Trace", "self: tensor, out: tensor!")
+def trace(c: Call) -> Kernel:
+    """Sum of the main diagonal of a 2-d self: 0-dim, in self's dtype for floats and complex,
+    int64 for integers and bool (torch.trace)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", TRACE_DTYPES)
+    if self.ndim != 2:
+        raise c.fail("self", "must be 2-d")
+    result = _int_default(source)
+    _declare_out(c, "out", (), result, exact_dtype=True)
+    accumulate = _accumulator(result)
+
+    def kernel(v) -> None:
+        _store(v, "out", np.trace(as_array(v["self"]).astype(accumulate)))
+    return kernel
+
+
+@register("Dot", "self: tensor, tensor: tensor, out: tensor!")
+def dot(c: Call) -> Kernel:
+    """Inner product of two 1-d tensors of one dtype and length, in that dtype (integers
+    wrap, as torch.dot's do)."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", DOT_DTYPES)
+    other = c.tensor("tensor")
+    if other.dtype != source:
+        raise c.fail("tensor", f"dtype must equal self's ({source})")
+    if self.ndim != 1 or other.ndim != 1:
+        raise c.fail("self" if self.ndim != 1 else "tensor", "must be 1-d")
+    if self.shape != other.shape:
+        raise c.fail("tensor", f"must have self's shape {list(self.shape)}")
+    _declare_out(c, "out", (), source, exact_dtype=True)
+    accumulate = _accumulator(source)
+
+    def kernel(v) -> None:
+        x = as_array(v["self"]).astype(accumulate)
+        y = as_array(v["tensor"]).astype(accumulate)
+        _store(v, "out", np.sum(x * y))
+    return kernel
