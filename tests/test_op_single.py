@@ -79,6 +79,8 @@ def make_attr(**attrs) -> int | None:
             op.set_attr_int(handle, name, value)
         elif isinstance(value, float):
             op.set_attr_float(handle, name, value)
+        elif isinstance(value, str):
+            op.set_attr_string(handle, name, value)
         elif isinstance(value, list) and all(isinstance(v, int) for v in value):
             op.set_attr_list_int(handle, name, value)
         else:
@@ -1031,3 +1033,144 @@ def test_infer_shape_of_added_op_types(session):
                 [(expected, DataType.ACL_FLOAT)], op_type
         finally:
             op.destroy_attr(attr)
+
+
+# -- the types of openacl.op.types_more ---------------------------------------------------------
+def test_pad_and_pad_v3_modes(session):
+    x = rand(2, 3, 4)
+    paddings = np.array([[0, 0], [1, 2], [2, 1]], np.int64)
+    golden = np.pad(x, [(0, 0), (1, 2), (2, 1)])
+    (y,) = run(session, "Pad", [x, paddings], [(golden.shape, np.float32)])
+    np.testing.assert_array_equal(y, golden)
+    value = np.array([1.5], np.float32)
+    golden = np.pad(x, [(0, 0), (1, 2), (2, 1)], constant_values=1.5)
+    (y,) = run(session, "PadV3", [x, paddings.ravel(), value], [(golden.shape, np.float32)])
+    np.testing.assert_array_equal(y, golden)
+    split = np.array([0, 1, 2, 0, 2, 1], np.int32)  # befores, then afters
+    (y,) = run(session, "PadV3", [x, split, value], [(golden.shape, np.float32)],
+               paddings_contiguous=False)
+    np.testing.assert_array_equal(y, golden)
+    for mode, numpy_mode in (("reflect", "reflect"), ("edge", "edge")):
+        golden = np.pad(x, [(0, 0), (1, 2), (2, 1)], mode=numpy_mode)
+        (y,) = run(session, "PadV3", [x, paddings.ravel()], [(golden.shape, np.float32)],
+                   mode=mode)
+        np.testing.assert_array_equal(y, golden)
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "Pad", [x, np.array([1, 1], np.int64)], [((4, 3, 4), np.float32)])
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "paddings" in info.value.message
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "PadV3", [x, paddings.ravel()], [(golden.shape, np.float32)],
+            mode="symmetric")
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "mode" in info.value.message
+
+
+def test_reverse_triangles_and_gathers(session):
+    x = rand(3, 4, 5)
+    (y,) = run(session, "ReverseV2", [x, np.array([0, -1], np.int32)], [(x.shape, np.float32)])
+    np.testing.assert_array_equal(y, x[::-1, :, ::-1])
+    for op_type, function in (("Tril", np.tril), ("Triu", np.triu)):
+        (y,) = run(session, op_type, [x], [(x.shape, np.float32)], diagonal=1)
+        np.testing.assert_array_equal(y, function(x, 1))
+    index = RNG.integers(0, 3, (2, 4, 5)).astype(np.int64)
+    (y,) = run(session, "GatherElements", [x, index], [(index.shape, np.float32)], dim=0)
+    np.testing.assert_array_equal(y, np.take_along_axis(x, index, 0))
+    indices = np.array([[0, 1], [2, 3]], np.int32)
+    (y,) = run(session, "GatherNd", [x, indices], [((2, 5), np.float32)])
+    np.testing.assert_array_equal(y, x[[0, 2], [1, 3]])
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "ReverseV2", [x, np.array([0, 0], np.int32)], [(x.shape, np.float32)])
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "axis" in info.value.message
+
+
+def test_top_k_v2_and_sort(session):
+    x = rand(3, 6)
+    values, indices = run(session, "TopKV2", [x, np.array([2], np.int32)],
+                          [((3, 2), np.float32), ((3, 2), np.int64)],
+                          indices_dtype=int(DataType.ACL_INT64))
+    golden = torch.topk(torch.from_numpy(x), 2)
+    np.testing.assert_array_equal(values, golden.values.numpy())
+    np.testing.assert_array_equal(indices, golden.indices.numpy())
+    values, indices = run(session, "TopKV2", [x, np.array([2], np.int32)],
+                          [((3, 2), np.float32), ((3, 2), np.int64)], largest=False,
+                          indices_dtype=int(DataType.ACL_INT64))
+    np.testing.assert_array_equal(values, torch.topk(torch.from_numpy(x), 2, largest=False)
+                                  .values.numpy())
+    y1, y2 = run(session, "Sort", [x], [((3, 6), np.float32), ((3, 6), np.int64)],
+                 descending=True, y2_dtype=DataType.ACL_INT64)
+    golden = torch.sort(torch.from_numpy(x), descending=True)
+    np.testing.assert_array_equal(y1, golden.values.numpy())
+    np.testing.assert_array_equal(y2, golden.indices.numpy())
+    with pytest.raises(openacl.AclError) as info:  # int32 indices: refused, saying why
+        run(session, "TopKV2", [x, np.array([2], np.int32)],
+            [((3, 2), np.float32), ((3, 2), np.int32)])
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "DT_INT64" in info.value.message
+
+
+def test_addcmul_addcdiv_swish_prelu(session):
+    data, x1, x2 = rand(2, 3), rand(2, 3), rand(1, 3, low=0.5, high=2.0)
+    value = np.array([0.5], np.float32)
+    (y,) = run(session, "Addcmul", [data, x1, x2, value], [((2, 3), np.float32)])
+    close(y, data + 0.5 * x1 * x2)
+    (y,) = run(session, "Addcdiv", [data, x1, x2, value], [((2, 3), np.float32)])
+    close(y, data + 0.5 * x1 / x2)
+    x = rand(2, 3, 4)
+    (y,) = run(session, "Swish", [x], [(x.shape, np.float32)], scale=1.5)
+    t = torch.from_numpy(x)
+    close(y, (t * torch.sigmoid(1.5 * t)).numpy())
+    weight = rand(3, low=0.0, high=0.5)
+    (y,) = run(session, "PRelu", [x, weight], [(x.shape, np.float32)])
+    close(y, torch.nn.functional.prelu(t, torch.from_numpy(weight)).numpy())
+
+
+def test_adaptive_pool_resize_nearest_reduce_prod(session):
+    x = rand(1, 2, 6, 7)
+    t = torch.from_numpy(x)
+    (y,) = run(session, "AdaptiveAvgPool2d", [x], [((1, 2, 3, 2), np.float32)],
+               output_size=[3, 2])
+    close(y, torch.nn.functional.adaptive_avg_pool2d(t, (3, 2)).numpy())
+    golden = torch.nn.functional.interpolate(t, size=(9, 5), mode="nearest").numpy()
+    ins = [session.tensor(x), session.tensor(np.array([9, 5], np.int32))]
+    nchw = session.desc(np.float32, x.shape, Format.ACL_FORMAT_NCHW)
+    outs = [session.output((1, 2, 9, 5), np.float32)]
+    out_desc = session.desc(np.float32, (1, 2, 9, 5), Format.ACL_FORMAT_NCHW)
+    op.execute_v2("ResizeNearestNeighborV2", [nchw, ins[1][0]], [b for _, b, _ in ins],
+                  [out_desc], [outs[0][1]], None, None)
+    np.testing.assert_array_equal(outs[0][2].numpy(), golden)
+    (y,) = run(session, "ReduceProd", [x, np.array([2], np.int32)], [((1, 2, 7), np.float32)])
+    close(y, np.prod(x, axis=2))
+    (y,) = run(session, "ReduceProd", [x, np.array([], np.int32)], [(x.shape, np.float32)])
+    np.testing.assert_array_equal(y, x)
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "ReduceProd", [x, np.array([1, 2], np.int32)], [((1, 7), np.float32)])
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "axes" in info.value.message
+
+
+def test_rms_group_and_instance_norm(session):
+    x, gamma = rand(2, 3, 8), rand(8, low=0.5, high=1.5)
+    y, rstd = run(session, "RmsNorm", [x, gamma], [((2, 3, 8), np.float32),
+                                                   ((2, 3, 1), np.float32)], epsilon=1e-5)
+    wide = x.astype(np.float64)
+    golden_rstd = 1 / np.sqrt((wide ** 2).mean(-1, keepdims=True) + 1e-5)
+    close(rstd, golden_rstd)
+    close(y, wide * golden_rstd * gamma)
+    x = rand(2, 4, 3, 3)
+    weight, bias = rand(4), rand(4)
+    y, mean, rstd = run(session, "GroupNorm", [x, weight, bias],
+                        [(x.shape, np.float32), ((2, 2), np.float32), ((2, 2), np.float32)],
+                        num_groups=2, eps=1e-5)
+    golden = torch.nn.functional.group_norm(torch.from_numpy(x), 2, torch.from_numpy(weight),
+                                            torch.from_numpy(bias), 1e-5)
+    close(y, golden.numpy())
+    close(mean, x.reshape(2, 2, -1).mean(-1))
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "GroupNorm", [x, weight, bias],
+            [(x.shape, np.float32), ((2, 3), np.float32), ((2, 3), np.float32)], num_groups=3)
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "num_groups" in info.value.message
+    x = rand(2, 3, 4, 5)
+    gamma, beta = rand(3), rand(3)
+    y, mean, variance = run(session, "InstanceNorm", [x, gamma, beta],
+                            [(x.shape, np.float32), ((2, 3, 1, 1), np.float32),
+                             ((2, 3, 1, 1), np.float32)], data_format="NCHW", epsilon=1e-5)
+    golden = torch.nn.functional.instance_norm(torch.from_numpy(x), weight=torch.from_numpy(
+        gamma), bias=torch.from_numpy(beta), eps=1e-5)
+    close(y, golden.numpy())

@@ -135,9 +135,11 @@ class _Lowering:
         """A strided view (element strides, element offset) of input ``name``'s buffer."""
         return self._create(self.inputs[name], dims, strides, offset)
 
-    def view_output(self, name: str, dims: Sequence[int], strides: Sequence[int]) -> int:
-        """A strided view of output ``name``'s buffer (an NHWC output written as NCHW)."""
-        return self._create(self.outputs[name], dims, strides, 0)
+    def view_output(self, name: str, dims: Sequence[int], strides: Sequence[int],
+                    offset: int = 0) -> int:
+        """A strided view (element strides, element offset) of output ``name``'s buffer (an
+        NHWC output written as NCHW, a padded output's interior)."""
+        return self._create(self.outputs[name], dims, strides, offset)
 
     def _create(self, operand: _Operand, dims: Sequence[int], strides: Sequence[int] | None,
                 offset: int) -> int:

@@ -951,6 +951,8 @@ _define("Conv2DBackpropInput", "input_size filter out_backprop", "y", _conv2d_ba
          _attr("data_format", "str", "NHWC")), values="input_size")
 del _name, _aclnn, _kind
 
+from openacl.op import types_more  # noqa: E402, F401  (defines its op types into OP_TYPES)
+
 
 # -- finding an op type ------------------------------------------------------------------------
 def _spec(op_type: Any) -> OpType:
