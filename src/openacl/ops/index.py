@@ -58,6 +58,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "conv": (
         "Convolution",
     ),
+    "creation": (
+        "Eye", "InplaceOne", "Linspace", "Range", "Repeat",
+    ),
     "elementwise_math": (
         "InplaceLerp", "InplaceLerps", "InplaceNanToNum", "InplaceXLogYScalarOther",
         "InplaceXLogYTensor", "Lerp", "Lerps", "LogAddExp", "LogAddExp2", "NanToNum",
@@ -103,13 +106,18 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "MseLossBackward", "NLLLoss2dBackward", "NLLLossBackward", "SmoothL1LossBackward",
         "SoftMarginLossBackward",
     ),
+    "masking": (
+        "ClampMaxTensor", "ClampMinTensor", "DiagFlat", "Hardtanh", "InplaceClampMaxTensor",
+        "InplaceClampMinTensor", "InplaceFillDiagonal", "InplaceFillScalar",
+        "InplaceFillTensor", "InplaceHardtanh", "InplaceMaskedFillScalar",
+        "InplaceMaskedFillTensor", "InplaceZero", "MaskedSelect",
+    ),
     "movement": (
-        "Arange", "Cast", "Cat", "ChannelShuffle", "DiagFlat", "Embedding", "Expand",
-        "Flatten", "Flip", "Gather", "GatherNd", "IndexSelect", "InplaceCopy",
-        "InplaceFillScalar", "InplaceScatterUpdate", "InplaceTril", "InplaceTriu",
-        "InplaceZero", "OneHot", "Permute", "Roll", "Slice", "SliceV2", "SplitTensor",
-        "SplitWithSize", "Stack", "StridedSliceAssignV2", "Tril", "Triu", "UnfoldGrad",
-        "UpsampleBilinear2d", "UpsampleNearest2d",
+        "Arange", "Cast", "Cat", "ChannelShuffle", "Embedding", "Expand", "Flatten", "Flip",
+        "Gather", "GatherNd", "IndexSelect", "InplaceCopy", "InplaceScatterUpdate",
+        "InplaceTril", "InplaceTriu", "OneHot", "Permute", "Roll", "Slice", "SliceV2",
+        "SplitTensor", "SplitWithSize", "Stack", "StridedSliceAssignV2", "Tril", "Triu",
+        "UnfoldGrad", "UpsampleBilinear2d", "UpsampleNearest2d",
     ),
     "normalization": (
         "AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm",
