@@ -20,6 +20,13 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "Mish", "Prelu", "Relu", "ScaledMaskedSoftmax", "Selu", "Sigmoid", "Silu", "Softmax",
         "Softplus", "Softshrink", "SquaredRelu", "Swish", "Threshold",
     ),
+    "activation_backward": (
+        "EluBackward", "FastGeluBackward", "GeGluBackward", "GeGluV3Backward", "GeluBackward",
+        "GeluBackwardV2", "LeakyReluBackward", "LogSigmoidBackward", "LogSoftmaxBackward",
+        "PreluBackward", "SeluBackward", "SigmoidBackward", "SiluBackward", "SituGluGrad",
+        "SoftmaxBackward", "SoftplusBackward", "SoftshrinkBackward", "SwishBackward",
+        "TanhBackward", "ThresholdBackward",
+    ),
     "activation_glu": (
         "ClippedSwiglu", "FatreluMul", "GeGlu", "GeGluV3", "GeluMul", "Glu", "SituGlu",
         "SwiGlu",
@@ -149,6 +156,10 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "InplaceScatter", "InplaceScatterReduce", "InplaceScatterValue", "Scatter",
         "ScatterAdd", "ScatterNd", "ScatterNdUpdate", "ScatterReduce", "ScatterValue",
         "TfScatterAdd",
+    ),
+    "selection": (
+        "Kthvalue", "Median", "MedianDim", "NanMedian", "NanMedianDim", "Nonzero",
+        "NonzeroV2", "Unique", "Unique2", "UniqueDim",
     ),
     "vector_norm": (
         "LinalgVectorNorm", "Norm",

@@ -202,21 +202,25 @@ def _index_tuple(op: str, name: str, entries: list[tuple[str, TensorArg]], views
     return tuple(key)
 
 
-def _check_masked_out(c: Call, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    """Declare a mask-indexed output: its rank, dtype and every dim a mask does not decide
-    must match (the kernel checks the rest)."""
+def declare_sized_out(c: Call, name: str, shape: Sequence[int], dtype: np.dtype,
+                      most: Sequence[int]) -> AclTensor | None:
+    """Declare an output whose size the data decides: ``shape`` gives its known dims (-1 for
+    a counted one), ``most`` the largest it can be, which the one-shot helper allocates.
+    A caller's output needs the rank, dtype and known dims, and contiguous memory (the
+    kernel checks that the count fits); returns its aclTensor for ``report_shape``."""
     out = c[name]
-    if out is None or c.infer:
-        c.check_out(name, tuple(max(n, 0) for n in shape), dtype, exact_dtype=True)
-        return
+    if out is None:
+        c.check_out(name, most, dtype, exact_dtype=True)
+        return None
     if out.dtype != dtype:
         raise c.fail(name, f"dtype must be {dtype}")
     if out.ndim != len(shape) or any(n >= 0 and n != m for n, m in zip(shape, out.shape,
                                                                       strict=True)):
         raise c.fail(name, f"shape must be {['?' if n < 0 else n for n in shape]} (? counted "
-                           f"by the mask)")
+                           f"from the data, at most {list(most)})")
     c.check_no_overlap(name, out)
-    c.inferred[name] = (out.shape, out.dtype)
+    c.inferred[c.aliases.get(name, name)] = (out.shape, out.dtype)
+    return report_target(c, name)
 
 
 @register("Index", "self: tensor, indices: tensors, out: tensor!")
@@ -227,13 +231,13 @@ def index(c: Call) -> Kernel:
     c.check_dtype("self", INDEX_SELF_DTYPES)
     if self.ndim > MAX_INDEX_DIMS:
         raise c.fail("self", f"must have at most {MAX_INDEX_DIMS} dims")
-    entries, shape, masked = _index_plan(c, "indices", self.shape, upper_bound=c.infer or
-                                         c["out"] is None)
+    entries, shape, masked = _index_plan(c, "indices", self.shape, upper_bound=False)
+    target = None
     if masked:
-        _check_masked_out(c, "out", shape, self.dtype)
+        most = _index_plan(c, "indices", self.shape, upper_bound=True)[1]
+        target = declare_sized_out(c, "out", shape, self.dtype, most)
     else:
         c.check_out("out", shape, self.dtype, exact_dtype=True)
-    target = report_target(c, "out") if masked else None
 
     def kernel(v) -> None:
         x = host(v["self"])

@@ -1,0 +1,280 @@
+"""Selection operators: the positions of non-zero elements (aclnnNonzero, NonzeroV2), the
+distinct elements (Unique, Unique2, UniqueDim), medians (Median, MedianDim, NanMedian,
+NanMedianDim) and the k-th smallest (Kthvalue), with CANN's argument lists.
+
+Semantics are CANN's, which are PyTorch's (``torch.nonzero``, ``torch.unique``,
+``torch.median``, ``torch.nanmedian``, ``torch.kthvalue``):
+
+* A median is the lower one of an even count: the element at sorted position
+  ``(n - 1) // 2``. ``Median`` gives NaN for a slice holding a NaN (its index is the first
+  NaN's); ``NanMedian`` leaves NaNs out (a slice of NaNs only gives NaN at index 0, as
+  CANN's document shows). Kthvalue sorts NaN last. The index is the element's position in
+  ``self``; among equal values it is the one a stable sort puts there.
+* ``Unique`` returns its values sorted ascending whether ``sorted`` is set or not (CANN
+  leaves the order of an unsorted result open; Ascend 950 sorts too); ``UniqueDim`` finds the
+  distinct slices along ``dim``, ordered lexicographically.
+
+How many elements Nonzero and Unique return depends on the data: the outputs are sized for
+the most (``numel`` non-zeros, ``numel`` distinct values), receive the result at their start
+and then report their real shape as their view shape, which ``aclGetViewShape`` reads after
+the stream is synchronized, as CANN's example does (``indexing.report_shape``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openacl.ops import promotion
+from openacl.ops.call import ALL_DTYPES, COMPLEX_DTYPES, Call, Kernel
+from openacl.ops.indexing import declare_sized_out, host, report_shape, store
+from openacl.ops.movement import BF16, F16, F32, I8, I16, I32, I64, U8, U16, U32, U64
+from openacl.ops.registry import register
+
+INDEX_OUT_DTYPE = np.dtype(np.int64)  # positions, inverse indices and counts
+NONZERO_DTYPES = ALL_DTYPES - COMPLEX_DTYPES
+UNIQUE_DTYPES = ALL_DTYPES - COMPLEX_DTYPES
+MEDIAN_DTYPES = F32 | F16 | U8 | I8 | I16 | I32 | I64 | BF16
+KTHVALUE_DTYPES = BF16 | F16 | F32 | I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64
+MAX_SELECTION_DIMS = 8
+
+
+# -- Nonzero ------------------------------------------------------------------------------------
+def _nonzero(c: Call, op: str, transposed: bool) -> Kernel:
+    self = c.tensor("self")
+    c.check_dtype("self", NONZERO_DTYPES)
+    if self.ndim > MAX_SELECTION_DIMS:
+        raise c.fail("self", f"must have at most {MAX_SELECTION_DIMS} dims")
+    rank, count = self.ndim, self.numel
+    shape, most = ((rank, -1), (rank, count)) if transposed else ((-1, rank), (count, rank))
+    target = declare_sized_out(c, "out", shape, INDEX_OUT_DTYPE, most)
+
+    def kernel(v) -> None:
+        x = host(v["self"])
+        positions = np.stack(np.nonzero(x)) if rank else np.zeros((0, int(bool(x))),
+                                                                   np.int64)
+        result = positions.astype(np.int64)  # (rank, N)
+        report_shape(target, v["out"], result if transposed else result.T, op, "out")
+    return kernel
+
+
+@register("Nonzero", "self: tensor, out: tensor!")
+def nonzero(c: Call) -> Kernel:
+    """The positions of the non-zero elements of ``self``, one row of coordinates each:
+    ``out`` is (N, self.dim()) (``torch.nonzero``); sized (self.numel(), self.dim()), it
+    reports its real shape afterwards."""
+    return _nonzero(c, "Nonzero", transposed=False)
+
+
+@register("NonzeroV2", "self: tensor, out: tensor!")
+def nonzero_v2(c: Call) -> Kernel:
+    """Nonzero with one column per element: ``out`` is (self.dim(), N)."""
+    return _nonzero(c, "NonzeroV2", transposed=True)
+
+
+# -- Unique ----------------------------------------------------------------------------------------
+def _sortable(x: np.ndarray) -> np.ndarray:
+    """``x`` in a dtype numpy sorts natively (bfloat16 widened exactly to float32)."""
+    return x.astype(np.float32) if x.dtype == promotion.BFLOAT16 else x
+
+
+def _unique_flat(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values ascending, inverse indices shaped like ``x``, counts); NaNs are each their
+    own value, as PyTorch keeps them."""
+    flat = x.reshape(-1)
+    keys = _sortable(flat)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    if ordered.size:
+        fresh = np.empty(ordered.size, bool)
+        fresh[0] = True
+        fresh[1:] = ordered[1:] != ordered[:-1]  # (NaN != NaN: every NaN stays)
+    else:
+        fresh = np.zeros(0, bool)
+    group = np.cumsum(fresh) - 1
+    inverse = np.empty(flat.size, np.int64)
+    inverse[order] = group
+    starts = np.flatnonzero(fresh)
+    counts = np.diff(np.append(starts, ordered.size)).astype(np.int64)
+    return flat[order[starts]], inverse.reshape(x.shape), counts
+
+
+def _unique(c: Call, op: str, with_counts: bool) -> Kernel:
+    self = c.tensor("self")
+    c.check_dtype("self", UNIQUE_DTYPES)
+    if self.ndim > MAX_SELECTION_DIMS:
+        raise c.fail("self", f"must have at most {MAX_SELECTION_DIMS} dims")
+    count = self.numel
+    values = declare_sized_out(c, "valueOut", (-1,), self.dtype, (count,))
+    c.check_out("inverseOut", self.shape, INDEX_OUT_DTYPE, exact_dtype=True)
+    counts = declare_sized_out(c, "countsOut", (-1,), INDEX_OUT_DTYPE, (count,)) \
+        if with_counts else None
+
+    def kernel(v) -> None:
+        found, inverse, tally = _unique_flat(host(v["self"]))
+        report_shape(values, v["valueOut"], found, op, "valueOut")
+        store(v["inverseOut"], inverse)
+        if with_counts:
+            report_shape(counts, v["countsOut"], tally, op, "countsOut")
+    return kernel
+
+
+@register("Unique", "self: tensor, sorted: bool = True, returnInverse: bool = False, "
+                    "valueOut: tensor!, inverseOut: tensor!")
+def unique(c: Call) -> Kernel:
+    """The distinct elements of ``self`` (ascending) and, for each element, the position of
+    its value among them (``torch.unique``); ``valueOut`` sized ``self.numel()`` reports
+    its real length afterwards."""
+    return _unique(c, "Unique", with_counts=False)
+
+
+@register("Unique2", "self: tensor, sorted: bool = True, returnInverse: bool = False, "
+                     "returnCounts: bool = False, valueOut: tensor!, inverseOut: tensor!, "
+                     "countsOut: tensor!")
+def unique2(c: Call) -> Kernel:
+    """Unique with the number of times each distinct value occurs (``countsOut``, as long
+    as ``valueOut``)."""
+    return _unique(c, "Unique2", with_counts=True)
+
+
+@register("UniqueDim", "self: tensor, sorted: bool = True, returnInverse: bool = False, "
+                       "dim: int = 0, valueOut: tensor!, inverseOut: tensor!, "
+                       "countsOut: tensor!")
+def unique_dim(c: Call) -> Kernel:
+    """The distinct slices of ``self`` along ``dim``, ordered lexicographically, with each
+    slice's position among them and their counts (``torch.unique(dim=...)``)."""
+    self = c.tensor("self")
+    c.check_dtype("self", UNIQUE_DTYPES)
+    if not 1 <= self.ndim <= MAX_SELECTION_DIMS:
+        raise c.fail("self", f"must have 1 to {MAX_SELECTION_DIMS} dims")
+    dim = c.normalize_dim("dim", c["dim"], self.ndim)
+    size = self.shape[dim]
+    shape = tuple(-1 if k == dim else n for k, n in enumerate(self.shape))
+    values = declare_sized_out(c, "valueOut", shape, self.dtype, self.shape)
+    c.check_out("inverseOut", (size,), INDEX_OUT_DTYPE, exact_dtype=True)
+    counts = declare_sized_out(c, "countsOut", (-1,), INDEX_OUT_DTYPE, (size,))
+
+    def kernel(v) -> None:
+        x = np.moveaxis(host(v["self"]), dim, 0)
+        rows = _sortable(x.reshape(size, -1))
+        order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(size)
+        ordered = rows[order]
+        fresh = np.ones(size, bool)
+        if size:
+            fresh[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+        group = np.cumsum(fresh) - 1
+        inverse = np.empty(size, np.int64)
+        inverse[order] = group
+        starts = np.flatnonzero(fresh)
+        tally = np.diff(np.append(starts, size)).astype(np.int64)
+        found = np.moveaxis(x[order[starts]], 0, dim)
+        report_shape(values, v["valueOut"], found, "UniqueDim", "valueOut")
+        store(v["inverseOut"], inverse)
+        report_shape(counts, v["countsOut"], tally, "UniqueDim", "countsOut")
+    return kernel
+
+
+# -- medians and the k-th smallest ----------------------------------------------------------------
+def _rows(x: np.ndarray, dim: int | None) -> np.ndarray:
+    """``x`` as (slices, length): one row per slice along ``dim`` (all of it for None)."""
+    if dim is None:
+        return _sortable(x.reshape(1, -1))
+    moved = np.moveaxis(np.atleast_1d(x), dim, -1)
+    return _sortable(moved.reshape(-1, moved.shape[-1]))
+
+
+def _select(rows: np.ndarray, rank: str, k: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: (value, index) of the ``rank`` element: "median" (lower median, NaN if the
+    row holds one), "nanmedian" (of the non-NaN values) or "kth" (``k``-th smallest,
+    1-based, NaN last)."""
+    order = np.argsort(rows, axis=-1, kind="stable")  # NaNs sort last
+    length = rows.shape[-1]
+    nans = np.isnan(rows).sum(-1) if rows.dtype.kind == "f" else np.zeros(len(rows), int)
+    if rank == "kth":
+        position = np.full(len(rows), k - 1)
+    elif rank == "median":
+        position = np.where(nans > 0, length - nans, (length - 1) // 2)  # the first NaN
+    else:
+        position = np.maximum((length - nans - 1) // 2, 0)
+    index = np.take_along_axis(order, position[:, None], -1)[:, 0]
+    if rank == "nanmedian":
+        index = np.where(nans == length, 0, index)  # all NaN: NaN at index 0
+    value = np.take_along_axis(rows, index[:, None], -1)[:, 0]
+    return value, index.astype(np.int64)
+
+
+def _reduced_shape(shape: tuple[int, ...], dim: int, keep: bool) -> tuple[int, ...]:
+    if not shape:
+        return ()
+    return tuple(1 if k == dim else n for k, n in enumerate(shape) if keep or k != dim)
+
+
+def _whole_median(c: Call, out: str, rank: str) -> Kernel:
+    self = c.tensor("self")
+    c.check_dtype("self", MEDIAN_DTYPES)
+    if self.numel == 0:
+        raise c.fail("self", "is empty: it has no median")
+    given = c[out]
+    shape = (1,) if given is not None and given.shape == (1,) else ()  # CANN's doc: (1,)
+    c.check_out(out, shape, self.dtype, exact_dtype=True)
+
+    def kernel(v) -> None:
+        value, _ = _select(_rows(host(v["self"]), None), rank)
+        store(v[out], value.reshape(shape))
+    return kernel
+
+
+def _median_dim(c: Call, op: str, rank: str, keep_name: str, k: int = 0,
+                dtypes: frozenset[np.dtype] = MEDIAN_DTYPES) -> Kernel:
+    self = c.tensor("self")
+    c.check_dtype("self", dtypes)
+    dim = c.normalize_dim("dim", c["dim"], self.ndim)
+    length = self.shape[dim] if self.ndim else 1
+    if length == 0:
+        raise c.fail("self", f"has no elements along dim {dim}")
+    if rank == "kth" and not 1 <= k <= length:
+        raise c.fail("k", f"must be in [1, {length}] (the size of dim {dim})")
+    shape = _reduced_shape(self.shape, dim, c[keep_name])
+    c.check_out("valuesOut", shape, self.dtype, exact_dtype=True)
+    c.check_out("indicesOut", shape, INDEX_OUT_DTYPE, exact_dtype=True)
+
+    def kernel(v) -> None:
+        value, index = _select(_rows(host(v["self"]), dim), rank, k)
+        store(v["valuesOut"], value.reshape(shape))
+        store(v["indicesOut"], index.reshape(shape))
+    return kernel
+
+
+@register("Median", "self: tensor, valuesOut: tensor!")
+def median(c: Call) -> Kernel:
+    """The lower median of all of ``self`` (NaN if it holds one) (``torch.median``)."""
+    return _whole_median(c, "valuesOut", "median")
+
+
+@register("MedianDim", "self: tensor, dim: int, keepDim: bool = False, valuesOut: tensor!, "
+                       "indicesOut: tensor!")
+def median_dim(c: Call) -> Kernel:
+    """The lower median of each slice along ``dim`` and its index
+    (``torch.median(dim=...)``)."""
+    return _median_dim(c, "MedianDim", "median", "keepDim")
+
+
+@register("NanMedian", "self: tensor, out: tensor!")
+def nan_median(c: Call) -> Kernel:
+    """The lower median of the non-NaN values of ``self`` (``torch.nanmedian``)."""
+    return _whole_median(c, "out", "nanmedian")
+
+
+@register("NanMedianDim", "self: tensor, dim: int, keepDim: bool = False, "
+                          "valuesOut: tensor!, indicesOut: tensor!")
+def nan_median_dim(c: Call) -> Kernel:
+    """NanMedian of each slice along ``dim``, with its index."""
+    return _median_dim(c, "NanMedianDim", "nanmedian", "keepDim")
+
+
+@register("Kthvalue", "self: tensor, k: int, dim: int = -1, keepdim: bool = False, "
+                      "valuesOut: tensor!, indicesOut: tensor!")
+def kthvalue(c: Call) -> Kernel:
+    """The ``k``-th smallest element of each slice along ``dim`` and its index
+    (``torch.kthvalue``)."""
+    return _median_dim(c, "Kthvalue", "kth", "keepdim", c["k"], KTHVALUE_DTYPES)
+
