@@ -22,17 +22,19 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
-from openacl.errors import AclError
+from openacl.errors import ACLNN_ERR_INNER_TILING_ERROR, AclError
 from openacl.ops import promotion
 from openacl.ops.call import (
     ALL_DTYPES,
     BOOL_DTYPES,
     COMPLEX_DTYPES,
     FLOAT_DTYPES,
+    MAX_DIMS,
     Call,
     Kernel,
     ScalarArg,
     TensorArg,
+    array_module,
     as_array,
     like,
 )
@@ -63,17 +65,21 @@ ROLL_DTYPES = BF16 | F16 | F32 | I8 | U8 | I32 | I64 | U32 | BOOL_DTYPES | I16 |
 TRIANGLE_DTYPES = ALL_DTYPES - C128
 ARANGE_SCALAR_DTYPES = FLOAT_DTYPES | U8 | I8 | I16 | I32 | I64 | BOOL_DTYPES
 ARANGE_OUT_DTYPES = FLOAT_DTYPES | I32 | I64
-ZERO_DTYPES = ALL_DTYPES - U32 - U64
 ONE_HOT_SELF_DTYPES = U8 | I32 | I64
 ONE_HOT_VALUE_DTYPES = F16 | F32 | I8 | U8 | I32 | I64
 NEAREST_DTYPES = FLOAT_DTYPES | U8
 BILINEAR_DTYPES = FLOAT_DTYPES
+STACK_DTYPES = ALL_DTYPES
+FLATTEN_DTYPES = ALL_DTYPES - F64 - COMPLEX_DTYPES
+STRIDED_ASSIGN_DTYPES = F16 | F32 | BF16 | I32 | I64 | F64 | I8
+CHANNEL_SHUFFLE_DTYPES = ALL_DTYPES - BF16 - U16 - U32 - U64
+UNFOLD_GRAD_DTYPES = F32 | F16 | BF16
 
-REFLECTION_PAD_RANKS = (3, 4)  # aclnnReflectionPad2d takes (C, H, W) or (N, C, H, W)
 IMAGE_RANK = 4  # the upsamplers take (N, C, H, W)
 SPATIAL_DIMS = 2  # outputSize / padding pairs of the 2-D operators
 SCATTER_UPDATE_RANKS = (2, 8)  # aclnnInplaceScatterUpdate: rank of data and updates
 ONE_HOT_MAX_SELF_DIMS = 7  # out gains a dim and must stay within 8
+CHANNEL_SHUFFLE_RANKS = (3, 7)  # aclnnChannelShuffle: rank of self
 
 
 # -- registration ------------------------------------------------------------------------------
@@ -208,14 +214,7 @@ def _is_legacy_empty(tensor: TensorArg) -> bool:
 def cat(c: Call) -> Kernel:
     """Concatenate ``tensors`` along ``dim``; dtypes promote as in ``torch.cat``."""
     tensors: list[TensorArg] = c["tensors"]
-    result = None
-    for tensor in tensors:
-        c.check_dtype("tensors", CAT_DTYPES, tensor.dtype)
-        try:
-            result = tensor.dtype if result is None else promotion.promote_types(
-                result, tensor.dtype)
-        except AclError as exc:
-            raise c.fail("tensors", exc.message) from None
+    result = _promoted_list(c, "tensors", CAT_DTYPES)
     used = [i for i, t in enumerate(tensors) if not _is_legacy_empty(t)]
     if not used:
         shape: tuple[int, ...] = (0,)
@@ -244,6 +243,41 @@ def cat(c: Call) -> Kernel:
             _copy(out[index], arrays[i])
             start += size
     return kernel
+
+
+@register("Stack", "tensors: tensors, dim: int, out: tensor!", silent=True)
+def stack(c: Call) -> Kernel:
+    """Join ``tensors`` (all of one shape) along a new dim ``dim`` in
+    ``[-(rank + 1), rank]``; dtypes promote as in ``torch.stack``."""
+    tensors: list[TensorArg] = c["tensors"]
+    result = _promoted_list(c, "tensors", STACK_DTYPES)
+    first = tensors[0]
+    for i, tensor in enumerate(tensors):
+        if tensor.shape != first.shape:
+            raise c.fail("tensors", f"tensors[{i}] has shape {list(tensor.shape)}; every "
+                                    f"tensor must have tensors[0]'s {list(first.shape)}")
+    dim = c.normalize_dim("dim", c["dim"], first.ndim + 1)
+    shape = (*first.shape[:dim], len(tensors), *first.shape[dim:])
+    c.check_out("out", shape, result)
+
+    def kernel(v) -> None:
+        out = v["out"]
+        for i, array in enumerate(v["tensors"]):
+            _copy(out[(slice(None),) * dim + (i,)], array)
+    return kernel
+
+
+def _promoted_list(c: Call, name: str, supported: frozenset[np.dtype]) -> np.dtype:
+    """The dtype the tensors of list ``name`` promote to (each in ``supported``)."""
+    result = None
+    for tensor in c[name]:
+        c.check_dtype(name, supported, tensor.dtype)
+        try:
+            result = tensor.dtype if result is None else promotion.promote_types(
+                result, tensor.dtype)
+        except AclError as exc:
+            raise c.fail(name, exc.message) from None
+    return result
 
 
 def _split(c: Call, sizes: list[int], dim: int) -> Kernel:
@@ -314,6 +348,96 @@ def slice_(c: Call) -> Kernel:
 
     def kernel(v) -> None:
         np.copyto(v["out"], v["self"][index])
+    return kernel
+
+
+def _strided_windows(c: Call, shape: tuple[int, ...], names: tuple[str, str, str, str],
+                     ) -> tuple[tuple[slice, ...], tuple[int, ...]]:
+    """The index and shape of a multi-axis strided slice: ``names`` are the (begin, end,
+    step, axes) arrays; begin and end clamp into each dim as Python slicing does, steps
+    must be positive, axes distinct (axes None: the first ``len(begin)`` dims)."""
+    begin_name, end_name, step_name, axes_name = names
+    begins, ends, steps = (list(c[n]) for n in (begin_name, end_name, step_name))
+    axes_value = c[axes_name]
+    axes = list(range(len(begins))) if axes_value is None else list(axes_value)
+    if not len(begins) == len(ends) == len(steps) == len(axes):
+        raise c.fail(axes_name if axes_value is not None else end_name,
+                     f"{begin_name}, {end_name}, {step_name} and {axes_name} must hold as "
+                     f"many entries ({len(begins)}, {len(ends)}, {len(steps)}, {len(axes)})")
+    axes = [c.normalize_dim(axes_name, a, len(shape)) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise c.fail(axes_name, "an axis appears more than once")
+    if any(s <= 0 for s in steps):
+        raise c.fail(step_name, "every step must be > 0")
+    index, out = [slice(None)] * len(shape), list(shape)
+    for axis, begin, end, step in zip(axes, begins, ends, steps, strict=True):
+        window = slice(*slice(begin, end, step).indices(shape[axis]))
+        index[axis] = window
+        out[axis] = len(range(window.start, window.stop, window.step))
+    return tuple(index), tuple(out)
+
+
+@register("SliceV2", "self: tensor, starts: int_array, ends: int_array, axes: int_array, "
+                     "steps: int_array, out: tensor!", silent=True)
+def slice_v2(c: Call) -> Kernel:
+    """``self`` sliced along each of ``axes`` from ``starts`` to ``ends`` by ``steps``
+    (ONNX's Slice with positive steps; starts and ends clamp into each dim)."""
+    self = c.tensor("self")
+    c.check_dtype("self", SLICE_DTYPES)
+    if self.ndim == 0:
+        raise c.fail("self", "a zero-dimensional tensor cannot be sliced")
+    index, shape = _strided_windows(c, self.shape, ("starts", "ends", "steps", "axes"))
+    _out_like(c, shape, self.dtype)
+
+    def kernel(v) -> None:
+        np.copyto(v["out"], v["self"][index])
+    return kernel
+
+
+def _strided_slice_assign(c: Call) -> Kernel:
+    """Write ``inputValue`` into ``varRef[begin:end:strides]`` along ``axesOptional`` (the
+    first ``len(begin)`` dims when absent); ``inputValue`` has the slice's shape and the
+    stride of varRef's last dim must be 1."""
+    target = c.tensor("varRef")
+    c.check_dtype("varRef", STRIDED_ASSIGN_DTYPES)
+    value = c.tensor("inputValue")
+    if value.dtype != target.dtype:
+        raise c.fail("inputValue", f"dtype must equal varRef's ({target.dtype})")
+    if target.ndim == 0:
+        raise c.fail("varRef", "must have at least 1 dim")
+    index, shape = _strided_windows(c, target.shape,
+                                    ("begin", "end", "strides", "axesOptional"))
+    if index[-1].step not in (None, 1):
+        raise c.fail("strides", "the stride of varRef's last dim must be 1")
+    if value.shape != shape:
+        raise c.fail("inputValue", f"shape must be the slice's {list(shape)}")
+    c.check_out("varRef", target.shape, target.dtype, exact_dtype=True)
+
+    def kernel(v) -> None:
+        np.copyto(v["varRef"][index], v["inputValue"])
+    return kernel
+
+
+register_inplace("StridedSliceAssignV2", "varRef: tensor!, inputValue: tensor, "
+                                         "begin: int_array, end: int_array, "
+                                         "strides: int_array, axesOptional: int_array?",
+                 _strided_slice_assign, silent=True, varRef="varRef")
+
+
+@register("Flatten", "self: tensor, axis: int, out: tensor!", silent=True)
+def flatten(c: Call) -> Kernel:
+    """``self`` as a 2-D tensor: dims before ``axis`` make the rows, the rest the columns
+    (ONNX's Flatten; a 0- or 1-dim self takes only axis 0)."""
+    self = c.tensor("self")
+    c.check_dtype("self", FLATTEN_DTYPES)
+    axis = c.normalize_dim("axis", c["axis"], self.ndim)
+    if self.ndim <= 1 and axis > 0:
+        raise c.fail("axis", f"must be 0 or -1 for a {self.ndim}-dim self")
+    shape = (math.prod(self.shape[:axis]), math.prod(self.shape[axis:]))
+    _out_like(c, shape, self.dtype)
+
+    def kernel(v) -> None:
+        np.copyto(v["out"], v["self"].reshape(shape))
     return kernel
 
 
@@ -422,6 +546,72 @@ register_inplace("InplaceTril", "selfRef: tensor!, diagonal: int", tril, self="s
                  out="selfRef")
 register_inplace("InplaceTriu", "selfRef: tensor!, diagonal: int", triu, self="selfRef",
                  out="selfRef")
+
+
+@register("ChannelShuffle", "self: tensor, groups: int, out: tensor!", silent=True)
+def channel_shuffle(c: Call) -> Kernel:
+    """Split the channels (dim 1) of ``self`` into ``groups`` groups and interleave them:
+    channel ``g * (C / groups) + k`` moves to ``k * groups + g`` (``nn.ChannelShuffle``)."""
+    self = c.tensor("self")
+    low, high = CHANNEL_SHUFFLE_RANKS
+    if not low <= self.ndim <= high:
+        raise c.fail("self", f"must have {low} to {high} dims")
+    c.check_dtype("self", CHANNEL_SHUFFLE_DTYPES)
+    groups, channels = c["groups"], self.shape[1]
+    if groups <= 0 or channels % groups:
+        raise c.fail("groups", f"must be > 0 and divide the {channels} channels")
+    _out_like(c, self.shape, self.dtype)
+    batch, rest = self.shape[0], self.shape[2:]
+    split = (batch, groups, channels // groups, *rest)
+
+    def kernel(v) -> None:
+        x = v["self"].reshape(split)
+        np.copyto(v["out"], np.swapaxes(x, 1, 2).reshape(self.shape))
+    return kernel
+
+
+@register("UnfoldGrad", "gradOut: tensor, inputSizes: int_array, dim: int, size: int, "
+                        "step: int, gradIn: tensor!")
+def unfold_grad(c: Call) -> Kernel:
+    """The gradient of ``Tensor.unfold(dim, size, step)``: each input position gets the
+    sum of the windows' gradients that cover it (``aten.unfold_backward``). The shape
+    conditions fail with ACLNN_ERR_INNER_TILING_ERROR, as CANN's do."""
+    grad = c.tensor("gradOut")
+    dtype = c.check_dtype("gradOut", UNFOLD_GRAD_DTYPES)
+    sizes = tuple(c["inputSizes"])
+    if not 1 <= len(sizes) <= MAX_DIMS - 1 or any(n < 0 for n in sizes):
+        raise c.fail("inputSizes", f"must hold 1 to {MAX_DIMS - 1} sizes >= 0")
+    rank, tiling = len(sizes), ACLNN_ERR_INNER_TILING_ERROR
+    dim = c["dim"] + rank if c["dim"] < 0 else c["dim"]
+    if dim not in (rank - 1, rank - 2):
+        raise c.fail("dim", f"must be {rank - 1} or {rank - 2} (one of the last two of "
+                            f"inputSizes)", tiling)
+    size, step = c["size"], c["step"]
+    if not 0 < size <= sizes[dim]:
+        raise c.fail("size", f"must be in [1, {sizes[dim]}], the size of dim {dim}", tiling)
+    if step <= 0:
+        raise c.fail("step", "must be > 0", tiling)
+    count = (sizes[dim] - size) // step + 1
+    expected = (*sizes[:dim], count, *sizes[dim + 1:], size)
+    if grad.shape != expected:
+        raise c.fail("gradOut", f"shape must be {list(expected)} (inputSizes with dim {dim} "
+                                f"holding the {count} windows, then the window)", tiling)
+    _out_like(c, sizes, dtype, "gradIn")
+    compute = promotion.compute_dtype(dtype)
+    lead = (slice(None),) * dim
+
+    def kernel(v) -> None:
+        g = as_array(v["gradOut"]).astype(compute)
+        total = array_module(g).zeros(sizes, compute)
+        if size <= count:  # one strided add per position within the window
+            for k in range(size):
+                total[lead + (slice(k, k + step * (count - 1) + 1, step),)] += g[..., k]
+        else:  # one add per window
+            for i in range(count):
+                window = np.moveaxis(g[lead + (i,)], -1, dim)
+                total[lead + (slice(i * step, i * step + size),)] += window
+        v.write("gradIn", total)
+    return kernel
 
 
 # -- gathers and scatters ---------------------------------------------------------------------
@@ -580,110 +770,7 @@ register_inplace("InplaceScatterUpdate", "data: tensor!, indices: tensor, update
                                          "axis: int", _inplace_scatter_update, data="data")
 
 
-# -- padding ----------------------------------------------------------------------------------
-def _pad_pairs(c: Call, name: str, shape: tuple[int, ...], pads: Sequence[int]
-               ) -> list[tuple[int, int]]:
-    """PyTorch's pad list (last dim first, before/after pairs) as per-dim pairs; the
-    padded size of each dim must stay >= 0."""
-    pairs = [(0, 0)] * len(shape)
-    for k in range(len(pads) // 2):
-        pairs[len(shape) - 1 - k] = (pads[2 * k], pads[2 * k + 1])
-    for k, (n, (before, after)) in enumerate(zip(shape, pairs, strict=True)):
-        if n + before + after < 0:
-            raise c.fail(name, f"pads ({before}, {after}) make dim {k} of size {n} negative")
-    return pairs
-
-
-def _padded(x: np.ndarray, pairs: list[tuple[int, int]], **pad_args: Any) -> np.ndarray:
-    """``np.pad`` with the positive parts of ``pairs``, then the negative parts cropped."""
-    grown = np.pad(x, [(max(b, 0), max(a, 0)) for b, a in pairs], **pad_args)
-    window = tuple(slice(max(-b, 0), n - max(-a, 0))
-                   for (b, a), n in zip(pairs, grown.shape, strict=True))
-    return grown[window]
-
-
-@register("ConstantPadNd", "self: tensor, pad: int_array, value: scalar, out: tensor!")
-def constant_pad_nd(c: Call) -> Kernel:
-    """Pad ``self`` with ``value``; ``pad`` lists (before, after) pairs from the last dim
-    backwards; negative pads crop (``F.pad(mode="constant")``)."""
-    self = c.tensor("self")
-    c.check_dtype("self", ALL_DTYPES)
-    pads = list(c["pad"])
-    if len(pads) % 2 or len(pads) > 2 * self.ndim:
-        raise c.fail("pad", f"must hold an even number of entries, at most {2 * self.ndim}")
-    pairs = _pad_pairs(c, "pad", self.shape, pads)
-    value = _fill_value(c, "value", self.dtype)
-    shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pairs, strict=True))
-    _out_like(c, shape, self.dtype)
-
-    def kernel(v) -> None:
-        out = v["out"]
-        out[...] = value[()]  # a scalar: device arrays take no host arrays
-        source = tuple(slice(max(-b, 0), n - max(-a, 0))
-                       for (b, a), n in zip(pairs, self.shape, strict=True))
-        target = tuple(slice(max(b, 0), m - max(a, 0))
-                       for (b, a), m in zip(pairs, shape, strict=True))
-        if all(s.stop > s.start for s in source):
-            np.copyto(out[target], v["self"][source])
-    return kernel
-
-
-@register("ReflectionPad2d", "self: tensor, padding: int_array, out: tensor!")
-def reflection_pad2d(c: Call) -> Kernel:
-    """Pad the last two dims by reflection; ``padding`` is (left, right, top, bottom) and
-    each must be smaller than the dim it pads (``F.pad(mode="reflect")``)."""
-    self = _require_rank(c, "self", REFLECTION_PAD_RANKS)
-    c.check_dtype("self", ALL_DTYPES)
-    pads = list(c["padding"])
-    if len(pads) != 2 * SPATIAL_DIMS:
-        raise c.fail("padding", "must hold 4 entries (left, right, top, bottom)")
-    if any(n == 0 for n in self.shape[-3:]):
-        raise c.fail("self", "only the batch dim of a 4-dim self may be empty")
-    for k, pad in enumerate(pads):
-        size = self.shape[-1 - k // 2]
-        if pad >= size:
-            raise c.fail("padding", f"entry {k} = {pad} must be smaller than the dim it "
-                                    f"pads ({size})")
-    pairs = _pad_pairs(c, "padding", self.shape, pads)
-    shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pairs, strict=True))
-    if any(n <= 0 for n in shape[-2:]):
-        raise c.fail("padding", f"makes the output {list(shape)} empty")
-    _out_like(c, shape, self.dtype)
-
-    def kernel(v) -> None:
-        np.copyto(v["out"], _padded(as_array(v["self"]), pairs, mode="reflect"))
-    return kernel
-
-
-# -- fills and generators ---------------------------------------------------------------------
-def _inplace_fill_scalar(c: Call) -> Kernel:
-    """Set every element of ``selfRef`` to ``value`` (cast as ``Tensor.fill_`` casts)."""
-    target = c.tensor("selfRef")
-    c.check_dtype("selfRef", ALL_DTYPES)
-    value = _fill_value(c, "value", target.dtype)
-    c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
-
-    def kernel(v) -> None:
-        v["selfRef"][...] = value[()]
-    return kernel
-
-
-def _inplace_zero(c: Call) -> Kernel:
-    """Set every element of ``selfRef`` to zero."""
-    target = c.tensor("selfRef")
-    c.check_dtype("selfRef", ZERO_DTYPES)
-    c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
-
-    def kernel(v) -> None:
-        v["selfRef"][...] = 0
-    return kernel
-
-
-register_inplace("InplaceFillScalar", "selfRef: tensor!, value: scalar", _inplace_fill_scalar,
-                 selfRef="selfRef")
-register_inplace("InplaceZero", "selfRef: tensor!", _inplace_zero, selfRef="selfRef")
-
-
+# -- generators ------------------------------------------------------------------------------
 @register("Arange", "start: scalar, end: scalar, step: scalar, out: tensor!")
 def arange(c: Call) -> Kernel:
     """``start, start + step, ...`` up to but excluding ``end`` (``torch.arange``); the
