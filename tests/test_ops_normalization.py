@@ -440,3 +440,60 @@ def test_empty_batch():
     gamma = _dev(np.ones(3, np.float32))
     out, mean, rstd = openacl.ops.group_norm(_dev(x), gamma, gamma, 0, 3, 4, 3, 1e-5)
     assert out.numpy().shape == (0, 3, 4) and mean.numpy().shape == (0, 3)
+
+
+# -- GemmaRmsNorm, AddRmsNorm -------------------------------------------------------------------
+def _rms64(x, gamma, eps):
+    """RmsNorm in float64: (y, rstd) as float64 torch tensors."""
+    dims = list(range(x.dim() - gamma.dim(), x.dim()))
+    rstd = torch.rsqrt(x.square().mean(dims, keepdim=True) + eps)
+    return x * rstd * gamma, rstd
+
+
+def _rounded(tensor, dtype):
+    return from_torch(tensor.to(to_torch(np.zeros(1, dtype)).dtype))
+
+
+@pytest.mark.parametrize("shape,gamma_shape", [((4, 16), (16,)), ((2, 3, 8), (3, 8))], ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_gemma_rms_norm_scales_by_one_plus_gamma(shape, gamma_shape, dtype):
+    x, gamma = _data(shape, dtype, 20), _data(gamma_shape, dtype, 21, -1, 1)
+    y, rstd = openacl.ops.gemma_rms_norm(_dev(x), _dev(gamma), 1e-6)
+    want_y, want_rstd = _rms64(to_torch(x).double(), 1 + to_torch(gamma).double(), 1e-6)
+    assert_close(y.numpy(), _rounded(want_y, dtype), f"gemma y {dtype}")
+    assert_close(rstd.numpy(), _rounded(want_rstd, FLOAT32))
+
+
+@pytest.mark.parametrize("shape,gamma_shape", [((4, 16), (16,)), ((2, 3, 8), (3, 8)),
+                                               ((5,), (5,))], ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_add_rms_norm_matches_add_then_rms_norm(shape, gamma_shape, dtype):
+    x1, x2 = _data(shape, dtype, 22), _data(shape, dtype, 23)
+    gamma = _data(gamma_shape, dtype, 24)
+    y, rstd, x = openacl.ops.add_rms_norm(_dev(x1), _dev(x2), _dev(gamma), 1e-6)
+    total = to_torch(x1).double() + to_torch(x2).double()
+    want_y, want_rstd = _rms64(total, to_torch(gamma).double(), 1e-6)
+    assert_close(y.numpy(), _rounded(want_y, dtype), f"add_rms y {dtype}")
+    assert_close(rstd.numpy(), _rounded(want_rstd, FLOAT32))
+    assert_close(x.numpy(), _rounded(total, dtype))
+
+
+def test_add_rms_norm_errors():
+    x = _dev(np.ones((2, 4), np.float16))
+    gamma = _dev(np.ones(4, np.float16))
+    y, rstd = openacl.empty((2, 4), np.float16), openacl.empty((2, 1), np.float32)
+    x_out = openacl.empty((2, 4), np.float16)
+    phase1 = aclnn.add_rms_norm_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "x2", phase1, x, None, gamma, 1e-6, y, rstd, x_out)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "xOut", phase1, x, x, gamma, 1e-6, y, rstd, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, "x2", phase1, x, _dev(np.ones((2, 4), np.float32)), gamma,
+            1e-6, y, rstd, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "x2", phase1, x, _dev(np.ones((1, 4), np.float16)), gamma,
+            1e-6, y, rstd, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "gamma", phase1, x, x, _dev(np.ones(3, np.float16)), 1e-6,
+            y, rstd, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "epsilon", phase1, x, x, gamma, -1.0, y, rstd, x_out)
+    _expect(ACLNN_ERR_PARAM_INVALID, "xOut", phase1, x, x, gamma, 1e-6, y, rstd,
+            openacl.empty((2, 4), np.float32))
+    _expect(ACLNN_ERR_PARAM_INVALID, "x", aclnn.gemma_rms_norm_get_workspace_size,
+            _dev(np.ones((2, 4), np.int8)), gamma, 1e-6, y, rstd)

@@ -29,3 +29,25 @@ def norm(x, p=2.0, dim=(), keepdim=False):
 @golden("LinalgVectorNorm")
 def linalg_vector_norm(x, ord=2.0, dim=(), keepdim=False, dtype=None):
     return torch.linalg.vector_norm(x, _order(ord), _dims(dim) or None, keepdim)
+
+
+def _rms(x, gamma, eps):
+    dims = list(range(x.dim() - gamma.dim(), x.dim()))
+    rstd = torch.rsqrt(x.square().mean(dims, keepdim=True) + eps)
+    return x * rstd * gamma, rstd
+
+
+@golden("RmsNorm")
+def rms_norm(x, gamma, eps=1e-6):
+    return _rms(x, gamma, eps)
+
+
+@golden("GemmaRmsNorm")
+def gemma_rms_norm(x, gamma, eps=1e-6):
+    return _rms(x, 1 + gamma, eps)
+
+
+@golden("AddRmsNorm")
+def add_rms_norm(x1, x2, gamma, eps=1e-6, kernel_type=None):
+    y, rstd = _rms(x1 + x2, gamma, eps)
+    return y, rstd, x1 + x2

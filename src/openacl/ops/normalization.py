@@ -1,4 +1,5 @@
-"""Normalization operators: LayerNorm, RmsNorm, BatchNorm, GroupNorm, InstanceNorm.
+"""Normalization operators: LayerNorm, AddLayerNorm, RmsNorm (and GemmaRmsNorm, AddRmsNorm),
+BatchNorm, GroupNorm, InstanceNorm.
 
 Semantics are aclnn's, which are PyTorch's (``native_layer_norm``, ``native_group_norm``,
 ``native_batch_norm``, ``instance_norm``; RmsNorm is ``x * rsqrt(mean(x^2) + eps) *
@@ -266,29 +267,77 @@ def _native_add_layer_norm(v, rows: int, width: int, eps: float, keep_sum: bool)
 
 
 # -- RmsNorm ----------------------------------------------------------------------------------
+def _rms_geometry(c: Call, x: str, gamma: str) -> tuple[np.dtype, tuple[int, ...], int, int,
+                                                         tuple[int, ...]]:
+    """Phase 1 shared by the RmsNorm family: ``x`` and ``gamma`` (its trailing dims, the
+    dtype of ``x`` or float32); returns (dtype, shape, rows, width, rstd shape)."""
+    dtype = c.check_dtype(x, NORM_DTYPES)
+    c.check_dtype(gamma, NORM_DTYPES)
+    _param_dtype(c, gamma, dtype)
+    shape, gamma_shape = c.tensor(x).shape, c.tensor(gamma).shape
+    if not gamma_shape or len(gamma_shape) > len(shape) or \
+            shape[len(shape) - len(gamma_shape):] != gamma_shape:
+        raise c.fail(gamma, f"shape must equal trailing dims of {x} {list(shape)}")
+    lead = shape[:len(shape) - len(gamma_shape)]
+    stat_shape = (*lead, *(1,) * len(gamma_shape))
+    return dtype, shape, math.prod(lead), math.prod(gamma_shape), stat_shape
+
+
+def _rms_normalized(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(``x * rstd``, rstd) of (rows, width) ``x``: ``rstd = 1 / sqrt(mean(x^2) + eps)``."""
+    rstd = _rsqrt(_mean(np.square(x), 1), eps)
+    return x * rstd, rstd
+
+
 @register("RmsNorm", "x: tensor, gamma: tensor, epsilon: float = 1e-06, yOut: tensor!, "
                      "rstdOut: tensor!")
 def rms_norm(c: Call) -> Kernel:
     """``x * rsqrt(mean(x^2 over gamma's dims) + epsilon) * gamma``; rstdOut is float32 with
     gamma's dims kept as 1."""
-    dtype = c.check_dtype("x", NORM_DTYPES)
-    c.check_dtype("gamma", NORM_DTYPES)
-    _param_dtype(c, "gamma", dtype)
-    shape, gamma_shape = c.tensor("x").shape, c.tensor("gamma").shape
-    if not gamma_shape or len(gamma_shape) > len(shape) or \
-            shape[len(shape) - len(gamma_shape):] != gamma_shape:
-        raise c.fail("gamma", f"shape must equal trailing dims of x {list(shape)}")
+    return _rms_family(c, "x", gamma_offset=0.0)
+
+
+@register("GemmaRmsNorm", "x: tensor, gamma: tensor, epsilon: float = 1e-06, yOut: tensor!, "
+                          "rstdOut: tensor!")
+def gemma_rms_norm(c: Call) -> Kernel:
+    """RmsNorm scaled by ``1 + gamma`` (Gemma's parametrisation of the weight)."""
+    return _rms_family(c, "x", gamma_offset=1.0)
+
+
+@register("AddRmsNorm", "x1: tensor, x2: tensor, gamma: tensor, epsilon: float = 1e-06, "
+                        "yOut: tensor!, rstdOut: tensor!, xOut: tensor!")
+def add_rms_norm(c: Call) -> Kernel:
+    """``x = x1 + x2`` (written to ``xOut``), then RmsNorm of ``x`` with ``gamma``: the
+    residual-add-then-norm step of a transformer layer in one operator."""
+    if c.tensor("x2").dtype != c.tensor("x1").dtype:
+        raise c.fail("x2", f"dtype must equal x1's {c.tensor('x1').dtype}")
+    if c.tensor("x2").shape != c.tensor("x1").shape:
+        raise c.fail("x2", f"shape must equal x1's {list(c.tensor('x1').shape)}")
+    return _rms_family(c, "x1", gamma_offset=0.0, addend="x2")
+
+
+def _rms_family(c: Call, x_name: str, gamma_offset: float, addend: str | None = None
+                ) -> Kernel:
+    """RmsNorm, GemmaRmsNorm (``gamma_offset`` 1) and AddRmsNorm (``addend`` added first)."""
+    dtype, shape, rows, width, stat_shape = _rms_geometry(c, x_name, "gamma")
+    if addend is not None and not c["epsilon"] >= 0:  # (AddRmsNorm's doc requires it)
+        raise c.fail("epsilon", "must be >= 0")
     c.check_out("yOut", shape, dtype, exact_dtype=True)
-    lead = shape[:len(shape) - len(gamma_shape)]
-    stat_shape = (*lead, *(1,) * len(gamma_shape))
     c.check_out("rstdOut", stat_shape, FLOAT32, exact_dtype=True)
-    rows, width = math.prod(lead), math.prod(gamma_shape)
+    if addend is not None:
+        c.check_out("xOut", shape, dtype, exact_dtype=True)
     eps = c["epsilon"]
 
     def kernel(v) -> None:
-        x = v.compute("x", dtype).reshape(rows, width)
-        rstd = _rsqrt(_mean(np.square(x), 1), eps)
-        v.write("yOut", (x * rstd * v.compute("gamma", FLOAT32).reshape(width)).reshape(shape))
+        x = v.compute(x_name, dtype)
+        if addend is not None:
+            x = x + v.compute(addend, dtype)
+            v.write("xOut", x)
+        y, rstd = _rms_normalized(x.reshape(rows, width), eps)
+        gamma = v.compute("gamma", FLOAT32).reshape(width)
+        if gamma_offset:
+            gamma = gamma + FLOAT32.type(gamma_offset)
+        v.write("yOut", (y * gamma).reshape(shape))
         v.write("rstdOut", rstd.reshape(stat_shape))
     return kernel
 
