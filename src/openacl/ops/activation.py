@@ -580,7 +580,7 @@ def _polynomial(coefficients: tuple[float, ...], w: np.ndarray) -> np.ndarray:
 def erfinv(x: np.ndarray) -> np.ndarray:
     """The inverse of erf, in float64: Giles' approximation, refined by Newton's method for
     float64 results; +-1 give +-inf, |x| > 1 and NaN give NaN."""
-    x = np.asarray(x, np.float64)
+    x = x.astype(np.float64, copy=False)
     w = -np.log((1.0 - x) * (1.0 + x))
     central = _polynomial(ERFINV_CENTRAL, w - 2.5)
     tail = _polynomial(ERFINV_TAIL, np.sqrt(w) - 3.0)

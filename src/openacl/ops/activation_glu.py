@@ -20,7 +20,7 @@ import numpy as np
 
 from openacl.ops import promotion
 from openacl.ops.activation import GELU_NONE, GELU_TANH, gelu, sigmoid
-from openacl.ops.call import FLOAT_DTYPES, Call, Kernel
+from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module
 from openacl.ops.fpstate import quiet
 from openacl.ops.registry import register
 
@@ -126,7 +126,7 @@ def _ge_glu(c: Call) -> Kernel:
     def kernel(v) -> None:
         x = v.compute("self", compute)
         activated, linear = gate_halves(x, axis, left)
-        activated_gelu = gelu(np.ascontiguousarray(activated), approximate)
+        activated_gelu = gelu(array_module(x).ascontiguousarray(activated), approximate)
         v.write("outGelu", activated_gelu.reshape(half))
         v.write("out", (activated_gelu * linear).reshape(half))
     return kernel
@@ -164,7 +164,7 @@ def gelu_mul(c: Call) -> Kernel:
     @quiet
     def kernel(v) -> None:
         first, second = _halves(v.compute("input", compute), -1)
-        v.write("out", gelu(np.ascontiguousarray(first), approximate) * second)
+        v.write("out", gelu(array_module(first).ascontiguousarray(first), approximate) * second)
     return kernel
 
 
@@ -249,12 +249,12 @@ def clipped_swiglu(c: Call) -> Kernel:
         merged = _merged(v.compute("x", compute), axis)
         rows = merged.shape[0]
         if v.get("groupIndexOptional") is not None:
-            counts = np.asarray(v["groupIndexOptional"], np.int64)
-            rows = int(min(np.maximum(counts, 0).sum(), rows))
+            counts = v["groupIndexOptional"]
+            rows = min(int(counts.clip(0, None).sum()), rows)
         x = merged[:rows]
         gate, linear = (x[:, 0::2], x[:, 1::2]) if interleaved else _halves(x, 1)
         gate = np.minimum(gate, f(limit))
-        result = np.zeros((merged.shape[0], merged.shape[1] // 2), compute)
+        result = array_module(merged).zeros((merged.shape[0], merged.shape[1] // 2), compute)
         result[:rows] = gate * sigmoid(gate * f(alpha)) * (
             np.clip(linear, -f(limit), f(limit)) + f(bias))
         v.write("out", result.reshape(half))

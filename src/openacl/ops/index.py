@@ -138,8 +138,8 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "ReplicationPad2dBackward", "ReplicationPad3d", "ReplicationPad3dBackward",
     ),
     "pooling": (
-        "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "MaxPool",
-        "MaxPool2dWithIndices",
+        "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "GlobalAveragePool",
+        "GlobalMaxPool", "MaxPool", "MaxPool2dWithIndices",
     ),
     "quantization": (
         "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DynamicQuant", "Quantize",

@@ -1,0 +1,382 @@
+"""Backward operators of the activations: the gradient of an activation's input from the
+gradient of its output (``gradOutput``) and the forward input or output.
+
+Semantics are PyTorch's autograd formulas (``torch.ops.aten.*_backward``), which CANN's
+docs state (hicann/ops-nn activation/*_grad/docs); argument names and order are CANN's.
+float16 and bfloat16 compute in float32 and round once into the output. Inputs broadcast
+where CANN's doc says so (GeluBackward, SigmoidBackward ...), else must match in shape.
+Where torch's formula gives NaN at an infinite input (GELU's ``x * pdf(x)`` is inf * 0),
+so does this one: the goldens are torch's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from openacl.ops import promotion
+from openacl.ops._special import erfc
+from openacl.ops.activation import (
+    FAST_GELU_COEFF,
+    GELU_NONE,
+    GELU_TANH,
+    GELU_TANH_COEFF,
+    SELU_ALPHA,
+    SELU_DTYPES,
+    SELU_SCALE,
+    SIGMOID_DTYPES,
+    SQRT_2_OVER_PI,
+    THRESHOLD_DTYPES,
+    sigmoid,
+)
+from openacl.ops.activation_glu import HALF_FLOAT_DTYPES, gate_halves, situ_parts, situ_split
+from openacl.ops.activation_glu import split_halves as _split_halves
+from openacl.ops.call import FLOAT_DTYPES, NUMERIC_DTYPES, Call, Kernel, array_module
+from openacl.ops.fpstate import quiet
+from openacl.ops.registry import register
+
+__all__ = ["gelu_grad", "swish_grad"]
+
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal pdf's constant
+GELU_MODES = {"none": GELU_NONE, "tanh": GELU_TANH}  # GeluBackwardV2's approximate
+TANH_DTYPES = FLOAT_DTYPES
+SOFTPLUS_SELF_DTYPES = NUMERIC_DTYPES
+
+
+# -- derivatives (functions of arrays in the compute dtype) -------------------------------------
+def gelu_grad(x: np.ndarray, approximate: int = GELU_NONE) -> np.ndarray:
+    """d gelu(x) / dx: ``Phi(x) + x * pdf(x)`` (erf form) or the tanh form's derivative."""
+    f = x.dtype.type
+    if approximate == GELU_TANH:
+        inner = f(SQRT_2_OVER_PI) * (x + f(GELU_TANH_COEFF) * x * x * x)
+        t = np.tanh(inner)
+        slope = f(SQRT_2_OVER_PI) * (f(1) + f(3 * GELU_TANH_COEFF) * x * x)
+        return f(0.5) * (f(1) + t) + f(0.5) * x * (f(1) - t * t) * slope
+    cdf = f(0.5) * erfc(-x * f(1 / math.sqrt(2.0)))
+    return cdf + x * np.exp(f(-0.5) * x * x) * f(INV_SQRT_2PI)
+
+
+def swish_grad(x: np.ndarray, beta: Any = 1.0) -> np.ndarray:
+    """d (x * sigmoid(beta x)) / dx = ``s * (1 + beta x (1 - s))``, s = sigmoid(beta x)."""
+    scaled = x * x.dtype.type(beta)
+    s = sigmoid(scaled)
+    return s * (x.dtype.type(1) + scaled * (x.dtype.type(1) - s))
+
+
+def _conj(value: np.ndarray) -> np.ndarray:
+    """torch's complex gradients carry the conjugate of the derivative."""
+    return np.conj(value) if value.dtype.kind == "c" else value
+
+
+# -- the common elementwise form --------------------------------------------------------------
+def _prepare(c: Call, grad: str, x: str, out: str, supported, *, same_dtype: bool = False,
+             same_shape: bool = False, exact: bool = False, x_supported=None) -> np.dtype:
+    """Phase 1 of ``out = f(gradOutput, x)``: dtypes in ``supported`` (``x_supported`` for
+    ``x``), equal when ``same_dtype``; shapes equal or broadcast; returns the result
+    dtype."""
+    c.check_dtype(grad, supported)
+    c.check_dtype(x, supported if x_supported is None else x_supported)
+    if same_dtype and c.dtype(grad) != c.dtype(x):
+        raise c.fail(x, f"dtype must be {grad}'s ({c.dtype(grad)})")
+    if same_shape and c.tensor(grad).shape != c.tensor(x).shape:
+        raise c.fail(x, f"shape must be {grad}'s {list(c.tensor(grad).shape)}")
+    dtype = c.result_type(grad, x)
+    c.check_out(out, c.broadcast(grad, x), dtype, exact_dtype=exact)
+    return dtype
+
+
+def _elementwise(c: Call, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], dtype: np.dtype,
+                 grad: str = "gradOutput", x: str = "self", out: str = "gradInput") -> Kernel:
+    """The kernel ``out = fn(gradOutput, x)`` in the compute dtype of ``dtype``."""
+    compute = promotion.compute_dtype(dtype)
+
+    @quiet
+    def kernel(v) -> None:
+        v.write(out, fn(v.compute(grad, compute), v.compute(x, compute)))
+    return kernel
+
+
+def _simple(derivative: Callable[[np.ndarray], np.ndarray], supported, x: str = "self",
+            **rules: bool) -> Callable[[Call], Kernel]:
+    """``gradInput = gradOutput * derivative(x)``."""
+    def prepare(c: Call) -> Kernel:
+        dtype = _prepare(c, "gradOutput", x, "gradInput", supported, **rules)
+        return _elementwise(c, lambda g, value: g * _conj(derivative(value)), dtype, x=x)
+    return prepare
+
+
+register("GeluBackward", "gradOutput: tensor, self: tensor, gradInput: tensor!")(
+    _simple(gelu_grad, FLOAT_DTYPES))
+register("FastGeluBackward", "gradOutput: tensor, self: tensor, gradInput: tensor!")(
+    _simple(lambda x: swish_grad(x, FAST_GELU_COEFF), FLOAT_DTYPES, same_dtype=True,
+            same_shape=True, exact=True))
+register("SiluBackward", "gradOutput: tensor, self: tensor, gradInput: tensor!")(
+    _simple(swish_grad, FLOAT_DTYPES, same_dtype=True, exact=True))
+register("SigmoidBackward", "gradOutput: tensor, output: tensor, gradInput: tensor!")(
+    _simple(lambda y: y * (1 - y), SIGMOID_DTYPES, x="output"))
+register("TanhBackward", "gradOutput: tensor, output: tensor, gradInput: tensor!")(
+    _simple(lambda y: 1 - y * y, TANH_DTYPES, x="output", same_dtype=True))
+register("LogSigmoidBackward", "gradOutput: tensor, self: tensor, buffer: tensor, "
+                               "gradInput: tensor!")(
+    _simple(lambda x: sigmoid(-x), FLOAT_DTYPES, same_dtype=True, same_shape=True,
+            exact=True))
+
+
+@register("GeluBackwardV2", "gradOutput: tensor, self: tensor, approximate: str = 'none', "
+                            "gradInput: tensor!")
+def gelu_backward_v2(c: Call) -> Kernel:
+    """GeluBackward with ``approximate`` "none" (the erf form) or "tanh"."""
+    mode = c["approximate"]
+    if mode not in GELU_MODES:
+        raise c.fail("approximate", 'expected "none" or "tanh"')
+    dtype = _prepare(c, "gradOutput", "self", "gradInput", FLOAT_DTYPES, exact=True)
+    approximate = GELU_MODES[mode]
+    return _elementwise(c, lambda g, x: g * gelu_grad(x, approximate), dtype)
+
+
+@register("SwishBackward", "gradOutput: tensor, self: tensor, betaOptional: scalar?, "
+                           "gradInput: tensor!")
+def swish_backward(c: Call) -> Kernel:
+    """The gradient of ``x * sigmoid(beta x)``; a null ``betaOptional`` is beta 1."""
+    dtype = _prepare(c, "gradOutput", "self", "gradInput", FLOAT_DTYPES, same_dtype=True,
+                     same_shape=True, exact=True)
+    compute = promotion.compute_dtype(dtype)
+    beta = c.scalar("betaOptional", compute) if c.has("betaOptional") else compute.type(1)
+    return _elementwise(c, lambda g, x: g * swish_grad(x, beta), dtype)
+
+
+@register("SoftplusBackward", "gradOutput: tensor, self: tensor, beta: scalar = 1, "
+                              "threshold: scalar = 20, gradInput: tensor!")
+def softplus_backward(c: Call) -> Kernel:
+    """``gradOutput * sigmoid(beta x)``, or gradOutput where ``beta x > threshold``."""
+    dtype = _prepare(c, "gradOutput", "self", "gradInput", FLOAT_DTYPES,
+                     x_supported=SOFTPLUS_SELF_DTYPES)
+    compute = promotion.compute_dtype(dtype)
+    beta, limit = c.scalar("beta", compute), c.scalar("threshold", compute)
+
+    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+        scaled = x * beta
+        return np.where(scaled > limit, g, g * sigmoid(scaled))
+    return _elementwise(c, fn, dtype)
+
+
+@register("SoftshrinkBackward", "gradOutput: tensor, self: tensor, lambd: scalar = 0.5, "
+                                "gradInput: tensor!")
+def softshrink_backward(c: Call) -> Kernel:
+    """gradOutput where ``|x| > lambd``, else 0 (lambd >= 0; CANN names it ``lambda``, a
+    Python keyword)."""
+    dtype = _prepare(c, "gradOutput", "self", "gradInput", FLOAT_DTYPES, same_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    lambd = c.scalar("lambd", compute)
+    if not lambd >= 0:
+        raise c.fail("lambd", f"must be >= 0, got {lambd}")
+
+    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return np.where((x >= -lambd) & (x <= lambd), compute.type(0), g)
+    return _elementwise(c, fn, dtype)
+
+
+@register("ThresholdBackward", "gradOutput: tensor, self: tensor, threshold: scalar, "
+                               "out: tensor!")
+def threshold_backward(c: Call) -> Kernel:
+    """gradOutput where ``x > threshold``, else 0."""
+    dtype = _prepare(c, "gradOutput", "self", "out", THRESHOLD_DTYPES)
+    compute = promotion.compute_dtype(dtype)
+    limit = c.scalar("threshold", promotion.result_type([(dtype, 1)], [c.dtype("threshold")]))
+
+    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return np.where(x <= limit, compute.type(0), g)
+    return _elementwise(c, fn, dtype, out="out")
+
+
+@register("LeakyReluBackward", "gradOutput: tensor, self: tensor, negativeSlope: scalar = 0.01, "
+                               "selfIsResult: bool = False, out: tensor!")
+def leaky_relu_backward(c: Call) -> Kernel:
+    """gradOutput where ``x > 0``, else ``negativeSlope * gradOutput`` (``selfIsResult``:
+    x is the forward's output, which needs a non-negative slope)."""
+    dtype = _prepare(c, "gradOutput", "self", "out", FLOAT_DTYPES)
+    compute = promotion.compute_dtype(dtype)
+    slope = c.scalar("negativeSlope", compute)
+    if c["selfIsResult"] and slope < 0:
+        raise c.fail("negativeSlope", "must be >= 0 when selfIsResult is true")
+
+    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return np.where(x > 0, g, g * slope)
+    return _elementwise(c, fn, dtype, out="out")
+
+
+def _elu_grad(alpha: Any, scale: Any, input_scale: Any, is_result: bool
+              ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """torch's elu_backward: ``scale`` above 0; below, from the input
+    ``input_scale * alpha * scale * exp(x * input_scale)`` or from the result y
+    ``input_scale * (y + alpha * scale)``."""
+    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if is_result:
+            negative = input_scale * (x + alpha * scale)
+        else:
+            negative = input_scale * alpha * scale * np.exp(x * input_scale)
+        return g * np.where(x > 0, scale, negative)
+    return fn
+
+
+@register("EluBackward", "gradOutput: tensor, alpha: scalar, scale: scalar, "
+                         "inputScale: scalar, isResult: bool, "
+                         "selfOrResult: tensor, gradInput: tensor!")
+def elu_backward(c: Call) -> Kernel:
+    """The gradient of Elu from its input, or from its output (``isResult``; alpha >= 0)."""
+    dtype = _prepare(c, "gradOutput", "selfOrResult", "gradInput", FLOAT_DTYPES,
+                     same_dtype=True, same_shape=True)
+    compute = promotion.compute_dtype(dtype)
+    alpha, scale, input_scale = (c.scalar(n, compute) for n in ("alpha", "scale", "inputScale"))
+    if c["isResult"] and alpha < 0:
+        raise c.fail("alpha", "must be >= 0 when isResult is true")
+    return _elementwise(c, _elu_grad(alpha, scale, input_scale, c["isResult"]), dtype,
+                        x="selfOrResult")
+
+
+@register("SeluBackward", "gradOutput: tensor, result: tensor, gradInput: tensor!")
+def selu_backward(c: Call) -> Kernel:
+    """The gradient of Selu from its output y: ``scale`` where y > 0, else
+    ``y + alpha * scale``; an integer result truncates into the integer output."""
+    dtype = _prepare(c, "gradOutput", "result", "gradInput", SELU_DTYPES, same_dtype=True,
+                     same_shape=True, exact=True)
+    wide = np.dtype(np.float64) if dtype.kind in "iu" else dtype
+    compute = promotion.compute_dtype(wide)
+    grad = _elu_grad(compute.type(SELU_ALPHA), compute.type(SELU_SCALE), compute.type(1), True)
+    return _elementwise(c, grad, wide, x="result")
+
+
+# -- softmax ------------------------------------------------------------------------------------
+def _softmax_backward(log: bool) -> Callable[[Call], Kernel]:
+    def prepare(c: Call) -> Kernel:
+        dtype = _prepare(c, "gradOutput", "output", "out", FLOAT_DTYPES, same_dtype=True,
+                         same_shape=True)
+        shape = c.tensor("gradOutput").shape
+        axis = c.normalize_dim("dim", c["dim"], len(shape))
+        compute = promotion.compute_dtype(dtype)
+
+        @quiet
+        def kernel(v) -> None:
+            g, y = v.compute("gradOutput", compute), v.compute("output", compute)
+            if g.ndim == 0:
+                g, y = g.reshape(1), y.reshape(1)
+            if log:  # d log_softmax: g - exp(y) * sum(g)
+                result = g - np.exp(y) * g.sum(axis=axis, keepdims=True)
+            else:  # d softmax: y * (g - sum(g * y))
+                result = y * (g - (g * y).sum(axis=axis, keepdims=True))
+            v.write("out", result.reshape(shape))
+        return kernel
+    return prepare
+
+
+register("SoftmaxBackward", "gradOutput: tensor, output: tensor, dim: int, out: tensor!")(
+    _softmax_backward(log=False))
+register("LogSoftmaxBackward", "gradOutput: tensor, output: tensor, dim: int, out: tensor!")(
+    _softmax_backward(log=True))
+
+
+# -- Prelu --------------------------------------------------------------------------------------
+@register("PreluBackward", "gradOutput: tensor, self: tensor, weight: tensor, "
+                           "gradInput: tensor!, gradWeight: tensor!")
+def prelu_backward(c: Call) -> Kernel:
+    """``gradInput = x > 0 ? g : weight[channel] * g``; ``gradWeight`` sums ``x * g`` where
+    x <= 0 over everything but the channel dim (dim 1), in weight's shape."""
+    dtype = _prepare(c, "gradOutput", "self", "gradInput", FLOAT_DTYPES, same_dtype=True,
+                     exact=True)
+    c.check_dtype("weight", {dtype})
+    x, weight = c.tensor("self"), c.tensor("weight")
+    if c.broadcast("gradOutput", "self") != x.shape:
+        raise c.fail("gradOutput", f"must broadcast to self's shape {list(x.shape)}")
+    channels = x.shape[1] if x.ndim >= 2 else 1
+    if weight.numel not in (1, channels):
+        raise c.fail("weight", f"must have 1 element or one per channel ({channels}, dim 1 "
+                               f"of self {list(x.shape)}); it has {weight.numel}")
+    c.check_out("gradWeight", weight.shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    per_channel = weight.numel > 1
+    weight_view = (1, channels) + (1,) * (x.ndim - 2) if per_channel else ()
+    reduce_axes = tuple(i for i in range(x.ndim) if i != 1) if per_channel else None
+
+    @quiet
+    def kernel(v) -> None:
+        value = v.compute("self", compute)
+        g = array_module(value).broadcast_to(v.compute("gradOutput", compute), x.shape)
+        w = v.compute("weight", compute).reshape(weight_view)
+        positive = value > 0
+        v.write("gradInput", np.where(positive, g, w * g))
+        contribution = np.where(positive, compute.type(0), value * g)
+        total = contribution.sum(axis=reduce_axes, dtype=np.float64)
+        v.write("gradWeight", total.reshape(weight.shape))
+    return kernel
+
+
+# -- gated ----------------------------------------------------------------------------------------
+def _ge_glu_backward(c: Call) -> Kernel:
+    """From ``out = linear * gelu(activated)``: ``d linear = g * gelu`` (the forward's
+    ``outGelu``), ``d activated = g * linear * gelu'(activated)``."""
+    dtype = c.check_dtype("self", HALF_FLOAT_DTYPES)
+    axis, half = _split_halves(c, "self", c["dim"])
+    for name in ("gradOutput", "gelu"):
+        c.check_dtype(name, {dtype})
+        if c.tensor(name).shape != half:
+            raise c.fail(name, f"shape must be {list(half)} (self's halved along dim)")
+    approximate = c["approximate"]
+    if approximate not in (GELU_NONE, GELU_TANH):
+        raise c.fail("approximate", "expected 0 (none, the erf form) or 1 (tanh)")
+    left = bool(c.values.get("activateLeft", False))
+    c.check_out("gradInput", c.tensor("self").shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+
+    @quiet
+    def kernel(v) -> None:
+        g, activated_gelu = v.compute("gradOutput", compute), v.compute("gelu", compute)
+        activated, linear = gate_halves(v.compute("self", compute), axis, left)
+        grad_activated = g * linear * gelu_grad(activated, approximate)
+        grad_linear = g * activated_gelu
+        parts = (grad_activated, grad_linear) if left else (grad_linear, grad_activated)
+        v.write("gradInput", array_module(g).concatenate(parts, axis=axis))
+    return kernel
+
+
+register("GeGluBackward", "gradOutput: tensor, self: tensor, gelu: tensor, dim: int = -1, "
+                          "approximate: int = 1, gradInput: tensor!")(_ge_glu_backward)
+register("GeGluV3Backward", "gradOutput: tensor, self: tensor, gelu: tensor, dim: int = -1, "
+                            "approximate: int = 1, activateLeft: bool = False, "
+                            "gradInput: tensor!")(_ge_glu_backward)
+
+
+@register("SituGluGrad", "gradY: tensor, x: tensor, dim: int = -1, beta: float = 1.0, "
+                         "linearBeta: float = 0.0, activateLeft: bool = True, out: tensor!")
+def situ_glu_grad(c: Call) -> Kernel:
+    """The gradient of SituGlu's input: ``d gate = g * up' * s * ((1 - t^2) + beta t (1 -
+    s))``, ``d up = g * situ_a`` (times ``1 - tanh^2(up / linearBeta)`` for linearBeta >
+    0), with t, s, situ_a, up' the forward's intermediates."""
+    dtype = c.check_dtype("x", HALF_FLOAT_DTYPES)
+    axis, half = _split_halves(c, "x", c["dim"])
+    c.check_dtype("gradY", {dtype})
+    if c.tensor("gradY").shape != half:
+        raise c.fail("gradY", f"shape must be {list(half)} (x's halved along dim)")
+    c.check_out("out", c.tensor("x").shape, dtype, exact_dtype=True)
+    beta, linear_beta, left = float(c["beta"]), float(c["linearBeta"]), c["activateLeft"]
+    compute = promotion.compute_dtype(dtype)
+    shape = c.tensor("x").shape
+
+    @quiet
+    def kernel(v) -> None:
+        f = compute.type
+        x = v.compute("x", compute)
+        gate, up = situ_split(x, axis, left)
+        g = v.compute("gradY", compute).reshape(gate.shape)
+        t, s, situ, linear = situ_parts(gate, up, beta, linear_beta)
+        grad_gate = g * linear * s * ((f(1) - t * t) + f(beta) * t * (f(1) - s))
+        grad_up = g * situ
+        if linear_beta > 0:
+            scaled = np.tanh(up / f(linear_beta))
+            grad_up = grad_up * (f(1) - scaled * scaled)
+        parts = (grad_gate, grad_up) if left else (grad_up, grad_gate)
+        v.write("out", array_module(g).concatenate(parts, axis=1).reshape(shape))
+    return kernel
+

@@ -1,0 +1,210 @@
+"""Goldens of the activation family (CANN's activation/ operators): the elementwise
+activations, softmax, the gated forms (Glu, GeGlu, SituGlu, ClippedSwiglu ...) and the
+Backward operators. Each is PyTorch in float64 (the driver widens the inputs); a backward
+golden is torch.autograd's gradient of the forward, so it checks the derivative, not a
+transcription of CANN's formula."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from atk_driver import golden
+
+GELU_MODES = {0: "none", 1: "tanh"}  # aclnnGeluV2 / GeGlu's approximate
+FAST_GELU_COEFF = 1.702
+SELU_ALPHA = 1.6732632423543772848170429916717
+MASKED_SCORE = -10000.0  # what CANN's ScaledMaskedSoftmax writes at masked positions
+
+
+def _mode(approximate) -> str:
+    return approximate if isinstance(approximate, str) else GELU_MODES[int(approximate)]
+
+
+def _halves(x: torch.Tensor, dim: int, activate_left: bool = False):
+    """(activated half, linear half) of ``x`` split along ``dim``."""
+    first, second = x.chunk(2, dim)
+    return (first, second) if activate_left else (second, first)
+
+
+def _merged(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """CANN's 2-d view of a SituGlu / ClippedSwiglu input: [prod(shape[:dim]), rest]."""
+    dim = dim % max(x.dim(), 1)
+    return x.reshape(math.prod(x.shape[:dim]), math.prod(x.shape[dim:]))
+
+
+def _split_shape(x: torch.Tensor, dim: int) -> list[int]:
+    shape = list(x.shape)
+    shape[dim % len(shape)] //= 2
+    return shape
+
+
+# -- elementwise --------------------------------------------------------------------------------
+golden("Relu")(torch.relu)
+golden("Sigmoid")(torch.sigmoid)
+golden("Silu")(F.silu)
+golden("Hardsigmoid")(F.hardsigmoid)
+golden("Hardswish")(F.hardswish)
+golden("Mish")(F.mish)
+golden("Selu")(torch.selu)
+golden("Erfinv")(torch.erfinv)
+golden("LogSigmoid")(F.logsigmoid)
+
+
+@golden("Gelu")
+def gelu(x):
+    return F.gelu(x, approximate="tanh")
+
+
+@golden("GeluV2")
+def gelu_v2(x, approximate=0):
+    return F.gelu(x, approximate=_mode(approximate))
+
+
+@golden("FastGelu")
+def fast_gelu(x):
+    return x / (1 + torch.exp(-FAST_GELU_COEFF * x))  # CANN's formula (its executor's)
+
+
+@golden("SquaredRelu")
+def squared_relu(x):
+    return torch.relu(x) ** 2
+
+
+@golden("LeakyRelu")
+def leaky_relu(x, slope=0.01):
+    return F.leaky_relu(x, slope)
+
+
+@golden("Softplus")
+def softplus(x, beta=1.0, threshold=20.0):
+    return F.softplus(x, beta, threshold)
+
+
+@golden("Elu")
+def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return torch.ops.aten.elu(x, alpha, scale, input_scale)
+
+
+@golden("Celu")
+def celu(x, alpha=1.0):
+    return F.celu(x, alpha)
+
+
+@golden("Swish")
+def swish(x, beta=1.0):
+    return x * torch.sigmoid(float(beta) * x)
+
+
+@golden("Heaviside")
+def heaviside(x, values):
+    return torch.heaviside(x, values)
+
+
+@golden("AddRelu")
+def add_relu(x, other, alpha=1):
+    return torch.relu(x + alpha * other)
+
+
+@golden("Prelu")
+def prelu(x, weight):
+    return torch.prelu(x, weight.reshape(-1))
+
+
+@golden("Softshrink")
+def softshrink(x, lambd=0.5):
+    return F.softshrink(x, lambd)
+
+
+@golden("Hardshrink")
+def hardshrink(x, lambd=0.5):
+    return F.hardshrink(x, lambd)
+
+
+@golden("Threshold")
+def threshold(x, limit, value):
+    return F.threshold(x, limit, value)
+
+
+# -- softmax ------------------------------------------------------------------------------------
+@golden("Softmax")
+def softmax(x, dim):
+    return torch.softmax(x, dim)
+
+
+@golden("LogSoftmax")
+def log_softmax(x, dim):
+    return torch.log_softmax(x, dim)
+
+
+@golden("ScaledMaskedSoftmax")
+def scaled_masked_softmax(x, mask, scale=1.0, fix_triu_mask=False):
+    return torch.softmax((x * scale).masked_fill(mask, MASKED_SCORE), -1)
+
+
+# -- gated ----------------------------------------------------------------------------------------
+@golden("Glu")
+def glu(x, dim=-1):
+    return F.glu(x, dim)
+
+
+@golden("SwiGlu")
+def swi_glu(x, dim=-1):
+    first, second = x.chunk(2, dim)
+    return F.silu(first) * second
+
+
+def _ge_glu(x, dim, approximate, activate_left):
+    activated, linear = _halves(x, dim, activate_left)
+    activated = F.gelu(activated, approximate=_mode(approximate))
+    return activated * linear, activated
+
+
+@golden("GeGlu")
+def ge_glu(x, dim=-1, approximate=1):
+    return _ge_glu(x, dim, approximate, False)
+
+
+@golden("GeGluV3")
+def ge_glu_v3(x, dim=-1, approximate=1, activate_left=False):
+    return _ge_glu(x, dim, approximate, activate_left)
+
+
+@golden("GeluMul")
+def gelu_mul(x, approximate=None):
+    first, second = x.chunk(2, -1)
+    return F.gelu(first, approximate=approximate or "none") * second
+
+
+@golden("FatreluMul")
+def fatrelu_mul(x, limit):
+    first, second = x.chunk(2, -1)
+    return torch.where(first < limit.reshape(()), 0.0, first) * second
+
+
+def _situ(gate, up, beta, linear_beta):
+    situ = beta * torch.tanh(gate / beta) * torch.sigmoid(gate)
+    return situ * (linear_beta * torch.tanh(up / linear_beta) if linear_beta > 0 else up)
+
+
+@golden("SituGlu")
+def situ_glu(x, dim=-1, beta=1.0, linear_beta=0.0, activate_left=True):
+    gate, up = _halves(_merged(x, dim), 1, activate_left)
+    return _situ(gate, up, beta, linear_beta).reshape(_split_shape(x, dim))
+
+
+@golden("ClippedSwiglu")
+def clipped_swiglu(x, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
+                   interleaved=True):
+    merged = _merged(x, dim)
+    rows = merged.shape[0]
+    if group_index is not None:
+        rows = int(min(group_index.clamp(min=0).sum().item(), rows))
+    part = merged[:rows]
+    gate, linear = (part[:, 0::2], part[:, 1::2]) if interleaved else part.chunk(2, 1)
+    gate = gate.clamp(max=limit)
+    result = torch.zeros(merged.shape[0], merged.shape[1] // 2, dtype=x.dtype)
+    result[:rows] = gate * torch.sigmoid(alpha * gate) * (linear.clamp(-limit, limit) + bias)
+    return result.reshape(_split_shape(x, dim))

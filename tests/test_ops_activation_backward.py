@@ -1,0 +1,289 @@
+"""Activation Backward operators against torch.autograd, with CANN's precision standard.
+
+Each golden is the gradient torch.autograd computes through the forward in float64, rounded
+once to the output dtype; bad arguments give AclError with CANN's codes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import openacl
+from op_harness import BF16, assert_close, from_torch, random_array, to_torch
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+HALF_FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32)]
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return openacl.to_device(np.asarray(array))
+
+
+def _grad(forward, x: np.ndarray, g: np.ndarray, dtype) -> np.ndarray:
+    """d forward(x) / dx applied to g, by autograd in float64, rounded to ``dtype``."""
+    wide = torch.from_numpy(np.asarray(x, np.float64)).requires_grad_(True)
+    (result,) = torch.autograd.grad(forward(wide), wide,
+                                    torch.from_numpy(np.asarray(g, np.float64)))
+    return from_torch(result.to(to_torch(np.zeros(1, dtype)).dtype))
+
+
+def _pair(shape, dtype, seed, low=-5.0, high=5.0):
+    rng = np.random.default_rng(seed)
+    return random_array(shape, dtype, rng, low, high), random_array(shape, dtype, rng, -2, 2)
+
+
+# op name -> (one-shot call(g, x), torch forward of x)
+FROM_INPUT = {
+    "gelu_backward": (lambda g, x: openacl.ops.gelu_backward(g, x), F.gelu),
+    "gelu_backward_v2_none": (lambda g, x: openacl.ops.gelu_backward_v2(g, x, "none"), F.gelu),
+    "gelu_backward_v2_tanh": (lambda g, x: openacl.ops.gelu_backward_v2(g, x, "tanh"),
+                              lambda t: F.gelu(t, approximate="tanh")),
+    "fast_gelu_backward": (lambda g, x: openacl.ops.fast_gelu_backward(g, x),
+                           lambda t: t * torch.sigmoid(1.702 * t)),
+    "silu_backward": (lambda g, x: openacl.ops.silu_backward(g, x), F.silu),
+    "swish_backward": (lambda g, x: openacl.ops.swish_backward(g, x, 1.5),
+                       lambda t: t * torch.sigmoid(1.5 * t)),
+    "swish_backward_null_beta": (lambda g, x: openacl.ops.swish_backward(g, x, None), F.silu),
+    "softplus_backward": (lambda g, x: openacl.ops.softplus_backward(g, x, 2.0, 3.0),
+                          lambda t: F.softplus(t, 2.0, 3.0)),
+    "softshrink_backward": (lambda g, x: openacl.ops.softshrink_backward(g, x, 1.5),
+                            lambda t: F.softshrink(t, 1.5)),
+    "threshold_backward": (lambda g, x: openacl.ops.threshold_backward(g, x, 0.5),
+                           lambda t: F.threshold(t, 0.5, -2.0)),
+    "leaky_relu_backward": (lambda g, x: openacl.ops.leaky_relu_backward(g, x, 0.2, False),
+                            lambda t: F.leaky_relu(t, 0.2)),
+    "elu_backward": (lambda g, x: openacl.ops.elu_backward(g, 0.7, 1.3, 0.9, False, x),
+                     lambda t: torch.ops.aten.elu(t, 0.7, 1.3, 0.9)),
+    "log_sigmoid_backward": (lambda g, x: openacl.ops.log_sigmoid_backward(g, x, x),
+                             F.logsigmoid),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FROM_INPUT))
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_backward_from_input_matches_autograd(name, dtype):
+    run, forward = FROM_INPUT[name]
+    x, g = _pair((4, 9), dtype, 1)
+    assert_close(run(_dev(g), _dev(x)).numpy(), _grad(forward, x, g, dtype), f"{name} {dtype}")
+
+
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+# op name -> (one-shot call(g, y), torch forward giving y, aten's backward of (g, y)): the
+# operators take the forward's output y, which is rounded to the dtype; their golden is
+# autograd's own backward formula (the aten function autograd calls) at that rounded y
+FROM_OUTPUT = {
+    "sigmoid_backward": (lambda g, y: openacl.ops.sigmoid_backward(g, y), torch.sigmoid,
+                         torch.ops.aten.sigmoid_backward),
+    "tanh_backward": (lambda g, y: openacl.ops.tanh_backward(g, y), torch.tanh,
+                      torch.ops.aten.tanh_backward),
+    "selu_backward": (lambda g, y: openacl.ops.selu_backward(g, y), torch.selu,
+                      lambda g, y: torch.ops.aten.elu_backward(g, SELU_ALPHA, SELU_SCALE, 1.0,
+                                                               True, y)),
+    "elu_backward_result": (lambda g, y: openacl.ops.elu_backward(g, 0.7, 1.3, 0.9, True, y),
+                            lambda t: torch.ops.aten.elu(t, 0.7, 1.3, 0.9),
+                            lambda g, y: torch.ops.aten.elu_backward(g, 0.7, 1.3, 0.9, True,
+                                                                     y)),
+    "leaky_relu_backward_result": (
+        lambda g, y: openacl.ops.leaky_relu_backward(g, y, 0.2, True),
+        lambda t: F.leaky_relu(t, 0.2),
+        lambda g, y: torch.ops.aten.leaky_relu_backward(g, y, 0.2, True)),
+}
+
+
+def _rounded_output(forward, x: np.ndarray) -> np.ndarray:
+    return from_torch(forward(to_torch(x).double()).to(to_torch(x).dtype))
+
+
+@pytest.mark.parametrize("name", sorted(FROM_OUTPUT))
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_backward_from_output_matches_autograd(name, dtype):
+    run, forward, backward = FROM_OUTPUT[name]
+    x, g = _pair((3, 11), dtype, 2, -3, 3)
+    y = _rounded_output(forward, x)
+    wide = [torch.from_numpy(np.asarray(a, np.float64)) for a in (g, y)]
+    golden = from_torch(backward(*wide).to(to_torch(x).dtype))
+    assert_close(run(_dev(g), _dev(y)).numpy(), golden, f"{name} {dtype}")
+    if dtype == np.float32:  # the formula is autograd's: the same at the exact output
+        exact = torch.from_numpy(np.asarray(x, np.float64))
+        assert torch.allclose(backward(wide[0], forward(exact)),
+                              torch.from_numpy(_grad(forward, x, g, np.float64)))
+
+
+def test_float64_and_broadcast():
+    x, g = _pair((3, 1, 5), np.float64, 3)
+    grad = random_array((4, 5), np.float64, np.random.default_rng(4))
+    result = openacl.ops.gelu_backward(_dev(grad), _dev(x)).numpy()
+    wide = torch.from_numpy(x).requires_grad_(True)
+    F.gelu(wide).expand(3, 4, 5).backward(torch.from_numpy(grad).expand(3, 4, 5))
+    golden = torch.ops.aten.gelu_backward(torch.from_numpy(grad), torch.from_numpy(x))
+    assert result.shape == (3, 4, 5)
+    assert_close(result, golden.numpy())
+    y = np.tanh(x)
+    assert_close(openacl.ops.sigmoid_backward(_dev(g), _dev(y)).numpy(),
+                 torch.ops.aten.sigmoid_backward(torch.from_numpy(g),
+                                                 torch.from_numpy(y)).numpy())
+
+
+def test_sigmoid_backward_complex():
+    g = random_array((6,), np.complex64, np.random.default_rng(5), -1, 1)
+    y = random_array((6,), np.complex64, np.random.default_rng(6), -1, 1)
+    golden = torch.ops.aten.sigmoid_backward(to_torch(g).to(torch.complex128),
+                                             to_torch(y).to(torch.complex128))
+    assert_close(openacl.ops.sigmoid_backward(_dev(g), _dev(y)).numpy(),
+                 golden.to(torch.complex64).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8], ids=str)
+def test_threshold_backward_integers_exact(dtype):
+    x, g = _pair((5, 6), dtype, 7, -50, 50)
+    golden = torch.ops.aten.threshold_backward(to_torch(g), to_torch(x), 3)
+    np.testing.assert_array_equal(openacl.ops.threshold_backward(_dev(g), _dev(x), 3).numpy(),
+                                  golden.numpy())
+
+
+SOFTMAX_BACKWARD = {"softmax": torch.ops.aten._softmax_backward_data,
+                    "log_softmax": torch.ops.aten._log_softmax_backward_data}
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_backward_matches_autograd(name, dtype, dim):
+    x, g = _pair((3, 4, 6), dtype, 8, -3, 3)
+    forward = getattr(torch, name)
+    y = _rounded_output(lambda t: forward(t, dim), x)
+    wide = [torch.from_numpy(np.asarray(a, np.float64)) for a in (g, y)]
+    golden = SOFTMAX_BACKWARD[name](*wide, dim, torch.float64)
+    run = getattr(openacl.ops, f"{name}_backward")
+    assert_close(run(_dev(g), _dev(y), dim).numpy(),
+                 from_torch(golden.to(to_torch(x).dtype)), f"{name} {dim} {dtype}")
+    if dtype == np.float32:  # aten's formula is autograd's
+        exact = forward(torch.from_numpy(np.asarray(x, np.float64)), dim)
+        assert torch.allclose(SOFTMAX_BACKWARD[name](wide[0], exact, dim, torch.float64),
+                              torch.from_numpy(_grad(lambda t: forward(t, dim), x, g,
+                                                     np.float64)))
+
+
+@pytest.mark.parametrize("shape,weight_shape", [((2, 3, 4), (3,)), ((2, 3, 4, 5), (1,)),
+                                                ((6,), (1,)), ((2, 4), (4,))])
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_prelu_backward_matches_autograd(shape, weight_shape, dtype):
+    x, g = _pair(shape, dtype, 9)
+    w = random_array(weight_shape, dtype, np.random.default_rng(10), 0.1, 1)
+    grad_input, grad_weight = openacl.ops.prelu_backward(_dev(g), _dev(x), _dev(w))
+    tx = torch.from_numpy(np.asarray(x, np.float64)).requires_grad_(True)
+    tw = torch.from_numpy(np.asarray(w, np.float64)).requires_grad_(True)
+    torch.prelu(tx, tw).backward(torch.from_numpy(np.asarray(g, np.float64)))
+    torch_dtype = to_torch(np.zeros(1, dtype)).dtype
+    assert_close(grad_input.numpy(), from_torch(tx.grad.to(torch_dtype)), "gradInput")
+    assert_close(grad_weight.numpy(), from_torch(tw.grad.to(torch_dtype)), "gradWeight")
+
+
+def _gelu_gated(x, dim, approximate, left):
+    first, second = x.chunk(2, dim)
+    activated, linear = (first, second) if left else (second, first)
+    gelu = F.gelu(activated, approximate="tanh" if approximate else "none")
+    return gelu * linear, gelu
+
+
+@pytest.mark.parametrize("approximate", [0, 1])
+@pytest.mark.parametrize("left", [False, True])
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_ge_glu_backward_matches_autograd(approximate, left, dtype):
+    dim = 1
+    x = random_array((3, 8, 5), dtype, np.random.default_rng(11), -3, 3)
+    g = random_array((3, 4, 5), dtype, np.random.default_rng(12), -2, 2)
+    _, gelu = openacl.ops.ge_glu_v3(_dev(x), dim, approximate, left)
+    result = openacl.ops.ge_glu_v3_backward(_dev(g), _dev(x), gelu, dim, approximate, left)
+    golden = _grad(lambda t: _gelu_gated(t, dim, approximate, left)[0], x, g, dtype)
+    assert_close(result.numpy(), golden, f"GeGluV3Backward {approximate} {left}")
+    if not left:
+        result = openacl.ops.ge_glu_backward(_dev(g), _dev(x), gelu, dim, approximate)
+        assert_close(result.numpy(), golden, f"GeGluBackward {approximate}")
+
+
+def _situ(t, dim, beta, linear_beta, left):
+    dim = dim % t.dim()
+    merged = t.reshape(int(np.prod(t.shape[:dim])), -1)
+    first, second = merged.chunk(2, 1)
+    gate, up = (first, second) if left else (second, first)
+    situ = beta * torch.tanh(gate / beta) * torch.sigmoid(gate)
+    up = linear_beta * torch.tanh(up / linear_beta) if linear_beta > 0 else up
+    shape = list(t.shape)
+    shape[dim] //= 2
+    return (situ * up).reshape(shape)
+
+
+@pytest.mark.parametrize("linear_beta", [0.0, 2.5])
+@pytest.mark.parametrize("left", [False, True])
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_situ_glu_grad_matches_autograd(linear_beta, left, dtype):
+    x = random_array((2, 6, 3), dtype, np.random.default_rng(13), -3, 3)
+    g = random_array((2, 3, 3), dtype, np.random.default_rng(14), -2, 2)
+    result = openacl.ops.situ_glu_grad(_dev(g), _dev(x), 1, 1.5, linear_beta, left)
+    golden = _grad(lambda t: _situ(t, 1, 1.5, linear_beta, left), x, g, dtype)
+    assert_close(result.numpy(), golden, f"SituGluGrad {linear_beta} {left}")
+
+
+def test_empty_tensors():
+    empty = _dev(np.zeros((0, 3), np.float32))
+    assert openacl.ops.silu_backward(empty, empty).numpy().shape == (0, 3)
+    assert openacl.ops.softmax_backward(empty, empty, 1).numpy().shape == (0, 3)
+
+
+# -- phase-1 errors -----------------------------------------------------------------------------
+def _raises(code, argument, fn, *args):
+    with pytest.raises(AclError) as info:
+        fn(*args)
+    assert info.value.code == code, info.value.message
+    assert f"'{argument}'" in info.value.message, info.value.message
+
+
+def test_phase_one_errors():
+    x = _dev(np.ones((2, 4), np.float32))
+    out = openacl.empty((2, 4), np.float32)
+    ints = _dev(np.ones((2, 4), np.int32))
+    half = _dev(np.ones((2, 4), np.float16))
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "gradOutput", aclnn.gelu_backward_get_workspace_size,
+            None, x, out)
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "gradInput", aclnn.silu_backward_get_workspace_size,
+            x, x, None)
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", aclnn.gelu_backward_get_workspace_size, x, ints,
+            out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", aclnn.silu_backward_get_workspace_size, x, half,
+            out)  # dtypes must match
+    _raises(ACLNN_ERR_PARAM_INVALID, "gradInput", aclnn.silu_backward_get_workspace_size, x,
+            x, openacl.empty((4, 2), np.float32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "approximate",
+            aclnn.gelu_backward_v2_get_workspace_size, x, x, "erf", out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "lambd", aclnn.softshrink_backward_get_workspace_size,
+            x, x, openacl.create_scalar(-1.0, openacl.ACL_FLOAT), out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "negativeSlope",
+            aclnn.leaky_relu_backward_get_workspace_size, x, x,
+            openacl.create_scalar(-0.1, openacl.ACL_FLOAT), True, out)
+    one = openacl.create_scalar(1.0, openacl.ACL_FLOAT)
+    _raises(ACLNN_ERR_PARAM_INVALID, "alpha", aclnn.elu_backward_get_workspace_size, x,
+            openacl.create_scalar(-1.0, openacl.ACL_FLOAT), one, one, True, x, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "dim", aclnn.softmax_backward_get_workspace_size, x, x, 2,
+            out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "weight", aclnn.prelu_backward_get_workspace_size,
+            _dev(np.ones((2, 3, 4), np.float32)), _dev(np.ones((2, 3, 4), np.float32)),
+            _dev(np.ones(2, np.float32)), openacl.empty((2, 3, 4), np.float32),
+            openacl.empty((2,), np.float32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "gradOutput", aclnn.ge_glu_backward_get_workspace_size,
+            x, x, x, -1, 1, out)  # gradOutput must be self halved
+    _raises(ACLNN_ERR_PARAM_INVALID, "approximate", aclnn.ge_glu_backward_get_workspace_size,
+            _dev(np.ones((2, 2), np.float32)), x, _dev(np.ones((2, 2), np.float32)), -1, 3, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "x", aclnn.situ_glu_grad_get_workspace_size,
+            _dev(np.ones((2, 2), np.float32)), _dev(np.ones((2, 5), np.float32)), -1, 1.0,
+            0.0, True, openacl.empty((2, 5), np.float32))  # odd split
