@@ -60,7 +60,9 @@ __all__: list[str] = []
 
 # dtype lists of the aclnn documents (numpy-holdable ones)
 ZERO_DTYPES = ALL_DTYPES - U32 - U64
-FILL_TENSOR_DTYPES = I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64 | BOOL_DTYPES | BF16 | F32 | F16
+# InplaceFillTensor: the op_api's list (its document omits DOUBLE and the complex types,
+# which CANN's ATK cases fill; it lists UINT16/32/64, which the op_api refuses)
+FILL_TENSOR_DTYPES = ALL_DTYPES - U16 - U32 - U64
 FILL_DIAGONAL_DTYPES = F32 | F16 | F64 | I32 | I64 | I16 | I8 | U8 | BOOL_DTYPES | BF16 | \
     (COMPLEX_DTYPES - C128)
 DIAG_FLAT_DTYPES = FILL_DIAGONAL_DTYPES
