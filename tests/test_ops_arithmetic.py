@@ -11,6 +11,7 @@ from op_harness import (
     BOOL,
     FLOATS,
     INTS,
+    TORCH_DTYPES,
     assert_close,
     from_torch,
     random_array,
@@ -336,3 +337,102 @@ def test_integer_operand_rounds_first_in_other_ops(half):
         got = op(_dev(point_five), _dev(big), _dev(one), 1).numpy()
         want = (np.float32(0.5) + combine(staged, np.float32(1.0))).astype(promoted)
         assert float(got[0]) == float(want[0]), op
+
+
+# -- Atan2, Log1p, Rsub(s), FloorDivide(s) -----------------------------------------------------
+def _golden(fn, *arrays, dtype=None):
+    """torch's result computed in float64 (ints as they are), rounded once to ``dtype``."""
+    wide = [to_torch(a).double() if np.asarray(a).dtype in FLOATS else to_torch(a)
+            for a in arrays]
+    result = fn(*wide)
+    if dtype is not None:
+        result = result.to(TORCH_DTYPES[np.dtype(dtype)])
+    return from_torch(result)
+
+
+def _code(fn, *args) -> int:
+    with pytest.raises(AclError) as info:
+        fn(*args)
+    return info.value.code
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS + BOOL, ids=str)
+def test_atan2_matches_torch(dtype):
+    a = random_array((3, 4), dtype, np.random.default_rng(5))
+    b = random_array((4,), dtype, np.random.default_rng(6))
+    golden = from_torch(torch.atan2(to_torch(a), to_torch(b)))  # torch's result dtype
+    expected = _golden(torch.atan2, a, b, dtype=golden.dtype)
+    assert_close(openacl.ops.atan2(_dev(a), _dev(b)).numpy(), expected, f"atan2 {dtype}")
+    if dtype in FLOATS:
+        x = _dev(a)
+        openacl.ops.inplace_atan2(x, _dev(b))
+        assert_close(x.numpy(), expected, "inplace atan2")
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS + BOOL, ids=str)
+def test_log1p_matches_torch(dtype):
+    a = random_array((4, 5), dtype, np.random.default_rng(7), -0.9, 6)
+    expected = from_torch(torch.log1p(to_torch(a)))
+    expected = _golden(torch.log1p, a, dtype=expected.dtype)
+    assert_close(openacl.ops.log1p(_dev(a)).numpy(), expected, f"log1p {dtype}")
+
+
+def test_log1p_inplace_needs_a_float_tensor():
+    a = random_array((3,), np.float32, low=0, high=3)
+    x = _dev(a)
+    openacl.ops.inplace_log1p(x)
+    assert_close(x.numpy(), _golden(torch.log1p, a, dtype=np.float32))
+    assert _code(openacl.ops.inplace_log1p, _dev(np.arange(3, dtype=np.int32))) == \
+        ACLNN_ERR_PARAM_INVALID
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=str)
+def test_rsub_and_rsubs_match_torch(dtype):
+    a = random_array((2, 3), dtype, np.random.default_rng(8))
+    b = random_array((3,), dtype, np.random.default_rng(9))
+    alpha = 2 if dtype.kind in "iu" else 1.5
+    assert_close(openacl.ops.rsub(_dev(a), _dev(b), alpha).numpy(),
+                 _golden(lambda x, y: torch.rsub(x, y, alpha=alpha), a, b, dtype=dtype))
+    assert_close(openacl.ops.rsub(_dev(a), _dev(b)).numpy(),
+                 _golden(torch.rsub, a, b, dtype=dtype))
+    assert_close(openacl.ops.rsubs(_dev(a), 3, alpha).numpy(),
+                 _golden(lambda x: torch.rsub(x, 3, alpha=alpha), a, dtype=dtype))
+
+
+def test_rsub_refusals():
+    flags = _dev(np.array([True, False]))
+    assert _code(openacl.ops.rsub, flags, flags) == ACLNN_ERR_PARAM_INVALID
+    a = _dev(np.ones((2, 3), np.float32))
+    assert _code(openacl.ops.rsub, a, _dev(np.ones((4,), np.float32))) == ACLNN_ERR_PARAM_INVALID
+    out = openacl.empty((2, 3), np.float32)
+    assert _code(aclnn.rsub_get_workspace_size, a, a, None, out) == ACLNN_ERR_PARAM_NULLPTR
+    one = openacl.create_scalar(1, openacl.ACL_INT64)
+    assert _code(aclnn.rsub_get_workspace_size, None, a, one, out) == ACLNN_ERR_PARAM_NULLPTR
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=str)
+def test_floor_divide_matches_torch(dtype):
+    a = random_array((3, 4), dtype, np.random.default_rng(10), -9, 9)
+    b = random_array((3, 4), dtype, np.random.default_rng(11), 1, 5)
+    if dtype.kind == "i":
+        b = np.where(np.random.default_rng(12).random(b.shape) < 0.5, -b, b).astype(dtype)
+    expected = _golden(torch.floor_divide, a, b, dtype=dtype)
+    assert_close(openacl.ops.floor_divide(_dev(a), _dev(b)).numpy(), expected)
+    assert_close(openacl.ops.floor_divides(_dev(a), 3).numpy(),
+                 _golden(lambda x: torch.floor_divide(x, 3), a, dtype=dtype))
+    x = _dev(a)
+    openacl.ops.inplace_floor_divide(x, _dev(b))
+    assert_close(x.numpy(), expected, "inplace")
+
+
+def test_floor_divide_refusals():
+    flags = _dev(np.array([True, False]))
+    assert _code(openacl.ops.floor_divide, flags, flags) == ACLNN_ERR_PARAM_INVALID
+    a = _dev(np.ones((2, 3), np.float32))
+    assert _code(openacl.ops.floor_divide, a, _dev(np.ones((4,), np.float32))) == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _code(aclnn.floor_divide_get_workspace_size, a, a, None) == ACLNN_ERR_PARAM_NULLPTR
+    assert _code(aclnn.floor_divide_get_workspace_size, a, a,
+                 openacl.empty((2, 3), np.int32)) == ACLNN_ERR_PARAM_INVALID
+    assert _code(openacl.ops.atan2, _dev(np.ones(2, np.complex64)),
+                 _dev(np.ones(2, np.complex64))) == ACLNN_ERR_PARAM_INVALID

@@ -358,3 +358,75 @@ def test_phase_one_errors():
             fn(*args)
         assert info.value.code == ACLNN_ERR_PARAM_INVALID, info.value.message
         assert f"'{argument}'" in info.value.message, info.value.message
+
+
+# -- IsFinite / IsPosInf / IsNegInf, IsClose, Equal --------------------------------------------
+SPECIAL_VALUES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -65504.0], np.float32)
+
+
+def _code(fn, *args) -> int:
+    with pytest.raises(AclError) as info:
+        fn(*args)
+    return info.value.code
+
+
+@pytest.mark.parametrize("name,fn", [("is_finite", torch.isfinite), ("is_pos_inf", torch.isposinf),
+                                     ("is_neg_inf", torch.isneginf)])
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_classification_matches_torch(name, fn, dtype):
+    values = SPECIAL_VALUES.astype(dtype).reshape(7, 1) * np.ones((1, 3), dtype)
+    result = getattr(openacl.ops, name)(_dev(values)).numpy()
+    np.testing.assert_array_equal(result, from_torch(fn(to_torch(values))))
+    assert _code(getattr(openacl.ops, name), _dev(np.ones(3, np.int32))) == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _code(getattr(aclnn, f"{name}_get_workspace_size"), _dev(values),
+                 openacl.empty((7, 3), np.float32)) == ACLNN_ERR_PARAM_INVALID
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS + BOOL, ids=str)
+@pytest.mark.parametrize("rtol,atol,equal_nan", [(1e-5, 1e-8, False), (0.1, 0.5, True),
+                                                 (0.0, 0.0, False)])
+def test_is_close_matches_torch(dtype, rtol, atol, equal_nan):
+    rng = np.random.default_rng(4)
+    a = random_array((4, 6), dtype, rng)
+    b = (a.astype(np.float64) + rng.choice([0, 1e-6, 0.3, 1.0], a.shape)).astype(dtype) \
+        if dtype.kind != "b" else random_array((4, 6), dtype, rng)
+    if dtype in FLOATS:
+        a[0, :4], b[0, :4] = [np.nan, np.inf, np.nan, -np.inf], [np.nan, np.inf, 1, np.inf]
+    expected = from_torch(torch.isclose(to_torch(a), to_torch(b), rtol, atol, equal_nan))
+    np.testing.assert_array_equal(
+        openacl.ops.is_close(_dev(a), _dev(b), rtol, atol, equal_nan).numpy(), expected)
+
+
+def test_is_close_refusals():
+    a = _dev(np.ones((2, 3), np.float32))
+    assert _code(openacl.ops.is_close, a, _dev(np.ones((2, 3), np.float16))) == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _code(openacl.ops.is_close, a, a, -1.0) == ACLNN_ERR_PARAM_INVALID
+    assert _code(openacl.ops.is_close, a, _dev(np.ones((4,), np.float32))) == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _code(aclnn.is_close_get_workspace_size, a, None, 1e-5, 1e-8, False,
+                 openacl.empty((2, 3), np.bool_)) == ACLNN_ERR_PARAM_NULLPTR
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS + BOOL, ids=str)
+def test_equal_matches_torch(dtype):
+    a = random_array((3, 4), dtype, np.random.default_rng(5))
+    b = a.copy()
+    b[2, 3] = not b[2, 3] if dtype.kind == "b" else b[2, 3] + 1
+    for left, right in ((a, a), (a, b), (a, a[:2]), (a, a.astype(np.float32))):
+        result = openacl.ops.equal(_dev(left), _dev(right)).numpy()
+        assert result.shape == (1,) and result.dtype == np.bool_
+        same = left.shape == right.shape and torch.equal(to_torch(left).double(),
+                                                          to_torch(right).double())
+        assert bool(result[0]) == same
+
+
+def test_equal_nan_and_refusals():
+    a = _dev(np.array([1.0, np.nan], np.float32))
+    assert not openacl.ops.equal(a, a).numpy()[0]  # NaN is never equal, as in torch.equal
+    assert _code(aclnn.equal_get_workspace_size, a, a, openacl.empty((2,), np.bool_)) == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _code(aclnn.equal_get_workspace_size, a, None, openacl.empty((1,), np.bool_)) == \
+        ACLNN_ERR_PARAM_NULLPTR
+    assert _code(openacl.ops.equal, a, _dev(np.ones(2, np.complex64))) == ACLNN_ERR_PARAM_INVALID

@@ -547,3 +547,216 @@ def test_invalid_shapes_and_attributes(dev):
     # a one-element out fits a one-element result, a bigger one does not
     _expect_error(ACLNN_ERR_PARAM_INVALID, "out", aclnn.prod_get_workspace_size, x,
                   openacl.ACL_FLOAT, dev.empty((2,), np.float32))
+
+
+# -- Max/Min, MaxV2, MaxDim/MinDim, MeanV2 -----------------------------------------------------
+def _golden64(fn, array, dtype):
+    """torch's result on the float64 widening of ``array``, rounded once to ``dtype``."""
+    wide = to_torch(array).double() if np.asarray(array).dtype in FLOATS else to_torch(array)
+    return from_torch(fn(wide).to(to_torch(np.zeros(1, dtype)).dtype))
+
+
+@pytest.mark.parametrize("name,fn", [("max", torch.max), ("min", torch.min)])
+@pytest.mark.parametrize("dtype", FLOATS + INTS + BOOL, ids=str)
+def test_whole_max_min_match_torch(dev, name, fn, dtype):
+    x = random_array(SHAPE, dtype, np.random.default_rng(40))
+    assert_close(_run(dev, name, x), from_torch(fn(to_torch(x))), f"{name} {dtype}")
+    out = dev.empty((1,), dtype)  # CANN documents out as shape (1): any one-element out
+    ws, exe = getattr(aclnn, f"{name}_get_workspace_size")(dev(x), out)
+    getattr(aclnn, name)(0, ws, exe, 0)
+    openacl.rt.synchronize_device()
+    assert_close(out.numpy(), from_torch(fn(to_torch(x))).reshape(1))
+
+
+def test_whole_max_propagates_nan_and_refuses_empty(dev):
+    x = np.array([1.0, np.nan, 3.0], np.float32)
+    assert np.isnan(_run(dev, "max", x)) and np.isnan(_run(dev, "min", x))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.max,
+                  dev(np.zeros((0, 3), np.float32)))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.min,
+                  dev(np.zeros(3, np.complex64)))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "out", aclnn.max_get_workspace_size,
+                  dev(x), dev.empty((1,), np.float16))
+
+
+@pytest.mark.parametrize("dims", DIM_CASES, ids=str)
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("noop", [False, True])
+def test_max_v2_matches_torch(dev, dims, keep, noop):
+    x = random_array(SHAPE, np.float32, np.random.default_rng(41))
+    result = _run(dev, "max_v2", x, dims, keep, noop)
+    if not dims and noop:
+        expected = x
+    else:
+        expected = from_torch(torch.amax(to_torch(x), dim=dims or list(range(3)), keepdim=keep))
+    assert_close(result, expected, f"{dims} {keep} {noop}")
+
+
+@pytest.mark.parametrize("name,fn", [("max_dim", torch.max), ("min_dim", torch.min)])
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), FLOATS[1],
+                                   np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)],
+                         ids=str)
+@pytest.mark.parametrize("dim,keep", [(0, False), (-1, True), (1, False)])
+def test_max_min_dim_match_torch(dev, name, fn, dtype, dim, keep):
+    x = random_array(SHAPE, dtype, np.random.default_rng(42), -3, 3)  # many ties
+    values, indices = _run(dev, name, x, dim, keep)
+    golden = fn(to_torch(x), dim, keep)
+    assert_close(values, from_torch(golden.values))
+    np.testing.assert_array_equal(indices, from_torch(golden.indices))
+
+
+def test_max_dim_nan_int32_indices_and_refusals(dev):
+    x = np.array([[1.0, np.nan, 5.0, np.nan], [2.0, 7.0, 7.0, 0.0]], np.float32)
+    values, indices = _run(dev, "max_dim", x, 1)
+    golden = torch.max(to_torch(x), 1)
+    assert_close(values, from_torch(golden.values))
+    np.testing.assert_array_equal(indices, from_torch(golden.indices))
+    out, index = dev.empty((2,), np.float32), dev.empty((2,), np.int32)
+    ws, exe = aclnn.min_dim_get_workspace_size(dev(x), 1, False, out, index)
+    aclnn.min_dim(0, ws, exe, 0)
+    openacl.rt.synchronize_device()
+    np.testing.assert_array_equal(index.numpy(), from_torch(torch.min(to_torch(x), 1).indices))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "dim", openacl.ops.max_dim, dev(x), 2)
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.max_dim,
+                  dev(np.zeros(SHAPE, np.int8)), 0)
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "indices", aclnn.max_dim_get_workspace_size,
+                  dev(x), 1, False, out, dev.empty((2,), np.float32))
+    _expect_error(ACLNN_ERR_PARAM_NULLPTR, "indices", aclnn.max_dim_get_workspace_size,
+                  dev(x), 1, False, out, None)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("dims", DIM_CASES, ids=str)
+def test_mean_v2_matches_torch(dev, dtype, dims):
+    x = random_array(SHAPE, dtype, np.random.default_rng(43))
+    for keep, noop in ((False, False), (True, False), (False, True)):
+        result = _run(dev, "mean_v2", x, dims, keep, noop)
+        if not dims and noop:
+            expected = x
+        else:
+            axes = dims or list(range(3))
+            expected = _golden64(lambda t, a=axes, k=keep: torch.mean(t, a, k), x, dtype)
+        assert_close(result, expected, f"{dims} {keep} {noop}")
+
+
+def test_mean_v2_integers_and_refusals(dev):
+    x = np.arange(12, dtype=np.int32).reshape(3, 4)
+    result = _run(dev, "mean_v2", x, [1])
+    assert result.dtype == np.int32
+    np.testing.assert_array_equal(result, (x.astype(np.float64).mean(1)).astype(np.int32))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "dim", openacl.ops.mean_v2, dev(x), [0, 0])
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.mean_v2,
+                  dev(np.ones(3, np.bool_)), [0])
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "out", aclnn.mean_v2_get_workspace_size,
+                  dev(x), [1], False, False, dev.empty((3,), np.float32))
+
+
+# -- CumsumV2, Cummax, Argsort --------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=str)
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum_v2_matches_torch(dev, dtype, exclusive, reverse):
+    x = random_array(SHAPE, dtype, np.random.default_rng(44))
+    dim = 1
+
+    def golden(t):
+        if reverse:
+            t = torch.flip(t, [dim])
+        sums = torch.cumsum(t, dim)
+        if exclusive:
+            sums = sums - t
+        return torch.flip(sums, [dim]) if reverse else sums
+    assert_close(_run(dev, "cumsum_v2", x, dim, exclusive, reverse), _golden64(golden, x, dtype))
+
+
+def test_cumsum_v2_exclusive_keeps_infinities_and_refusals(dev):
+    x = np.array([np.inf, 1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(_run(dev, "cumsum_v2", x, 0, True, False), [0, np.inf, np.inf])
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "dim", openacl.ops.cumsum_v2, dev(x), 1)
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.cumsum_v2,
+                  dev(np.ones(3, np.bool_)), 0)
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "out", aclnn.cumsum_v2_get_workspace_size,
+                  dev(x), 0, False, False, dev.empty((3,), np.float64))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS + BOOL, ids=str)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_cummax_matches_torch(dev, dtype, dim):
+    x = random_array(SHAPE, dtype, np.random.default_rng(45), -2, 2)  # ties
+    if dtype in FLOATS:
+        x[1, 1, :2] = np.nan
+    values, indices = _run(dev, "cummax", x, dim)
+    golden = torch.cummax(to_torch(x), dim)
+    assert_close(values, from_torch(golden.values))
+    np.testing.assert_array_equal(indices, from_torch(golden.indices))
+
+
+def test_cummax_refusals(dev):
+    x = np.ones(SHAPE, np.float32)
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "dim", openacl.ops.cummax, dev(x), 3)
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "indicesOut", aclnn.cummax_get_workspace_size,
+                  dev(x), 0, dev.empty(SHAPE, np.float32), dev.empty(SHAPE, np.int16))
+    _expect_error(ACLNN_ERR_PARAM_NULLPTR, "valuesOut", aclnn.cummax_get_workspace_size,
+                  dev(x), 0, None, dev.empty(SHAPE, np.int64))
+
+
+@pytest.mark.parametrize("dtype", FLOATS[:3] + INTS, ids=str)
+@pytest.mark.parametrize("descending", [False, True])
+def test_argsort_matches_torch_stable(dev, dtype, descending):
+    x = random_array(SHAPE, dtype, np.random.default_rng(46), -3, 3)
+    if dtype in FLOATS:
+        x[0, 0, :2] = np.nan
+    for dim in (0, -1):
+        result = _run(dev, "argsort", x, dim, descending)
+        expected = torch.sort(to_torch(x), dim=dim, descending=descending, stable=True)[1]
+        np.testing.assert_array_equal(result, from_torch(expected))
+
+
+def test_argsort_refusals(dev):
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.argsort,
+                  dev(np.ones(3, np.bool_)))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "dim", openacl.ops.argsort,
+                  dev(np.ones(3, np.float32)), 1)
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "out", aclnn.argsort_get_workspace_size,
+                  dev(np.ones(3, np.float32)), 0, False, dev.empty((3,), np.int32))
+
+
+# -- Trace, Dot ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + INTS + BOOL, ids=str)
+def test_trace_matches_torch(dev, dtype):
+    for shape in ((4, 4), (3, 5), (6, 2)):
+        x = random_array(shape, dtype, np.random.default_rng(47))
+        # CANN takes a bool matrix (an int64 count); torch has no bool trace
+        golden = from_torch(torch.trace(to_torch(x).long() if dtype == np.bool_ else
+                                        to_torch(x)))
+        assert_close(_run(dev, "trace", x), golden if dtype == np.bool_ else
+                     _golden64(torch.trace, x, golden.dtype))
+
+
+def test_trace_refusals(dev):
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.trace, dev(np.ones(3)))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "out", aclnn.trace_get_workspace_size,
+                  dev(np.ones((2, 2), np.int32)), dev.empty((), np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(t) for t in (np.float16, np.float32, np.int8,
+                                                         np.int32, np.uint8)] + [FLOATS[1]],
+                         ids=str)
+def test_dot_matches_torch(dev, dtype):
+    rng = np.random.default_rng(48)
+    x, y = random_array((37,), dtype, rng), random_array((37,), dtype, rng)
+    golden = _golden64(lambda a, b=y: torch.dot(a, to_torch(b).to(a.dtype)), x, dtype) \
+        if dtype in FLOATS else from_torch(torch.dot(to_torch(x), to_torch(y)))
+    assert_close(_run(dev, "dot", x, dev(y)), golden, str(dtype))
+
+
+def test_dot_refusals(dev):
+    x = dev(np.ones(3, np.float32))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "tensor", openacl.ops.dot, x,
+                  dev(np.ones(3, np.float16)))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "tensor", openacl.ops.dot, x,
+                  dev(np.ones(4, np.float32)))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.dot,
+                  dev(np.ones((3, 1), np.float32)), dev(np.ones((3, 1), np.float32)))
+    _expect_error(ACLNN_ERR_PARAM_NULLPTR, "tensor", aclnn.dot_get_workspace_size, x, None,
+                  dev.empty((), np.float32))

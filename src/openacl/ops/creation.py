@@ -84,8 +84,8 @@ def range_(c: Call) -> Kernel:
     c.check_out("out", (size,), dtype, exact_dtype=True)
     accumulate = FLOAT64 if promotion.is_floating(dtype) or not (
         float(start).is_integer() and float(step).is_integer()) else INT64
-    first = np.array(c["start"].value).astype(accumulate)
-    delta = np.array(c["step"].value).astype(accumulate)
+    first = np.array(c["start"].value).astype(accumulate).item()  # Python numbers: they
+    delta = np.array(c["step"].value).astype(accumulate).item()  # mix with device arrays
 
     def kernel(v) -> None:
         xp = array_module(v["out"])
@@ -96,9 +96,12 @@ def range_(c: Call) -> Kernel:
 @register("Linspace", "start: scalar, end: scalar, steps: int, out: tensor!")
 def linspace(c: Call) -> Kernel:
     """``steps`` evenly spaced values from ``start`` to ``end`` (both included), computed as
-    torch does: from ``start`` for the first half, from ``end`` for the second."""
+    torch does: from ``start`` for the first half, from ``end`` for the second; the ends
+    must be finite (an integer out takes them truncated, as torch casts them)."""
     for name in ("start", "end"):
         c.check_dtype(name, LINSPACE_SCALAR_DTYPES)
+        if not math.isfinite(float(c[name].value)):
+            raise c.fail(name, "must be finite")
     steps = c["steps"]
     if steps < 0:
         raise c.fail("steps", "must be >= 0")
@@ -107,8 +110,10 @@ def linspace(c: Call) -> Kernel:
     shape = out.shape if out is not None and out.numel == steps else (steps,)
     c.check_out("out", shape, dtype, exact_dtype=True)
     start, end = float(c["start"].value), float(c["end"].value)
+    if not promotion.is_floating(dtype):  # torch casts the ends to an integer out's dtype
+        start, end = float(math.trunc(start)), float(math.trunc(end))
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
-    halfway = steps // 2
+    halfway = steps // 2 if steps > 1 else 1  # one step: start
 
     def kernel(v) -> None:
         xp = array_module(v["out"])
