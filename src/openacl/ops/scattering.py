@@ -17,7 +17,9 @@ with ``reduce``, ``Tensor.scatter_reduce`` with ``include_self``):
   ``updates`` has the shape ``indices.shape[:-1] + data.shape[indices.shape[-1]:]``.
 
 Reductions apply the values in ``index`` order, one after another, as the reference
-definitions loop (so floating-point sums round as theirs do); where several values replace
+definitions loop (so floating-point sums round as theirs do; float16 and bfloat16 sums and
+products run in float32 and round once, as PyTorch's CPU kernels and CANN's cases expect);
+where several values replace
 the same position (``reduce`` 0) the last one wins. Index values live in device memory:
 an index outside ``[0, size)`` is found by the kernel, which raises, so the stream fails and
 its next synchronize names the operator, the argument and the value (CANN's indices are
@@ -32,6 +34,7 @@ import math
 
 import numpy as np
 
+from openacl.ops import promotion
 from openacl.ops.call import (
     ALL_DTYPES,
     BOOL_DTYPES,
@@ -123,6 +126,12 @@ def _reduce_into(flat, targets, values, reduce: int, include_self: bool) -> None
     xp = array_module(flat)
     if reduce == NONE:
         flat[targets] = values
+        return
+    wide = promotion.compute_dtype(flat.dtype)
+    if wide != flat.dtype and reduce in (ADD, MUL, MEAN):  # halves: float32, rounded once
+        work = flat.astype(wide)
+        _reduce_into(work, targets, values.astype(wide), reduce, include_self)
+        flat[...] = work.astype(flat.dtype)
         return
     if not include_self:
         flat[targets] = _identity(flat.dtype, reduce)

@@ -1,0 +1,311 @@
+"""Goldens of the index / scatter / selection family (CANN's index/ operators): advanced
+indexing, index_add / index_fill, take and the gathers, the scatters, masked_scatter,
+nonzero, unique, medians and kthvalue, the repeat_interleave family and the embeddings.
+
+Each is PyTorch in float64 (the driver widens the inputs). Where PyTorch leaves a choice
+open the golden fixes the one CANN's document or OpenACL states: unique values ascending
+(``sorted`` false leaves CANN's order open), and the index of a median or k-th value among
+equal values is the one a stable sort puts at that position (NaN last; a slice holding NaN
+has the first NaN as its median; an all-NaN slice's nanmedian is at index 0)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from atk_driver import _to_torch, golden
+
+SCATTER_REDUCE = {1: "add", 2: "multiply"}  # aclnnScatter / ScatterValue reduce values
+SCATTER_REDUCE_TORCH = {0: "sum", 1: "sum", 2: "prod", 3: "amax", 4: "amin", 5: "mean"}
+GATHER_OUT_OF_RANGE_MODE = 2  # aclnnGatherV3's mode that gathers zeros out of range
+
+
+def _t(value):
+    """A tensor input as the driver widens it; a 0-d one the driver drew as a numpy scalar
+    (its comparisons and clips return scalars) made a 0-d tensor."""
+    if isinstance(value, np.generic):
+        return _to_torch(np.asarray(value))
+    return value
+
+
+def _rounded(value: torch.Tensor, dtype) -> torch.Tensor:
+    """The float64 golden rounded once into the output dtype ``dtype``: what an exact
+    (``md5``) comparison needs, a half-precision sum of two values being a tie to round."""
+    if dtype is None or np.dtype(dtype).kind in "iub" or not value.is_floating_point():
+        return value
+    return torch.from_numpy(value.numpy().astype(dtype).astype(np.float64))
+
+
+def _out_of_range(index: torch.Tensor, size: int, negative: bool = False) -> str | None:
+    """Why a case cannot run: its drawn index values leave [0, size) (or [-size, size))."""
+    low = -size if negative else 0
+    if index.numel() and (int(index.min()) < low or int(index.max()) >= size):
+        return (f"the drawn indices reach [{int(index.min())}, {int(index.max())}] for a dim "
+                f"of size {size}: out of range, which CANN documents as unsupported (the "
+                f"driver draws ranges closed, and a one-value list like [0] at random)")
+    return None
+
+
+def _key(x: torch.Tensor, indices: list) -> tuple:
+    """aclnnIndex's tensor list as a torch index: an empty tensor takes its dim whole."""
+    return tuple(slice(None) if t.numel() == 0 and t.dim() <= 1 else
+                 t if t.dtype == torch.bool else t.long() for t in indices)
+
+
+# -- advanced indexing ------------------------------------------------------------------------
+@golden("Index")
+def index(x, indices):
+    return x[_key(x, indices)]
+
+
+def _index_put_skip(inputs) -> str | None:
+    x, indices = inputs[0], inputs[1]
+    dim = 0
+    for t in indices:
+        if t.dtype.kind != "b":
+            reason = _out_of_range(torch.from_numpy(t.astype("int64")), x.shape[dim], True)
+            if reason:
+                return reason
+        dim += max(t.ndim, 1) if t.dtype.kind == "b" else 1
+    return None
+
+
+@golden("IndexPutImpl", skip=_index_put_skip)
+def index_put_impl(x, indices, values, accumulate, unsafe):
+    return x.clone().index_put_(_key(x, indices), values, accumulate=bool(accumulate))
+
+
+# -- along one dim ------------------------------------------------------------------------------
+@golden("IndexAdd")
+def index_add(x, dim, index, source, alpha):
+    x = _t(x)
+    return torch.index_add(x, dim, index.long().reshape(-1), source, alpha=alpha)
+
+
+@golden("IndexAddV2")
+def index_add_v2(x, dim, index, source, alpha, mode):
+    x = _t(x)
+    return torch.index_add(x, dim, index.long().reshape(-1), source, alpha=alpha)
+
+
+def _fill(x, dim, positions, value):
+    size = x.shape[dim] if x.dim() else 1
+    kept = [p + size if p < 0 else p for p in positions]
+    kept = torch.tensor([p for p in kept if 0 <= p < size], dtype=torch.long)  # others skipped
+    return x.index_fill(dim, kept, value)
+
+
+@golden("IndexFill")
+def index_fill(x, dim, index, value):
+    x = _t(x)
+    return _fill(x, dim, index.reshape(-1).tolist(), value)
+
+
+@golden("IndexFillTensor")
+def index_fill_tensor(x, dim, index, value):
+    x = _t(x)
+    return _fill(x, dim, list(index), value)
+
+
+# -- take and the gathers -------------------------------------------------------------------------
+@golden("Take")
+def take(x, index):
+    x = _t(x)
+    return torch.take(x, index.long())
+
+
+def _gather(x, dim, index, batch, zeros_out_of_range=False):
+    dim = dim % max(x.dim(), 1)
+    size = x.shape[dim]
+    index = index.long()
+    bad = (index < 0) | (index >= size)
+    picks = index.clamp(0, max(size - 1, 0)) if zeros_out_of_range else index
+    lead = x.shape[:batch]
+    rows = x.reshape(-1, *x.shape[batch:])
+    chosen = picks.reshape(-1, *picks.shape[batch:])
+    out = torch.stack([torch.index_select(rows[b], dim - batch, chosen[b].reshape(-1)).reshape(
+        *x.shape[batch:dim], *picks.shape[batch:], *x.shape[dim + 1:])
+        for b in range(rows.shape[0])])
+    out = out.reshape(*lead, *x.shape[batch:dim], *index.shape[batch:], *x.shape[dim + 1:])
+    if zeros_out_of_range:
+        where = bad.reshape(*index.shape[:batch], *(1,) * (dim - batch), *index.shape[batch:],
+                            *(1,) * (x.dim() - dim - 1))
+        out = torch.where(where, torch.zeros((), dtype=x.dtype), out)
+    return out
+
+
+@golden("GatherV2")
+def gather_v2(x, dim, index):
+    return _gather(x, dim, index, 0)
+
+
+@golden("GatherV3")
+def gather_v3(x, dim, index, batch_dims, mode):
+    return _gather(x, dim, index, batch_dims, mode == GATHER_OUT_OF_RANGE_MODE)
+
+
+# -- scatters ------------------------------------------------------------------------------------
+@golden("Scatter", with_dtypes=True)
+def scatter(dtypes, x, dim, index, src, reduce):
+    x = _t(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's reduce= of scatter is deprecated
+        if reduce:
+            out = x.scatter(dim, index.long(), src, reduce=SCATTER_REDUCE[reduce])
+        else:
+            out = x.scatter(dim, index.long(), src)
+    return _rounded(out, dtypes[0])
+
+
+def _include_self_skip(inputs) -> str | None:
+    if not isinstance(inputs[5], bool):
+        return (f"the ATK file gives include_self as {inputs[5]!r}, not a bool, and the "
+                f"driver binds it to the bool argument unconverted")
+    return None
+
+
+@golden("ScatterReduce", skip=_include_self_skip)
+def scatter_reduce(x, dim, index, src, reduce, include_self):
+    return x.scatter_reduce(dim, index.long(), src, SCATTER_REDUCE_TORCH[reduce],
+                            include_self=bool(include_self))
+
+
+@golden("ScatterAdd", with_dtypes=True)
+def scatter_add(dtypes, x, dim, index, src):
+    return _rounded(_t(x).scatter_add(dim, index.long(), src), dtypes[0])
+
+
+@golden("ScatterValue")
+def scatter_value(x, dim, index, value, reduce):
+    x = _t(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if reduce:
+            return x.scatter(dim, index.long(), value, reduce=SCATTER_REDUCE[reduce])
+        return x.scatter(dim, index.long(), value)
+
+
+def _nd_key(indices: torch.Tensor) -> tuple:
+    return tuple(indices.long().unbind(-1))
+
+
+def _nd_skip(inputs) -> str | None:
+    var, indices = inputs[0], inputs[1]
+    depth = indices.shape[-1] if indices.ndim else 1
+    for k in range(min(depth, var.ndim)):
+        reason = _out_of_range(torch.from_numpy(indices[..., k].astype("int64")), var.shape[k])
+        if reason:
+            return reason
+    return None
+
+
+@golden("ScatterNdUpdate", skip=_nd_skip)
+def scatter_nd_update(var, indices, updates):
+    out = var.clone()
+    out[_nd_key(indices)] = updates
+    return out
+
+
+@golden("TfScatterAdd")
+def tf_scatter_add(var, indices, updates):
+    rows_form = tuple(updates.shape) == (*indices.shape, *var.shape[1:])
+    key = (indices.long(),) if rows_form else _nd_key(indices)
+    return var.clone().index_put_(key, updates, accumulate=True)
+
+
+@golden("InplaceMaskedScatter")
+def inplace_masked_scatter(x, mask, source):
+    return x.masked_scatter(mask.bool(), source)
+
+
+# -- nonzero and unique ---------------------------------------------------------------------------
+@golden("Nonzero")
+def nonzero(x):
+    x = _t(x)
+    return torch.nonzero(x)
+
+
+@golden("NonzeroV2")
+def nonzero_v2(x):
+    x = _t(x)
+    return torch.nonzero(x).T
+
+
+@golden("Unique")
+def unique(x, sorted_, return_inverse):
+    x = _t(x)
+    return torch.unique(x, sorted=True, return_inverse=True)
+
+
+@golden("Unique2")
+def unique2(x, sorted_, return_inverse, return_counts):
+    x = _t(x)
+    return torch.unique(x, sorted=True, return_inverse=True, return_counts=True)
+
+
+@golden("UniqueDim")
+def unique_dim(x, sorted_, return_inverse, dim):
+    return torch.unique(x, dim=dim, return_inverse=True, return_counts=True)
+
+
+# -- medians and kthvalue -----------------------------------------------------------------------
+def _stable_pick(x, dim, rank, keepdim, k=0):
+    """(value, index) per slice along ``dim`` (None: all of ``x``) under the stable-sort
+    convention of the module docstring."""
+    whole = dim is None
+    rows = x.reshape(1, -1) if whole else x.movedim(dim, -1)
+    values, order = torch.sort(rows, dim=-1, stable=True)  # NaN last
+    length = rows.shape[-1]
+    nans = torch.isnan(rows).sum(-1) if rows.is_floating_point() else torch.zeros(
+        rows.shape[:-1], dtype=torch.long)
+    if rank == "kth":
+        position = torch.full_like(nans, k - 1)
+    elif rank == "median":
+        position = torch.where(nans > 0, length - nans, torch.full_like(nans, (length - 1) // 2))
+    else:
+        position = ((length - nans - 1) // 2).clamp(min=0)
+    index = order.gather(-1, position.unsqueeze(-1)).squeeze(-1)
+    value = values.gather(-1, position.unsqueeze(-1)).squeeze(-1)
+    if rank == "nanmedian":
+        index = torch.where(nans == length, torch.zeros_like(index), index)
+    if whole:
+        return value.reshape(()), index.reshape(())
+    if keepdim:
+        value, index = value.unsqueeze(dim), index.unsqueeze(dim)
+    return value, index
+
+
+@golden("Median")
+def median(x):
+    x = _t(x)
+    return torch.median(x)
+
+
+@golden("NanMedian")
+def nan_median(x):
+    x = _t(x)
+    return torch.nanmedian(x)
+
+
+@golden("MedianDim")
+def median_dim(x, dim, keepdim):
+    return _stable_pick(x, dim, "median", keepdim)
+
+
+@golden("NanMedianDim")
+def nan_median_dim(x, dim, keepdim):
+    return _stable_pick(x, dim, "nanmedian", keepdim)
+
+
+def _keepdim_skip(inputs) -> str | None:
+    if not isinstance(inputs[3], bool):
+        return (f"the ATK file gives keepdim as {inputs[3]!r}, not a bool (an abnormal-input "
+                f"case)")
+    return None
+
+
+@golden("Kthvalue", skip=_keepdim_skip)
+def kthvalue(x, k, dim, keepdim):
+    return _stable_pick(x, dim, "kth", keepdim, k)
