@@ -35,6 +35,12 @@ def _merged(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x.reshape(math.prod(x.shape[:dim]), math.prod(x.shape[dim:]))
 
 
+def _rounded(value: torch.Tensor, dtype) -> torch.Tensor:
+    """``value`` rounded once to numpy ``dtype`` (float16, bfloat16, float32), as float64."""
+    name = "bfloat16" if str(dtype) == "bfloat16" else str(dtype)
+    return value.to(getattr(torch, name)).double()
+
+
 def _split_shape(x: torch.Tensor, dim: int) -> list[int]:
     shape = list(x.shape)
     shape[dim % len(shape)] //= 2
@@ -208,3 +214,140 @@ def clipped_swiglu(x, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0
     result = torch.zeros(merged.shape[0], merged.shape[1] // 2, dtype=x.dtype)
     result[:rows] = gate * torch.sigmoid(alpha * gate) * (linear.clamp(-limit, limit) + bias)
     return result.reshape(_split_shape(x, dim))
+
+
+# -- backward -------------------------------------------------------------------------------------
+def _autograd(forward, x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """d forward(x) / dx applied to ``grad``."""
+    wide = x.detach().double().requires_grad_(True)
+    (result,) = torch.autograd.grad(forward(wide), wide, grad.double())
+    return result
+
+
+@golden("GeluBackward")
+def gelu_backward(grad, x):
+    return torch.ops.aten.gelu_backward(grad, x)
+
+
+@golden("GeluBackwardV2")
+def gelu_backward_v2(grad, x, approximate="none"):
+    return torch.ops.aten.gelu_backward(grad, x, approximate=approximate)
+
+
+@golden("FastGeluBackward")
+def fast_gelu_backward(grad, x):
+    return _autograd(fast_gelu, x, grad)
+
+
+@golden("SiluBackward")
+def silu_backward(grad, x):
+    return torch.ops.aten.silu_backward(grad, x)
+
+
+@golden("SwishBackward")
+def swish_backward(grad, x, beta=1.0):
+    return _autograd(lambda t: swish(t, 1.0 if beta is None else beta), x, grad)
+
+
+@golden("SigmoidBackward")
+def sigmoid_backward(grad, y):
+    return torch.ops.aten.sigmoid_backward(grad, y)
+
+
+@golden("TanhBackward")
+def tanh_backward(grad, y):
+    return torch.ops.aten.tanh_backward(grad, y)
+
+
+@golden("SoftplusBackward")
+def softplus_backward(grad, x, beta=1.0, threshold=20.0):
+    return torch.ops.aten.softplus_backward(grad, x.double(), beta, threshold)
+
+
+@golden("SoftshrinkBackward")
+def softshrink_backward(grad, x, lambd=0.5):
+    return torch.ops.aten.softshrink_backward(grad, x, lambd)
+
+
+@golden("ThresholdBackward")
+def threshold_backward(grad, x, limit):
+    return torch.ops.aten.threshold_backward(grad, x, limit)
+
+
+def _not_a_bool(position: int):
+    """A skip for cases whose bool attribute at ``position`` is something else (a few
+    LeakyReluBackward cases give selfIsResult as the list ["inf"])."""
+    def skip(inputs):
+        value = inputs[position] if position < len(inputs) else False
+        if not isinstance(value, bool):
+            return f"attribute {position} is {value!r}, not a bool: no aclnn call takes that"
+        return None
+    return skip
+
+
+@golden("LeakyReluBackward", skip=_not_a_bool(3))
+def leaky_relu_backward(grad, x, slope=0.01, self_is_result=False):
+    return torch.ops.aten.leaky_relu_backward(grad, x, slope, bool(self_is_result))
+
+
+@golden("EluBackward")
+def elu_backward(grad, alpha, scale, input_scale, is_result, x):
+    return torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, is_result, x)
+
+
+@golden("SeluBackward")
+def selu_backward(grad, result):
+    scale = 1.0507009873554804934193349852946
+    return torch.ops.aten.elu_backward(grad, SELU_ALPHA, scale, 1.0, True, result)
+
+
+@golden("LogSigmoidBackward")
+def log_sigmoid_backward(grad, x, buffer=None):
+    return grad * torch.sigmoid(-x)  # (torch's CPU kernel reads its own forward's buffer)
+
+
+@golden("SoftmaxBackward")
+def softmax_backward(grad, y, dim):
+    return torch.ops.aten._softmax_backward_data(grad, y, dim, torch.float64)
+
+
+@golden("LogSoftmaxBackward", with_dtypes=True)
+def log_softmax_backward(dtypes, grad, y, dim):
+    """Rounded to the output dtype: the ATK's outputs reach 1000, whose exp overflows past
+    every dtype (the float64 golden is then finite where any output dtype is inf)."""
+    result = torch.ops.aten._log_softmax_backward_data(grad, y, dim, torch.float64)
+    return _rounded(result, dtypes[0])
+
+
+@golden("PreluBackward")
+def prelu_backward(grad, x, weight):
+    tx = x.detach().clone().requires_grad_(True)
+    tw = weight.detach().reshape(-1).clone().requires_grad_(True)
+    torch.prelu(tx, tw).backward(grad.expand(x.shape))
+    return tx.grad, tw.grad.reshape(weight.shape)
+
+
+def _ge_glu_backward(grad, x, gelu_out, dim, approximate, activate_left):
+    """CANN's (its executor's): the linear half's gradient is ``grad * gelu`` with the
+    *given* gelu (the forward's outGelu), the activated half's is autograd's of gelu."""
+    activated, linear = _halves(x, dim, activate_left)
+    grad_activated = _autograd(lambda t: F.gelu(t, approximate=_mode(approximate)),
+                               activated, grad * linear)
+    parts = [grad_activated, grad * gelu_out]
+    return torch.cat(parts if activate_left else parts[::-1], dim)
+
+
+@golden("GeGluBackward")
+def ge_glu_backward(grad, x, gelu_out, dim=-1, approximate=1):
+    return _ge_glu_backward(grad, x, gelu_out, dim, approximate, False)
+
+
+@golden("GeGluV3Backward")
+def ge_glu_v3_backward(grad, x, gelu_out, dim=-1, approximate=1, activate_left=False):
+    return _ge_glu_backward(grad, x, gelu_out, dim, approximate, activate_left)
+
+
+@golden("SituGluGrad")
+def situ_glu_grad(grad, x, dim=-1, beta=1.0, linear_beta=0.0, activate_left=True):
+    return _autograd(lambda t: situ_glu(t, dim, beta, linear_beta, activate_left), x,
+                     grad.reshape(_split_shape(x, dim)))
