@@ -1174,3 +1174,39 @@ def test_rms_group_and_instance_norm(session):
     golden = torch.nn.functional.instance_norm(torch.from_numpy(x), weight=torch.from_numpy(
         gamma), bias=torch.from_numpy(beta), eps=1e-5)
     close(y, golden.numpy())
+
+
+def test_split_types_write_every_output(session):
+    x = rand(4, 6)
+    outputs = [((4, 2), np.float32)] * 3
+    pieces = np.split(x, 3, axis=1)
+    for y, golden in zip(run(session, "SplitD", [x], outputs, split_dim=1, num_split=3),
+                         pieces, strict=True):
+        np.testing.assert_array_equal(y, golden)
+    ys = run(session, "Split", [np.array([-1], np.int32), x], outputs, num_split=3)
+    for y, golden in zip(ys, pieces, strict=True):
+        np.testing.assert_array_equal(y, golden)
+    sizes = [((1, 6), np.float32), ((3, 6), np.float32)]
+    ys = run(session, "SplitV", [x, np.array([1, -1], np.int64), np.array([0], np.int32)],
+             sizes, num_split=2)
+    np.testing.assert_array_equal(ys[0], x[:1])
+    np.testing.assert_array_equal(ys[1], x[1:])
+    ys = run(session, "SplitVD", [x], sizes, size_splits=[1, 3], split_dim=0, num_split=2)
+    np.testing.assert_array_equal(ys[1], x[1:])
+    d = session.tensor(x)[0]
+    attr = make_attr(split_dim=1, num_split=3)
+    try:
+        assert op.infer_shape("SplitD", [d], None, 3, attr) == [
+            ((4, 2), DataType.ACL_FLOAT)] * 3
+    finally:
+        op.destroy_attr(attr)
+    with pytest.raises(openacl.AclError) as info:  # 6 is not cut into 4 equal pieces
+        run(session, "SplitD", [x], [((4, 1), np.float32)] * 4, split_dim=1, num_split=4)
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "num_split" in info.value.message
+    with pytest.raises(openacl.AclError) as info:  # two descs for three pieces
+        run(session, "SplitD", [x], outputs[:2], split_dim=1, num_split=3)
+    assert info.value.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "SplitV", [x, np.array([1, 2], np.int64), np.array([0], np.int32)],
+            sizes, num_split=2)
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "size_splits" in info.value.message

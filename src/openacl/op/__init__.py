@@ -19,7 +19,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from openacl.dtypes import DataType
-from openacl.errors import ACL_ERROR_OP_INPUT_NOT_MATCH, AclError, expose
+from openacl.errors import (
+    ACL_ERROR_OP_INPUT_NOT_MATCH,
+    ACL_ERROR_OP_OUTPUT_NOT_MATCH,
+    AclError,
+    expose,
+)
 from openacl.op.attr import (  # OpAttr and the kind tables are re-exported
     ATTR_KIND_NAMES,
     ATTR_KINDS,
@@ -50,6 +55,7 @@ from openacl.op.program import (
     _infer,
     _Program,
     _resolve_attrs,
+    output_names,
 )
 from openacl.op.types import (  # the table's constants are re-exported
     CUSTOM_ATTR_KINDS,
@@ -177,7 +183,11 @@ def infer_shape(op_type: str, input_desc: Sequence[int], inputs: Sequence[int] |
     attrs, explicit = _resolve_attrs(spec, attr)
     b = _infer(spec, inputs_bound, attrs, explicit, inputs)
     result = []
-    for name in spec.outputs:
+    for name in output_names(spec, int(num_outputs)):
+        if name not in b.inferred:
+            raise AclError(ACL_ERROR_OP_OUTPUT_NOT_MATCH,
+                           f"{spec.name}: numOutputs {num_outputs} names output '{name}', "
+                           f"which these inputs and attributes do not produce")
         shape, data_type = b.inferred[name]
         result.append((tuple(shape), b.infer_dtypes.get(name, data_type)))
     for desc, (shape, _) in zip(output_desc or (), result, strict=False):

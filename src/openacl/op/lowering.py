@@ -125,6 +125,18 @@ class _Lowering:
             return _Pending(name)
         return self._tensor(self.outputs[name])
 
+    def ys(self, name: str, count: int) -> list[Any]:
+        """The aclTensors of dynamic output ``name`` (``name0``, ``name1``... of the output
+        descs; ``_Pending`` markers while inferring), which must number ``count``."""
+        names = [f"{name}{k}" for k in range(count)]
+        if self.infer:
+            return [_Pending(n) for n in names]
+        found = [n for n in self.outputs if n.startswith(name) and n[len(name):].isdigit()]
+        if len(found) != count:
+            raise self.fail_output(name, f"{len(found)} output desc(s) were given; "
+                                         f"{self.op_type} makes {count} here")
+        return [self._tensor(self.outputs[n]) for n in names]
+
     def _tensor(self, operand: _Operand) -> int:
         if operand.handle is None:
             operand.handle = self._create(operand, operand.dims, None, 0)
@@ -188,16 +200,26 @@ class _Lowering:
         pending output, an in-place one, is skipped)."""
         op = REGISTRY[aclnn]
         if self.infer:
-            pending = {param: value.name for param, value in raw.items()
-                       if isinstance(value, _Pending)}
+            pending: dict[str, Any] = {}
+            for param, value in raw.items():
+                if isinstance(value, _Pending):
+                    pending[param] = value.name
+                elif isinstance(value, list) and value and all(
+                        isinstance(v, _Pending) for v in value):  # a dynamic output
+                    pending[param] = [v.name for v in value]
             if not pending:
                 return
-            raw = {k: None if isinstance(v, _Pending) else v for k, v in raw.items()}
+            raw = {k: None if k in pending else v for k, v in raw.items()}
             call, _ = self._bind(op, raw, names, infer=True)
             for param, target in pending.items():
-                if param in call.inferred and target not in self.inferred:
-                    shape, dtype = call.inferred[param]
-                    self.inferred[target] = (tuple(shape), dtypes.from_numpy_dtype(dtype))
+                if param not in call.inferred:
+                    continue
+                found = call.inferred[param]
+                pairs = zip(target, found, strict=True) if isinstance(target, list) else [
+                    (target, found)]
+                for name, (shape, dtype) in pairs:
+                    if name not in self.inferred:
+                        self.inferred[name] = (tuple(shape), dtypes.from_numpy_dtype(dtype))
             return
         workspace_size, executor = self._bind(op, raw, names, infer=False)
         exe = find_executor(executor)

@@ -161,23 +161,47 @@ def _bind_inputs(spec: OpType, descs: Sequence[Any], concrete: bool) -> dict[str
     return inputs
 
 
+def output_names(spec: OpType, count: int) -> list[str] | None:
+    """The names of ``count`` outputs of ``spec``: its IR names, a dynamic output ``y*``
+    expanded to y0, y1... (as many as the count leaves it); None when ``count`` does not
+    fit (fewer than the fixed outputs and one dynamic, or a count other than theirs)."""
+    names = list(spec.outputs)
+    dynamic = next((n for n in names if n.endswith("*")), None)
+    if dynamic is None:
+        return names if count == len(names) else None
+    repeats = count - (len(names) - 1)
+    if repeats < 1:
+        return None
+    expanded: list[str] = []
+    for name in names:
+        expanded += [f"{name[:-1]}{k}" for k in range(repeats)] if name == dynamic else [name]
+    return expanded
+
+
+def _output_arity(spec: OpType) -> str:
+    """The outputs, for messages: '1 outputs (y)', '2 or more outputs (y..., z)'."""
+    more = " or more" if any(n.endswith("*") for n in spec.outputs) else ""
+    names = ", ".join(f"{n[:-1]}..." if n.endswith("*") else n for n in spec.outputs)
+    return f"{len(spec.outputs)}{more} outputs ({names})"
+
+
 def _bind_outputs(spec: OpType, descs: Sequence[Any] | None, count: int | None,
                   concrete: bool) -> dict[str, _Operand] | None:
     if descs is None:
-        if count is not None and count != len(spec.outputs):
+        if count is not None and output_names(spec, count) is None:
             raise AclError(ACL_ERROR_OP_OUTPUT_NOT_MATCH,
-                           f"{spec.name} has {len(spec.outputs)} outputs "
-                           f"({', '.join(spec.outputs)}), but numOutputs is {count}")
+                           f"{spec.name} has {_output_arity(spec)}, but numOutputs is {count}")
         return None
     if isinstance(descs, (str, bytes)) or not hasattr(descs, "__len__"):
         raise _bad("outputDesc", descs, "expected a list of tensor desc handles")
-    if len(descs) != len(spec.outputs):
+    names = output_names(spec, len(descs))
+    if names is None:
         raise AclError(ACL_ERROR_OP_OUTPUT_NOT_MATCH,
-                       f"{spec.name} has {len(spec.outputs)} outputs "
-                       f"({', '.join(spec.outputs)}), but {len(descs)} output descs were given")
+                       f"{spec.name} has {_output_arity(spec)}, but {len(descs)} output descs "
+                       f"were given")
     return {name: _operand(spec, name, ("out", j), _desc(d, f"outputDesc[{j}]"),
                            f"outputDesc[{j}]", concrete)
-            for j, (name, d) in enumerate(zip(spec.outputs, descs, strict=True))}
+            for j, (name, d) in enumerate(zip(names, descs, strict=True))}
 
 
 def _read_values(b: _Lowering, buffers: Sequence[Any] | None) -> None:

@@ -1,5 +1,5 @@
-"""More op types whose aclnn operator already exists: pads, reverse, triangles, gathers,
-top-k and sort (elements moved or selected), and Addcmul/Addcdiv, Swish, PRelu,
+"""More op types whose aclnn operator already exists: pads, splits, reverse, triangles,
+gathers, top-k and sort (elements moved or selected), and Addcmul/Addcdiv, Swish, PRelu,
 AdaptiveAvgPool2d, ResizeNearestNeighborV2, RmsNorm, GroupNorm, InstanceNorm, ReduceProd.
 
 Each is declared with ``types._define`` as CANN's IR has it (``REG_OP`` in the
@@ -187,6 +187,53 @@ def _sort(b: _Lowering) -> None:
            descending=bool(b.attr("descending")), valuesOut=b.y("y1"), indicesOut=b.y("y2"))
 
 
+def _split_sizes(b: _Lowering, dim: int, sizes: list[int] | None) -> list[int]:
+    """The sizes of the ``num_split`` pieces along ``dim``: equal ones (``sizes`` None), or
+    ``size_splits`` where one entry may be -1 (the rest of the dim)."""
+    count, length = b.attr("num_split"), b.shape("x")[dim]
+    if count < 1:
+        raise b.fail_attr("num_split", "must be at least 1")
+    if sizes is None:
+        if length % count:
+            raise b.fail_attr("num_split", f"must divide dim {dim} of x ({length})")
+        return [length // count] * count
+    if len(sizes) != count:
+        raise b.fail_input("size_splits", f"holds {len(sizes)} sizes; num_split is {count}")
+    if sizes.count(-1) > 1 or min(sizes, default=0) < -1:
+        raise b.fail_input("size_splits", f"{sizes}: sizes are >= 0, one may be -1")
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = length - (sum(sizes) + 1)
+    if sum(sizes) != length or min(sizes, default=0) < 0:
+        raise b.fail_input("size_splits", f"{sizes} do not add up to dim {dim} of x "
+                                          f"({length})")
+    return sizes
+
+
+def _split(dim_from: str, sizes_from: str | None) -> Callable[[_Lowering], None]:
+    """SplitD / Split / SplitV (conversion/split_d, split, split_v) and SplitVD (not in these
+    repositories' IR: the attributes of CANN's split_v_d kernel): x cut along
+    split_dim (an attribute, or a value input) into num_split outputs y0, y1..., equal or
+    by size_splits; aclnnSplitWithSize."""
+    def lower(b: _Lowering) -> None:
+        rank = len(b.shape("x"))
+        if dim_from == "attr":
+            dim = b.axis("split_dim", b.attr("split_dim"), rank)
+        else:
+            values = b.values["split_dim"]
+            if len(values) != 1:
+                raise b.fail_input("split_dim", f"must hold one value, not {list(values)}")
+            dim = b.axis("split_dim", values[0], rank, input_name=True)
+        sizes = None
+        if sizes_from == "input":
+            sizes = list(b.values["size_splits"])
+        elif sizes_from == "attr":
+            sizes = list(b.attr("size_splits"))
+        sizes = _split_sizes(b, dim, sizes)
+        b.call("SplitWithSize", {"dim": "split_dim", "splitSize": "size_splits"},
+               self=b.x("x"), splitSize=sizes, dim=dim, out=b.ys("y", len(sizes)))
+    return lower
+
+
 # -- arithmetic, activations, pooling, resize, norms --------------------------------------------
 def _add_product(divide: bool) -> Callable[[_Lowering], None]:
     """Addcmul / Addcdiv (math/addcmul, math/addcdiv): y = input_data + value * (x1 op x2),
@@ -300,6 +347,15 @@ _define("PadV3", "x paddings constant_values?", "y", _pad_v3,
         (_attr("mode", "str", PAD_MODE_CONSTANT), _attr("paddings_contiguous", "bool", True)),
         values="paddings")
 _define("ReverseV2", "x axis", "y", _reverse_v2, values="axis")
+_define("SplitD", "x", "y*", _split("attr", None),
+        (_attr("split_dim", "int"), _attr("num_split", "int")))
+_define("Split", "split_dim x", "y*", _split("input", None), (_attr("num_split", "int"),),
+        values="split_dim")
+_define("SplitV", "x size_splits split_dim", "y*", _split("input", "input"),
+        (_attr("num_split", "int"),), values="size_splits split_dim")
+_define("SplitVD", "x", "y*", _split("attr", "attr"),
+        (_attr("size_splits", "list_int"), _attr("split_dim", "int"),
+         _attr("num_split", "int")))
 _define("Tril", "x", "y", _triangle("Tril"), (_attr("diagonal", "int", 0),))
 _define("Triu", "x", "y", _triangle("Triu"), (_attr("diagonal", "int", 0),))
 _define("GatherElements", "x index", "y", _gather_elements, (_attr("dim", "int", 0),))
