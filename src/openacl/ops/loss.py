@@ -14,9 +14,11 @@ reference dtype); semantics are PyTorch's:
 * Operands of a pointwise loss broadcast together and promote (torch's rules); float16 and
   bfloat16 are computed in float32, sums accumulate in float64, and the result is rounded
   once into ``out``.
-* BinaryCrossEntropy clamps each log at -100 (torch), so a probability of 0 or 1 gives a
-  finite loss. KlDiv with ``logTarget`` false uses ``xlogy``: a target of 0 adds 0, a
-  negative target NaN.
+* The BinaryCrossEntropy family promotes its operands (CANN's own cases mix float16,
+  bfloat16 and float32 weights with any input dtype). BinaryCrossEntropy clamps each log
+  at -100 (torch), so a probability of 0 or 1 gives a finite loss.
+* KlDiv with ``logTarget`` false uses ``xlogy``: a target of 0 adds 0, a negative target
+  NaN.
 * Class-index losses: a target equal to ``ignoreIndex`` adds nothing (nor weight); any
   other target outside ``[0, C)`` is found by the kernel, which raises, so the stream fails
   naming the argument and the value. A mean divides by the summed weight of the counted
@@ -252,8 +254,7 @@ def bce_with_logits_terms(x, y, pos_weight=None):
 def binary_cross_entropy(c: Call) -> Kernel:
     """Binary cross entropy of probabilities ``self`` against ``target``, times ``weight``
     (broadcast to self; null: 1)."""
-    dtype = c.check_dtype("self", LOSS_DTYPES)
-    check_same_dtype(c, dtype, "target", "weight")
+    dtype = promoted(c, LOSS_DTYPES, "self", "target", "weight")
     shape = c.tensor("self").shape
     if c.tensor("target").shape != shape:
         raise c.fail("target", f"shape must equal self's {list(shape)}")
@@ -278,8 +279,7 @@ def binary_cross_entropy(c: Call) -> Kernel:
 def binary_cross_entropy_with_logits(c: Call) -> Kernel:
     """Binary cross entropy of ``sigmoid(self)`` against ``target``, with optional weights
     and positive-class weights (each broadcast to self)."""
-    dtype = c.check_dtype("self", LOSS_DTYPES)
-    check_same_dtype(c, dtype, "target", "weightOptional", "posWeightOptional")
+    dtype = promoted(c, LOSS_DTYPES, "self", "target", "weightOptional", "posWeightOptional")
     shape = c.tensor("self").shape
     if c.tensor("target").shape != shape:
         raise c.fail("target", f"shape must equal self's {list(shape)}")

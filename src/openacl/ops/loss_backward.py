@@ -151,10 +151,9 @@ def kl_div_backward(c: Call) -> Kernel:
 
 # -- binary cross entropy -----------------------------------------------------------------------
 def _bce_prepare(c: Call, names: tuple[str, ...]) -> tuple[np.dtype, float]:
-    """Shared checks: dtypes equal self's, operands broadcast to self, out self's shape;
+    """Shared checks: operands promote and broadcast to self, out has self's shape;
     returns (compute dtype, gradient scale)."""
-    dtype = c.check_dtype("self", LOSS_DTYPES)
-    check_same_dtype(c, dtype, "gradOutput", "target", *names)
+    dtype = promoted(c, LOSS_DTYPES, "gradOutput", "self", "target", *names)
     shape = c.tensor("self").shape
     broadcast_to(c, shape, "gradOutput", "target", *names)
     reduction = reduction_arg(c)
@@ -324,21 +323,22 @@ def cross_entropy_loss_grad(c: Call) -> Kernel:
     if c.has("weightOptional") and c.tensor("weightOptional").shape != (classes,):
         raise c.fail("weightOptional", f"shape must be [{classes}] (one weight per class)")
     reduction = reduction_name_arg(c)
-    for name in ("gradLoss", "gradZlossOptional"):
+    smoothing, zscale = c["labelSmoothing"], c["lseSquareScaleForZloss"]
+    if not 0.0 <= smoothing <= 1.0:
+        raise c.fail("labelSmoothing", "must be in [0, 1]")
+    # the z-loss inputs count only with a scale (CANN: otherwise they have no effect)
+    with_zloss = zscale != 0.0 and c.has("lseForZlossOptional")
+    with_zgrad = with_zloss and c.has("gradZlossOptional")
+    for name in ("gradLoss", "gradZlossOptional") if with_zloss else ("gradLoss",):
         grad = c[name]
         if grad is not None and grad.shape != (rows,) and (
                 reduction == REDUCTION_NONE or grad.numel != 1):
             raise c.fail(name, f"shape must be [{rows}] for reduction none, else one element")
-    if c.has("lseForZlossOptional") and c.tensor("lseForZlossOptional").numel not in (1, rows):
+    if with_zloss and c.tensor("lseForZlossOptional").numel not in (1, rows):
         raise c.fail("lseForZlossOptional", f"shape must be [{rows}]")
-    smoothing, zscale = c["labelSmoothing"], c["lseSquareScaleForZloss"]
-    if not 0.0 <= smoothing <= 1.0:
-        raise c.fail("labelSmoothing", "must be in [0, 1]")
     c.check_out("out", log_prob.shape, dtype, exact_dtype=True)
     compute = promotion.compute_dtype(dtype)
     weighted, ignore_index, op = c.has("weightOptional"), c["ignoreIndex"], c.op_name
-    with_zloss = zscale != 0.0 and c.has("lseForZlossOptional")
-    with_zgrad = c.has("gradZlossOptional")
 
     @quiet
     def kernel(v) -> None:
