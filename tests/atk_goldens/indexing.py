@@ -309,3 +309,68 @@ def _keepdim_skip(inputs) -> str | None:
 @golden("Kthvalue", skip=_keepdim_skip)
 def kthvalue(x, k, dim, keepdim):
     return _stable_pick(x, dim, "kth", keepdim, k)
+
+
+# -- repeat_interleave --------------------------------------------------------------------------
+def _repeat_skip(length_of, repeats_at: int, dim_at: int | None = None):
+    """A skip for a repeat_interleave case whose ``outputSize`` (the last input) is not the
+    repeats' sum, or whose dim is not an int: the ATK harness computes outputSize from the
+    drawn repeats and draws dim from the range the file gives; this driver passes the
+    file's values as written."""
+    def skip(inputs) -> str | None:
+        for at, name in ((dim_at, "dim"), (repeats_at, "repeats")):
+            if at is not None and isinstance(inputs[at], list):
+                return (f"{name} is given as {inputs[at]!r}, a range the driver does not "
+                        f"draw from")
+        repeats = np.asarray(inputs[repeats_at]).astype(np.int64).reshape(-1)
+        dim = inputs[dim_at] if dim_at is not None else None
+        length = length_of(inputs, dim)
+        total = int(repeats.sum()) if repeats.size != 1 else int(repeats[0]) * length
+        if repeats.size not in (1, length):
+            return None  # the operator refuses it (phase 1)
+        if inputs[-1] != total:
+            return (f"outputSize {inputs[-1]} is not the repeats' sum {total} (the ATK "
+                    f"harness computes it from the drawn repeats)")
+        return None
+    return skip
+
+
+def _numel(inputs, dim) -> int:
+    return int(np.asarray(inputs[0]).size)
+
+
+def _along(inputs, dim) -> int:
+    return int(np.asarray(inputs[0]).shape[dim])
+
+
+@golden("RepeatInterleave", skip=_repeat_skip(_numel, 1))
+def repeat_interleave(x, repeats, output_size):
+    return torch.repeat_interleave(_t(x).reshape(-1), _t(repeats).long().reshape(-1))
+
+
+@golden("RepeatInterleaveWithDim", skip=_repeat_skip(_along, 1, 2))
+def repeat_interleave_with_dim(x, repeats, dim, output_size):
+    return torch.repeat_interleave(x, _t(repeats).long().reshape(-1), dim)
+
+
+@golden("RepeatInterleaveInt", skip=_repeat_skip(_numel, 1))
+def repeat_interleave_int(x, repeats, output_size):
+    return torch.repeat_interleave(_t(x).reshape(-1), repeats)
+
+
+@golden("RepeatInterleaveIntWithDim", skip=_repeat_skip(_along, 1, 2))
+def repeat_interleave_int_with_dim(x, repeats, dim, output_size):
+    return torch.repeat_interleave(x, repeats, dim)
+
+
+def _repeat_tensor_skip(inputs) -> str | None:
+    total = int(np.asarray(inputs[0]).astype(np.int64).sum())
+    if inputs[-1] != total:
+        return (f"outputSize {inputs[-1]!r} is not the repeats' sum {total} (the ATK harness "
+                f"computes it from the drawn repeats)")
+    return None
+
+
+@golden("RepeatInterleaveTensor", skip=_repeat_tensor_skip)
+def repeat_interleave_tensor(repeats, output_size):
+    return torch.repeat_interleave(repeats.long())

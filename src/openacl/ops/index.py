@@ -149,6 +149,10 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "CumsumV2", "Dot", "Max", "MaxDim", "MaxV2", "Mean", "MeanV2", "Min", "MinDim",
         "Prod", "ProdDim", "ReduceSum", "Sort", "Std", "Topk", "Trace", "Var", "VarCorrection",
     ),
+    "repeating": (
+        "RepeatInterleave", "RepeatInterleaveInt", "RepeatInterleaveIntWithDim",
+        "RepeatInterleaveTensor", "RepeatInterleaveWithDim",
+    ),
     "rnn": (
         "BidirectionLSTM", "GRU",
     ),
