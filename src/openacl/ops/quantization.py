@@ -1,4 +1,5 @@
-"""Quantization operators: aclnnQuantize with CANN's argument list.
+"""Quantization operators: aclnnQuantize, AscendQuant, AscendQuantV3, AscendAntiQuant and
+DynamicQuant with CANN's argument lists.
 
 ``Quantize(x, scales, zeroPoints, dtype, axis, out)``: ``out = round(x / scales +
 zeroPoints)`` saturated into ``dtype`` (CANN's formula and golden: the quotient and the sum
@@ -20,17 +21,39 @@ from __future__ import annotations
 import numpy as np
 
 from openacl import dtypes
+from openacl.dtypes import DataType
 from openacl.errors import AclError
-from openacl.ops.call import Call, Kernel, as_array
+from openacl.ops.call import Call, Kernel, TensorArg, array_module, as_array
 from openacl.ops.promotion import BFLOAT16
 from openacl.ops.registry import register
 
 FLOAT32 = np.dtype(np.float32)
+FLOAT16 = np.dtype(np.float16)
+INT8 = np.dtype(np.int8)
+INT32 = np.dtype(np.int32)
 QUANTIZE_X_DTYPES = frozenset({FLOAT32, np.dtype(np.float16), BFLOAT16})
 QUANTIZE_ZERO_POINT_DTYPES = frozenset({np.dtype(np.int32), np.dtype(np.int8),
                                         np.dtype(np.uint8), FLOAT32, BFLOAT16})
 QUANTIZE_OUT_DTYPES = frozenset({np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)})
 MAX_QUANTIZE_DIMS = 8
+
+# int4 packed into an INT32 carrier: eight 4-bit values per element, the first lowest
+INT4_PER_INT32 = 8
+INT4_BITS = 4
+INT4_MIN, INT4_MAX = -8, 7
+INT4_MASK = 0xF
+INT4_SIGN = 0x8
+ROUND_MODES = {"round": np.rint, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}
+ASCEND_QUANT_X_DTYPES = QUANTIZE_X_DTYPES
+# dstType -> the output dtype and the range its values saturate to
+QUANT_TARGETS = {int(DataType.ACL_INT8): (INT8, -128, 127),
+                 int(DataType.ACL_INT32): (INT32, INT4_MIN, INT4_MAX)}
+ANTI_QUANT_X_DTYPES = frozenset({INT8, INT32})
+ANTI_QUANT_SCALE_DTYPES = frozenset({FLOAT32, BFLOAT16})
+ANTI_QUANT_TARGETS = {int(DataType.ACL_FLOAT16): FLOAT16, int(DataType.ACL_BF16): BFLOAT16}
+DYNAMIC_QUANT_X_DTYPES = frozenset({FLOAT16, BFLOAT16})
+DYNAMIC_QUANT_MAX = {INT8: 127.0, INT32: float(INT4_MAX)}  # dtypeMax of the formula
+MIN_DYNAMIC_QUANT_DIMS = 2
 
 
 @register("Quantize", "x: tensor, scales: tensor, zeroPoints: tensor?, dtype: dtype, "
@@ -78,4 +101,212 @@ def quantize(c: Call) -> Kernel:
             if target == np.int32:
                 rounded = np.nan_to_num(rounded, nan=0.0)
             np.copyto(v["out"], np.clip(rounded, info.min, info.max).astype(target))
+    return kernel
+
+
+# -- int4 in INT32 carriers ---------------------------------------------------------------------
+def pack_int4(values: np.ndarray) -> np.ndarray:
+    """int4 values (-8..7, any integer dtype) -> INT32, eight along the last dim per element
+    (the first in the lowest bits): CANN's host layout of an int4 tensor."""
+    xp = array_module(values)
+    nibbles = (values.astype(np.int64) & INT4_MASK).reshape(
+        *values.shape[:-1], values.shape[-1] // INT4_PER_INT32, INT4_PER_INT32)
+    shifts = xp.arange(INT4_PER_INT32, dtype=np.int64) * INT4_BITS
+    packed = (nibbles << shifts).sum(axis=-1)  # disjoint bits: the sum is the bitwise or
+    return packed.astype(np.uint32).view(np.int32)
+
+
+def unpack_int4(packed: np.ndarray) -> np.ndarray:
+    """INT32 carriers -> their eight int4 values each, as int8 (the last dim grows 8x)."""
+    shifts = array_module(packed).arange(INT4_PER_INT32, dtype=np.int64) * INT4_BITS
+    nibbles = (packed.astype(np.int64)[..., None] >> shifts) & INT4_MASK
+    signed = nibbles - ((nibbles & INT4_SIGN) << 1)
+    return signed.astype(np.int8).reshape(*packed.shape[:-1],
+                                         packed.shape[-1] * INT4_PER_INT32)
+
+
+def _saturate(values: np.ndarray, low: int, high: int, dtype: np.dtype) -> np.ndarray:
+    """Rounded float32 values clipped into [low, high] (NaN -> 0) as ``dtype``; int4
+    targets come back packed into INT32."""
+    clipped = np.clip(np.nan_to_num(values, nan=0.0), low, high)
+    if dtype == INT32:
+        return pack_int4(clipped.astype(np.int8))
+    return clipped.astype(dtype)
+
+
+def _packed_shape(c: Call, name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with its last dim divided by eight (int4 packed into INT32)."""
+    if not shape or shape[-1] % INT4_PER_INT32:
+        raise c.fail(name, f"the last dim must be a multiple of {INT4_PER_INT32} for an INT32 "
+                           f"(packed int4) result")
+    return (*shape[:-1], shape[-1] // INT4_PER_INT32)
+
+
+# -- AscendQuant, AscendQuantV3 --------------------------------------------------------------
+def _factor_shape(c: Call, name: str, x: TensorArg, axis: int) -> tuple[int, ...]:
+    """``scale`` / ``offset``: 1-d of size 1 or x's dim ``axis``, or of x's rank with that
+    dim equal to x's (or 1) and every other dim 1. Returns the shape it broadcasts as."""
+    tensor = c.tensor(name)
+    size = x.shape[axis]
+    broadcast = [1] * x.ndim
+    if tensor.ndim == 1 and tensor.shape[0] in (1, size):
+        broadcast[axis] = tensor.shape[0]
+        return tuple(broadcast)
+    if tensor.ndim == x.ndim and tensor.shape[axis] in (1, size) and all(
+            d == 1 for i, d in enumerate(tensor.shape) if i != axis):
+        return tensor.shape
+    raise c.fail(name, f"must be 1-d of size 1 or {size}, or {x.ndim}-d with dim {axis} of "
+                       f"size 1 or {size} and every other dim 1 (x {list(x.shape)})")
+
+
+def _quant_target(c: Call, name: str) -> tuple[np.dtype, int, int]:
+    value = c[name]
+    target = QUANT_TARGETS.get(value)
+    if target is None:
+        raise c.fail(name, "expected 2 (INT8) or 3 (INT32: int4 packed eight to an element); "
+                           "INT4 (29) and the float8 types have no host dtype here")
+    return target
+
+
+def _ascend_quant(c: Call, axis_name: str | None) -> Kernel:
+    x = c.tensor("x")
+    c.check_dtype("x", ASCEND_QUANT_X_DTYPES)
+    if not 1 <= x.ndim <= MAX_QUANTIZE_DIMS:
+        raise c.fail("x", f"must have 1 to {MAX_QUANTIZE_DIMS} dims")
+    if axis_name is None:
+        axis = x.ndim - 1
+    else:
+        axis = c.normalize_dim(axis_name, c[axis_name], x.ndim)
+        if axis < x.ndim - 2:
+            raise c.fail(axis_name, "must name one of x's last two dims")
+    scale = c.tensor("scale")
+    c.check_dtype("scale", ASCEND_QUANT_X_DTYPES)
+    if scale.dtype != x.dtype and (axis_name is not None or x.dtype != FLOAT32):
+        raise c.fail("scale", f"dtype must equal x's ({x.dtype})")
+    shape = _factor_shape(c, "scale", x, axis)
+    if c.has("offset"):
+        offset = c.tensor("offset")
+        if offset.dtype != scale.dtype or offset.shape != scale.shape:
+            raise c.fail("offset", f"dtype and shape must equal scale's ({scale.dtype}, "
+                                   f"{list(scale.shape)})")
+    round_mode = ROUND_MODES.get(c["roundMode"])
+    if round_mode is None:
+        raise c.fail("roundMode", f"expected one of {', '.join(ROUND_MODES)}")
+    dtype, low, high = _quant_target(c, "dstType")
+    out_shape = _packed_shape(c, "x", x.shape) if dtype == INT32 else x.shape
+    c.check_out("y", out_shape, dtype, exact_dtype=True)
+    sqrt_mode = bool(c["sqrtMode"])
+
+    def kernel(v) -> None:
+        factor = as_array(v["scale"]).astype(FLOAT32).reshape(shape)
+        with np.errstate(all="ignore"):
+            value = as_array(v["x"]).astype(FLOAT32) * factor
+            if sqrt_mode:
+                value = value * factor
+            if v.get("offset") is not None:
+                value = value + as_array(v["offset"]).astype(FLOAT32).reshape(shape)
+            v.write("y", _saturate(round_mode(value), low, high, dtype))
+    return kernel
+
+
+@register("AscendQuant", "x: tensor, scale: tensor, offset: tensor?, sqrtMode: bool = False, "
+                         "roundMode: str = 'round', dstType: int = 2, y: tensor!")
+def ascend_quant(c: Call) -> Kernel:
+    """``y = roundMode(x * scale [* scale] + offset)`` saturated into INT8, or int4 packed
+    into INT32 (``dstType`` 3); scale/offset per tensor or along x's last dim."""
+    return _ascend_quant(c, None)
+
+
+@register("AscendQuantV3", "x: tensor, scale: tensor, offset: tensor?, sqrtMode: bool = False, "
+                           "roundMode: str = 'round', dstType: int = 2, axis: int = -1, "
+                           "y: tensor!")
+def ascend_quant_v3(c: Call) -> Kernel:
+    """AscendQuant with scale/offset along x's dim ``axis`` (one of its last two)."""
+    return _ascend_quant(c, "axis")
+
+
+# -- AscendAntiQuant ------------------------------------------------------------------------------
+@register("AscendAntiQuant", "x: tensor, scale: tensor, offset: tensor?, dstType: int = 1, "
+                             "sqrtMode: bool = False, y: tensor!")
+def ascend_anti_quant(c: Call) -> Kernel:
+    """``y = (x + offset) * scale [* scale]`` into FLOAT16 (``dstType`` 1) or BFLOAT16 (27);
+    an INT32 ``x`` holds eight int4 values per element. scale/offset are 1-d of size 1 or
+    the (unpacked) last dim of x."""
+    x = c.tensor("x")
+    c.check_dtype("x", ANTI_QUANT_X_DTYPES)
+    if x.ndim > MAX_QUANTIZE_DIMS:
+        raise c.fail("x", f"must have at most {MAX_QUANTIZE_DIMS} dims")
+    packed = x.dtype == INT32
+    shape = x.shape or (1,)
+    if packed:
+        shape = (*shape[:-1], shape[-1] * INT4_PER_INT32)
+    scale = c.tensor("scale")
+    c.check_dtype("scale", ANTI_QUANT_SCALE_DTYPES)
+    if scale.ndim != 1 or scale.shape[0] not in (1, shape[-1]):
+        raise c.fail("scale", f"must be 1-d of size 1 or {shape[-1]} (x's last dim"
+                              f"{', unpacked' if packed else ''})")
+    if c.has("offset"):
+        offset = c.tensor("offset")
+        if offset.dtype != scale.dtype or offset.shape != scale.shape:
+            raise c.fail("offset", f"dtype and shape must equal scale's ({scale.dtype}, "
+                                   f"{list(scale.shape)})")
+    target = ANTI_QUANT_TARGETS.get(c["dstType"])
+    if target is None:
+        raise c.fail("dstType", "expected 1 (FLOAT16) or 27 (BFLOAT16)")
+    out_shape = shape if packed or x.ndim else ()
+    c.check_out("y", out_shape, target, exact_dtype=True)
+    sqrt_mode = bool(c["sqrtMode"])
+
+    def kernel(v) -> None:
+        values = as_array(v["x"])
+        values = (unpack_int4(values.reshape(shape[:-1] + (-1,))) if packed
+                  else values).astype(FLOAT32)
+        factor = as_array(v["scale"]).astype(FLOAT32)
+        with np.errstate(all="ignore"):
+            if v.get("offset") is not None:
+                values = values + as_array(v["offset"]).astype(FLOAT32)
+            values = values * factor
+            if sqrt_mode:
+                values = values * factor
+        v.write("y", values.reshape(out_shape))
+    return kernel
+
+
+# -- DynamicQuant -------------------------------------------------------------------------------
+@register("DynamicQuant", "x: tensor, smoothScalesOptional: tensor?, yOut: tensor!, "
+                          "scaleOut: tensor!")
+def dynamic_quant(c: Call) -> Kernel:
+    """Per-token symmetric quantization: each row (x's last dim) of ``x * smoothScales``
+    scaled by ``max |row| / dtypeMax`` (127 for INT8, 7 for int4 packed into an INT32
+    ``yOut``) and rounded half to even; the scales go to ``scaleOut`` (float32, x's shape
+    without its last dim). A one-shot call makes an INT8 ``yOut``."""
+    x = c.tensor("x")
+    c.check_dtype("x", DYNAMIC_QUANT_X_DTYPES)
+    if not MIN_DYNAMIC_QUANT_DIMS <= x.ndim <= MAX_QUANTIZE_DIMS:
+        raise c.fail("x", f"must have {MIN_DYNAMIC_QUANT_DIMS} to {MAX_QUANTIZE_DIMS} dims")
+    if c.has("smoothScalesOptional"):
+        smooth = c.tensor("smoothScalesOptional")
+        if smooth.dtype != x.dtype or smooth.shape != x.shape[-1:]:
+            raise c.fail("smoothScalesOptional", f"must be [{x.shape[-1]}] of x's dtype "
+                                                 f"({x.dtype})")
+    given = c["yOut"]
+    dtype = INT8 if given is None else given.dtype
+    if dtype not in DYNAMIC_QUANT_MAX:
+        raise c.fail("yOut", "dtype must be INT8 or INT32 (int4 packed eight to an element)")
+    out_shape = _packed_shape(c, "x", x.shape) if dtype == INT32 else x.shape
+    c.check_out("yOut", out_shape, dtype, exact_dtype=True)
+    c.check_out("scaleOut", x.shape[:-1], FLOAT32, exact_dtype=True)
+    bound = DYNAMIC_QUANT_MAX[dtype]
+    low = -bound - 1
+
+    def kernel(v) -> None:
+        values = as_array(v["x"]).astype(FLOAT32)
+        if v.get("smoothScalesOptional") is not None:
+            values = values * as_array(v["smoothScalesOptional"]).astype(FLOAT32)
+        with np.errstate(all="ignore"):
+            scale = np.abs(values).max(axis=-1, keepdims=True, initial=0.0) / FLOAT32.type(
+                bound)
+            quotient = values * (FLOAT32.type(1) / scale)
+        v.write("yOut", _saturate(np.rint(quotient), low, bound, dtype))
+        v.write("scaleOut", scale.reshape(x.shape[:-1]))
     return kernel

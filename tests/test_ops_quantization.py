@@ -1,0 +1,268 @@
+"""Quantization operators (AscendQuant, AscendQuantV3, AscendAntiQuant, DynamicQuant) against
+PyTorch references that follow CANN's formulas and goldens: the quantizers' arithmetic in
+float32 (CANN's golden order; a float64 value could round the other way at a halfway
+point), the integer results compared exactly; the dequantizer in float64, rounded once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import openacl
+from op_harness import BF16, assert_close, from_torch, random_array, to_torch
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+from openacl.ops.quantization import pack_int4, unpack_int4
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+ROUNDING = {"round": torch.round, "floor": torch.floor, "ceil": torch.ceil,
+            "trunc": torch.trunc}
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return openacl.to_device(np.asarray(array))
+
+
+def _error(fn, *args) -> AclError:
+    with pytest.raises(AclError) as info:
+        fn(*args)
+    return info.value
+
+
+def _torch_pack(values: torch.Tensor) -> np.ndarray:
+    """int4 values -> int32 words, eight per word, the first in the lowest bits."""
+    nibbles = (values.to(torch.int64) & 0xF).reshape(*values.shape[:-1], -1, 8)
+    words = (nibbles << (4 * torch.arange(8))).sum(-1)
+    return words.numpy().astype(np.uint32).view(np.int32)
+
+
+def test_int4_packing_round_trips_and_matches_cann_layout():
+    values = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)
+    packed = pack_int4(values)
+    assert packed.dtype == np.int32 and packed.shape == (2, 1)
+    assert np.array_equal(packed, _torch_pack(torch.from_numpy(values)))
+    assert packed[1, 0] == 0x76543210
+    assert np.array_equal(unpack_int4(packed), values)
+
+
+def _quant_reference(x, scale, offset, sqrt_mode, mode, dst_type, axis=-1):
+    values = to_torch(x).float()
+    factor = to_torch(scale).float()
+    shift = None if offset is None else to_torch(offset).float()
+    if factor.dim() == 1:
+        shape = [1] * values.dim()
+        shape[axis] = factor.shape[0]
+        factor = factor.reshape(shape)
+        shift = None if shift is None else shift.reshape(shape)
+    values = values * factor
+    if sqrt_mode:
+        values = values * factor
+    if shift is not None:
+        values = values + shift
+    rounded = ROUNDING[mode](values)
+    if dst_type == 3:
+        return _torch_pack(rounded.clamp(-8, 7))
+    return rounded.clamp(-128, 127).to(torch.int8).numpy()
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
+@pytest.mark.parametrize("mode", list(ROUNDING))
+@pytest.mark.parametrize("dst_type", [2, 3])
+@pytest.mark.parametrize("sqrt_mode", [False, True])
+def test_ascend_quant_matches_reference(dtype, mode, dst_type, sqrt_mode):
+    rng = np.random.default_rng(1)
+    x = random_array((3, 4, 16), dtype, rng, -60, 60)
+    for scale_shape in [(16,), (1,), (1, 1, 16)]:
+        scale = random_array(scale_shape, dtype, rng, -3, 3)
+        offset = random_array(scale_shape, dtype, rng, -5, 5)
+        got = openacl.ops.ascend_quant(_dev(x), _dev(scale), _dev(offset), sqrt_mode, mode,
+                                       dst_type).numpy()
+        want = _quant_reference(x, scale, offset, sqrt_mode, mode, dst_type)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (scale_shape, got, want)
+    got = openacl.ops.ascend_quant(_dev(x), _dev(scale), None, sqrt_mode, mode, dst_type)
+    assert np.array_equal(got.numpy(),
+                          _quant_reference(x, scale, None, sqrt_mode, mode, dst_type))
+
+
+def test_ascend_quant_float32_x_takes_a_half_precision_scale():
+    x = random_array((5, 8), F32, np.random.default_rng(2), -9, 9)
+    scale = np.full(8, 3.5, np.float16)
+    got = openacl.ops.ascend_quant(_dev(x), _dev(scale), None, False, "round", 2).numpy()
+    assert np.array_equal(got, _quant_reference(x, scale, None, False, "round", 2))
+
+
+@pytest.mark.parametrize("axis", [-1, -2, 1, 2])
+@pytest.mark.parametrize("dst_type", [2, 3])
+def test_ascend_quant_v3_along_an_axis(axis, dst_type):
+    rng = np.random.default_rng(3)
+    x = random_array((2, 8, 16), F16, rng, -40, 40)
+    size = x.shape[axis]
+    for scale_shape in [(size,), (1,), tuple(size if i == axis % 3 else 1 for i in range(3))]:
+        scale = random_array(scale_shape, F16, rng, 0.1, 3)
+        offset = random_array(scale_shape, F16, rng, -3, 3)
+        got = openacl.ops.ascend_quant_v3(_dev(x), _dev(scale), _dev(offset), True, "round",
+                                          dst_type, axis).numpy()
+        assert np.array_equal(got, _quant_reference(x, scale, offset, True, "round",
+                                                    dst_type, axis)), scale_shape
+
+
+def test_ascend_quant_saturates_and_zeroes_nan():
+    x = np.array([1e6, -1e6, np.nan, 2.5, -2.5, 0.5, 1.5, np.inf], np.float32)
+    got = openacl.ops.ascend_quant(_dev(x), _dev(np.ones(1, np.float32)), None, False,
+                                   "round", 2).numpy()
+    assert got.tolist() == [127, -128, 0, 2, -2, 0, 2, 127]
+    packed = openacl.ops.ascend_quant(_dev(x), _dev(np.ones(1, np.float32)), None, False,
+                                      "round", 3).numpy()
+    assert unpack_int4(packed).tolist() == [7, -8, 0, 2, -2, 0, 2, 7]
+
+
+def test_ascend_quant_errors():
+    x, scale = _dev(np.ones((2, 8), np.float32)), _dev(np.ones(8, np.float32))
+    y = openacl.empty((2, 8), np.int8)
+    quant = aclnn.ascend_quant_get_workspace_size
+    for args, code, name in [
+        ((None, scale, None, False, "round", 2, y), ACLNN_ERR_PARAM_NULLPTR, "'x'"),
+        ((x, None, None, False, "round", 2, y), ACLNN_ERR_PARAM_NULLPTR, "'scale'"),
+        ((x, scale, None, False, "round", 2, None), ACLNN_ERR_PARAM_NULLPTR, "'y'"),
+        ((_dev(np.ones((2, 8), np.int32)), scale, None, False, "round", 2, y),
+         ACLNN_ERR_PARAM_INVALID, "'x'"),
+        ((x, _dev(np.ones(3, np.float32)), None, False, "round", 2, y),
+         ACLNN_ERR_PARAM_INVALID, "'scale'"),
+        ((x, _dev(np.ones((2, 8), np.float32)), None, False, "round", 2, y),
+         ACLNN_ERR_PARAM_INVALID, "'scale'"),                    # a non-1 leading dim
+        ((x, scale, _dev(np.ones(8, np.float16)), False, "round", 2, y),
+         ACLNN_ERR_PARAM_INVALID, "'offset'"),
+        ((x, scale, None, False, "nearest", 2, y), ACLNN_ERR_PARAM_INVALID, "'roundMode'"),
+        ((x, scale, None, False, "round", 29, y), ACLNN_ERR_PARAM_INVALID, "'dstType'"),
+        ((x, scale, None, False, "round", 3, openacl.empty((2, 8), np.int32)),
+         ACLNN_ERR_PARAM_INVALID, "'y'"),                        # must be [2, 1]
+        ((_dev(np.ones((2, 6), np.float32)), _dev(np.ones(6, np.float32)), None, False,
+          "round", 3, openacl.empty((2, 1), np.int32)), ACLNN_ERR_PARAM_INVALID, "'x'"),
+        ((_dev(np.ones((2, 8), np.float16)), scale, None, False, "round", 2, y),
+         ACLNN_ERR_PARAM_INVALID, "'scale'"),                    # dtype differs from x's
+    ]:
+        error = _error(quant, *args)
+        assert error.code == code and name in error.message, (args, error.message)
+    error = _error(aclnn.ascend_quant_v3_get_workspace_size, _dev(np.ones((2, 3, 8),
+                                                                          np.float32)),
+                   scale, None, False, "round", 2, 0, openacl.empty((2, 3, 8), np.int8))
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'axis'" in error.message
+    error = _error(aclnn.ascend_quant_v3_get_workspace_size, x, scale, None, False, "round", 2,
+                   2, y)
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'axis'" in error.message
+
+
+# -- AscendAntiQuant ---------------------------------------------------------------------------
+@pytest.mark.parametrize("scale_dtype", [F32, BF16], ids=str)
+@pytest.mark.parametrize("dst", [(1, F16), (27, BF16)], ids=str)
+@pytest.mark.parametrize("sqrt_mode", [False, True])
+@pytest.mark.parametrize("packed", [False, True])
+def test_ascend_anti_quant_matches_torch(scale_dtype, dst, sqrt_mode, packed):
+    dst_type, dtype = dst
+    rng = np.random.default_rng(4)
+    values = rng.integers(-8 if packed else -128, 8 if packed else 128, (3, 5, 16)).astype(
+        np.int8)
+    x = pack_int4(values) if packed else values
+    for size in (16, 1):
+        scale = random_array((size,), scale_dtype, rng, -2, 2)
+        offset = random_array((size,), scale_dtype, rng, -4, 4)
+        wide = (torch.from_numpy(values).double() + to_torch(offset).double()) * \
+            to_torch(scale).double()
+        if sqrt_mode:
+            wide = wide * to_torch(scale).double()
+        want = from_torch(wide.to(to_torch(np.zeros(0, dtype)).dtype))
+        got = openacl.ops.ascend_anti_quant(_dev(x), _dev(scale), _dev(offset), dst_type,
+                                            sqrt_mode).numpy()
+        assert_close(got, want, f"anti quant {size}")
+    got = openacl.ops.ascend_anti_quant(_dev(x), _dev(scale), None, dst_type, False).numpy()
+    assert_close(got, from_torch((torch.from_numpy(values).double() * to_torch(
+        scale).double()).to(to_torch(np.zeros(0, dtype)).dtype)))
+
+
+def test_ascend_anti_quant_errors():
+    x, scale = _dev(np.ones((2, 8), np.int8)), _dev(np.ones(8, np.float32))
+    y = openacl.empty((2, 8), np.float16)
+    anti = aclnn.ascend_anti_quant_get_workspace_size
+    for args, code, name in [
+        ((None, scale, None, 1, False, y), ACLNN_ERR_PARAM_NULLPTR, "'x'"),
+        ((x, None, None, 1, False, y), ACLNN_ERR_PARAM_NULLPTR, "'scale'"),
+        ((_dev(np.ones((2, 8), np.float32)), scale, None, 1, False, y),
+         ACLNN_ERR_PARAM_INVALID, "'x'"),
+        ((x, _dev(np.ones(8, np.float16)), None, 1, False, y), ACLNN_ERR_PARAM_INVALID,
+         "'scale'"),
+        ((x, _dev(np.ones(4, np.float32)), None, 1, False, y), ACLNN_ERR_PARAM_INVALID,
+         "'scale'"),
+        ((x, scale, _dev(np.ones(1, np.float32)), 1, False, y), ACLNN_ERR_PARAM_INVALID,
+         "'offset'"),
+        ((x, scale, None, 0, False, y), ACLNN_ERR_PARAM_INVALID, "'dstType'"),
+        ((x, scale, None, 27, False, y), ACLNN_ERR_PARAM_INVALID, "'y'"),
+        ((_dev(np.ones((2, 1), np.int32)), scale, None, 1, False, y),
+         ACLNN_ERR_PARAM_INVALID, "'y'"),                         # [2, 8] int4 -> [2, 8]
+    ]:
+        if name == "'y'" and args[0] is not x:
+            y_ok = _error(anti, args[0], scale, None, 1, False, openacl.empty((2, 1),
+                                                                             np.float16))
+            assert y_ok.code == code and name in y_ok.message
+            continue
+        error = _error(anti, *args)
+        assert error.code == code and name in error.message, (args, error.message)
+
+
+# -- DynamicQuant ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize("packed", [False, True])
+def test_dynamic_quant_matches_reference(dtype, smooth, packed):
+    rng = np.random.default_rng(5)
+    x = random_array((2, 3, 32), dtype, rng, -50, 50)
+    scales = random_array((32,), dtype, rng, 0.5, 2) if smooth else None
+    values = to_torch(x).float() * (to_torch(scales).float() if smooth else 1)
+    row = values.abs().amax(-1, keepdim=True) / (7.0 if packed else 127.0)
+    quantized = torch.round(values * (1 / row))
+    x_dev = _dev(x)
+    scale_dev = None if scales is None else _dev(scales)
+    if packed:
+        y = openacl.empty((2, 3, 4), np.int32)
+        scale_out = openacl.empty((2, 3), np.float32)
+        ws, exe = aclnn.dynamic_quant_get_workspace_size(x_dev, scale_dev, y, scale_out)
+        aclnn.dynamic_quant(0, ws, exe, 0)
+        want = _torch_pack(quantized.clamp(-8, 7))
+    else:
+        y, scale_out = openacl.ops.dynamic_quant(x_dev, scale_dev)
+        want = quantized.clamp(-128, 127).to(torch.int8).numpy()
+    assert np.array_equal(y.numpy(), want)
+    assert_close(scale_out.numpy(), row.reshape(2, 3).numpy())
+
+
+def test_dynamic_quant_zero_row_and_errors():
+    x = np.zeros((2, 8), np.float16)
+    x[1] = 1.0
+    y, scale = openacl.ops.dynamic_quant(_dev(x), None)
+    assert y.numpy()[0].tolist() == [0] * 8 and y.numpy()[1].tolist() == [127] * 8
+    assert scale.numpy().tolist() == [0.0, np.float32(1 / 127)]
+    x_dev = _dev(np.ones((2, 8), np.float16))
+    y, s = openacl.empty((2, 8), np.int8), openacl.empty((2,), np.float32)
+    fn = aclnn.dynamic_quant_get_workspace_size
+    for args, code, name in [
+        ((None, None, y, s), ACLNN_ERR_PARAM_NULLPTR, "'x'"),
+        ((x_dev, None, None, s), ACLNN_ERR_PARAM_NULLPTR, "'yOut'"),
+        ((x_dev, None, y, None), ACLNN_ERR_PARAM_NULLPTR, "'scaleOut'"),
+        ((_dev(np.ones((2, 8), np.float32)), None, y, s), ACLNN_ERR_PARAM_INVALID, "'x'"),
+        ((_dev(np.ones(8, np.float16)), None, y, s), ACLNN_ERR_PARAM_INVALID, "'x'"),
+        ((x_dev, _dev(np.ones(4, np.float16)), y, s), ACLNN_ERR_PARAM_INVALID,
+         "'smoothScalesOptional'"),
+        ((x_dev, None, openacl.empty((2, 8), np.int16), s), ACLNN_ERR_PARAM_INVALID,
+         "'yOut'"),
+        ((x_dev, None, y, openacl.empty((2, 1), np.float32)), ACLNN_ERR_PARAM_INVALID,
+         "'scaleOut'"),
+        ((_dev(np.ones((2, 6), np.float16)), None, openacl.empty((2, 1), np.int32), s),
+         ACLNN_ERR_PARAM_INVALID, "'x'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == code and name in error.message, (args, error.message)
