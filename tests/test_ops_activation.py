@@ -50,6 +50,18 @@ ELEMENTWISE = {
                  lambda x: F.softplus(x, beta=2.0, threshold=3.0)),
     "elu": (lambda t: openacl.ops.elu(t, 0.5, 2.0, 1.5),
             lambda x: torch.ops.aten.elu(x, 0.5, 2.0, 1.5)),
+    "selu": (lambda t: openacl.ops.selu(t), torch.selu),
+    "celu": (lambda t: openacl.ops.celu(t, 1.5), lambda x: F.celu(x, 1.5)),
+    "celu_negative_alpha": (lambda t: openacl.ops.celu(t, -2.0), lambda x: F.celu(x, -2.0)),
+    "swish": (lambda t: openacl.ops.swish(t, 1.7), lambda x: x * torch.sigmoid(1.7 * x)),
+    "swish_null_beta": (lambda t: openacl.ops.swish(t, None), F.silu),
+    "fast_gelu": (lambda t: openacl.ops.fast_gelu(t), lambda x: x / (1 + torch.exp(-1.702 * x))),
+    "squared_relu": (lambda t: openacl.ops.squared_relu(t), lambda x: torch.relu(x) ** 2),
+    "log_sigmoid": (lambda t: openacl.ops.log_sigmoid(t), F.logsigmoid),
+    "softshrink": (lambda t: openacl.ops.softshrink(t, 1.5), lambda x: F.softshrink(x, 1.5)),
+    "hardshrink": (lambda t: openacl.ops.hardshrink(t, 1.5), lambda x: F.hardshrink(x, 1.5)),
+    "threshold": (lambda t: openacl.ops.threshold(t, 0.5, -3.0),
+                  lambda x: F.threshold(x, 0.5, -3.0)),
 }
 
 
@@ -466,3 +478,247 @@ def test_softplus_nan_threshold_computes_everywhere():
     wide = np.array([700.0, 710.0], np.float64)
     result = openacl.ops.softplus(_dev(wide), 1.0, 1000.0).numpy()
     assert result[0] == pytest.approx(700.0) and np.isinf(result[1])
+
+
+# -- Erfinv, Selu on integers, Heaviside, AddRelu, in-place forms of the new operators ----------
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_erfinv_matches_torch(dtype):
+    a = random_array((5, 40), dtype, np.random.default_rng(31), -0.999, 0.999)
+    assert_close(openacl.ops.erfinv(_dev(a)).numpy(), _golden(torch.erfinv, a), f"{dtype}")
+    edges = np.array([1.0, -1.0, 0.0, 1.5, np.nan, 1 - 2.0 ** -20, -(1 - 2.0 ** -20)], dtype)
+    assert_close(openacl.ops.erfinv(_dev(edges)).numpy(), _golden(torch.erfinv, edges))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.bool_], ids=str)
+def test_erfinv_of_integers_is_float32(dtype):
+    a = np.array([0, 1, 1, 0], dtype) if dtype == np.bool_ else np.array([-1, 0, 1, 2], dtype)
+    result = openacl.ops.erfinv(_dev(a)).numpy()
+    golden = torch.erfinv(torch.from_numpy(a))
+    assert result.dtype == np.float32
+    assert_close(result, golden.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8], ids=str)
+def test_selu_integers_truncate_the_float_result(dtype):
+    a = np.arange(-4, 5, dtype=dtype)
+    golden = torch.selu(torch.from_numpy(a).double()).to(torch.int32).numpy().astype(dtype)
+    np.testing.assert_array_equal(openacl.ops.selu(_dev(a)).numpy(), golden)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), FLOATS[0], FLOATS[1]], ids=str)
+def test_heaviside_broadcasts(dtype):
+    rng = np.random.default_rng(32)
+    x = np.round(random_array((3, 1, 5), dtype, rng, -2, 2).astype(np.float32)).astype(dtype)
+    x[0, 0, 0] = np.nan
+    values = random_array((4, 5), dtype, rng)
+    golden = torch.heaviside(to_torch(x).double(), to_torch(values).double()).to(
+        to_torch(x).dtype)
+    assert_close(openacl.ops.heaviside(_dev(x), _dev(values)).numpy(), from_torch(golden))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, FLOATS[1], np.int32, np.int8, np.uint8,
+                                   np.int64], ids=str)
+def test_add_relu_matches_torch(dtype):
+    rng = np.random.default_rng(33)
+    a, b = random_array((4, 6), dtype, rng, -5, 5), random_array((6,), dtype, rng, 0, 5)
+    alpha = 2 if np.dtype(dtype).kind in "iu" else 0.5
+    wide = torch.float64 if np.dtype(dtype).kind not in "iu" else torch.int64
+    golden = torch.relu(to_torch(a).to(wide) + alpha * to_torch(b).to(wide))
+    golden = from_torch(golden.to(to_torch(a).dtype))
+    result = openacl.ops.add_relu(_dev(a), _dev(b), alpha).numpy()
+    if np.dtype(dtype).kind in "iu":
+        np.testing.assert_array_equal(result, golden)
+    else:
+        assert_close(result, golden)
+
+
+NEW_INPLACE = {
+    "inplace_selu": ((), torch.selu),
+    "inplace_celu": ((0.8,), lambda x: F.celu(x, 0.8)),
+    "inplace_threshold": ((0.5, 7.0), lambda x: F.threshold(x, 0.5, 7.0)),
+    "inplace_erfinv": ((), lambda x: torch.erfinv(x / 6)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_INPLACE))
+def test_new_inplace_variants(name):
+    extra, reference = NEW_INPLACE[name]
+    a = random_array((4, 5), np.float32, np.random.default_rng(34), -5, 5)
+    if name == "inplace_erfinv":
+        a = a / np.float32(6)
+        reference = torch.erfinv
+    target = _dev(a)
+    assert getattr(openacl.ops, name)(target, *extra) is target
+    assert_close(target.numpy(), _golden(reference, a), name)
+    other = _dev(np.ones(5, np.float32))
+    target = _dev(a)
+    openacl.ops.inplace_add_relu(target, other, -1.0)
+    assert_close(target.numpy(), _golden(lambda x: torch.relu(x - 1), a))
+
+
+def test_log_sigmoid_forward_and_signatures():
+    a = random_array((3, 4), np.float32, np.random.default_rng(35), -30, 30)
+    out = openacl.empty((3, 4), np.float32)
+    buffer = openacl.empty((3, 4), np.float32)
+    source = _dev(a)
+    ws, exe = aclnn.log_sigmoid_forward_get_workspace_size(source, out, buffer)
+    aclnn.log_sigmoid_forward(0, ws, exe, 0)
+    assert_close(out.numpy(), _golden(F.logsigmoid, a))
+    assert list(aclnn.celu_get_workspace_size.__signature__.parameters) == [
+        "self", "alpha", "out"]
+    assert list(aclnn.squared_relu_get_workspace_size.__signature__.parameters) == [
+        "input", "out"]
+    assert list(aclnn.inplace_celu_get_workspace_size.__signature__.parameters) == [
+        "selfRef", "alpha"]
+
+
+def test_new_forward_errors():
+    x = _dev(np.ones((2, 4), np.float32))
+    out = openacl.empty((2, 4), np.float32)
+    zero = openacl.create_scalar(0.0, openacl.ACL_FLOAT)
+    ints = _dev(np.ones((2, 4), np.int32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "alpha", aclnn.celu_get_workspace_size, x, zero, out)
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "alpha", aclnn.celu_get_workspace_size, x, None, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "lambd", aclnn.softshrink_get_workspace_size, x,
+            openacl.create_scalar(-0.5, openacl.ACL_FLOAT), out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", aclnn.swish_get_workspace_size, ints, None,
+            openacl.empty((2, 4), np.int32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "out", aclnn.selu_get_workspace_size, x,
+            openacl.empty((2, 4), np.float16))  # Selu: out dtype must equal self's
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", aclnn.selu_get_workspace_size,
+            _dev(np.ones(3, np.int16)), openacl.empty((3,), np.int16))
+    _raises(ACLNN_ERR_PARAM_INVALID, "out", aclnn.erfinv_get_workspace_size, x,
+            openacl.empty((2, 4), np.int32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "values", aclnn.heaviside_get_workspace_size, x,
+            _dev(np.ones(3, np.float32)), out)  # shapes do not broadcast
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "other", aclnn.add_relu_get_workspace_size, x, None,
+            zero, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "threshold", aclnn.threshold_get_workspace_size,
+            ints, openacl.create_scalar(1 + 1j, openacl.ACL_COMPLEX64), zero, out)
+
+
+# -- gated activations ----------------------------------------------------------------------
+def _gated_golden(fn, a, *args):
+    wide = to_torch(a).double()
+    results = fn(wide, *args)
+    if isinstance(results, tuple):
+        return [from_torch(r.to(to_torch(a).dtype)) for r in results]
+    return from_torch(results.to(to_torch(a).dtype))
+
+
+def _situ_reference(x, dim, beta, linear_beta, left):
+    dim %= x.dim()
+    merged = x.reshape(int(np.prod(x.shape[:dim])), -1)
+    first, second = merged.chunk(2, 1)
+    gate, up = (first, second) if left else (second, first)
+    up = linear_beta * torch.tanh(up / linear_beta) if linear_beta > 0 else up
+    shape = list(x.shape)
+    shape[dim] //= 2
+    return (beta * torch.tanh(gate / beta) * torch.sigmoid(gate) * up).reshape(shape)
+
+
+def _clipped_reference(x, groups, dim, alpha, limit, bias, interleaved):
+    dim %= x.dim()
+    merged = x.reshape(int(np.prod(x.shape[:dim])), -1)
+    rows = min(int(groups.sum()), merged.shape[0]) if groups is not None else merged.shape[0]
+    part = merged[:rows]
+    a, b = (part[:, ::2], part[:, 1::2]) if interleaved else part.chunk(2, 1)
+    a = a.clamp(max=limit)
+    result = torch.zeros(merged.shape[0], merged.shape[1] // 2, dtype=x.dtype)
+    result[:rows] = a * torch.sigmoid(alpha * a) * (b.clamp(-limit, limit) + bias)
+    shape = list(x.shape)
+    shape[dim] //= 2
+    return result.reshape(shape)
+
+
+GATED = {
+    "glu": (lambda t: openacl.ops.glu(t, 1), lambda x: F.glu(x, 1)),
+    "swi_glu": (lambda t: openacl.ops.swi_glu(t, -1),
+                lambda x: F.silu(x.chunk(2, -1)[0]) * x.chunk(2, -1)[1]),
+    "ge_glu": (lambda t: openacl.ops.ge_glu(t, 0, 0),
+               lambda x: (x.chunk(2, 0)[0] * F.gelu(x.chunk(2, 0)[1]),
+                          F.gelu(x.chunk(2, 0)[1]))),
+    "ge_glu_v3_left_tanh": (
+        lambda t: openacl.ops.ge_glu_v3(t, 2, 1, True),
+        lambda x: (F.gelu(x.chunk(2, 2)[0], approximate="tanh") * x.chunk(2, 2)[1],
+                   F.gelu(x.chunk(2, 2)[0], approximate="tanh"))),
+    "gelu_mul_tanh": (lambda t: openacl.ops.gelu_mul(t, "tanh"),
+                      lambda x: F.gelu(x.chunk(2, -1)[0], approximate="tanh")
+                      * x.chunk(2, -1)[1]),
+    "gelu_mul_none": (lambda t: openacl.ops.gelu_mul(t, None),
+                      lambda x: F.gelu(x.chunk(2, -1)[0]) * x.chunk(2, -1)[1]),
+    "situ_glu": (lambda t: openacl.ops.situ_glu(t, 1, 1.5, 2.0, False),
+                 lambda x: _situ_reference(x, 1, 1.5, 2.0, False)),
+    "situ_glu_plain_up": (lambda t: openacl.ops.situ_glu(t, -1, 0.5, 0.0, True),
+                          lambda x: _situ_reference(x, -1, 0.5, 0.0, True)),
+    "clipped_swiglu": (lambda t: openacl.ops.clipped_swiglu(t, None, 1, 1.702, 2.0, 1.0, True),
+                       lambda x: _clipped_reference(x, None, 1, 1.702, 2.0, 1.0, True)),
+    "clipped_swiglu_halves": (
+        lambda t: openacl.ops.clipped_swiglu(t, None, -1, 1.5, 3.0, 0.5, False),
+        lambda x: _clipped_reference(x, None, -1, 1.5, 3.0, 0.5, False)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATED))
+@pytest.mark.parametrize("dtype", FLOATS[:3], ids=str)
+def test_gated_matches_torch(name, dtype):
+    run, reference = GATED[name]
+    a = random_array((4, 6, 8), dtype, np.random.default_rng(36), -4, 4)
+    result = run(_dev(a))
+    results = [r.numpy() for r in result] if isinstance(result, tuple) else [result.numpy()]
+    goldens = _gated_golden(reference, a)
+    goldens = goldens if isinstance(goldens, list) else [goldens]
+    for ours, golden in zip(results, goldens, strict=True):
+        assert_close(ours, golden, f"{name} {dtype}")
+
+
+def test_glu_float64_and_fatrelu_mul():
+    a = random_array((3, 10), np.float64, np.random.default_rng(37))
+    assert_close(openacl.ops.glu(_dev(a), -1).numpy(), F.glu(torch.from_numpy(a), -1).numpy())
+    for dtype in FLOATS[:3]:
+        x = random_array((5, 8), dtype, np.random.default_rng(38))
+        limit = np.array([0.25], dtype)
+        golden = _gated_golden(lambda t: torch.where(t.chunk(2, -1)[0] < 0.25, 0.0,
+                                                     t.chunk(2, -1)[0]) * t.chunk(2, -1)[1], x)
+        assert_close(openacl.ops.fatrelu_mul(_dev(x), _dev(limit)).numpy(), golden, str(dtype))
+
+
+def test_clipped_swiglu_group_index_zeroes_the_rest():
+    a = random_array((6, 4, 8), np.float32, np.random.default_rng(39), -9, 9)
+    groups = np.array([1, 2], np.int64)
+    result = openacl.ops.clipped_swiglu(_dev(a), _dev(groups), 1, 1.702, 7.0, 1.0, True)
+    golden = _clipped_reference(torch.from_numpy(a).double(), torch.from_numpy(groups), 1,
+                                1.702, 7.0, 1.0, True)
+    assert_close(result.numpy(), golden.float().numpy())
+    assert not result.numpy()[3:].any()
+
+
+def test_gated_errors():
+    x = _dev(np.ones((2, 5), np.float32))
+    even = _dev(np.ones((2, 4), np.float32))
+    half = openacl.empty((2, 2), np.float32)
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", aclnn.glu_get_workspace_size, x, -1,
+            openacl.empty((2, 2), np.float32))  # odd split
+    _raises(ACLNN_ERR_PARAM_INVALID, "dim", aclnn.glu_get_workspace_size, even, 2, half)
+    _raises(ACLNN_ERR_PARAM_INVALID, "out", aclnn.glu_get_workspace_size, even, -1,
+            openacl.empty((2, 4), np.float32))
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "outGelu", aclnn.ge_glu_get_workspace_size, even, -1, 1,
+            half, None)
+    _raises(ACLNN_ERR_PARAM_INVALID, "approximate", aclnn.ge_glu_get_workspace_size, even, -1,
+            2, half, openacl.empty((2, 2), np.float32))
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", aclnn.ge_glu_get_workspace_size,
+            _dev(np.ones((2, 4), np.float64)), -1, 1, openacl.empty((2, 2), np.float64),
+            openacl.empty((2, 2), np.float64))
+    _raises(ACLNN_ERR_PARAM_INVALID, "approximateOptional", aclnn.gelu_mul_get_workspace_size,
+            even, "erf", half)
+    _raises(ACLNN_ERR_PARAM_INVALID, "input", aclnn.gelu_mul_get_workspace_size,
+            _dev(np.ones(4, np.float32)), None, openacl.empty((2,), np.float32))  # 1-d
+    _raises(ACLNN_ERR_PARAM_INVALID, "threshold", aclnn.fatrelu_mul_get_workspace_size, even,
+            _dev(np.ones(2, np.float32)), half)
+    _raises(ACLNN_ERR_PARAM_INVALID, "limit", aclnn.clipped_swiglu_get_workspace_size, even,
+            None, -1, 1.0, 0.0, 1.0, True, half)
+    _raises(ACLNN_ERR_PARAM_INVALID, "groupIndexOptional",
+            aclnn.clipped_swiglu_get_workspace_size, even, _dev(np.ones(2, np.int32)), -1,
+            1.0, 7.0, 1.0, True, half)
+    _raises(ACLNN_ERR_PARAM_INVALID, "x", aclnn.situ_glu_get_workspace_size, x, -1, 1.0, 0.0,
+            True, openacl.empty((2, 2), np.float32))

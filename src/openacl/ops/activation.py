@@ -26,7 +26,14 @@ import numpy as np
 from openacl.ops import native, promotion
 from openacl.ops._special import NORMAL_TAIL_CLAMP, erf, erfc, normal_lower_tail
 from openacl.ops.arithmetic import _binary, _operand
-from openacl.ops.call import COMPLEX_DTYPES, FLOAT_DTYPES, Call, Kernel, array_module
+from openacl.ops.call import (
+    COMPLEX_DTYPES,
+    FLOAT_DTYPES,
+    NUMERIC_DTYPES,
+    Call,
+    Kernel,
+    array_module,
+)
 from openacl.ops.fpstate import ignore_floating_point, quiet
 from openacl.ops.registry import register, register_inplace
 
@@ -174,7 +181,7 @@ def fast_gelu(x: np.ndarray) -> np.ndarray:
 
 def _squared_relu(x: np.ndarray) -> np.ndarray:
     positive = _relu(x)
-    return np.multiply(positive, positive, out=positive)
+    return positive * positive
 
 
 def log_sigmoid(x: np.ndarray) -> np.ndarray:
@@ -499,6 +506,8 @@ def threshold(c: Call) -> Kernel:
     """``x`` where ``x > threshold``, else ``value``; the result dtype is self's promoted
     with both scalars (NaN stays NaN, as in torch)."""
     c.check_dtype("self", THRESHOLD_DTYPES)
+    for name in ("threshold", "value"):
+        c.check_dtype(name, NUMERIC_DTYPES)
     dtype = c.result_type("self", "threshold", "value")
     c.check_dtype("self", THRESHOLD_DTYPES, dtype)
     c.check_out("out", c.tensor("self").shape, dtype)
