@@ -21,7 +21,12 @@ from op_harness import (
     to_torch,
 )
 from openacl import aclnn
-from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+from openacl.errors import (
+    ACLNN_ERR_INNER_TILING_ERROR,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+    AclError,
+)
 
 ALL = FLOATS + INTS + BOOL  # the dtypes torch and numpy share
 RNG = np.random.default_rng(7)
@@ -337,6 +342,195 @@ def test_tril_triu_match_torch(dtype):
            argument="self")
 
 
+# -- Stack, Flatten, SliceV2, StridedSliceAssignV2, ChannelShuffle, UnfoldGrad ------------------
+@pytest.mark.parametrize("dtype", ALL + [np.dtype(np.complex128)], ids=str)
+def test_stack_matches_torch(dtype):
+    parts = [_data((2, 3), dtype, -4 - k, 4 + k) for k in range(3)]
+    for dim in (0, 1, 2, -1, -3):
+        golden = from_torch(torch.stack([to_torch(p) for p in parts], dim))
+        inputs = [strided(parts[0], "step"), _dev(parts[1]), strided(parts[2], "transpose")]
+        _exact(openacl.ops.stack(inputs, dim).numpy(), golden, f"dim {dim}")
+
+
+def test_stack_promotes_zero_dim_two_phase_and_errors():
+    a, b = _data((3,), np.int32), _data((3,), np.float16)
+    golden = from_torch(torch.stack([to_torch(a), to_torch(b)], 1))
+    _exact(openacl.ops.stack([_dev(a), _dev(b)], 1).numpy(), golden)
+    scalars = [_dev(np.array(v, np.int64)) for v in (1, 2)]
+    _exact(openacl.ops.stack(scalars, 0).numpy(), np.array([1, 2], np.int64))
+    out = strided(np.zeros((2, 3), np.float64), "step")
+    _two_phase("stack", [_dev(a), _dev(a)], 0, out)
+    _exact(out.numpy(), np.stack([a, a]).astype(np.float64))
+    good = openacl.empty((2, 3), np.int32)
+    _error(lambda: aclnn.stack_get_workspace_size(None, 0, good), ACLNN_ERR_PARAM_NULLPTR,
+           "tensors")
+    _error(lambda: aclnn.stack_get_workspace_size([_dev(a), _dev(np.ones(4, np.int32))], 0,
+                                                  good), argument="tensors")
+    _error(lambda: aclnn.stack_get_workspace_size([_dev(a), _dev(a)], 2, good), argument="dim")
+    _error(lambda: aclnn.stack_get_workspace_size([_dev(a), _dev(a)], 0,
+                                                  openacl.empty((3, 2), np.int32)),
+           argument="out")
+    _error(lambda: aclnn.stack_get_workspace_size([_dev(b), _dev(b)], 0, good), argument="out")
+
+
+FLATTEN_SUPPORTED = [d for d in ALL if d != np.dtype(np.float64)]
+
+
+@pytest.mark.parametrize("dtype", FLATTEN_SUPPORTED, ids=str)
+def test_flatten_matches_onnx_flatten(dtype):
+    values = _data((2, 3, 4, 5), dtype)
+    t = to_torch(values)
+    for axis in range(-4, 4):
+        rows = int(np.prod(values.shape[:axis % 4]))
+        golden = from_torch(t.reshape(rows, -1))
+        _exact(openacl.ops.flatten(strided(values, "transpose"), axis).numpy(), golden,
+               f"axis {axis}")
+    _exact(openacl.ops.flatten(_dev(values[0, 0, 0]), 0).numpy(), values[0, 0, 0][None, :])
+    _exact(openacl.ops.flatten(_dev(values[0, 0, 0, 0]), -1).numpy(),
+           values[0, 0, 0, 0].reshape(1, 1))
+
+
+def test_flatten_errors():
+    x = _dev(np.ones((2, 3), np.float32))
+    out = openacl.empty((2, 3), np.float32)
+    _error(lambda: aclnn.flatten_get_workspace_size(None, 1, out), ACLNN_ERR_PARAM_NULLPTR,
+           "self")
+    _error(lambda: aclnn.flatten_get_workspace_size(x, 2, out), argument="axis")
+    _error(lambda: aclnn.flatten_get_workspace_size(_dev(np.ones(3, np.float32)), 1, out),
+           argument="axis")
+    _error(lambda: aclnn.flatten_get_workspace_size(x, 0, out), argument="out")
+    _error(lambda: aclnn.flatten_get_workspace_size(x, 1, openacl.empty((2, 3), np.int32)),
+           argument="out")
+    _error(lambda: aclnn.flatten_get_workspace_size(_dev(np.ones((2, 3))), 1, out),
+           argument="self")
+
+
+@pytest.mark.parametrize("dtype", SLICE_SUPPORTED, ids=str)
+def test_slice_v2_matches_torch(dtype):
+    values = _data((5, 6, 7), dtype)
+    t = to_torch(values)
+    cases = [([1, -3], [100, -1], [0, 2], [1, 2]), ([0], [4], [-2], [3]),
+             ([-9, 2, 6], [9, 2, 3], [1, 0, 2], [2, 1, 1]), ([], [], [], [])]
+    for starts, ends, axes, steps in cases:
+        index = [slice(None)] * 3
+        for s, e, a, p in zip(starts, ends, axes, steps, strict=True):
+            index[a] = slice(s, e, p)
+        golden = from_torch(t[tuple(index)])
+        result = openacl.ops.slice_v2(strided(values, "step"), starts, ends, axes, steps)
+        _exact(result.numpy(), golden, str((starts, ends, axes, steps)))
+
+
+def test_slice_v2_errors():
+    x = _dev(np.ones((4, 5), np.float32))
+    out = openacl.empty((2, 5), np.float32)
+    call = aclnn.slice_v2_get_workspace_size
+    _error(lambda: call(x, None, [2], [0], [1], out), ACLNN_ERR_PARAM_NULLPTR, "starts")
+    _error(lambda: call(x, [0], [2, 3], [0], [1], out), argument="ends")
+    _error(lambda: call(x, [0, 0], [2, 2], [0, -2], [1, 1], out), argument="axes")
+    _error(lambda: call(x, [0], [2], [2], [1], out), argument="axes")
+    _error(lambda: call(x, [0], [2], [0], [0], out), argument="steps")
+    _error(lambda: call(x, [0], [3], [0], [1], out), argument="out")
+    _error(lambda: call(_dev(np.ones((4, 5))), [0], [2], [0], [1], out), argument="self")
+
+
+STRIDED_ASSIGN = [np.dtype(t) for t in (np.float16, np.float32, np.int32, np.int64, np.float64,
+                                        np.int8)] + [BF16]
+
+
+@pytest.mark.parametrize("dtype", STRIDED_ASSIGN, ids=str)
+def test_strided_slice_assign_v2_matches_torch(dtype):
+    values = _data((6, 5, 4), dtype)
+    cases = [([1, 0], [6, 3], [2, 1], [0, 1]), ([-3, 1], [100, 3], [1, 1], [-1, 0]),
+             ([0, 0, 0], [6, 5, 4], [3, 2, 1], None)]
+    for begin, end, strides, axes in cases:
+        golden = to_torch(values).clone()
+        index = [slice(None)] * 3
+        for b, e, s, a in zip(begin, end, strides, axes or range(len(begin)), strict=True):
+            index[a] = slice(b, e, s)
+        window = golden[tuple(index)]
+        update = _data(tuple(window.shape), dtype, 10, 20)
+        golden[tuple(index)] = to_torch(update)
+        target = strided(values, "transpose")
+        _two_phase("strided_slice_assign_v2", target, _dev(update), begin, end, strides, axes)
+        _exact(target.numpy(), from_torch(golden), str((begin, end, strides, axes)))
+
+
+def test_strided_slice_assign_v2_errors():
+    var = _dev(np.zeros((4, 6), np.float32))
+    value = _dev(np.ones((2, 6), np.float32))
+    call = aclnn.strided_slice_assign_v2_get_workspace_size
+    _error(lambda: call(None, value, [0], [2], [1], [0]), ACLNN_ERR_PARAM_NULLPTR, "varRef")
+    _error(lambda: call(var, None, [0], [2], [1], [0]), ACLNN_ERR_PARAM_NULLPTR, "inputValue")
+    _error(lambda: call(var, value, [0], [3], [1], [0]), argument="inputValue")
+    _error(lambda: call(var, _dev(np.ones((2, 3), np.float32)), [0], [6], [2], [1]),
+           argument="strides")  # the last dim's stride must be 1
+    _error(lambda: call(var, _dev(np.ones((2, 6), np.float16)), [0], [2], [1], [0]),
+           argument="inputValue")
+    _error(lambda: call(var, value, [0], [2], [1], [0, 1]), argument="axesOptional")
+    _error(lambda: call(_dev(np.zeros((4, 6), np.uint8)), _dev(np.ones((2, 6), np.uint8)), [0],
+                        [2], [1], [0]), argument="varRef")
+
+
+SHUFFLE_SUPPORTED = [d for d in ALL if d != BF16] + [np.dtype(np.complex64)]
+
+
+@pytest.mark.parametrize("dtype", SHUFFLE_SUPPORTED, ids=str)
+def test_channel_shuffle_matches_torch(dtype):
+    for shape, groups in (((2, 6, 3), 3), ((1, 8, 2, 3), 2), ((2, 6, 1, 2, 2), 6),
+                          ((1, 4, 2), 1)):
+        values = _data(shape, dtype)
+        t = to_torch(values)
+        golden = from_torch(t.reshape(shape[0], groups, shape[1] // groups, *shape[2:])
+                            .transpose(1, 2).reshape(shape))
+        if dtype.kind in "f":
+            torch_shuffled = from_torch(torch.nn.ChannelShuffle(groups)(t))
+            _exact(golden, torch_shuffled)
+        _exact(openacl.ops.channel_shuffle(strided(values, "step"), groups).numpy(), golden)
+
+
+def test_channel_shuffle_errors():
+    x = _dev(np.ones((1, 6, 2), np.float32))
+    call = aclnn.channel_shuffle_get_workspace_size
+    _error(lambda: call(None, 2, x), ACLNN_ERR_PARAM_NULLPTR, "self")
+    _error(lambda: call(x, 4, x), argument="groups")
+    _error(lambda: call(x, 0, x), argument="groups")
+    _error(lambda: call(_dev(np.ones((6, 2), np.float32)), 2, x), argument="self")
+    _error(lambda: call(x, 2, openacl.empty((1, 6, 2), np.float16)), argument="out")
+    _error(lambda: call(x, 2, openacl.empty((1, 2, 6), np.float32)), argument="out")
+
+
+UNFOLD_CASES = [((7,), 0, 2, 2), ((3, 10), 1, 3, 2), ((3, 10), 1, 4, 1), ((6, 4, 3), 1, 2, 1),
+                ((5, 9), 0, 2, 3), ((2, 9, 4), 2, 4, 5), ((4, 12), 1, 12, 1)]
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16, np.dtype(np.float32)], ids=str)
+def test_unfold_grad_matches_autograd(dtype):
+    rng = np.random.default_rng(3)
+    for sizes, dim, size, step in UNFOLD_CASES:
+        leaf = torch.zeros(sizes, dtype=torch.float64, requires_grad=True)
+        windows = leaf.unfold(dim, size, step)
+        grad = rng.uniform(-3, 3, windows.shape).astype(np.float32).astype(dtype)
+        windows.backward(torch.from_numpy(grad.astype(np.float64)))
+        golden = leaf.grad.numpy().astype(dtype)
+        result = openacl.ops.unfold_grad(strided(grad, "step"), list(sizes), dim, size, step)
+        assert_close(result.numpy(), golden, str((sizes, dim, size, step)))
+
+
+def test_unfold_grad_errors():
+    grad = _dev(np.ones((3, 4, 3), np.float32))  # inputSizes (3, 10), dim 1, size 3, step 2
+    out = openacl.empty((3, 10), np.float32)
+    call = aclnn.unfold_grad_get_workspace_size
+    _two_phase("unfold_grad", grad, [3, 10], 1, 3, 2, out)
+    _error(lambda: call(None, [3, 10], 1, 3, 2, out), ACLNN_ERR_PARAM_NULLPTR, "gradOut")
+    _error(lambda: call(grad, [3, 10], 1, 3, 3, out), ACLNN_ERR_INNER_TILING_ERROR, "gradOut")
+    _error(lambda: call(grad, [3, 10], 1, 11, 2, out), ACLNN_ERR_INNER_TILING_ERROR, "size")
+    _error(lambda: call(grad, [3, 10], 1, 3, 0, out), ACLNN_ERR_INNER_TILING_ERROR, "step")
+    _error(lambda: call(grad, [2, 3, 10], 0, 3, 2, out), ACLNN_ERR_INNER_TILING_ERROR, "dim")
+    _error(lambda: call(_dev(np.ones((3, 4, 3))), [3, 10], 1, 3, 2, out), argument="gradOut")
+    _error(lambda: call(grad, [3, 10], 1, 3, 2, openacl.empty((3, 10), np.float16)),
+           argument="gradIn")
+
+
 # -- gathers and scatters ---------------------------------------------------------------------
 GATHER_SUPPORTED = ALL
 
@@ -472,114 +666,7 @@ def test_inplace_scatter_update_errors():
                      match="offset 4")
 
 
-# -- padding ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", ALL, ids=str)
-def test_constant_pad_nd_matches_torch(dtype):
-    values = _data((2, 3, 4), dtype)
-    t, x = to_torch(values), strided(values, "transpose")
-    fill = True if dtype == np.bool_ else 2
-    for pad in ([1, 2], [0, 1, 2, 0], [1, -2, -1, 1, 0, 2], []):
-        golden = from_torch(F.pad(t, pad, mode="constant", value=fill))
-        _exact(openacl.ops.constant_pad_nd(x, pad, fill).numpy(), golden, str(pad))
-
-
-def test_constant_pad_nd_values_empty_and_errors():
-    x = _dev(np.ones((2, 2), np.int32))
-    _exact(openacl.ops.constant_pad_nd(x, [1, 0], 2.7).numpy(),
-           from_torch(F.pad(torch.ones(2, 2, dtype=torch.int32), [1, 0], value=2.7)))
-    empty = _dev(np.zeros((0, 2), np.float32))
-    _exact(openacl.ops.constant_pad_nd(empty, [0, 0, 1, 1], -1.0).numpy(),
-           np.full((2, 2), -1.0, np.float32))
-    out = openacl.empty((2, 3), np.int32)
-    zero = openacl.create_scalar(0, openacl.ACL_INT64)
-    _error(lambda: aclnn.constant_pad_nd_get_workspace_size(x, [1], zero, out), argument="pad")
-    _error(lambda: aclnn.constant_pad_nd_get_workspace_size(x, [1, 0, 0, 0, 0, 0], zero, out),
-           argument="pad")
-    _error(lambda: aclnn.constant_pad_nd_get_workspace_size(x, [-3, 0], zero, out),
-           argument="pad")
-    _error(lambda: aclnn.constant_pad_nd_get_workspace_size(x, [1, 0], None, out),
-           ACLNN_ERR_PARAM_NULLPTR, "value")
-    big = openacl.create_scalar(1000, openacl.ACL_INT64)
-    _error(lambda: aclnn.constant_pad_nd_get_workspace_size(
-        _dev(np.ones(2, np.int8)), [1, 0], big, openacl.empty((3,), np.int8)), argument="value")
-    _error(lambda: aclnn.constant_pad_nd_get_workspace_size(x, [1, 1], zero, out),
-           argument="out")
-
-
-@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=str)
-def test_reflection_pad2d_matches_torch(dtype):
-    values = _data((2, 3, 4, 5), dtype)
-    t, x = to_torch(values), strided(values, "step")
-    for padding in ([1, 2, 3, 0], [4, 4, 3, 3], [-1, 2, 1, -2]):
-        golden = t.double() if dtype.kind in "iu" or dtype == np.bool_ else t
-        golden = F.pad(golden, padding, mode="reflect").to(t.dtype)  # torch: floats only
-        _exact(openacl.ops.reflection_pad2d(x, padding).numpy(), from_torch(golden),
-               str(padding))
-    three = values[0]
-    _exact(openacl.ops.reflection_pad2d(_dev(three), [2, 1, 0, 3]).numpy(),
-           from_torch(F.pad(t[0].double(), [2, 1, 0, 3], mode="reflect").to(t.dtype)))
-    flags = np.array([[[True, False, False]]])
-    _exact(openacl.ops.reflection_pad2d(_dev(flags), [2, 2, 0, 0]).numpy(),
-           np.pad(flags, [(0, 0), (0, 0), (2, 2)], mode="reflect"))
-
-
-def test_reflection_pad2d_errors():
-    x = _dev(np.ones((1, 3, 4), np.float32))
-    out = openacl.empty((1, 3, 6), np.float32)
-    _error(lambda: aclnn.reflection_pad2d_get_workspace_size(x, [1, 1], out), argument="padding")
-    _error(lambda: aclnn.reflection_pad2d_get_workspace_size(x, [4, 0, 0, 0], out),
-           argument="padding")
-    _error(lambda: aclnn.reflection_pad2d_get_workspace_size(x, [0, 0, 3, 0], out),
-           argument="padding")
-    _error(lambda: aclnn.reflection_pad2d_get_workspace_size(_dev(np.ones((3, 4), np.float32)),
-                                                             [1, 1, 0, 0], out), argument="self")
-    _error(lambda: aclnn.reflection_pad2d_get_workspace_size(x, [1, 1, 0, 0],
-                                                             openacl.empty((1, 3, 7), np.float32)),
-           argument="out")
-    assert openacl.ops.reflection_pad2d(_dev(np.zeros((0, 1, 3, 3), np.float32)),
-                                        [1, 1, 1, 1]).numpy().shape == (0, 1, 5, 5)
-
-
-# -- fills and generators ---------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", ALL + [np.dtype(np.complex64)], ids=str)
-def test_inplace_fill_scalar_and_zero(dtype):
-    values = _data((3, 4), dtype)
-    value = True if dtype == np.bool_ else (1.5 - 2j if dtype.kind == "c" else 3)
-    target = strided(values, "transpose")
-    scalar = openacl.create_scalar(value, openacl.dtypes.from_numpy_dtype(
-        np.dtype(np.bool_) if dtype == np.bool_ else
-        (np.dtype(np.complex64) if dtype.kind == "c" else np.dtype(np.int64))))
-    _two_phase("inplace_fill_scalar", target, scalar)
-    _exact(target.numpy(), np.full((3, 4), value, dtype))
-    _two_phase("inplace_zero", target)
-    _exact(target.numpy(), np.zeros((3, 4), dtype))
-
-
-def test_fill_casts_like_torch_and_errors():
-    ints = _dev(np.ones(3, np.int32))
-    _exact(openacl.ops.inplace_fill_scalar(ints, 2.7).numpy(),
-           from_torch(torch.ones(3, dtype=torch.int32).fill_(2.7)))
-    zero_dim = _dev(np.array(1.0, np.float16))
-    _exact(openacl.ops.inplace_fill_scalar(zero_dim, -0.5).numpy(), np.array(-0.5, np.float16))
-    empty = _dev(np.zeros((0,), np.float32))
-    assert openacl.ops.inplace_zero(empty).numpy().shape == (0,)
-    int8 = _dev(np.ones(2, np.int8))
-    _error(lambda: aclnn.inplace_fill_scalar_get_workspace_size(int8, openacl.create_scalar(
-        300, openacl.ACL_INT64)), argument="value")
-    _error(lambda: aclnn.inplace_fill_scalar_get_workspace_size(_dev(np.ones(2, np.float16)),
-                                                                openacl.create_scalar(
-                                                                    1e6, openacl.ACL_FLOAT)),
-           argument="value")
-    _error(lambda: aclnn.inplace_fill_scalar_get_workspace_size(ints, openacl.create_scalar(
-        1j, openacl.ACL_COMPLEX64)), argument="value")
-    _error(lambda: aclnn.inplace_fill_scalar_get_workspace_size(ints, None),
-           ACLNN_ERR_PARAM_NULLPTR, "value")
-    _error(lambda: aclnn.inplace_zero_get_workspace_size(None), ACLNN_ERR_PARAM_NULLPTR,
-           "selfRef")
-    _error(lambda: aclnn.inplace_zero_get_workspace_size(_dev(np.ones(2, np.uint32))),
-           argument="selfRef")
-
-
+# -- generators ------------------------------------------------------------------------------
 ARANGE_CASES = [(0, 10, 3), (5, -3, -2), (1.5, 4.0, 0.5), (0, 1, 0.1), (-2.5, 2.5, 0.7),
                 (3, 3, 1)]
 

@@ -65,8 +65,14 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "conv": (
         "Convolution",
     ),
+    "conv_backward": (
+        "ConvolutionBackward",
+    ),
     "creation": (
         "Eye", "InplaceOne", "Linspace", "Range", "Repeat",
+    ),
+    "ctc_loss": (
+        "CtcLoss", "CtcLossBackward",
     ),
     "elementwise_math": (
         "InplaceLerp", "InplaceLerps", "InplaceNanToNum", "InplaceXLogYScalarOther",
@@ -103,15 +109,16 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "InplaceAddbmm", "InplaceAddmm", "InplaceBaddbmm", "Matmul", "Mm", "Mv",
     ),
     "loss": (
-        "BinaryCrossEntropy", "BinaryCrossEntropyWithLogits", "CrossEntropyLoss", "KlDiv",
-        "L1Loss", "Logit", "MseLoss", "MseLossOut", "NLLLoss", "NLLLoss2d", "SmoothL1Loss",
+        "BinaryCrossEntropy", "BinaryCrossEntropyWithLogits", "CrossEntropyLoss",
+        "FusedCrossEntropyLossWithMaxSum", "KlDiv", "L1Loss", "Logit", "MseLoss",
+        "MseLossOut", "MultilabelMarginLoss", "NLLLoss", "NLLLoss2d", "SmoothL1Loss",
         "SoftMarginLoss", "SoftmaxCrossEntropyWithLogits",
     ),
     "loss_backward": (
         "BinaryCrossEntropyBackward", "BinaryCrossEntropyWithLogitsBackward",
-        "CrossEntropyLossGrad", "KlDivBackward", "L1LossBackward", "LogitGrad",
-        "MseLossBackward", "NLLLoss2dBackward", "NLLLossBackward", "SmoothL1LossBackward",
-        "SoftMarginLossBackward",
+        "ChamferDistanceBackward", "CrossEntropyLossGrad", "KlDivBackward", "L1LossBackward",
+        "LogitGrad", "MseLossBackward", "NLLLoss2dBackward", "NLLLossBackward",
+        "SmoothL1LossBackward", "SoftMarginLossBackward",
     ),
     "masking": (
         "ClampMaxTensor", "ClampMinTensor", "DiagFlat", "Hardtanh", "InplaceClampMaxTensor",
@@ -144,6 +151,13 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "quantization": (
         "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DynamicQuant", "Quantize",
     ),
+    "random": (
+        "Bernoulli", "BernoulliTensor", "Dropout", "DropoutBackward", "DropoutDoMask",
+        "DropoutGenMask", "DropoutGenMaskV2", "DropoutGenMaskV2Tensor", "InplaceBernoulli",
+        "InplaceBernoulliTensor", "InplaceNormal", "InplaceNormalTensor", "InplaceRandom",
+        "InplaceRandomTensor", "InplaceUniform", "Multinomial", "MultinomialTensor",
+        "Randperm",
+    ),
     "reduction": (
         "All", "Amax", "Amin", "Any", "ArgMax", "ArgMin", "Argsort", "Cummax", "Cumsum",
         "CumsumV2", "Dot", "Max", "MaxDim", "MaxV2", "Mean", "MeanV2", "Min", "MinDim",
@@ -174,9 +188,14 @@ OPERATORS: dict[str, tuple[str, ...]] = {
 def _fresh_table() -> str:
     """The table as the families register it now (imports every family)."""
     import collections
+    import importlib
     import textwrap
 
+    from openacl.ops import FAMILIES
     from openacl.ops.registry import REGISTRY, builtin_module
+
+    for family in FAMILIES:  # a new family module is in no table yet: import it by name
+        importlib.import_module(f"openacl.ops.{family}")
 
     families = collections.defaultdict(list)
     for name, op in REGISTRY.items():

@@ -263,7 +263,7 @@ def stack(c: Call) -> Kernel:
     def kernel(v) -> None:
         out = v["out"]
         for i, array in enumerate(v["tensors"]):
-            _copy(out[(slice(None),) * dim + (i,)], array)
+            _copy(out[(slice(None),) * dim + (i, Ellipsis)], array)  # (a view, even 0-dim)
     return kernel
 
 
@@ -360,10 +360,9 @@ def _strided_windows(c: Call, shape: tuple[int, ...], names: tuple[str, str, str
     begins, ends, steps = (list(c[n]) for n in (begin_name, end_name, step_name))
     axes_value = c[axes_name]
     axes = list(range(len(begins))) if axes_value is None else list(axes_value)
-    if not len(begins) == len(ends) == len(steps) == len(axes):
-        raise c.fail(axes_name if axes_value is not None else end_name,
-                     f"{begin_name}, {end_name}, {step_name} and {axes_name} must hold as "
-                     f"many entries ({len(begins)}, {len(ends)}, {len(steps)}, {len(axes)})")
+    for name, items in ((end_name, ends), (step_name, steps), (axes_name, axes)):
+        if len(items) != len(begins):
+            raise c.fail(name, f"must hold as many entries as {begin_name} ({len(begins)})")
     axes = [c.normalize_dim(axes_name, a, len(shape)) for a in axes]
     if len(set(axes)) != len(axes):
         raise c.fail(axes_name, "an axis appears more than once")
