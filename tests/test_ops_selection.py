@@ -1,0 +1,207 @@
+"""The selection family (src/openacl/ops/selection.py) against PyTorch: aclnnNonzero,
+NonzeroV2, Unique, Unique2, UniqueDim, Median, MedianDim, NanMedian, NanMedianDim and
+Kthvalue.
+
+Values are compared exactly (selection moves values, it computes none); an index of a
+median or k-th value is checked to point at that value (torch leaves which of several
+equal values open), and on data without ties equals torch's. Data-sized outputs report
+their real shape as their view shape after the run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import openacl
+from op_harness import BF16, FLOATS, from_torch, random_array, to_torch
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
+INTS = [np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.int32, np.int64)]
+NONZERO_DTYPES = [*FLOATS, *INTS, np.dtype(np.bool_)]
+MEDIAN_DTYPES = [*FLOATS[:3], *INTS]
+RNG = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return openacl.to_device(np.asarray(array))
+
+
+def _exact(actual, golden) -> None:
+    actual, golden = np.asarray(actual), np.asarray(golden)
+    assert actual.shape == golden.shape, (actual.shape, golden.shape)
+    assert actual.dtype == golden.dtype, (actual.dtype, golden.dtype)
+    np.testing.assert_array_equal(actual.astype(np.float64), golden.astype(np.float64))
+
+
+def _refused(call, argument: str, code: int = ACLNN_ERR_PARAM_INVALID) -> None:
+    with pytest.raises(AclError) as info:
+        call()
+    assert info.value.code == code, info.value.message
+    assert f"'{argument}'" in info.value.message, info.value.message
+
+
+# -- Nonzero ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", NONZERO_DTYPES, ids=str)
+def test_nonzero_matches_torch(dtype):
+    for shape in [(3, 4, 5), (7,), (), (2, 0, 3)]:
+        x = random_array(shape, dtype, RNG, -1, 2)
+        want = torch.nonzero(to_torch(x)).numpy()
+        out = openacl.ops.nonzero(x)
+        assert out.shape == want.shape  # sized (numel, ndim), it now says (N, ndim)
+        _exact(out.numpy(), want)
+        _exact(openacl.ops.nonzero_v2(x).numpy(), want.T)
+
+
+def test_nonzero_reports_its_shape_through_the_two_phase_api():
+    x = np.array([[0, 1.5], [2, 0], [0, 0], [3, 4]], np.float32)
+    out = openacl.empty((8, 2), np.int64)  # CANN's example: numel rows
+    device_x = _dev(x)
+    workspace, executor = aclnn.nonzero_get_workspace_size(device_x, out)
+    aclnn.nonzero(0, workspace, executor, None)
+    openacl.rt.synchronize_device()
+    assert openacl.get_view_shape(out) == (4, 2)
+    _exact(out.numpy(), np.argwhere(x))
+    _refused(lambda: aclnn.nonzero_get_workspace_size(_dev(x), openacl.empty((8, 3), np.int64)),
+             "out")
+    _refused(lambda: aclnn.nonzero_get_workspace_size(_dev(x), openacl.empty((8, 2), np.int32)),
+             "out")
+    _refused(lambda: aclnn.nonzero_get_workspace_size(None, out), "self",
+             ACLNN_ERR_PARAM_NULLPTR)
+
+
+# -- Unique -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", NONZERO_DTYPES, ids=str)
+def test_unique_matches_torch(dtype):
+    x = random_array((4, 6), dtype, RNG, -3, 3)
+    values, inverse, counts = torch.unique(to_torch(x), return_inverse=True,
+                                           return_counts=True)
+    for sorted_ in (True, False):  # CANN leaves an unsorted order open: ascending here
+        got_values, got_inverse = openacl.ops.unique(x, sorted_, True)
+        _exact(got_values.numpy(), from_torch(values))
+        _exact(got_inverse.numpy(), inverse.numpy())
+    got = openacl.ops.unique2(x, True, True, True)
+    _exact(got[0].numpy(), from_torch(values))
+    _exact(got[1].numpy(), inverse.numpy())
+    _exact(got[2].numpy(), counts.numpy())
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, np.dtype(np.int32), np.dtype(np.bool_)],
+                         ids=str)
+def test_unique_dim_matches_torch(dtype):
+    base = random_array((3, 4), dtype, RNG, -1, 1)
+    x = np.concatenate([base, base[:, ::-1], base], 1)  # repeated columns
+    for dim in (0, 1, -1):
+        values, inverse, counts = torch.unique(to_torch(x), dim=dim, return_inverse=True,
+                                               return_counts=True)
+        got = openacl.ops.unique_dim(x, True, True, dim)
+        _exact(got[0].numpy(), from_torch(values))
+        _exact(got[1].numpy(), inverse.numpy())
+        _exact(got[2].numpy(), counts.numpy())
+
+
+def test_unique_refusals():
+    x = _dev(np.ones((2, 3), np.float32))
+    values, counts = openacl.empty((6,), np.float32), openacl.empty((6,), np.int64)
+    _refused(lambda: aclnn.unique_get_workspace_size(x, True, True, values,
+                                                     openacl.empty((6,), np.int64)),
+             "inverseOut")
+    _refused(lambda: aclnn.unique_get_workspace_size(x, True, True, openacl.empty(
+        (6,), np.float16), openacl.empty((2, 3), np.int64)), "valueOut")
+    _refused(lambda: aclnn.unique2_get_workspace_size(
+        x, True, True, True, values, openacl.empty((2, 3), np.int64), None), "countsOut",
+        ACLNN_ERR_PARAM_NULLPTR)
+    _refused(lambda: aclnn.unique_dim_get_workspace_size(
+        x, True, True, 2, openacl.empty((2, 3), np.float32), openacl.empty((3,), np.int64),
+        counts), "dim")
+    _refused(lambda: aclnn.unique_get_workspace_size(
+        _dev(np.ones(3, np.complex64)), True, True, openacl.empty((3,), np.complex64),
+        openacl.empty((3,), np.int64)), "self")
+
+
+# -- medians and kthvalue -----------------------------------------------------------------------
+def _points_at(index: np.ndarray, values: np.ndarray, x: np.ndarray, dim: int,
+               keepdim: bool) -> None:
+    """Each index picks its value (NaN where the value is NaN) out of ``x`` along ``dim``."""
+    picked_index = index if keepdim else np.expand_dims(index, dim)
+    picked = np.take_along_axis(x, picked_index, dim)
+    picked = picked if keepdim else np.squeeze(picked, dim)
+    np.testing.assert_array_equal(picked.astype(np.float64), values.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", MEDIAN_DTYPES, ids=str)
+def test_medians_match_torch(dtype):
+    x = random_array((5, 6, 7), dtype, RNG, -50, 50)
+    t = to_torch(x)
+    _exact(openacl.ops.median(x).numpy(), from_torch(torch.median(t)))
+    _exact(openacl.ops.nan_median(x).numpy(), from_torch(torch.nanmedian(t)))
+    for dim in (0, 1, -1):
+        for keepdim in (False, True):
+            want = torch.median(t, dim, keepdim)
+            values, index = openacl.ops.median_dim(x, dim, keepdim)
+            _exact(values.numpy(), from_torch(want.values))
+            _points_at(index.numpy(), values.numpy(), x, dim, keepdim)
+            values, index = openacl.ops.nan_median_dim(x, dim, keepdim)
+            _exact(values.numpy(), from_torch(torch.nanmedian(t, dim, keepdim).values))
+            _points_at(index.numpy(), values.numpy(), x, dim, keepdim)
+
+
+@pytest.mark.parametrize("dtype", FLOATS[:3], ids=str)
+def test_medians_with_nan(dtype):
+    x = RNG.permutation(40).reshape(5, 8).astype(np.float32).astype(dtype)  # no ties
+    x[1, 3] = x[2, 0] = x[2, 5] = np.nan
+    x[4, :] = np.nan
+    t = to_torch(x)
+    _exact(openacl.ops.median(x).numpy(), from_torch(torch.median(t)))
+    _exact(openacl.ops.nan_median(x).numpy(), from_torch(torch.nanmedian(t)))
+    for name, reference in (("median_dim", torch.median), ("nan_median_dim", torch.nanmedian)):
+        values, index = getattr(openacl.ops, name)(x, 1, False)
+        want = reference(t, 1)
+        _exact(values.numpy(), from_torch(want.values))
+        rows_with_values = ~np.isnan(values.numpy().astype(np.float32))
+        np.testing.assert_array_equal(index.numpy()[rows_with_values],
+                                      want.indices.numpy()[rows_with_values])
+    values, index = openacl.ops.nan_median_dim(x, 1, False)
+    assert index.numpy()[4] == 0  # CANN's document: an all-NaN slice gives NaN at index 0
+
+
+@pytest.mark.parametrize("dtype", MEDIAN_DTYPES, ids=str)
+def test_kthvalue_matches_torch(dtype):
+    x = random_array((4, 9, 5), dtype, RNG, -60, 60)
+    t = to_torch(x)
+    for k, dim, keepdim in [(1, 0, False), (5, 1, True), (5, -1, False), (9, 1, False)]:
+        want = torch.kthvalue(t, k, dim, keepdim)
+        values, index = openacl.ops.kthvalue(x, k, dim, keepdim)
+        _exact(values.numpy(), from_torch(want.values))
+        _points_at(index.numpy(), values.numpy(), x, dim, keepdim)
+    distinct = RNG.permutation(45).reshape(9, 5).astype(np.int64)
+    values, index = openacl.ops.kthvalue(distinct, 3, 0, False)
+    want = torch.kthvalue(torch.from_numpy(distinct), 3, 0)
+    _exact(index.numpy(), want.indices.numpy())
+
+
+def test_median_and_kthvalue_refusals():
+    x = _dev(np.ones((3, 4), np.float32))
+    values, index = openacl.empty((3,), np.float32), openacl.empty((3,), np.int64)
+    _refused(lambda: aclnn.kthvalue_get_workspace_size(x, 5, 1, False, values, index), "k")
+    _refused(lambda: aclnn.kthvalue_get_workspace_size(x, 0, 1, False, values, index), "k")
+    _refused(lambda: aclnn.median_dim_get_workspace_size(x, 2, False, values, index), "dim")
+    _refused(lambda: aclnn.median_dim_get_workspace_size(
+        x, 1, False, values, openacl.empty((3,), np.int32)), "indicesOut")
+    _refused(lambda: aclnn.median_get_workspace_size(x, openacl.empty((), np.float16)),
+             "valuesOut")
+    _refused(lambda: aclnn.median_get_workspace_size(
+        _dev(np.ones(3, np.float64)), openacl.empty((), np.float64)), "self")
+    _refused(lambda: aclnn.nan_median_get_workspace_size(
+        _dev(np.ones((0, 3), np.float32)), openacl.empty((), np.float32)), "self")
+    one = openacl.empty((1,), np.float32)  # CANN's document: out of shape (1,)
+    workspace, executor = aclnn.nan_median_get_workspace_size(x, one)
+    aclnn.nan_median(0, workspace, executor, None)
+    assert one.numpy().tolist() == [1.0]
