@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import openacl
-from op_harness import BF16, from_torch, random_array, strided, to_torch
+from op_harness import BF16, assert_close, from_torch, random_array, strided, to_torch
 from openacl import aclnn
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, AclError
 
@@ -232,3 +232,103 @@ def test_quantize_refusals_name_the_argument():
     _error(lambda: aclnn.quantize_get_workspace_size(x, scales, None, np.int8, 2, out), "axis")
     _error(lambda: aclnn.quantize_get_workspace_size(
         _dev(np.ones((2, 3), np.float16)), scales, None, np.int8, 1, out), "scales")
+
+
+# -- ScatterAdd, ScatterValue, ScatterNdUpdate, TfScatterAdd ---------------------------------------
+def _rounded(reference: torch.Tensor, dtype: np.dtype) -> np.ndarray:
+    """A float64 / int64 torch result rounded once into ``dtype``."""
+    return from_torch(reference).astype(np.float32 if dtype == BF16 else dtype).astype(dtype)
+
+
+def _matches(actual: np.ndarray, golden: np.ndarray) -> None:
+    """Floats under CANN's precision standard, integers and bools exactly."""
+    if golden.dtype.kind in "iub":
+        _exact(actual, golden)
+    else:
+        assert_close(actual, golden)
+
+
+def _wide(array: np.ndarray) -> torch.Tensor:
+    array = np.asarray(array)
+    return torch.from_numpy(array.astype(np.int64 if array.dtype.kind in "iu" else
+                                         np.float64))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_scatter_add_matches_torch_in_float64(dtype):
+    for dim in (0, 2):
+        x, index, src = _operands(dtype, dim)
+        got = openacl.ops.scatter_add(x, dim, index, src).numpy()
+        want = _rounded(_wide(x).scatter_add(dim, torch.from_numpy(index), _wide(src)), dtype)
+        _matches(got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("reduce", [0, 1, 2])
+def test_scatter_value_matches_torch(dtype, reduce):
+    x, index, _ = _operands(dtype, 1, unique=reduce == 0)
+    value = 3 if dtype.kind in "iu" else 1.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        args = {} if reduce == 0 else {"reduce": {1: "add", 2: "multiply"}[reduce]}
+        want = _rounded(_wide(x).scatter(1, torch.from_numpy(index), value, **args), dtype)
+    _matches(openacl.ops.scatter_value(x, 1, index, value, reduce).numpy(), want)
+    target = _dev(x)
+    openacl.ops.inplace_scatter_value(target, 1, _dev(index), value, reduce)
+    _matches(target.numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BF16,
+                                   np.dtype(np.int64), np.dtype(np.int8),
+                                   np.dtype(np.bool_)], ids=str)
+def test_scatter_nd_update_matches_indexing(dtype):
+    data = random_array((4, 5, 6), dtype, RNG)
+    for depth in (1, 2):
+        positions = RNG.permutation(int(np.prod(data.shape[:depth])))[:3]
+        indices = np.stack(np.unravel_index(positions, data.shape[:depth]), -1)
+        updates = random_array((3, *data.shape[depth:]), dtype, RNG)
+        target = _dev(data)
+        openacl.ops.scatter_nd_update(target, indices.astype(np.int32), updates)
+        want = data.copy()
+        want[tuple(indices.T)] = updates
+        _exact(target.numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BF16,
+                                   np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8)],
+                         ids=str)
+def test_tf_scatter_add_matches_torch(dtype):
+    var = random_array((6, 4), dtype, RNG, 0, 5)
+    rows = np.array([[1, 4], [1, 0]])  # TensorFlow's scatter_add: indices into dim 0
+    updates = random_array((2, 2, 4), dtype, RNG, 0, 5)
+    target = _dev(var)
+    openacl.ops.tf_scatter_add(target, rows, updates)
+    want = _wide(var).index_put_((torch.from_numpy(rows),), _wide(updates), accumulate=True)
+    _matches(target.numpy(), _rounded(want, dtype))
+    pairs = np.array([[5, 3], [0, 0], [5, 3]], np.int32)  # scatter_nd_add: (row, column)
+    values = random_array((3,), dtype, RNG, 0, 5)
+    target = _dev(var)
+    openacl.ops.tf_scatter_add(target, pairs, values)
+    want = _wide(var).index_put_(tuple(torch.from_numpy(pairs.astype(np.int64)).T),
+                                 _wide(values), accumulate=True)
+    _matches(target.numpy(), _rounded(want, dtype))
+
+
+def test_new_scatter_refusals():
+    x, index, src = (_dev(a) for a in _operands(np.dtype(np.float32), 0))
+    out = openacl.empty((4, 5, 3), np.float32)
+    _error(lambda: aclnn.scatter_add_get_workspace_size(x, 3, index, src, out), "dim")
+    _error(lambda: aclnn.scatter_add_get_workspace_size(
+        x, 0, index, _dev(np.zeros((4, 4, 2), np.float16)), out), "src")
+    value = openacl.create_scalar(1.0, openacl.ACL_FLOAT)
+    _error(lambda: aclnn.scatter_value_get_workspace_size(x, 0, index, value, 3, out), "reduce")
+    var = _dev(np.zeros((4, 5), np.float32))
+    _error(lambda: aclnn.scatter_nd_update_get_workspace_size(
+        var, _dev(np.zeros((2, 1), np.int64)), _dev(np.zeros((2, 4), np.float32))), "updates")
+    _error(lambda: aclnn.scatter_nd_update_get_workspace_size(
+        _dev(np.zeros((4, 5), np.int32)), _dev(np.zeros((2, 1), np.int64)),
+        _dev(np.zeros((2, 5), np.int32))), "varRef")
+    _error(lambda: aclnn.tf_scatter_add_get_workspace_size(
+        var, _dev(np.zeros((2,), np.int64)), _dev(np.zeros((3, 5), np.float32))), "updates")
+    _fails_in_kernel("scatter_nd_update", var, _dev(np.array([[4]])),
+                     _dev(np.zeros((1, 5), np.float32)), match="index 4")
