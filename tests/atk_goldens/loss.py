@@ -262,3 +262,51 @@ def cross_entropy_loss_grad(grad, log_prob, target, weight=None, grad_zloss=None
 def softmax_cross_entropy_with_logits(features, labels):
     log_prob = torch.log_softmax(features, 1)
     return -(labels * log_prob).sum(1), torch.exp(log_prob) - labels
+
+
+@golden("MultilabelMarginLoss")
+def multilabel_margin_loss(x, target, reduction=1):
+    return torch.ops.aten.multilabel_margin_loss_forward(x, target, int(reduction))
+
+
+@golden("FusedCrossEntropyLossWithMaxSum")
+def fused_cross_entropy_loss_with_max_sum(logits_max, sum_exp, predicted, smoothing=0.0,
+                                          inputs=None, weight=None, logits=None):
+    loss = torch.log(sum_exp) - predicted
+    if logits is None:
+        return loss
+    return loss, torch.exp(logits - logits_max[:, None]) / sum_exp[:, None]
+
+
+def _integral(targets: torch.Tensor) -> torch.Tensor:
+    return targets.to(torch.int64)  # CANN takes float and bool labels too (truncated)
+
+
+@golden("CtcLoss")
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    batched = log_probs.dim() == 3
+    if not batched:
+        log_probs, targets = log_probs[:, None], targets.reshape(1, -1)
+    nll, _ = torch.ops.aten._ctc_loss(log_probs, _integral(targets), list(input_lengths),
+                                      list(target_lengths), int(blank), bool(zero_infinity))
+    # torch leaves log_alpha unset past each sequence's length: not compared
+    return (nll if batched else nll.reshape(())), None
+
+
+@golden("CtcLossBackward")
+def ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, nll, log_alpha,
+                      blank=0, zero_infinity=False):
+    return torch.ops.aten._ctc_loss_backward(
+        grad, log_probs, _integral(targets), list(input_lengths), list(target_lengths), nll,
+        log_alpha, int(blank), bool(zero_infinity))
+
+
+@golden("ChamferDistanceBackward")
+def chamfer_distance_backward(xyz1, xyz2, idx1, idx2, grad1, grad2):
+    near2 = torch.gather(xyz2, 1, idx1[:, :, None].expand(-1, -1, 2))
+    near1 = torch.gather(xyz1, 1, idx2[:, :, None].expand(-1, -1, 2))
+    step1 = 2 * grad1[:, :, None] * (xyz1 - near2)
+    step2 = 2 * grad2[:, :, None] * (xyz2 - near1)
+    out1 = step1.clone().scatter_add_(1, idx2[:, :, None].expand(-1, -1, 2), -step2)
+    out2 = step2.clone().scatter_add_(1, idx1[:, :, None].expand(-1, -1, 2), -step1)
+    return out1, out2

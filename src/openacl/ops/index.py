@@ -15,10 +15,11 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "AddRelu", "Celu", "Elu", "Erfinv", "FastGelu", "Gelu", "GeluV2", "Hardshrink",
         "Hardsigmoid", "Hardswish", "Heaviside", "InplaceAddRelu", "InplaceCelu",
         "InplaceElu", "InplaceErfinv", "InplaceHardsigmoid", "InplaceHardswish",
-        "InplaceLeakyRelu", "InplaceMish", "InplaceRelu", "InplaceSelu", "InplaceSigmoid",
-        "InplaceThreshold", "LeakyRelu", "LogSigmoid", "LogSigmoidForward", "LogSoftmax",
-        "Mish", "Prelu", "Relu", "ScaledMaskedSoftmax", "Selu", "Sigmoid", "Silu", "Softmax",
-        "Softplus", "Softshrink", "SquaredRelu", "Swish", "Threshold",
+        "InplaceLeakyRelu", "InplaceMish", "InplaceRReluWithNoise", "InplaceRelu",
+        "InplaceSelu", "InplaceSigmoid", "InplaceThreshold", "LeakyRelu", "LogSigmoid",
+        "LogSigmoidForward", "LogSoftmax", "Mish", "Prelu", "RReluWithNoise", "Relu",
+        "ScaledMaskedSoftmax", "Selu", "Sigmoid", "Silu", "Softmax", "Softplus", "Softshrink",
+        "SquaredRelu", "Swish", "Threshold",
     ),
     "activation_backward": (
         "EluBackward", "FastGeluBackward", "GeGluBackward", "GeGluV3Backward", "GeluBackward",
@@ -71,7 +72,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "creation": (
         "Eye", "InplaceOne", "Linspace", "Range", "Repeat",
     ),
-    "ctc_loss": (
+    "ctc": (
         "CtcLoss", "CtcLossBackward",
     ),
     "elementwise_math": (

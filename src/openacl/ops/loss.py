@@ -50,6 +50,7 @@ CLASS_INDEX_DTYPES = frozenset(np.dtype(t) for t in (np.int64, np.uint8, np.int3
 CROSS_ENTROPY_TARGET_DTYPES = frozenset(np.dtype(t) for t in (np.int64, np.int32))
 CROSS_ENTROPY_WEIGHT_DTYPES = frozenset({np.dtype(np.float32)})
 SMOOTHING_RANGE = (0.0, 1.0)  # CrossEntropyLoss's labelSmoothing: [0, 1]
+MARGIN_BLOCK_ELEMENTS = 1 << 22  # MultilabelMarginLoss: (rows, C, C) margins per pass, elements
 
 
 # -- argument helpers (shared with loss_backward.py) -------------------------------------------
@@ -494,4 +495,91 @@ def softmax_cross_entropy_with_logits(c: Call) -> Kernel:
         labels = v.compute("labels", compute)
         v.write("loss", -np.sum(labels * log_prob, axis=1, dtype=FLOAT64))
         v.write("backprop", np.exp(log_prob) - labels)
+    return kernel
+
+
+@register("MultilabelMarginLoss", "self: tensor, target: tensor, reduction: int = 1, "
+                                  "out: tensor!, isTarget: tensor!")
+def multilabel_margin_loss(c: Call) -> Kernel:
+    """``sum over target classes j and other classes i of max(0, 1 - (x[j] - x[i])) / C``
+    per sample of self (N, C) or (C); target holds class indices up to its first -1.
+    ``isTarget`` is the 0/1 mask of each sample's target classes (self's dtype)."""
+    dtype = c.check_dtype("self", LOSS_DTYPES)
+    c.check_dtype("target", CROSS_ENTROPY_TARGET_DTYPES)
+    self = c.tensor("self")
+    if self.ndim not in (1, 2) or self.shape[-1] == 0:
+        raise c.fail("self", "must be (N, C) or (C) with C > 0")
+    if c.tensor("target").shape != self.shape:
+        raise c.fail("target", f"shape must equal self's {list(self.shape)}")
+    reduction = reduction_arg(c)
+    declare_loss_out(c, "out", self.shape[:-1], dtype, reduction)
+    c.check_out("isTarget", self.shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    classes = self.shape[-1]
+    op = c.op_name
+
+    @quiet
+    def kernel(v) -> None:
+        x = v.compute("self", compute).reshape(-1, classes)
+        labels = as_array(v["target"]).reshape(-1, classes).astype(np.int64, copy=False)
+        counted = np.cumprod(labels != -1, axis=1).astype(bool)  # the labels before a -1
+        safe = check_class_index(op, labels, counted, classes)
+        xp = array_module(x)
+        marks = xp.zeros((x.shape[0], classes + 1), compute)  # column C takes the padding
+        np.put_along_axis(marks, np.where(counted, safe, classes), compute.type(1), axis=1)
+        is_target = marks[:, :classes]
+        picked = np.take_along_axis(x, safe, axis=1)
+        losses = xp.zeros(x.shape[0], FLOAT64)
+        block = max(1, MARGIN_BLOCK_ELEMENTS // (classes * classes))
+        for start in range(0, x.shape[0], block):  # (rows, j, i) margins, bounded memory
+            rows = slice(start, start + block)
+            margins = np.maximum(compute.type(0), compute.type(1) - picked[rows, :, None]
+                                 + x[rows, None, :])
+            keep = counted[rows, :, None] & (is_target[rows, None, :] == 0)
+            losses[rows] = np.sum(margins * keep, axis=(1, 2), dtype=FLOAT64) / classes
+        _store(v, "out", reduce_loss(losses, reduction).reshape(
+            () if reduction != REDUCTION_NONE else self.shape[:-1]))
+        v.write("isTarget", is_target.reshape(self.shape))
+    return kernel
+
+
+@register("FusedCrossEntropyLossWithMaxSum",
+          "logitsMax: tensor, sumExpLogits: tensor, predictedLogits: tensor, "
+          "labelSmoothing: float = 0.0, inputOptional: tensor?, weightOptional: tensor?, "
+          "vocabParallelLogitsOptional: tensor?, lossOut: tensor!, softMaxOutOptional: tensor!?")
+def fused_cross_entropy_loss_with_max_sum(c: Call) -> Kernel:
+    """The last step of a vocabulary-parallel cross entropy (Megatron's): ``lossOut =
+    log(sumExpLogits) - predictedLogits`` per row and, given the logits (N, V),
+    ``softMaxOutOptional = exp(logits - logitsMax) / sumExpLogits``. The matmul operands
+    ``inputOptional`` and ``weightOptional`` are not read (CANN computes from the logits)."""
+    for name in ("logitsMax", "sumExpLogits", "predictedLogits"):
+        c.check_dtype(name, CROSS_ENTROPY_WEIGHT_DTYPES)
+    rows = c.tensor("logitsMax").shape
+    if len(rows) != 1:
+        raise c.fail("logitsMax", "must be 1-D (one maximum per row)")
+    for name in ("sumExpLogits", "predictedLogits"):
+        if c.tensor(name).shape != rows:
+            raise c.fail(name, f"shape must equal logitsMax's {list(rows)}")
+    if c["labelSmoothing"] != 0.0:
+        raise c.fail("labelSmoothing", "only 0 is supported (CANN's kernel has no smoothing)")
+    float32 = np.dtype(np.float32)
+    c.check_out("lossOut", rows, float32, exact_dtype=True)
+    # (the C face may pass logits without an output for the softmax: then none is written)
+    with_softmax = c.has("vocabParallelLogitsOptional") and (
+        c.infer or c.has("softMaxOutOptional"))
+    if with_softmax:
+        logits = c.tensor("vocabParallelLogitsOptional")
+        c.check_dtype("vocabParallelLogitsOptional", LOSS_DTYPES)
+        if logits.ndim != 2 or logits.shape[0] != rows[0]:
+            raise c.fail("vocabParallelLogitsOptional", f"must be 2-D with {rows[0]} rows")
+        c.check_out("softMaxOutOptional", logits.shape, float32, exact_dtype=True)
+
+    @quiet
+    def kernel(v) -> None:
+        total = v.compute("sumExpLogits", float32)
+        v.write("lossOut", np.log(total) - v.compute("predictedLogits", float32))
+        if with_softmax:
+            shifted = v.compute("vocabParallelLogitsOptional", float32) - \
+                v.compute("logitsMax", float32)[:, None]
+            v.write("softMaxOutOptional", np.exp(shifted) / total[:, None])
     return kernel

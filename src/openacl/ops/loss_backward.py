@@ -41,6 +41,7 @@ from openacl.ops.loss import (
     reduction_arg,
     reduction_name_arg,
 )
+from openacl.ops.movement import _check_index_range
 from openacl.ops.registry import register
 
 BCE_GRAD_EPSILON = 1e-12  # torch clamps x (1 - x) at this in binary_cross_entropy_backward
@@ -372,3 +373,60 @@ def cross_entropy_loss_grad(c: Call) -> Kernel:
         v.write("out", gradient)
     return kernel
 
+
+
+# -- ChamferDistanceBackward ----------------------------------------------------------------------
+CHAMFER_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float16))
+CHAMFER_INDEX_DTYPES = frozenset({np.dtype(np.int32)})
+POINT_DIMS = 2  # ChamferDistance works on 2-d points: (B, N, 2)
+
+
+@register("ChamferDistanceBackward", "xyz1: tensor, xyz2: tensor, idx1: tensor, idx2: tensor, "
+                                     "gradDist1: tensor, gradDist2: tensor, gradXyz1: tensor!, "
+                                     "gradXyz2: tensor!")
+def chamfer_distance_backward(c: Call) -> Kernel:
+    """Gradient of the Chamfer distance ``dist1[i] = min_j |p1_i - p2_j|^2`` (idx1 the
+    argmin) and ``dist2`` likewise: ``2 g1_i (p1_i - p2_idx1[i])`` into point i of xyz1 and
+    its negative into point idx1[i] of xyz2, and the same for dist2 the other way round."""
+    dtype = promoted(c, CHAMFER_DTYPES, "xyz1", "xyz2", "gradDist1", "gradDist2")
+    c.check_dtype("idx1", CHAMFER_INDEX_DTYPES)
+    c.check_dtype("idx2", CHAMFER_INDEX_DTYPES)
+    xyz1, xyz2 = c.tensor("xyz1"), c.tensor("xyz2")
+    for name, points in (("xyz1", xyz1), ("xyz2", xyz2)):
+        if points.ndim != 3 or points.shape[2] != POINT_DIMS:
+            raise c.fail(name, f"shape must be (B, N, {POINT_DIMS})")
+    if xyz2.shape[0] != xyz1.shape[0]:
+        raise c.fail("xyz2", f"batch must equal xyz1's ({xyz1.shape[0]})")
+    for name, points in (("idx1", xyz1), ("gradDist1", xyz1), ("idx2", xyz2),
+                         ("gradDist2", xyz2)):
+        if c.tensor(name).shape != points.shape[:2]:
+            raise c.fail(name, f"shape must be {list(points.shape[:2])}")
+    c.check_out("gradXyz1", xyz1.shape, dtype)
+    c.check_out("gradXyz2", xyz2.shape, dtype)
+    compute = promotion.compute_dtype(dtype)
+    op = c.op_name
+
+    def pull(points, index, size: int):
+        """points[b, index[b, i]] for every b, i (index checked to lie in [0, size))."""
+        index = _check_index_range(op, "idx", as_array(index), size)
+        return np.take_along_axis(points, index[:, :, None], axis=1), index
+
+    def push(grad, index, values) -> None:
+        """grad[b, index[b, i]] -= values[b, i] (several i may name one point)."""
+        batch = np.arange(grad.shape[0])[:, None] * grad.shape[1]
+        flat = grad.reshape(-1, POINT_DIMS)
+        np.add.at(flat, (index + batch).reshape(-1), -values.reshape(-1, POINT_DIMS))
+
+    @quiet
+    def kernel(v) -> None:
+        p1, p2 = v.compute("xyz1", compute), v.compute("xyz2", compute)
+        nearest2, index1 = pull(p2, v["idx1"], p2.shape[1])
+        nearest1, index2 = pull(p1, v["idx2"], p1.shape[1])
+        step1 = compute.type(2) * v.compute("gradDist1", compute)[:, :, None] * (p1 - nearest2)
+        step2 = compute.type(2) * v.compute("gradDist2", compute)[:, :, None] * (p2 - nearest1)
+        grad1, grad2 = step1.copy(), step2.copy()
+        push(grad2, index1, step1)
+        push(grad1, index2, step2)
+        v.write("gradXyz1", grad1)
+        v.write("gradXyz2", grad2)
+    return kernel
