@@ -315,3 +315,44 @@ def test_adaptive_avg_pool2d_keeps_inf_in_its_own_bins(size, out):
     assert_close(result, golden)
     if size == (1, 5):
         np.testing.assert_array_equal(result[0, 0, 0], [1.5, np.inf, 3.5])
+
+
+# -- global pooling -----------------------------------------------------------------------------
+def _rounded(tensor, dtype):
+    return from_torch(tensor.to(to_torch(np.zeros(1, dtype)).dtype))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (1, 2, 3, 4, 5), (2, 1, 2, 2, 2, 2)], ids=str)
+@pytest.mark.parametrize("dtype", HALF_FLOATS + [np.dtype(np.float64)], ids=str)
+def test_global_average_and_max_pool(shape, dtype):
+    x = _data(shape, dtype, 8)
+    x.reshape(-1)[1] = np.inf  # one plane's max and mean become inf, the others stay finite
+    wide, dims = to_torch(x).double(), list(range(2, len(shape)))
+    assert_close(openacl.ops.global_average_pool(_dev(x)).numpy(),
+                 _rounded(wide.mean(dims, keepdim=True), dtype), f"global avg {dtype}")
+    if dtype != BF16:  # (GlobalMaxPool: float16, float32, float64)
+        assert_close(openacl.ops.global_max_pool(_dev(x)).numpy(),
+                     _rounded(wide.amax(dims, keepdim=True), dtype), f"global max {dtype}")
+
+
+def test_global_pool_propagates_nan_and_errors():
+    x = _data((1, 2, 3, 3), np.float32, 9)
+    x[0, 0, 1, 1] = np.nan
+    result = openacl.ops.global_max_pool(_dev(x)).numpy()
+    assert np.isnan(result[0, 0, 0, 0]) and result[0, 1, 0, 0] == x[0, 1].max()
+    for fn in (openacl.ops.global_average_pool, openacl.ops.global_max_pool):
+        with pytest.raises(AclError) as info:
+            fn(None)
+        assert info.value.code == ACLNN_ERR_PARAM_NULLPTR
+        for bad in (np.ones((2, 3, 4), np.float32), np.ones((2, 3, 4, 4), np.int32)):
+            with pytest.raises(AclError) as info:
+                fn(_dev(bad))
+            assert info.value.code == ACLNN_ERR_PARAM_INVALID
+    with pytest.raises(AclError) as info:
+        openacl.ops.global_max_pool(_dev(np.ones((1, 1, 2, 2), BF16)))
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID
+    out = openacl.empty((1, 2, 1, 2), np.float32)
+    source = _dev(x)
+    with pytest.raises(AclError) as info:
+        aclnn.global_average_pool_get_workspace_size(source, out)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID

@@ -47,6 +47,7 @@ AUTO_PAD_NOTSET = 0  # aclnnMaxPool's autoPad: only "NOTSET" exists
 # the padded (H, W) plane the kernels build; larger geometries (legal for a huge kernel with
 # huge padding over a small input) are refused in phase 1 instead of exhausting host memory
 MAX_PADDED_PLANE = 1 << 26  # elements
+ADAPTIVE_BLOCK_ELEMENTS = 1 << 22  # input elements an adaptive average widens at a time
 CUBE_MATH_TYPES = (0, 1, 2)  # KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16 (USE_HF32 refused)
 
 
@@ -356,13 +357,48 @@ def adaptive_avg_pool2d(c: Call) -> Kernel:
 
 
 def adaptive_average(x: np.ndarray, out_size: Sequence[int]) -> np.ndarray:
-    """Averages over the adaptive bins of the last ``len(out_size)`` axes, one axis at a
-    time (a box mean is the mean of its per-axis means). Each bin is summed from its own
-    members: no running (prefix) sum, whose differences would turn an inf in an earlier bin
-    into NaN (inf - inf) in every later bin of the row."""
-    for k, out in enumerate(out_size):
-        x = _bin_means(x, x.ndim - len(out_size) + k, out)
-    return x
+    """Float64 averages over the adaptive bins of the last ``len(out_size)`` axes (float64:
+    a float32 mean of values that cancel would miss CANN's small-value standard).
+
+    Bins that tile every axis evenly: one reshape and one float64 mean. Otherwise, finite
+    data: one BLAS product per axis with its (out, size) averaging matrix, a block
+    of planes at a time. Data holding inf or NaN: each bin summed from its own members, one
+    axis at a time, since a product's zero weights would make ``0 * inf`` NaN in bins that
+    do not hold it (as a prefix sum's ``inf - inf`` did)."""
+    xp = array_module(x)
+    spatial = x.shape[x.ndim - len(out_size):]
+    if all(size % out == 0 for size, out in zip(spatial, out_size, strict=True)):
+        tiles = [d for size, out in zip(spatial, out_size, strict=True)
+                 for d in (out, size // out)]  # equal bins: one reshape, one reduction
+        grouped = x.reshape(*x.shape[:x.ndim - len(out_size)], *tiles)
+        axes = tuple(range(grouped.ndim - 2 * len(out_size) + 1, grouped.ndim, 2))
+        return grouped.mean(axis=axes, dtype=np.float64)
+    if not bool(xp.isfinite(x).all()):
+        for k, out in enumerate(out_size):
+            x = _bin_means(x, x.ndim - len(out_size) + k, out)
+        return x
+    planes = x.reshape(-1, *spatial)
+    weights = [like(x, _bin_weights(size, out)) for size, out in zip(spatial, out_size,
+                                                                    strict=True)]
+    result = xp.empty((planes.shape[0], *out_size), np.float64)
+    step = max(1, ADAPTIVE_BLOCK_ELEMENTS // max(1, math.prod(spatial)))
+    for first in range(0, planes.shape[0], step):
+        block = planes[first:first + step].astype(np.float64)
+        block = block @ weights[-1].T  # the last axis: (..., size) @ (size, out)
+        for k in range(len(spatial) - 2, -1, -1):  # earlier axes: (out, size) @ (size, rest)
+            lead, tail = block.shape[:k + 2], block.shape[k + 2:]  # (block dim first)
+            product = weights[k] @ block.reshape(*lead, -1)
+            block = product.reshape(*lead[:-1], out_size[k], *tail)
+        result[first:first + step] = block
+    return result.reshape(*x.shape[:x.ndim - len(out_size)], *out_size)
+
+
+def _bin_weights(size: int, out: int) -> np.ndarray:
+    """The (out, size) matrix averaging each adaptive bin of an axis."""
+    starts, ends = _bins(size, out)
+    positions = np.arange(size)[None, :]
+    inside = (positions >= starts[:, None]) & (positions < ends[:, None])
+    return inside / (ends - starts)[:, None].astype(np.float64)
 
 
 def _bin_means(x: np.ndarray, axis: int, out: int) -> np.ndarray:
@@ -370,7 +406,8 @@ def _bin_means(x: np.ndarray, axis: int, out: int) -> np.ndarray:
     evenly, else one gather of every bin's members (padded slots masked to zero)."""
     size, tail = x.shape[axis], x.shape[axis + 1:]
     if size % out == 0:
-        return x.reshape(*x.shape[:axis], out, size // out, *tail).mean(axis=axis + 1)
+        return x.reshape(*x.shape[:axis], out, size // out, *tail).mean(axis=axis + 1,
+                                                                        dtype=np.float64)
     xp = array_module(x)
     starts, ends = _bins(size, out)
     members = _bin_members(size, out)
@@ -380,8 +417,8 @@ def _bin_means(x: np.ndarray, axis: int, out: int) -> np.ndarray:
     counts = ends - starts
     valid = (np.arange(members.shape[1])[None, :] < counts[:, None]).reshape(
         *members.shape, *trailing)
-    total = xp.where(like(x, valid), gathered, 0).sum(axis=axis + 1)
-    return total / like(x, counts.reshape(out, *trailing).astype(x.dtype))
+    total = xp.where(like(x, valid), gathered, 0).sum(axis=axis + 1, dtype=np.float64)
+    return total / like(x, counts.reshape(out, *trailing).astype(np.float64))
 
 
 @register("AdaptiveMaxPool2d",
@@ -417,3 +454,38 @@ def _bin_members(size: int, out: int) -> np.ndarray:
     starts, ends = _bins(size, out)
     width = int((ends - starts).max())
     return np.minimum(starts[:, None] + np.arange(width)[None, :], ends[:, None] - 1)
+
+
+# -- global pooling --------------------------------------------------------------------------
+GLOBAL_AVG_DTYPES = HALF_FLOATS | {np.dtype(np.float64)}
+GLOBAL_MAX_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+GLOBAL_RANKS = (4, 8)  # (N, C, *spatial) with 2 to 6 spatial dims
+
+
+def _global_pool(c: Call, supported, reduce) -> Kernel:
+    """Phase 1 of the global pools: ``out`` keeps N and C and has every spatial dim 1."""
+    dtype = c.check_dtype("self", supported)
+    shape = c.tensor("self").shape
+    if not GLOBAL_RANKS[0] <= len(shape) <= GLOBAL_RANKS[1]:
+        raise c.fail("self", f"must have {GLOBAL_RANKS[0]} to {GLOBAL_RANKS[1]} dims, got "
+                             f"{len(shape)}")
+    if any(d <= 0 for d in shape[2:]):
+        raise c.fail("self", "its spatial dims must be positive")
+    c.check_out("out", (*shape[:2], *(1,) * (len(shape) - 2)), dtype, exact_dtype=True)
+    axes = tuple(range(2, len(shape)))
+
+    def kernel_fn(v) -> None:
+        v.write("out", reduce(v.compute("self", dtype), axis=axes, keepdims=True))
+    return kernel_fn
+
+
+@register("GlobalAveragePool", "self: tensor, out: tensor!")
+def global_average_pool(c: Call) -> Kernel:
+    """The mean of every (N, C) plane over all its spatial dims (ONNX GlobalAveragePool)."""
+    return _global_pool(c, GLOBAL_AVG_DTYPES, np.mean)
+
+
+@register("GlobalMaxPool", "self: tensor, out: tensor!")
+def global_max_pool(c: Call) -> Kernel:
+    """The maximum of every (N, C) plane over all its spatial dims; NaN propagates."""
+    return _global_pool(c, GLOBAL_MAX_DTYPES, np.max)

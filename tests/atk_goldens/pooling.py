@@ -1,0 +1,70 @@
+"""Goldens of the pooling family (CANN's pooling/ operators): max, average, adaptive and
+global pools in 2-d and 3-d and their backward forms. Each is PyTorch in float64."""
+
+from __future__ import annotations
+
+import torch
+
+from atk_driver import golden
+
+
+def _spatial(x):
+    return list(range(2, x.dim()))
+
+
+@golden("GlobalAveragePool")
+def global_average_pool(x):
+    return x.mean(_spatial(x), keepdim=True)
+
+
+@golden("GlobalMaxPool")
+def global_max_pool(x):
+    return x.amax(_spatial(x), keepdim=True)  # (torch's amax propagates NaN)
+
+
+def _pair(values, fallback):
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
+    if not values:
+        return list(fallback)
+    return values * 2 if len(values) == 1 else values[:2]
+
+
+@golden("MaxPool")
+def max_pool(x, kernel, strides=(), auto_pad=0, pads=(), dilations=(), ceil_mode=0):
+    kernel = _pair(kernel, (1, 1))
+    pads = list(pads) if isinstance(pads, (list, tuple)) else [pads]
+    if len(pads) == 4:
+        top, left, bottom, right = pads
+    else:
+        top, left = _pair(pads, (0, 0))
+        bottom, right = top, left
+    padded = torch.nn.functional.pad(x, (left, right, top, bottom), value=-torch.inf)
+    return torch.nn.functional.max_pool2d(padded, kernel, _pair(strides, (1, 1)), 0, 1,
+                                          bool(ceil_mode))
+
+
+@golden("MaxPool2dWithIndices")
+def max_pool2d_with_indices(x, kernel, stride=(), padding=(0,), dilation=(1,), ceil=False):
+    kernel = _pair(kernel, (1, 1))
+    return torch.nn.functional.max_pool2d(x, kernel, _pair(stride, kernel),
+                                          _pair(padding, (0, 0)), _pair(dilation, (1, 1)),
+                                          bool(ceil), return_indices=True)
+
+
+@golden("AvgPool2d")
+def avg_pool2d(x, kernel, strides=(), paddings=(0,), ceil=False, include_pad=True,
+               divisor=0, cube_math_type=0):
+    kernel = _pair(kernel, (1, 1))
+    return torch.nn.functional.avg_pool2d(x, kernel, _pair(strides, kernel),
+                                          _pair(paddings, (0, 0)), ceil, include_pad,
+                                          divisor or None)
+
+
+@golden("AdaptiveAvgPool2d")
+def adaptive_avg_pool2d(x, output_size):
+    return torch.nn.functional.adaptive_avg_pool2d(x, list(output_size))
+
+
+@golden("AdaptiveMaxPool2d")
+def adaptive_max_pool2d(x, output_size):
+    return torch.nn.functional.adaptive_max_pool2d(x, list(output_size), return_indices=True)
