@@ -722,3 +722,57 @@ def test_gated_errors():
             1.0, 7.0, 1.0, True, half)
     _raises(ACLNN_ERR_PARAM_INVALID, "x", aclnn.situ_glu_get_workspace_size, x, -1, 1.0, 0.0,
             True, openacl.empty((2, 2), np.float32))
+
+
+# -- RReluWithNoise -----------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS[:3], ids=str)
+def test_rrelu_with_noise_eval_matches_torch(dtype):
+    a = random_array((4, 7), dtype, np.random.default_rng(40), -5, 5)
+    noise = _dev(np.zeros((4, 7), dtype))
+    result = openacl.ops.r_relu_with_noise(_dev(a), noise, 0.1, 0.3, False, 1, 0)
+    golden = _golden(lambda x: torch.ops.aten.rrelu_with_noise(
+        x, torch.zeros_like(x), 0.1, 0.3, False), a)
+    assert_close(result.numpy(), golden)
+    assert not noise.numpy().astype(np.float32).any()  # eval mode leaves noise alone
+
+
+def test_rrelu_with_noise_training_is_reproducible_from_seed_and_offset():
+    a = random_array((64, 64), np.float32, np.random.default_rng(41), -5, 5)
+    runs = []
+    for seed, offset in ((3, 0), (3, 0), (3, 8), (4, 0)):
+        noise = _dev(np.zeros(a.shape, np.float32))
+        out = openacl.ops.r_relu_with_noise(_dev(a), noise, 0.1, 0.3, True, seed, offset)
+        runs.append((out.numpy(), noise.numpy()))
+    (out, noise), same, shifted, other = runs
+    np.testing.assert_array_equal(out, same[0])
+    np.testing.assert_array_equal(noise, same[1])
+    assert not np.array_equal(noise, shifted[1]) and not np.array_equal(noise, other[1])
+    negative = a <= 0
+    np.testing.assert_array_equal(noise[~negative], 1.0)
+    slopes = noise[negative]
+    assert slopes.min() >= 0.1 and slopes.max() <= 0.3
+    assert abs(slopes.mean() - 0.2) < 0.01  # uniform on [0.1, 0.3]
+    np.testing.assert_allclose(out, np.where(negative, a * noise, a), rtol=1e-6)
+    # offset 8 reads the stream 8 words on: the same slopes, 8 elements later
+    flat, later = noise.reshape(-1), shifted[1].reshape(-1)
+    both = negative.reshape(-1)[8:] & negative.reshape(-1)[:-8]
+    np.testing.assert_array_equal(flat[8:][both], later[:-8][both])
+    target = _dev(a)
+    openacl.ops.inplace_r_relu_with_noise(target, _dev(np.zeros(a.shape, np.float32)), 0.1,
+                                          0.3, True, 3, 0)
+    np.testing.assert_array_equal(target.numpy(), out)
+
+
+def test_rrelu_with_noise_errors():
+    x = _dev(np.ones((2, 4), np.float32))
+    out = openacl.empty((2, 4), np.float32)
+    low, high = (openacl.create_scalar(v, openacl.ACL_FLOAT) for v in (0.1, 0.3))
+    phase1 = aclnn.r_relu_with_noise_get_workspace_size
+    _raises(ACLNN_ERR_PARAM_NULLPTR, "noise", phase1, x, None, low, high, True, 0, 0, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "noise", phase1, x, _dev(np.ones(3, np.float32)), low,
+            high, True, 0, 0, out)  # fewer elements than self
+    _raises(ACLNN_ERR_PARAM_INVALID, "noise", phase1, x, _dev(np.ones((2, 4), np.float16)),
+            low, high, True, 0, 0, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "offset", phase1, x, x, low, high, True, 0, -1, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", phase1, _dev(np.ones((2, 4), np.float64)), x,
+            low, high, True, 0, 0, openacl.empty((2, 4), np.float64))

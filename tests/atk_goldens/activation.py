@@ -351,3 +351,10 @@ def ge_glu_v3_backward(grad, x, gelu_out, dim=-1, approximate=1, activate_left=F
 def situ_glu_grad(grad, x, dim=-1, beta=1.0, linear_beta=0.0, activate_left=True):
     return _autograd(lambda t: situ_glu(t, dim, beta, linear_beta, activate_left), x,
                      grad.reshape(_split_shape(x, dim)))
+
+
+@golden("RReluWithNoise")
+def rrelu_with_noise(x, noise, lower=0.125, upper=1 / 3, training=False, seed=0, offset=0):
+    """Eval mode (every ATK case): leaky relu with slope (lower + upper) / 2. (Training
+    draws from the Philox stream; tests/test_ops_activation.py checks it.)"""
+    return torch.ops.aten.rrelu_with_noise(x, noise.clone(), lower, upper, bool(training))

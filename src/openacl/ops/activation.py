@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from openacl.ops import native, promotion
+from openacl.ops import native, promotion, random
 from openacl.ops._special import NORMAL_TAIL_CLAMP, erf, erfc, normal_lower_tail
 from openacl.ops.arithmetic import _binary, _operand
 from openacl.ops.call import (
@@ -33,6 +33,7 @@ from openacl.ops.call import (
     Call,
     Kernel,
     array_module,
+    like,
 )
 from openacl.ops.fpstate import ignore_floating_point, quiet
 from openacl.ops.registry import register, register_inplace
@@ -541,8 +542,7 @@ def heaviside(c: Call) -> Kernel:
     return kernel
 
 
-ADD_RELU_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (
-    np.int8, np.uint8, np.int16, np.int32, np.int64))
+ADD_RELU_DTYPES = THRESHOLD_DTYPES  # floats, int8/16/32/64, uint8
 
 
 @register("AddRelu", "self: tensor, other: tensor, alpha: scalar = 1, out: tensor!")
@@ -625,6 +625,56 @@ def erfinv_op(c: Call) -> Kernel:
 
 
 register_inplace("InplaceErfinv", "selfRef: tensor!", erfinv_op, self="selfRef", out="selfRef")
+
+
+RRELU_DTYPES = FLOAT_DTYPES - {np.dtype(np.float64)}  # CANN's FLOAT, FLOAT16, BFLOAT16
+
+
+@register("RReluWithNoise", "self: tensor, noise: tensor, lower: scalar = 0.125, "
+                            "upper: scalar = 0.3333333333333333, training: bool = False, "
+                            "seed: int = 0, offset: int = 0, out: tensor!")
+def rrelu_with_noise(c: Call) -> Kernel:
+    """``x`` where ``x > 0``, else ``a * x``: in training ``a ~ U(lower, upper)`` per element,
+    one word each of the Philox stream at (seed, offset) (ops/random.py), and ``noise``
+    receives ``a`` there (1 where ``x > 0``) in its first elements; else a = (lower +
+    upper) / 2 and noise is not touched."""
+    dtype = c.check_dtype("self", RRELU_DTYPES)
+    c.check_dtype("noise", {dtype})
+    x, noise = c.tensor("self"), c.tensor("noise")
+    if noise.numel < x.numel:
+        raise c.fail("noise", f"has {noise.numel} elements, fewer than self's {x.numel}")
+    if c["training"] and noise.shape != x.shape and not noise.meta.is_contiguous():
+        raise c.fail("noise", "must be contiguous when its shape is not self's")
+    if c["offset"] < 0:
+        raise c.fail("offset", "must be >= 0")
+    c.check_out("out", x.shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    lower, upper = c.scalar("lower", compute), c.scalar("upper", compute)
+    training, seed, offset = c["training"], int(c["seed"]), int(c["offset"])
+
+    @quiet
+    def kernel(v) -> None:
+        value = v.compute("self", compute)
+        if not training:
+            v.write("out", np.where(value > 0, value, value * ((lower + upper) / 2)))
+            return
+        draws = random.uniform01(random.philox_words(seed, offset, x.numel)).astype(compute)
+        slopes = like(value, (lower + (upper - lower) * draws).reshape(x.shape))
+        positive = value > 0
+        v.write("out", np.where(positive, value, value * slopes))
+        written = np.where(positive, compute.type(1), slopes)
+        target = v["noise"]
+        if noise.shape == x.shape:
+            v.write("noise", written)
+        else:
+            np.copyto(target.reshape(-1)[:x.numel], written.reshape(-1), casting="unsafe")
+    return kernel
+
+
+register_inplace("InplaceRReluWithNoise", "self: tensor!, noise: tensor, lower: scalar = 0.125, "
+                                          "upper: scalar = 0.3333333333333333, "
+                                          "training: bool = False, seed: int = 0, "
+                                          "offset: int = 0", rrelu_with_noise, out="self")
 
 
 @register("Prelu", "self: tensor, weight: tensor, out: tensor!")
