@@ -94,7 +94,7 @@ DEPTHWISE_TILE_ELEMENTS = 1 << 16  # output elements per multiply-add pass (dept
 # measured on PP-OCR's depthwise layers: 2^16 beats 2^14 (call overhead) and 2^18 (cache)
 
 
-def _int_list(c: Call, name: str, count: int, default: int, minimum: int) -> tuple[int, ...]:
+def int_list(c: Call, name: str, count: int, default: int, minimum: int) -> tuple[int, ...]:
     values = c[name]
     if values is None:
         return (default,) * count
@@ -106,7 +106,7 @@ def _int_list(c: Call, name: str, count: int, default: int, minimum: int) -> tup
     return tuple(int(v) for v in values)
 
 
-def _padding(c: Call, spatial: int, transposed: bool) -> tuple[tuple[int, int], ...]:
+def padding_pairs(c: Call, spatial: int, transposed: bool) -> tuple[tuple[int, int], ...]:
     """(begin, end) padding per spatial dim from CANN's accepted lengths."""
     values = c["padding"]
     if values is None:
@@ -143,10 +143,10 @@ def convolution(c: Call) -> Kernel:
     transposed = bool(c["transposed"])
     cube = check_cube_math_type(c, CUBE_MATH_TYPES_NO_FP32_ADD)
     spatial = x.ndim - 2
-    stride = _int_list(c, "stride", spatial, 1, 1)
-    dilation = _int_list(c, "dilation", spatial, 1, 1)
-    pads = _padding(c, spatial, transposed)
-    output_padding = (_int_list(c, "outputPadding", spatial, 0, 0) if transposed
+    stride = int_list(c, "stride", spatial, 1, 1)
+    dilation = int_list(c, "dilation", spatial, 1, 1)
+    pads = padding_pairs(c, spatial, transposed)
+    output_padding = (int_list(c, "outputPadding", spatial, 0, 0) if transposed
                       else (0,) * spatial)
     for op, s, d in zip(output_padding, stride, dilation, strict=True):
         if op >= max(s, d):
@@ -193,7 +193,7 @@ def convolution(c: Call) -> Kernel:
         raise c.fail("output", f"the computed spatial size {list(out_size)} is too small")
     c.check_out("output", (n, c_out, *out_size), dtype, exact_dtype=transposed)
 
-    geometry = _Geometry(groups, stride, dilation, pads, output_padding, tuple(kernel_size),
+    geometry = Geometry(groups, stride, dilation, pads, output_padding, tuple(kernel_size),
                          tuple(out_size), c.has("bias"))
     compute = promotion.compute_dtype(dtype)
     rounded = operand_dtype(dtype, cube)
@@ -202,7 +202,7 @@ def convolution(c: Call) -> Kernel:
     small = not pointwise and (math.prod(kernel_size) * c_in * n * math.prod(out_size)
                                <= GATHER_MAX_COLUMNS)
     if transposed:
-        body = _transposed
+        body = transposed_conv
     elif small and spatial != 2:  # (2-d depthwise and few-channel ones have C kernels)
         body = functools.partial(_gathered, _gather_indices(in_size, pads, geometry))
     elif w.shape[1] == 1 and w.shape[0] == groups:
@@ -215,7 +215,7 @@ def convolution(c: Call) -> Kernel:
     elif small:
         body = functools.partial(_gathered, _gather_indices(in_size, pads, geometry))
     else:
-        body = _im2col
+        body = im2col
 
     # the C kernels' direct tap sums: depthwise, or few input channels per group (a stem
     # convolution's 3 colour planes), where im2col would copy more than it multiplies
@@ -239,12 +239,12 @@ def convolution(c: Call) -> Kernel:
         out = v["output"]
         if out.size == 0:
             return
-        xs = _cast(v["input"], rounded, compute)
+        xs = cast_operand(v["input"], rounded, compute)
         # a model's weights (fp16 mode: float16) are widened once and kept
         ws = v.derive(("cast", "weight"), ("weight",),
-                      lambda: _cast(v["weight"], rounded, compute))
+                      lambda: cast_operand(v["weight"], rounded, compute))
         bias_values = v.derive(("cast", "bias"), ("bias",),
-                               lambda: _cast(v["bias"], compute, compute)) \
+                               lambda: cast_operand(v["bias"], compute, compute)) \
             if geometry.bias else None
         # a float16 host output: the float32 kernels into a float32 buffer, rounded once
         # into out at the end (F16C; numpy's casts, and the bodies' own, are much slower)
@@ -254,10 +254,10 @@ def convolution(c: Call) -> Kernel:
             out = np.empty(out.shape, compute)
         # on a device, one im2col matmul (grouped: depthwise too): the host-cache tilings of
         # the other bodies only add kernel launches there
-        run = body if type(out) is np.ndarray or transposed else _im2col
+        run = body if type(out) is np.ndarray or transposed else im2col
         if type(xs) is not np.ndarray and isinstance(run, functools.partial):
-            run = _im2col  # the gather indices are host arrays
-        if (direct and run is not _transposed and native.host_float32(out, xs)
+            run = im2col  # the gather indices are host arrays
+        if (direct and run is not transposed_conv and native.host_float32(out, xs)
                 and native.kernels() is not None):
             run = _direct_native
         run(out, xs, ws, bias_values, geometry, compute)
@@ -266,7 +266,7 @@ def convolution(c: Call) -> Kernel:
     return kernel
 
 
-class _Geometry:
+class Geometry:
     """The attributes a kernel needs (resolved and validated by phase 1)."""
 
     def __init__(self, groups, stride, dilation, pads, output_padding, kernel_size, out_size,
@@ -281,7 +281,7 @@ class _Geometry:
         self.bias = bias
 
 
-def _cast(array, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
+def cast_operand(array, rounded: np.dtype, compute: np.dtype) -> np.ndarray:
     array = as_array(array)
     if array.dtype != rounded:
         array = array.astype(rounded)
@@ -299,7 +299,7 @@ def _pad(x: np.ndarray, pads, compute: np.dtype) -> np.ndarray:
     return padded
 
 
-def _tap_slices(tap, g: _Geometry) -> tuple[slice, ...]:
+def _tap_slices(tap, g: Geometry) -> tuple[slice, ...]:
     """The input positions kernel tap ``tap`` reads for every output position."""
     return tuple(slice(k * d, k * d + s * (o - 1) + 1, s) for k, d, s, o in zip(
         tap, g.dilation, g.stride, g.out_size, strict=True))
@@ -312,7 +312,7 @@ def _finish(out: np.ndarray, result: np.ndarray, bias, compute) -> None:
         np.copyto(out, result, casting="unsafe")
 
 
-def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
+def im2col(out, x, w, bias, g: Geometry, compute) -> None:
     """Dense or grouped convolution: columns (G, C_in/G * taps, N * L) @ one matmul."""
     n, c_in = x.shape[:2]
     c_out, spatial = w.shape[0], x.ndim - 2
@@ -337,28 +337,14 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
         np.matmul(w.reshape(c_out, c_in * taps), columns, out=out.reshape(c_out, locations))
         _finish(out, out, bias, compute)
         return
-    padded = _pad(x, g.pads, compute)
-    extent = tuple(d * (k - 1) + 1 for d, k in zip(g.dilation, g.kernel_size, strict=True))
-    windows = xp.lib.stride_tricks.sliding_window_view(
-        padded, extent, axis=tuple(range(2, 2 + spatial)))
-    # (N, C, *positions, *window) -> take every stride-th position and dilation-th element
-    windows = windows[(slice(None), slice(None),
-                       *(slice(None, s * (o - 1) + 1, s) for s, o in zip(
-                           g.stride, g.out_size, strict=True)),
-                       *(slice(None, None, d) for d in g.dilation))]
-    locations = math.prod(g.out_size)
+    windows = windows_of(x, g, compute)
     c_group = c_in // groups
-    windows = windows.reshape(n, groups, c_group, *g.out_size, *g.kernel_size)
     if (n == 1 and groups == 1 and spatial == 2 and xp is np
             and c_in * taps * locations * compute.itemsize > IM2COL_BLOCK_MIN_BYTES):
         _im2col_in_row_blocks(out, windows[0, 0], w.reshape(c_out, c_in * taps), bias, g,
                               compute)
         return
-    # columns ordered (G, C/G, *kernel, N, *out): the reduce axis is C/G * taps
-    order = (1, 2, *range(3 + spatial, 3 + 2 * spatial), 0, *range(3, 3 + spatial))
-    columns = xp.empty((groups, c_group, *g.kernel_size, n, *g.out_size), compute)
-    xp.copyto(columns, windows.transpose(order))
-    columns = columns.reshape(groups, c_group * taps, n * locations)
+    columns = columns_of(windows, g, compute)
     weights = w.reshape(groups, c_out // groups, c_group * taps)
     if groups == 1 and n == 1 and out.dtype == compute and out.flags.c_contiguous:
         xp.matmul(weights[0], columns[0], out=out.reshape(c_out, locations))
@@ -369,7 +355,36 @@ def _im2col(out, x, w, bias, g: _Geometry, compute) -> None:
     _finish(out, result, bias, compute)
 
 
-def _im2col_in_row_blocks(out, windows, weights, bias, g: _Geometry, compute) -> None:
+def windows_of(x, g: Geometry, compute):
+    """Every output position's input window, (N, G, C/G, *out_size, *kernel): strided views
+    of the zero-padded input (stride-th positions, dilation-th elements)."""
+    spatial = x.ndim - 2
+    padded = _pad(x, g.pads, compute)
+    extent = tuple(d * (k - 1) + 1 for d, k in zip(g.dilation, g.kernel_size, strict=True))
+    windows = array_module(x).lib.stride_tricks.sliding_window_view(
+        padded, extent, axis=tuple(range(2, 2 + spatial)))
+    windows = windows[(slice(None), slice(None),
+                       *(slice(None, s * (o - 1) + 1, s) for s, o in zip(
+                           g.stride, g.out_size, strict=True)),
+                       *(slice(None, None, d) for d in g.dilation))]
+    return windows.reshape(x.shape[0], g.groups, x.shape[1] // g.groups, *g.out_size,
+                           *g.kernel_size)
+
+
+def columns_of(windows, g: Geometry, compute):
+    """The im2col columns of ``windows_of``' result: (G, C/G * taps, N * L), the reduce axis
+    ordered (C/G, *kernel) as a weight's (C_out/G, C/G, *kernel) flattens."""
+    n, groups, c_group = windows.shape[:3]
+    spatial = len(g.kernel_size)
+    order = (1, 2, *range(3 + spatial, 3 + 2 * spatial), 0, *range(3, 3 + spatial))
+    xp = array_module(windows)
+    columns = xp.empty((groups, c_group, *g.kernel_size, n, *g.out_size), compute)
+    xp.copyto(columns, windows.transpose(order))
+    return columns.reshape(groups, c_group * math.prod(g.kernel_size),
+                           n * math.prod(g.out_size))
+
+
+def _im2col_in_row_blocks(out, windows, weights, bias, g: Geometry, compute) -> None:
     """One image, one group, 2-d: the columns of a few output rows at a time
     (``IM2COL_BLOCK_BYTES`` of them), each block one product, so that the columns stay in
     cache instead of one buffer of every row's."""
@@ -391,9 +406,9 @@ def _im2col_in_row_blocks(out, windows, weights, bias, g: _Geometry, compute) ->
                   casting="unsafe")
 
 
-def _gather_indices(in_size: tuple[int, ...], pads, g: _Geometry) -> np.ndarray:
+def _gather_indices(in_size: tuple[int, ...], pads, g: Geometry) -> np.ndarray:
     """Flat positions in the zero-padded plane that each (tap, output position) reads:
-    ``(taps, L)``, taps in kernel order (``_im2col``'s column order)."""
+    ``(taps, L)``, taps in kernel order (``im2col``'s column order)."""
     padded = tuple(size + before + after for size, (before, after) in zip(in_size, pads,
                                                                            strict=True))
     index = np.zeros((1, 1), np.intp)
@@ -406,7 +421,7 @@ def _gather_indices(in_size: tuple[int, ...], pads, g: _Geometry) -> np.ndarray:
     return index
 
 
-def _gather_plan(v, index: np.ndarray, g: _Geometry, rounded: np.dtype, compute: np.dtype,
+def _gather_plan(v, index: np.ndarray, g: Geometry, rounded: np.dtype, compute: np.dtype,
                  general: Callable[[], None]) -> Callable[[], None]:
     """What a small convolution's call does on these views (their arrays never change: see
     ``Views.derived``): for one image on host arrays already in the compute dtype, a
@@ -443,8 +458,8 @@ def _gather_plan(v, index: np.ndarray, g: _Geometry, rounded: np.dtype, compute:
     return replay
 
 
-def _gathered(index: np.ndarray, out, x, w, bias, g: _Geometry, compute) -> None:
-    """``_im2col`` for small convolutions: the columns are one gather of the padded input
+def _gathered(index: np.ndarray, out, x, w, bias, g: Geometry, compute) -> None:
+    """``im2col`` for small convolutions: the columns are one gather of the padded input
     by the indices phase 1 made (``_gather_indices``)."""
     n, c_in = x.shape[:2]
     c_out, groups = w.shape[0], g.groups
@@ -469,7 +484,7 @@ class _FlatLayout:
     output position at once, on a grid of whole padded rows (``valid`` drops the extra
     columns)."""
 
-    def __init__(self, spatial: tuple[int, ...], g: _Geometry, rows: int, compute) -> None:
+    def __init__(self, spatial: tuple[int, ...], g: Geometry, rows: int, compute) -> None:
         self.padded = tuple(size + before + after for size, (before, after) in zip(
             spatial, g.pads, strict=True))
         plane = math.prod(self.padded)
@@ -497,7 +512,7 @@ class _FlatLayout:
                        *(slice(0, size) for size in self.out_size[1:]))]
 
 
-def _shifted_windows(out, x, w, bias, g: _Geometry, compute) -> None:
+def _shifted_windows(out, x, w, bias, g: Geometry, compute) -> None:
     """Stride-1 dense convolution as matmuls over shifted views of the flattened padded
     input (see the module notes); image by image."""
     n, c_in = x.shape[:2]
@@ -584,7 +599,7 @@ def _stacked_taps_into(lib, out: np.ndarray, weights, layout: _FlatLayout, bias)
                          (out_w, out_h * out_w, first))
 
 
-def _depthwise_flat(out, x, w, bias, g: _Geometry, compute) -> None:
+def _depthwise_flat(out, x, w, bias, g: Geometry, compute) -> None:
     """Stride-1 depthwise: a multiply-add per tap over the flat layout's windows (long
     contiguous rows), tile by tile (channel rows x grid columns) to stay in cache."""
     n, channels = x.shape[:2]
@@ -616,7 +631,7 @@ def _depthwise_flat(out, x, w, bias, g: _Geometry, compute) -> None:
     _finish(out, layout.valid(result, (n, channels)), bias, compute)
 
 
-def _depthwise_columns(out, x, w, bias, g: _Geometry, compute) -> None:
+def _depthwise_columns(out, x, w, bias, g: Geometry, compute) -> None:
     """One input and one output channel per group, any stride: each kernel tap's inputs
     copied into a column buffer, then one (1, taps) @ (taps, positions) product per channel
     (a batched BLAS call per block). A copy and a shared product cost less than a
@@ -664,7 +679,7 @@ def _depthwise_columns(out, x, w, bias, g: _Geometry, compute) -> None:
 _DEPTHWISE_BODIES = (_depthwise_flat, _depthwise_columns)
 
 
-def _direct_native(out, x, w, bias, g: _Geometry, compute) -> None:
+def _direct_native(out, x, w, bias, g: Geometry, compute) -> None:
     """2-d float32 grouped convolution by the C kernels' direct tap sums (any stride,
     padding and dilation; the bias added in the same pass): depthwise, or few channels."""
     n, channels, height, width = x.shape
@@ -679,7 +694,7 @@ def _direct_native(out, x, w, bias, g: _Geometry, compute) -> None:
         np.copyto(out, result)
 
 
-def _transposed(out, x, w, bias, g: _Geometry, compute) -> None:
+def transposed_conv(out, x, w, bias, g: Geometry, compute) -> None:
     """Transposed convolution as the adjoint of the dense one: every tap's contribution from
     one batched matmul, then col2im with a loop over the kernel taps."""
     n, c_in, *in_size = x.shape
@@ -712,7 +727,7 @@ def _transposed(out, x, w, bias, g: _Geometry, compute) -> None:
     _finish(out, _cropped(full, g), bias, compute)
 
 
-def _tiled_taps(out, contributions, bias, g: _Geometry, in_size, compute) -> None:
+def _tiled_taps(out, contributions, bias, g: Geometry, in_size, compute) -> None:
     """Stride equal to the kernel (dilation 1, no output padding: upsampling): the taps tile
     the output without overlapping, so each tap's contribution is written (with the bias
     added on the way) into its own strided slice, with no zeroed buffer and no adds
@@ -741,7 +756,7 @@ def _tiled_taps(out, contributions, bias, g: _Geometry, in_size, compute) -> Non
         _finish(out, _cropped(full, g), None, compute)
 
 
-def _cropped(full, g: _Geometry):
+def _cropped(full, g: Geometry):
     """A transposed convolution's full result without its padding: the output window."""
     return full[(slice(None), slice(None), *(slice(b, b + o) for (b, _), o in zip(
         g.pads, g.out_size, strict=True)))]

@@ -80,6 +80,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "InplaceXLogYTensor", "Lerp", "Lerps", "LogAddExp", "LogAddExp2", "NanToNum",
         "XLogYScalarOther", "XLogYScalarSelf", "XLogYTensor",
     ),
+    "embeddings": (
+        "EmbeddingBag", "EmbeddingDenseBackward", "EmbeddingRenorm",
+    ),
     "foreach": (
         "ForeachAbs", "ForeachAcos", "ForeachAddList", "ForeachAddListV2", "ForeachAddScalar",
         "ForeachAddScalarList", "ForeachAddScalarV2", "ForeachAddcdivList",
@@ -133,6 +136,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "InplaceTril", "InplaceTriu", "OneHot", "Permute", "Roll", "Slice", "SliceV2",
         "SplitTensor", "SplitWithSize", "Stack", "StridedSliceAssignV2", "Tril", "Triu",
         "UnfoldGrad", "UpsampleBilinear2d", "UpsampleNearest2d",
+    ),
+    "norm_backward": (
+        "BatchNormBackward", "GroupNormBackward", "LayerNormBackward", "RmsNormGrad",
     ),
     "normalization": (
         "AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm",

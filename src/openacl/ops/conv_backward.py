@@ -1,0 +1,186 @@
+"""Convolution backward (aclnnConvolutionBackward): the gradients of aclnnConvolution's input,
+weight and bias, as ``outputMask`` selects them, for 1d/2d/3d, strided, padded, dilated,
+grouped and transposed convolutions (``torch.ops.aten.convolution_backward``'s semantics).
+
+The gradients are convolutions themselves, computed with ``conv.py``'s kernels:
+
+* ``gradInput`` of a convolution is the transposed convolution of ``gradOutput`` with the
+  same weight (its output padding whatever makes it cover the input: a stride that does not
+  divide the padded input leaves trailing rows that no output read, whose gradient is 0);
+  of a transposed convolution it is the plain convolution of ``gradOutput``.
+* ``gradWeight`` is one product per group of ``gradOutput`` with the im2col columns of the
+  input (plain), or of the input with the columns of ``gradOutput`` (transposed).
+* ``gradBias`` sums ``gradOutput`` over every dim but the channels.
+
+Arguments are validated as aclnnConvolution's (``conv.py``); ``gradOutput`` must have the
+forward result's shape. Outputs take the dtype of their tensor (gradInput: ``input``'s,
+gradWeight: ``weight``'s, gradBias: ``gradOutput``'s); the computation runs in the promoted
+dtype's compute dtype (float32 for float16 and bfloat16), ``cubeMathType`` as for the
+forward (USE_FP16 rounds float32 operands to float16).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openacl.ops import promotion
+from openacl.ops.call import Call, Kernel, TensorArg, array_module, as_array
+from openacl.ops.conv import (
+    CONV_DTYPES,
+    MAX_DIMS,
+    MAX_GROUPS,
+    MIN_DIMS,
+    Geometry,
+    cast_operand,
+    columns_of,
+    im2col,
+    int_list,
+    padding_pairs,
+    transposed_conv,
+    windows_of,
+)
+from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
+from openacl.ops.registry import register
+
+__all__ = ["convolution_backward"]
+
+MASK_LENGTH = 3  # outputMask: (gradInput, gradWeight, gradBias)
+GRADIENTS = ("gradInput", "gradWeight", "gradBias")
+
+
+def _check_geometry(c: Call, x: TensorArg, w: TensorArg, grad: TensorArg, transposed: bool
+                    ) -> Geometry:
+    """Validate the forward convolution's arguments and ``gradOutput``'s shape against
+    them; the forward geometry (out_size: the forward result's spatial size)."""
+    if not MIN_DIMS <= x.ndim <= MAX_DIMS:
+        raise c.fail("input", f"must have {MIN_DIMS} to {MAX_DIMS} dims (N, C, spatial...)")
+    for name in ("weight", "gradOutput"):
+        if c.tensor(name).ndim != x.ndim:
+            raise c.fail(name, f"must have as many dims as 'input' ({x.ndim})")
+    spatial = x.ndim - 2
+    stride = int_list(c, "stride", spatial, 1, 1)
+    dilation = int_list(c, "dilation", spatial, 1, 1)
+    pads = padding_pairs(c, spatial, transposed)
+    output_padding = (int_list(c, "outputPadding", spatial, 0, 0) if transposed
+                      else (0,) * spatial)
+    for op, s, d in zip(output_padding, stride, dilation, strict=True):
+        if op >= max(s, d):
+            raise c.fail("outputPadding", "each value must be smaller than the stride or the "
+                                          "dilation of its dim")
+    groups = c["groups"]
+    if not 1 <= groups <= MAX_GROUPS:
+        raise c.fail("groups", f"must be in [1, {MAX_GROUPS}]")
+    c_in, kernel = x.shape[1], w.shape[2:]
+    if transposed:
+        if w.shape[0] != c_in or c_in % groups:
+            raise c.fail("weight", f"dim 0 must equal the input channels {c_in}, a multiple "
+                                   f"of groups ({groups}), when transposed")
+        c_out = w.shape[1] * groups
+    else:
+        if w.shape[0] % groups or w.shape[1] * groups != c_in:
+            raise c.fail("weight", f"must be [C_out (a multiple of groups {groups}), "
+                                   f"C_in / groups ({c_in} / {groups}), *kernel]")
+        c_out = w.shape[0]
+    extent = tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel, strict=True))
+    if transposed:
+        out_size = tuple((i - 1) * s + e + op - b - a for i, s, e, op, (b, a) in zip(
+            x.shape[2:], stride, extent, output_padding, pads, strict=True))
+    else:
+        out_size = tuple((i + b + a - e) // s + 1 for i, (b, a), e, s in zip(
+            x.shape[2:], pads, extent, stride, strict=True))
+    if any(o <= 0 for o in out_size):
+        raise c.fail("weight", f"the forward result's spatial size {list(out_size)} is empty")
+    expected = (x.shape[0], c_out, *out_size)
+    if grad.shape != expected:
+        raise c.fail("gradOutput", f"must have the forward result's shape {list(expected)}")
+    return Geometry(groups, stride, dilation, pads, output_padding, tuple(kernel), out_size,
+                    False)
+
+
+@register("ConvolutionBackward",
+          "gradOutput: tensor, input: tensor, weight: tensor, biasSizes: int_array?, "
+          "stride: int_array = None, padding: int_array = None, dilation: int_array = None, "
+          "transposed: bool = False, outputPadding: int_array?, groups: int = 1, "
+          "outputMask: bool_array = (True, True, True), cubeMathType: int = 0, "
+          "gradInput: tensor!?, gradWeight: tensor!?, gradBias: tensor!?")
+def convolution_backward(c: Call) -> Kernel:
+    """The gradients of aclnnConvolution's input, weight and bias that ``outputMask``
+    selects (a null output where its mask is False). ``stride``, ``padding`` and
+    ``dilation`` are required (null is ACLNN_ERR_PARAM_NULLPTR), as in the forward."""
+    grad, x, w = c.tensor("gradOutput"), c.tensor("input"), c.tensor("weight")
+    for name in ("gradOutput", "input", "weight"):
+        c.check_dtype(name, CONV_DTYPES)
+    dtype = c.result_type("gradOutput", "input", "weight")
+    cube = check_cube_math_type(c, CUBE_MATH_TYPES_NO_FP32_ADD)
+    mask = c["outputMask"]
+    if len(mask) != MASK_LENGTH:
+        raise c.fail("outputMask", f"must have {MASK_LENGTH} values (gradInput, gradWeight, "
+                                   f"gradBias)")
+    transposed = bool(c["transposed"])
+    g = _check_geometry(c, x, w, grad, transposed)
+    c_out = grad.shape[1]
+    if mask[2]:
+        sizes = c["biasSizes"]
+        if sizes is not None and tuple(sizes) != (c_out,):
+            raise c.fail("biasSizes", f"must be [{c_out}] (the output channels)")
+    for name, wanted, shape, like in zip(GRADIENTS, mask, (x.shape, w.shape, (c_out,)),
+                                         (x, w, grad), strict=True):
+        if wanted:
+            c.check_out(name, shape, like.dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    rounded = operand_dtype(dtype, cube)
+    # gradInput of a plain convolution: the transposed one with the output padding that
+    # reaches the input's full padded size; of a transposed one: the plain one
+    cover = tuple(i + b + a - ((o - 1) * s + d * (k - 1) + 1) for i, (b, a), o, s, d, k in zip(
+        x.shape[2:], g.pads, g.out_size, g.stride, g.dilation, g.kernel_size, strict=True))
+    back = Geometry(g.groups, g.stride, g.dilation, g.pads, cover if not transposed else
+                    (0,) * len(cover), g.kernel_size, x.shape[2:], False)
+
+    def kernel(v) -> None:
+        dy = cast_operand(v["gradOutput"], rounded, compute)
+        if mask[0] and x.numel:
+            weights = cast_operand(v["weight"], rounded, compute)
+            _into(v, "gradInput", lambda out: (im2col if transposed else transposed_conv)(
+                out, dy, weights, None, back, compute), compute)
+        if mask[1]:
+            inputs = cast_operand(v["input"], rounded, compute)
+            _into(v, "gradWeight", lambda out: _weight_gradient(
+                out, inputs, dy, g, back, transposed, compute), compute)
+        if mask[2]:
+            axes = (0, *range(2, dy.ndim))
+            v.write("gradBias", as_array(dy).sum(axis=axes, dtype=compute))
+    return kernel
+
+
+def _into(v, name: str, run, compute: np.dtype) -> None:
+    """``run(out)`` into output ``name``: straight in when it is a contiguous array of the
+    compute dtype, else through a buffer written once."""
+    target = v[name]
+    if target.size == 0:
+        return
+    if target.dtype == compute and target.flags.c_contiguous:
+        run(target)
+        return
+    buffer = array_module(target).empty(target.shape, compute)
+    run(buffer)
+    v.write(name, buffer)
+
+
+def _weight_gradient(out, x, dy, g: Geometry, back: Geometry, transposed: bool,
+                     compute: np.dtype) -> None:
+    """gradWeight: per group, the product of one operand's channels with the other's im2col
+    columns (summed over the batch and positions)."""
+    xp = array_module(out)
+    groups = g.groups
+    # plain: columns of the input under the forward geometry, rows of gradOutput;
+    # transposed: columns of gradOutput under the backward one, rows of the input
+    source, rows, geometry = (dy, x, back) if transposed else (x, dy, g)
+    if 0 in source.shape or 0 in rows.shape:
+        out[...] = 0
+        return
+    columns = columns_of(windows_of(source, geometry, compute), geometry, compute)
+    n, channels = rows.shape[:2]
+    flat = xp.ascontiguousarray(rows.reshape(n, groups, channels // groups, -1)
+                                .transpose(1, 2, 0, 3)).reshape(groups, channels // groups, -1)
+    product = xp.matmul(flat, columns.transpose(0, 2, 1))  # (G, rows/G, other/G * taps)
+    xp.copyto(out, product.reshape(out.shape[0], -1, *g.kernel_size), casting="unsafe")

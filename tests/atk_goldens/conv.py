@@ -1,0 +1,72 @@
+"""Goldens of the convolution family (CANN's conv/ operators): Convolution,
+ConvolutionBackward, ConvDepthwise2d, ConvTbc, ConvTbcBackward. Each is PyTorch in float64
+(the driver widens the inputs); ``cubeMathType`` only selects the NPU's Cube logic and is
+ignored (full precision is within every dtype's standard). The backward goldens are
+``torch.autograd`` through the forward golden.
+
+``padding`` follows CANN: one value per spatial dim, or (conv1d, conv2d) a (begin, end)
+pair per dim, the input padded with zeros before a padding-free convolution; a transposed
+convolution's padding crops its full result instead."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from atk_driver import golden
+
+
+def _pairs(padding, spatial: int) -> list[tuple[int, int]]:
+    values = list(padding) if isinstance(padding, (list, tuple)) else [padding] * spatial
+    if len(values) == spatial:
+        return [(v, v) for v in values]
+    return [(values[2 * i], values[2 * i + 1]) for i in range(spatial)]
+
+
+def _forward(x, w, bias, stride, padding, dilation, transposed=False, output_padding=None,
+             groups=1):
+    """aclnnConvolution in torch: any rank, CANN's padding forms."""
+    spatial = x.dim() - 2
+    pairs = _pairs(padding, spatial)
+    if not transposed:
+        flat = [v for begin, end in reversed(pairs) for v in (begin, end)]
+        conv = (F.conv1d, F.conv2d, F.conv3d)[spatial - 1]
+        return conv(F.pad(x, flat), w, bias, stride, 0, dilation, groups)
+    conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[spatial - 1]
+    full = conv(x, w, bias, stride, 0, list(output_padding or [0] * spatial), groups,
+                dilation)
+    return full[(slice(None), slice(None),
+                 *(slice(b, full.shape[2 + i] - a) for i, (b, a) in enumerate(pairs)))]
+
+
+def _bias(bias, channels: int):
+    """CANN's executors pass a bias of shape [] as a null tensor (the driver hands a 0-d
+    input to a golden as shape [1]: anything but [channels] is that null bias)."""
+    return None if bias is None or tuple(bias.shape) != (channels,) else bias
+
+
+def _null_bias(inputs) -> str | None:
+    bias = inputs[2]
+    if bias is not None and bias.ndim == 0:
+        return ("a bias of shape [] stands for a null tensor in CANN's executor; the driver "
+                "passes a 0-d tensor, which aclnnConvolution refuses")
+    return None
+
+
+@golden("Convolution", skip=_null_bias)
+def convolution(x, w, bias, stride, padding, dilation, transposed=False, output_padding=None,
+                groups=1, cube=0):
+    channels = w.shape[1] * groups if transposed else w.shape[0]
+    return _forward(x, w, _bias(bias, channels), stride, padding, dilation, transposed,
+                    output_padding, groups)
+
+
+@golden("ConvolutionBackward")
+def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed=False,
+                         output_padding=None, groups=1, mask=(True, True, True), cube=0):
+    x, w = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    channels = w.shape[1] * groups if transposed else w.shape[0]
+    bias = torch.zeros(channels, dtype=x.dtype, requires_grad=True)
+    _forward(x, w, bias, stride, padding, dilation, transposed, output_padding,
+             groups).backward(grad)
+    return tuple(t.grad for t, wanted in zip((x, w, bias), mask, strict=True) if wanted)
