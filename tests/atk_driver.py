@@ -25,7 +25,10 @@ How a case runs (``run_case``):
 2. **Binding**: the inputs bind in order to the operator's input arguments (those the
    caller provides, in declaration order; ``@golden(params=...)`` names them instead when
    CANN's ATK order differs from the aclnn argument order). Arguments left over keep their
-   declared defaults.
+   declared defaults. An attribute's value is then read by its argument's kind: ``[lo,
+   hi]`` for an int or float argument (a seed, a probability) is a range to draw from, a
+   dtype name (``"bfloat16"`` / ``["float16"]``) for an aclDataType argument that type.
+   The golden receives the values as bound.
 3. **Our run**: the one-shot helper ``openacl.ops.<op>`` (the operator infers and allocates
    its outputs, as ``aclnn*GetWorkspaceSize`` + ``aclnn*`` would with them) on device
    copies of the inputs; results are the returned tensors (in-place operators return the
@@ -263,6 +266,8 @@ def _entry(rng: np.random.Generator, entry: dict[str, Any]) -> Any:
         return _draw(rng, spec, _dtype(entry["dtype"]), tuple(int(d) for d in entry["shape"]))
     if kind in ("scalar", "scalars"):
         return _scalar(rng, spec, _dtype(entry["dtype"]))
+    if kind in ("attrs", "attr_tuple") and _bounds(spec) is not None:
+        return _scalar(rng, spec, _dtype(entry["dtype"]))  # one element, drawn from a range
     return spec  # attr / attrs / attr_tuple: the value as written
 
 
@@ -377,6 +382,31 @@ def _compare(ours: np.ndarray, expected: np.ndarray, standard: str, what: str) -
         raise AssertionError(f"{what}:\n{report.format()}")
 
 
+def _fit_attributes(case: Case, op: Any, names: tuple[str, ...], inputs: list[Any]
+                    ) -> list[Any]:
+    """Attribute values read by the kind of the argument they bind to: a ``[lo, hi]`` given
+    for an int or float argument (a seed, a probability) is a range to draw from (seeded by
+    the case id, after the inputs); a dtype name (``"bfloat16"``, ``["float16"]``) for an
+    aclDataType argument is that data type."""
+    from openacl import dtypes
+
+    kinds = {p.name: p.kind for p in op.params}
+    rng = np.random.default_rng((int(case.data.get("id", case.index)) + 1) & 0xFFFFFFFF)
+    fitted = list(inputs)
+    for position, (name, value) in enumerate(zip(names, inputs, strict=False)):
+        kind = kinds.get(name)
+        if kind in ("int", "float") and isinstance(value, list) and len(value) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            low, high = value
+            fitted[position] = (int(rng.integers(int(low), int(high) + 1)) if kind == "int"
+                                else float(rng.uniform(low, high)))
+        elif kind == "dtype" and isinstance(value, (str, list)):
+            text = value[0] if isinstance(value, list) and value else value
+            if isinstance(text, str):
+                fitted[position] = dtypes.from_numpy_dtype(_dtype(text.removeprefix("torch.")))
+    return fitted
+
+
 def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     """Run one case against our operator and its golden; raise ``NotRun`` for a case that
     cannot run here, ``AssertionError`` for a wrong result; an ``AclError`` from our
@@ -403,6 +433,7 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     if len(inputs) > len(names):
         raise AssertionError(f"the case has {len(inputs)} inputs; aclnn{case.op} takes "
                              f"{len(names)} ({', '.join(names)}): give the golden params=")
+    inputs = _fit_attributes(case, op, names, inputs)
     arguments = {name: _device(value) for name, value in  # later arguments keep their defaults
                  zip(names, inputs, strict=False)}
     try:

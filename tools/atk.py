@@ -204,6 +204,41 @@ def run(cases: list[atk_driver.Case], ops: set[str] | None, max_cases: int | Non
     return rows
 
 
+def family(case: atk_driver.Case) -> str:
+    """A case's family: the top folder of its ATK file in CANN's repository (activation,
+    foreach, math, ...)."""
+    return case.source.split(":", 1)[1].split("/", 1)[0]
+
+
+def family_table(cases: list[atk_driver.Case],
+                 rows: list[tuple[str, int, atk_driver.Tally]]) -> str:
+    """Per family: operators with ATK suites, how many OpenACL implements, cases run and
+    passed (of the cases ``rows`` covered)."""
+    from openacl.ops import REGISTRY
+
+    tallies = {key: tally for key, _, tally in rows}
+    operators: dict[str, set[str]] = collections.defaultdict(set)
+    counts: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for key, suite in atk_driver.by_suite(cases):
+        name = family(suite[0])
+        operators[name].add(suite[0].op)
+        if key in tallies:
+            counts[name][0] += tallies[key].run
+            counts[name][1] += tallies[key].passed
+    lines = ["| family | operators | implemented | cases run | passed |",
+             "|---|---|---|---|---|"]
+    total = [0, 0, 0, 0]
+    for name in sorted(operators):
+        implemented = len({op for op in operators[name] if op in REGISTRY})
+        run_count, passed = counts[name]
+        lines.append(f"| {name} | {len(operators[name])} | {implemented} | {run_count} | "
+                     f"{passed} |")
+        for index, value in enumerate((len(operators[name]), implemented, run_count, passed)):
+            total[index] += value
+    lines.append(f"| all | {total[0]} | {total[1]} | {total[2]} | {total[3]} |")
+    return "\n".join(lines)
+
+
 def table(rows: list[tuple[str, int, atk_driver.Tally]]) -> str:
     lines = ["| suite | cases | run | passed | not run (why) |", "|---|---|---|---|---|"]
     for key, count, tally in rows:
@@ -238,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         write_sample(sample(fetched_cases(), args.per_suite), args.output)
     else:
         ops = {o.strip() for o in args.ops.split(",") if o.strip()} or None
-        rows = run(fetched_cases(), ops, args.max_cases)
-        text = table(rows)
+        cases = fetched_cases()
+        rows = run(cases, ops, args.max_cases)
+        text = family_table(cases, rows) + "\n\n" + table(rows)
         print(text)
         if args.markdown:
             args.markdown.write_text(text + "\n", encoding="utf-8")
