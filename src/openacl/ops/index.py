@@ -69,6 +69,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "conv_backward": (
         "ConvolutionBackward",
     ),
+    "conv_variants": (
+        "ConvDepthwise2d", "ConvTbc", "ConvTbcBackward",
+    ),
     "creation": (
         "Eye", "InplaceOne", "Linspace", "Range", "Repeat",
     ),
@@ -125,17 +128,18 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "SmoothL1LossBackward", "SoftMarginLossBackward",
     ),
     "masking": (
-        "ClampMaxTensor", "ClampMinTensor", "DiagFlat", "Hardtanh", "InplaceClampMaxTensor",
-        "InplaceClampMinTensor", "InplaceFillDiagonal", "InplaceFillScalar",
-        "InplaceFillTensor", "InplaceHardtanh", "InplaceMaskedFillScalar",
-        "InplaceMaskedFillTensor", "InplaceZero", "MaskedSelect",
+        "Arange", "ClampMaxTensor", "ClampMinTensor", "DiagFlat", "Hardtanh",
+        "InplaceClampMaxTensor", "InplaceClampMinTensor", "InplaceFillDiagonal",
+        "InplaceFillScalar", "InplaceFillTensor", "InplaceHardtanh",
+        "InplaceMaskedFillScalar", "InplaceMaskedFillTensor", "InplaceZero", "MaskedSelect",
+        "OneHot",
     ),
     "movement": (
-        "Arange", "Cast", "Cat", "ChannelShuffle", "Embedding", "Expand", "Flatten", "Flip",
-        "Gather", "GatherNd", "IndexSelect", "InplaceCopy", "InplaceScatterUpdate",
-        "InplaceTril", "InplaceTriu", "OneHot", "Permute", "Roll", "Slice", "SliceV2",
-        "SplitTensor", "SplitWithSize", "Stack", "StridedSliceAssignV2", "Tril", "Triu",
-        "UnfoldGrad", "UpsampleBilinear2d", "UpsampleNearest2d",
+        "Cast", "Cat", "ChannelShuffle", "Embedding", "Expand", "Flatten", "Flip", "Gather",
+        "GatherNd", "IndexSelect", "InplaceCopy", "InplaceScatterUpdate", "InplaceTril",
+        "InplaceTriu", "Permute", "Roll", "Slice", "SliceV2", "SplitTensor", "SplitWithSize",
+        "Stack", "StridedSliceAssignV2", "Tril", "Triu", "UnfoldGrad", "UpsampleBilinear2d",
+        "UpsampleNearest2d",
     ),
     "norm_backward": (
         "BatchNormBackward", "GroupNormBackward", "LayerNormBackward", "RmsNormGrad",
@@ -143,6 +147,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "normalization": (
         "AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm",
         "InstanceNorm", "LayerNorm", "RmsNorm",
+    ),
+    "optim": (
+        "ApplyAdamW", "ApplyAdamWV2", "ApplyFusedEmaAdam",
     ),
     "padding": (
         "CircularPad2d", "CircularPad2dBackward", "CircularPad3d", "CircularPad3dBackward",

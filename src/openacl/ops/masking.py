@@ -4,7 +4,8 @@ says, or read the elements a mask picks.
 - fills: ``InplaceFillScalar`` / ``InplaceFillTensor`` (``Tensor.fill_``), ``InplaceZero``,
   ``InplaceMaskedFillScalar`` / ``InplaceMaskedFillTensor`` (``Tensor.masked_fill_``),
   ``InplaceFillDiagonal`` (``Tensor.fill_diagonal_``) and ``DiagFlat``
-  (``torch.diagflat``);
+  (``torch.diagflat``); generated fills: ``Arange`` and ``OneHot`` (on/off values by
+  where a label's class is);
 - selection: ``MaskedSelect`` (``torch.masked_select``);
 - bounds: ``Hardtanh`` (``F.hardtanh``), ``ClampMinTensor`` / ``ClampMaxTensor``
   (``torch.clamp_min`` / ``clamp_max`` with tensor bounds) and their in-place forms, on
@@ -25,11 +26,12 @@ import math
 
 import numpy as np
 
-from openacl.ops import arithmetic
+from openacl.ops import arithmetic, promotion
 from openacl.ops.call import (
     ALL_DTYPES,
     BOOL_DTYPES,
     COMPLEX_DTYPES,
+    FLOAT_DTYPES,
     Call,
     Kernel,
     ScalarArg,
@@ -72,6 +74,11 @@ MASK_DTYPES = U8 | BOOL_DTYPES  # MaskedSelect's mask (MaskedFill takes BOOL onl
 CLAMP_DTYPES = F16 | F32 | F64 | I8 | U8 | I16 | I32 | I64 | BF16  # self/out of Hardtanh, ...
 CLAMP_BOUND_DTYPES = CLAMP_DTYPES | BOOL_DTYPES  # the bound tensors of Clamp*Tensor
 FILL_DIAGONAL_MIN_DIMS = 2
+ARANGE_SCALAR_DTYPES = FLOAT_DTYPES | U8 | I8 | I16 | I32 | I64 | BOOL_DTYPES
+ARANGE_OUT_DTYPES = FLOAT_DTYPES | I32 | I64
+ONE_HOT_SELF_DTYPES = U8 | I32 | I64
+ONE_HOT_VALUE_DTYPES = F16 | F32 | I8 | U8 | I32 | I64
+ONE_HOT_MAX_SELF_DIMS = 7  # out gains a dim and must stay within 8
 
 
 def _fill_tensor_value(c: Call, name: str, target: np.dtype) -> None:
@@ -209,6 +216,78 @@ def diag_flat(c: Call) -> Kernel:
         out = v["out"]
         out[...] = 0
         out[like(out, rows), like(out, cols)] = v["self"].reshape(-1)
+    return kernel
+
+
+# -- generated fills ---------------------------------------------------------------------------
+@register("Arange", "start: scalar, end: scalar, step: scalar, out: tensor!")
+def arange(c: Call) -> Kernel:
+    """``start, start + step, ...`` up to but excluding ``end`` (``torch.arange``); the
+    one-shot helper picks int64 for integer scalars, else float32, as torch does."""
+    for name in ("start", "end", "step"):
+        c.check_dtype(name, ARANGE_SCALAR_DTYPES)
+    start, end, step = (float(c[n].value) for n in ("start", "end", "step"))
+    if not all(math.isfinite(x) for x in (start, end, step)):
+        raise c.fail("end", "start, end and step must be finite")
+    if step == 0:
+        raise c.fail("step", "must not be zero")
+    if (end - start) * step < 0:
+        raise c.fail("step", f"has the wrong sign to go from {start} to {end}")
+    size = max(math.ceil((end - start) / step), 0)
+    integral = all(promotion.category(c[n].dtype) <= promotion.INTEGER
+                   for n in ("start", "end", "step"))
+    default = promotion.DEFAULT_INT if integral else promotion.DEFAULT_FLOAT
+    dtype = c.tensor("out").dtype if c.has("out") else default
+    c.check_dtype("out", ARANGE_OUT_DTYPES, dtype)
+    _out_like(c, (size,), dtype)
+    if dtype.kind in "iu" and int(step) == 0:
+        raise c.fail("step", f"truncates to 0 for an integer out ({dtype})")
+    accumulate = np.dtype(np.int64) if dtype.kind in "iu" else (
+        np.dtype(np.float64) if dtype.itemsize >= 4 else np.dtype(np.float32))
+    first = np.array(c["start"].value).astype(accumulate)
+    delta = np.array(c["step"].value).astype(accumulate)
+
+    def kernel(v) -> None:
+        values = first + delta * np.arange(size, dtype=accumulate)
+        v.write("out", values.astype(dtype))
+    return kernel
+
+
+@register("OneHot", "self: tensor, numClasses: int, onValue: tensor, offValue: tensor, "
+                    "axis: int, out: tensor!")
+def one_hot(c: Call) -> Kernel:
+    """One-hot encode ``self`` with ``numClasses`` classes, inserting the new dim at
+    ``axis`` (-1: last). Positions of the class take ``onValue[0]``, others
+    ``offValue[0]``; values outside ``[0, numClasses)`` encode as all ``offValue`` (CANN's
+    rule; ``F.one_hot`` raises instead)."""
+    self = c.tensor("self")
+    c.check_dtype("self", ONE_HOT_SELF_DTYPES)
+    if self.ndim > ONE_HOT_MAX_SELF_DIMS:
+        raise c.fail("self", f"must have at most {ONE_HOT_MAX_SELF_DIMS} dims")
+    classes = c["numClasses"]
+    if classes < 0 or (classes == 0 and self.numel == 0):
+        raise c.fail("numClasses", "must be >= 0 (> 0 for an empty self)")
+    dtype = c.check_dtype("onValue", ONE_HOT_VALUE_DTYPES)
+    for name in ("onValue", "offValue"):
+        value = c.tensor(name)
+        if value.dtype != dtype:
+            raise c.fail(name, f"dtype must equal onValue's ({dtype})")
+        if value.numel == 0:
+            raise c.fail(name, "must hold at least one element")
+    if not -1 <= c["axis"] <= self.ndim:
+        raise c.fail("axis", f"must be in [-1, {self.ndim}]")
+    axis = self.ndim if c["axis"] == -1 else c["axis"]
+    shape = (*self.shape[:axis], classes, *self.shape[axis:])
+    if c.has("out"):
+        c.check_dtype("out", ONE_HOT_VALUE_DTYPES)
+    _out_like(c, shape, dtype)
+
+    def kernel(v) -> None:
+        labels = np.expand_dims(as_array(v["self"]).astype(np.int64), axis)
+        classes_along = like(labels, np.arange(classes).reshape(
+            [-1 if k == axis else 1 for k in range(len(shape))]))
+        on, off = v["onValue"].reshape(-1)[0], v["offValue"].reshape(-1)[0]
+        np.copyto(v["out"], np.where(labels == classes_along, on, off))
     return kernel
 
 

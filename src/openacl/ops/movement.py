@@ -1,12 +1,14 @@
-"""Data movement operators: casts and copies, concatenation and splits, views made
-concrete (slice, permute, expand, flip, roll), gathers and scatters, padding, fills,
-one-hot and upsampling.
+"""Data movement operators: casts and copies, concatenation, stacking and splits, views
+made concrete (slice, permute, expand, flip, roll, flatten, channel shuffle), strided slice
+assignment, the gradient of unfold, gathers and scatters, and upsampling. Pads live in
+``padding.py``, fills, masks, Arange and OneHot in ``masking.py``.
 
-Semantics are aclnn's, which are PyTorch's (``torch.cat``, ``split``, ``gather``,
-``index_select``, ``F.embedding``, ``F.pad``, ``flip``, ``roll``, ``tril``/``triu``,
-``arange``, ``F.one_hot``, ``F.interpolate``). Every operator except the two upsamplers and
-Arange moves values without arithmetic, so results are bit-exact in every dtype. Dtype
-lists are the ones each aclnn document gives, limited to what numpy can hold.
+Semantics are aclnn's, which are PyTorch's (``torch.cat``, ``stack``, ``split``,
+``gather``, ``index_select``, ``F.embedding``, ``flip``, ``roll``, ``tril``/``triu``,
+``nn.ChannelShuffle``, ``aten.unfold_backward``, ``F.interpolate``) or ONNX's (Flatten,
+Slice). Every operator except the two upsamplers and UnfoldGrad moves values without
+arithmetic, so results are bit-exact in every dtype. Dtype lists are the ones each aclnn
+document gives, limited to what numpy can hold.
 
 Index values live in device memory, which phase 1 cannot read: an index out of range is
 found by the kernel, which raises, so the stream fails and its next synchronize reports the
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
-from openacl.errors import ACLNN_ERR_INNER_TILING_ERROR, AclError
+from openacl.errors import AclError
 from openacl.ops import promotion
 from openacl.ops.call import (
     ALL_DTYPES,
@@ -63,10 +65,6 @@ SCATTER_UPDATE_DTYPES = I8 | U8 | F16 | F32 | I32 | BF16
 FLIP_DTYPES = ALL_DTYPES - U16 - U32 - U64
 ROLL_DTYPES = BF16 | F16 | F32 | I8 | U8 | I32 | I64 | U32 | BOOL_DTYPES | I16 | C64
 TRIANGLE_DTYPES = ALL_DTYPES - C128
-ARANGE_SCALAR_DTYPES = FLOAT_DTYPES | U8 | I8 | I16 | I32 | I64 | BOOL_DTYPES
-ARANGE_OUT_DTYPES = FLOAT_DTYPES | I32 | I64
-ONE_HOT_SELF_DTYPES = U8 | I32 | I64
-ONE_HOT_VALUE_DTYPES = F16 | F32 | I8 | U8 | I32 | I64
 NEAREST_DTYPES = FLOAT_DTYPES | U8
 BILINEAR_DTYPES = FLOAT_DTYPES
 STACK_DTYPES = ALL_DTYPES
@@ -78,7 +76,6 @@ UNFOLD_GRAD_DTYPES = F32 | F16 | BF16
 IMAGE_RANK = 4  # the upsamplers take (N, C, H, W)
 SPATIAL_DIMS = 2  # outputSize / padding pairs of the 2-D operators
 SCATTER_UPDATE_RANKS = (2, 8)  # aclnnInplaceScatterUpdate: rank of data and updates
-ONE_HOT_MAX_SELF_DIMS = 7  # out gains a dim and must stay within 8
 CHANNEL_SHUFFLE_RANKS = (3, 7)  # aclnnChannelShuffle: rank of self
 
 
@@ -573,28 +570,29 @@ def channel_shuffle(c: Call) -> Kernel:
                         "step: int, gradIn: tensor!")
 def unfold_grad(c: Call) -> Kernel:
     """The gradient of ``Tensor.unfold(dim, size, step)``: each input position gets the
-    sum of the windows' gradients that cover it (``aten.unfold_backward``). The shape
-    conditions fail with ACLNN_ERR_INNER_TILING_ERROR, as CANN's do."""
+    sum of the windows' gradients that cover it (``aten.unfold_backward``). CANN finds
+    the shape conditions in its tiling (ACLNN_ERR_INNER_TILING_ERROR); here phase 1 checks
+    them, so they are ACLNN_ERR_PARAM_INVALID as every argument check is."""
     grad = c.tensor("gradOut")
     dtype = c.check_dtype("gradOut", UNFOLD_GRAD_DTYPES)
     sizes = tuple(c["inputSizes"])
     if not 1 <= len(sizes) <= MAX_DIMS - 1 or any(n < 0 for n in sizes):
         raise c.fail("inputSizes", f"must hold 1 to {MAX_DIMS - 1} sizes >= 0")
-    rank, tiling = len(sizes), ACLNN_ERR_INNER_TILING_ERROR
+    rank = len(sizes)
     dim = c["dim"] + rank if c["dim"] < 0 else c["dim"]
     if dim not in (rank - 1, rank - 2):
         raise c.fail("dim", f"must be {rank - 1} or {rank - 2} (one of the last two of "
-                            f"inputSizes)", tiling)
+                            f"inputSizes)")
     size, step = c["size"], c["step"]
     if not 0 < size <= sizes[dim]:
-        raise c.fail("size", f"must be in [1, {sizes[dim]}], the size of dim {dim}", tiling)
+        raise c.fail("size", f"must be in [1, {sizes[dim]}], the size of dim {dim}")
     if step <= 0:
-        raise c.fail("step", "must be > 0", tiling)
+        raise c.fail("step", "must be > 0")
     count = (sizes[dim] - size) // step + 1
     expected = (*sizes[:dim], count, *sizes[dim + 1:], size)
     if grad.shape != expected:
         raise c.fail("gradOut", f"shape must be {list(expected)} (inputSizes with dim {dim} "
-                                f"holding the {count} windows, then the window)", tiling)
+                                f"holding the {count} windows, then the window)")
     _out_like(c, sizes, dtype, "gradIn")
     compute = promotion.compute_dtype(dtype)
     lead = (slice(None),) * dim
@@ -767,78 +765,6 @@ def _inplace_scatter_update(c: Call) -> Kernel:
 
 register_inplace("InplaceScatterUpdate", "data: tensor!, indices: tensor, updates: tensor, "
                                          "axis: int", _inplace_scatter_update, data="data")
-
-
-# -- generators ------------------------------------------------------------------------------
-@register("Arange", "start: scalar, end: scalar, step: scalar, out: tensor!")
-def arange(c: Call) -> Kernel:
-    """``start, start + step, ...`` up to but excluding ``end`` (``torch.arange``); the
-    one-shot helper picks int64 for integer scalars, else float32, as torch does."""
-    for name in ("start", "end", "step"):
-        c.check_dtype(name, ARANGE_SCALAR_DTYPES)
-    start, end, step = (float(c[n].value) for n in ("start", "end", "step"))
-    if not all(math.isfinite(x) for x in (start, end, step)):
-        raise c.fail("end", "start, end and step must be finite")
-    if step == 0:
-        raise c.fail("step", "must not be zero")
-    if (end - start) * step < 0:
-        raise c.fail("step", f"has the wrong sign to go from {start} to {end}")
-    size = max(math.ceil((end - start) / step), 0)
-    integral = all(promotion.category(c[n].dtype) <= promotion.INTEGER
-                   for n in ("start", "end", "step"))
-    default = promotion.DEFAULT_INT if integral else promotion.DEFAULT_FLOAT
-    dtype = c.tensor("out").dtype if c.has("out") else default
-    c.check_dtype("out", ARANGE_OUT_DTYPES, dtype)
-    _out_like(c, (size,), dtype)
-    if dtype.kind in "iu" and int(step) == 0:
-        raise c.fail("step", f"truncates to 0 for an integer out ({dtype})")
-    accumulate = np.dtype(np.int64) if dtype.kind in "iu" else (
-        np.dtype(np.float64) if dtype.itemsize >= 4 else np.dtype(np.float32))
-    first = np.array(c["start"].value).astype(accumulate)
-    delta = np.array(c["step"].value).astype(accumulate)
-
-    def kernel(v) -> None:
-        values = first + delta * np.arange(size, dtype=accumulate)
-        v.write("out", values.astype(dtype))
-    return kernel
-
-
-@register("OneHot", "self: tensor, numClasses: int, onValue: tensor, offValue: tensor, "
-                    "axis: int, out: tensor!")
-def one_hot(c: Call) -> Kernel:
-    """One-hot encode ``self`` with ``numClasses`` classes, inserting the new dim at
-    ``axis`` (-1: last). Positions of the class take ``onValue[0]``, others
-    ``offValue[0]``; values outside ``[0, numClasses)`` encode as all ``offValue`` (CANN's
-    rule; ``F.one_hot`` raises instead)."""
-    self = c.tensor("self")
-    c.check_dtype("self", ONE_HOT_SELF_DTYPES)
-    if self.ndim > ONE_HOT_MAX_SELF_DIMS:
-        raise c.fail("self", f"must have at most {ONE_HOT_MAX_SELF_DIMS} dims")
-    classes = c["numClasses"]
-    if classes < 0 or (classes == 0 and self.numel == 0):
-        raise c.fail("numClasses", "must be >= 0 (> 0 for an empty self)")
-    dtype = c.check_dtype("onValue", ONE_HOT_VALUE_DTYPES)
-    for name in ("onValue", "offValue"):
-        value = c.tensor(name)
-        if value.dtype != dtype:
-            raise c.fail(name, f"dtype must equal onValue's ({dtype})")
-        if value.numel == 0:
-            raise c.fail(name, "must hold at least one element")
-    if not -1 <= c["axis"] <= self.ndim:
-        raise c.fail("axis", f"must be in [-1, {self.ndim}]")
-    axis = self.ndim if c["axis"] == -1 else c["axis"]
-    shape = (*self.shape[:axis], classes, *self.shape[axis:])
-    if c.has("out"):
-        c.check_dtype("out", ONE_HOT_VALUE_DTYPES)
-    _out_like(c, shape, dtype)
-
-    def kernel(v) -> None:
-        labels = np.expand_dims(as_array(v["self"]).astype(np.int64), axis)
-        classes_along = like(labels, np.arange(classes).reshape(
-            [-1 if k == axis else 1 for k in range(len(shape))]))
-        on, off = v["onValue"].reshape(-1)[0], v["offValue"].reshape(-1)[0]
-        np.copyto(v["out"], np.where(labels == classes_along, on, off))
-    return kernel
 
 
 # -- upsampling -------------------------------------------------------------------------------
