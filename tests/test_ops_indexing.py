@@ -358,3 +358,77 @@ def test_repeat_interleave_refusals():
         openacl.empty((3,), np.complex64)), "self")
     _fails_in_kernel("repeat_interleave", x, _dev(np.array([1])), 24, out,
                      match="differs from the sum")
+
+
+# -- embeddings (src/openacl/ops/embeddings.py) ---------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS[:3], ids=str)
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_embedding_bag_matches_torch(dtype, mode):
+    weight = random_array((7, 4), dtype, RNG)
+    indices = RNG.integers(0, 7, 11)
+    offsets = np.array([0, 3, 3, 8], np.int32)
+    for last, padding in [(False, -1), (True, 2), (False, 9)]:
+        weights = random_array((11,), dtype, RNG, 0, 1) if mode == 0 else None
+        got = openacl.ops.embedding_bag(weight, indices, offsets, False, mode, False, weights,
+                                        last, padding)
+        rows = weight.shape[0]
+        want = torch.embedding_bag(
+            _wide(weight), torch.from_numpy(indices), torch.from_numpy(offsets).long(), False,
+            mode, False, None if weights is None else _wide(weights), last,
+            padding % rows if -rows <= padding < rows else None)
+        _check(got[0].numpy(), want[0], dtype, f"output, last={last}, padding={padding}")
+        np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+        if mode:  # (torch leaves bagSize zero in sum mode)
+            np.testing.assert_array_equal(got[2].numpy(), want[2].numpy())
+        if mode == 2:
+            np.testing.assert_array_equal(got[3].numpy(), want[3].numpy())
+
+
+def test_embedding_bag_refusals():
+    weight = _dev(np.ones((5, 3), np.float32))
+    indices, offsets = _dev(np.array([0, 1, 2])), _dev(np.array([0, 2]))
+    outs = (openacl.empty((2, 3), np.float32), openacl.empty((3,), np.int64),
+            openacl.empty((2,), np.int64), openacl.empty((2,), np.int64))
+    _refused(lambda: aclnn.embedding_bag_get_workspace_size(
+        weight, indices, offsets, False, 1, False, _dev(np.ones(3, np.float32)), False, -1,
+        *outs), "perSampleWeights")
+    _refused(lambda: aclnn.embedding_bag_get_workspace_size(
+        _dev(np.ones((5, 3), np.int32)), indices, offsets, False, 0, False, None, False, -1,
+        *outs), "weight")
+    _refused(lambda: aclnn.embedding_bag_get_workspace_size(
+        weight, _dev(np.array([0, 1, 2], np.int8)), _dev(np.array([0, 2], np.int16)), False, 0,
+        False, None, False, -1, *outs), "offsets")
+    _refused(lambda: aclnn.embedding_bag_get_workspace_size(
+        weight, indices, offsets, False, 0, False, None, False, -1,
+        openacl.empty((3, 3), np.float32), *outs[1:]), "output")
+
+
+@pytest.mark.parametrize("dtype", FLOATS[:3], ids=str)
+def test_embedding_dense_backward_matches_torch(dtype):
+    grad = random_array((2, 6, 5), dtype, RNG)
+    indices = RNG.integers(0, 8, (2, 6))
+    for padding, scale in [(-1, False), (3, True), (12, False)]:
+        got = openacl.ops.embedding_dense_backward(grad, indices, 8, padding, scale).numpy()
+        want = torch.ops.aten.embedding_dense_backward(
+            _wide(grad), torch.from_numpy(indices), 8, padding if padding < 8 else -1, scale)
+        _check(got, want, dtype, f"padding={padding}, scale={scale}")
+    weight = torch.zeros(8, 5, dtype=torch.float64, requires_grad=True)  # it is the autograd
+    torch.nn.functional.embedding(torch.from_numpy(indices), weight).backward(_wide(grad))
+    _check(openacl.ops.embedding_dense_backward(grad, indices, 8, -1, False).numpy(),
+           weight.grad, dtype, "autograd")
+
+
+@pytest.mark.parametrize("dtype", FLOATS[:3], ids=str)
+def test_embedding_renorm_matches_torch(dtype):
+    weight = random_array((6, 4), dtype, RNG, -3, 3)
+    for max_norm, norm_type in [(1.0, 2.0), (2.5, 1.0), (0.5, 3.0)]:
+        target = _dev(weight)
+        indices = np.array([0, 4, 4, 5])
+        openacl.ops.embedding_renorm(target, indices, max_norm, norm_type)
+        want = torch.embedding_renorm_(_wide(weight), torch.from_numpy(indices), max_norm,
+                                       norm_type)
+        _check(target.numpy(), want, dtype, f"max_norm={max_norm}, p={norm_type}")
+    _refused(lambda: aclnn.embedding_renorm_get_workspace_size(
+        _dev(np.ones(3, np.float32)), _dev(np.array([0])), 1.0, 2.0), "selfRef")
+    _fails_in_kernel("embedding_renorm", _dev(weight), _dev(np.array([6])), 1.0, 2.0,
+                     match="holds index 6")

@@ -374,3 +374,53 @@ def _repeat_tensor_skip(inputs) -> str | None:
 @golden("RepeatInterleaveTensor", skip=_repeat_tensor_skip)
 def repeat_interleave_tensor(repeats, output_size):
     return torch.repeat_interleave(repeats.long())
+
+
+# -- embeddings -----------------------------------------------------------------------------------
+EMBEDDING_BAG_SUM, EMBEDDING_BAG_MEAN = 0, 1
+
+
+def _embedding_bag_skip(inputs) -> str | None:
+    weight, indices, offsets, mode, per_sample = (inputs[0], inputs[1], inputs[2], inputs[4],
+                                                  inputs[6])
+    if per_sample is not None and mode != EMBEDDING_BAG_SUM:
+        return ("perSampleWeights is 'null' in the file (no tensor); the driver draws one, "
+                "which CANN refuses outside sum mode")
+    if np.asarray(offsets).size and np.any(np.diff(np.asarray(offsets).astype(np.int64)) < 0):
+        return "the drawn offsets are not sorted (PyTorch's bags need them non-decreasing)"
+    if np.asarray(offsets).size and int(np.asarray(offsets).reshape(-1)[0]) != 0:
+        return "the drawn offsets do not start at 0 (PyTorch's first bag starts there)"
+    return _out_of_range(torch.from_numpy(np.asarray(indices).astype(np.int64)),
+                         weight.shape[0])
+
+
+@golden("EmbeddingBag", skip=_embedding_bag_skip)
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample,
+                  include_last_offset, padding_idx):
+    rows = weight.shape[0]
+    padding = padding_idx % rows if -rows <= padding_idx < rows else None
+    output, offset2bag, bag_size, max_indices = torch.embedding_bag(
+        weight, indices.long(), offsets.long(), False, mode, False, per_sample,
+        include_last_offset, padding)
+    maximum = mode not in (EMBEDDING_BAG_SUM, EMBEDDING_BAG_MEAN)
+    # bagSize: torch leaves it zero in sum mode; maxIndices: meaningful in max mode only
+    return (output, offset2bag, None if mode == EMBEDDING_BAG_SUM else bag_size,
+            max_indices if maximum else None)
+
+
+def _dense_backward_skip(inputs) -> str | None:
+    if not isinstance(inputs[4], bool):
+        return f"scaleGradByFreq is given as {inputs[4]!r}, not a bool (an abnormal case)"
+    return _out_of_range(torch.from_numpy(np.asarray(inputs[1]).astype(np.int64)), inputs[2])
+
+
+@golden("EmbeddingDenseBackward", skip=_dense_backward_skip)
+def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    padding = padding_idx if 0 <= padding_idx < num_weights else -1
+    return torch.ops.aten.embedding_dense_backward(grad, indices.long(), num_weights, padding,
+                                                   scale_grad_by_freq)
+
+
+@golden("EmbeddingRenorm")
+def embedding_renorm(x, indices, max_norm, norm_type):
+    return torch.embedding_renorm_(x.clone(), indices.long(), max_norm, norm_type)

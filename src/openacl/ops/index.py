@@ -193,6 +193,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "Kthvalue", "Median", "MedianDim", "NanMedian", "NanMedianDim", "Nonzero",
         "NonzeroV2", "Unique", "Unique2", "UniqueDim",
     ),
+    "vector_fusion": (
+        "Modulate", "ScaledMaskedSoftmaxBackward",
+    ),
     "vector_norm": (
         "LinalgVectorNorm", "Norm",
     ),
