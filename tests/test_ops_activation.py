@@ -776,3 +776,12 @@ def test_rrelu_with_noise_errors():
     _raises(ACLNN_ERR_PARAM_INVALID, "offset", phase1, x, x, low, high, True, 0, -1, out)
     _raises(ACLNN_ERR_PARAM_INVALID, "self", phase1, _dev(np.ones((2, 4), np.float64)), x,
             low, high, True, 0, 0, openacl.empty((2, 4), np.float64))
+
+
+@pytest.mark.parametrize("name", ["erfinv", "celu", "swish", "softshrink", "threshold",
+                                  "log_sigmoid", "selu"])
+def test_new_activations_over_many_chunks(name):
+    a = random_array((2 * ELEMENTWISE_CHUNK + 77,), np.float32, np.random.default_rng(42),
+                     -0.99 if name == "erfinv" else -8, 0.99 if name == "erfinv" else 8)
+    run, reference = ELEMENTWISE.get(name, (openacl.ops.erfinv, torch.erfinv))
+    assert_close(run(_dev(a)).numpy(), _golden(reference, a), name)

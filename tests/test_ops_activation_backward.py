@@ -287,3 +287,18 @@ def test_phase_one_errors():
     _raises(ACLNN_ERR_PARAM_INVALID, "x", aclnn.situ_glu_grad_get_workspace_size,
             _dev(np.ones((2, 2), np.float32)), _dev(np.ones((2, 5), np.float32)), -1, 1.0,
             0.0, True, openacl.empty((2, 5), np.float32))  # odd split
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)], ids=str)
+def test_large_inputs_go_chunk_by_chunk(dtype):
+    # over ELEMENTWISE_CHUNK elements, contiguous and of one shape: evaluated in chunks
+    x, g = _pair((3, 40_001), dtype, 15, -8, 8)
+    wide = [torch.from_numpy(np.asarray(a, np.float64)) for a in (g, x)]
+    torch_dtype = to_torch(x).dtype
+    for run, reference in (
+            (openacl.ops.gelu_backward, torch.ops.aten.gelu_backward),
+            (openacl.ops.silu_backward, torch.ops.aten.silu_backward),
+            (lambda a, b: openacl.ops.threshold_backward(a, b, 0.5),
+             lambda a, b: torch.ops.aten.threshold_backward(a, b, 0.5))):
+        golden = from_torch(reference(*wide).to(torch_dtype))
+        assert_close(run(_dev(g), _dev(x)).numpy(), golden, f"{reference} {dtype}")

@@ -186,8 +186,8 @@ def _squared_relu(x: np.ndarray) -> np.ndarray:
 
 
 def log_sigmoid(x: np.ndarray) -> np.ndarray:
-    """``log(1 / (1 + exp(-x))) = -softplus(-x)``, without overflow."""
-    return -_softplus_unit(-x)
+    """``log(1 / (1 + exp(-x))) = min(x, 0) - log1p(exp(-|x|))``, without overflow."""
+    return np.minimum(x, x.dtype.type(0)) - np.log1p(np.exp(-np.abs(x)))
 
 
 # -- parameterless elementwise activations ------------------------------------------------------
@@ -415,13 +415,21 @@ def elu(c: Call) -> Kernel:
     return _elu_kernel(compute, alpha, scale, input_scale)
 
 
-def _elu_kernel(compute: np.dtype, alpha: Any, scale: Any, input_scale: Any) -> Kernel:
-    @quiet
+def _chunked(fn: Callable[[np.ndarray], np.ndarray], compute: np.dtype) -> Kernel:
+    """The kernel ``out = fn(self)`` in ``compute``, chunk by chunk over a large contiguous
+    tensor (``_apply``: its temporaries stay in cache)."""
+    fn = quiet(fn)
+
     def kernel(v) -> None:
-        x = v.compute("self", compute)
-        negative = alpha * scale * np.expm1(np.minimum(x, 0) * input_scale)
-        v.write("out", np.where(x > 0, x * scale, negative))  # NaN stays NaN
+        _apply(fn, v, v.compute("self", compute), "out")
     return kernel
+
+
+def _elu_kernel(compute: np.dtype, alpha: Any, scale: Any, input_scale: Any) -> Kernel:
+    def fn(x: np.ndarray) -> np.ndarray:
+        negative = alpha * scale * np.expm1(np.minimum(x, 0) * input_scale)
+        return np.where(x > 0, x * scale, negative)  # NaN stays NaN
+    return _chunked(fn, compute)
 
 
 register_inplace("InplaceElu", "selfRef: tensor!, alpha: scalar = 1, scale: scalar = 1, "
@@ -452,11 +460,7 @@ def swish(c: Call) -> Kernel:
     compute = promotion.compute_dtype(dtype)
     beta = c.scalar("betaOptional", compute) if c.has("betaOptional") else compute.type(1)
 
-    @quiet
-    def kernel(v) -> None:
-        x = v.compute("self", compute)
-        v.write("out", x * sigmoid(x * beta))
-    return kernel
+    return _chunked(lambda x: x * sigmoid(x * beta), compute)
 
 
 def _lambd(c: Call, name: str, compute: np.dtype, non_negative: bool) -> Any:
@@ -475,11 +479,7 @@ def softshrink(c: Call) -> Kernel:
     compute = promotion.compute_dtype(dtype)
     lambd = _lambd(c, "lambd", compute, non_negative=True)
 
-    @quiet
-    def kernel(v) -> None:
-        x = v.compute("self", compute)
-        v.write("out", x - np.clip(x, -lambd, lambd))
-    return kernel
+    return _chunked(lambda x: x - np.clip(x, -lambd, lambd), compute)
 
 
 @register("Hardshrink", "self: tensor, lambd: scalar = 0.5, out: tensor!")
@@ -490,12 +490,8 @@ def hardshrink(c: Call) -> Kernel:
     compute = promotion.compute_dtype(dtype)
     lambd = _lambd(c, "lambd", compute, non_negative=False)
 
-    @quiet
-    def kernel(v) -> None:
-        x = v.compute("self", compute)
-        inside = (x >= -lambd) & (x <= lambd)
-        v.write("out", np.where(inside, compute.type(0), x))
-    return kernel
+    zero = compute.type(0)
+    return _chunked(lambda x: np.where((x >= -lambd) & (x <= lambd), zero, x), compute)
 
 
 THRESHOLD_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (
@@ -515,11 +511,7 @@ def threshold(c: Call) -> Kernel:
     compute = promotion.compute_dtype(dtype)
     limit, value = c.scalar("threshold", compute), c.scalar("value", compute)
 
-    @quiet
-    def kernel(v) -> None:
-        x = v.compute("self", compute)
-        v.write("out", np.where(x <= limit, value, x))
-    return kernel
+    return _chunked(lambda x: np.where(x <= limit, value, x), compute)
 
 
 register_inplace("InplaceThreshold", "selfRef: tensor!, threshold: scalar, value: scalar",
@@ -579,22 +571,32 @@ ERFINV_DTYPES = FLOAT_DTYPES | frozenset(np.dtype(t) for t in (
 
 
 def _polynomial(coefficients: tuple[float, ...], w: np.ndarray) -> np.ndarray:
-    result = np.full_like(w, coefficients[0])
-    for coefficient in coefficients[1:]:
+    f = w.dtype.type
+    result = np.multiply(w, f(coefficients[0]))
+    for coefficient in coefficients[1:-1]:
+        result += f(coefficient)
         result *= w
-        result += coefficient
+    result += f(coefficients[-1])
     return result
 
 
 def erfinv(x: np.ndarray) -> np.ndarray:
-    """The inverse of erf, in float64: Giles' approximation, refined by Newton's method for
-    float64 results; +-1 give +-inf, |x| > 1 and NaN give NaN."""
-    x = x.astype(np.float64, copy=False)
-    w = -np.log((1.0 - x) * (1.0 + x))
-    central = _polynomial(ERFINV_CENTRAL, w - 2.5)
-    tail = _polynomial(ERFINV_TAIL, np.sqrt(w) - 3.0)
-    result = x * np.where(w < ERFINV_SPLIT, central, tail)
-    return np.where(np.abs(x) == 1.0, np.copysign(np.inf, x), result)  # the poles
+    """The inverse of erf in ``x``'s dtype (float32 or float64): Giles' approximation (its
+    tail polynomial only where ``w >= 5``, |x| > 0.9966); +-1 give +-inf, |x| > 1 and NaN
+    give NaN."""
+    f, shape, x = x.dtype.type, x.shape, x.reshape(-1)  # 1-d: in-place ufuncs, masks
+    w = np.multiply(f(1) - x, f(1) + x)
+    np.log(w, out=w)
+    np.negative(w, out=w)
+    result = _polynomial(ERFINV_CENTRAL, w - f(2.5))
+    tail = w >= f(ERFINV_SPLIT)  # (NaN is not: it stays NaN through the central branch)
+    if tail.any():
+        result[tail] = _polynomial(ERFINV_TAIL, np.sqrt(w[tail]) - f(3))
+    result *= x
+    poles = np.abs(x) == f(1)
+    if poles.any():
+        result[poles] = np.copysign(f(np.inf), x[poles])
+    return result.reshape(shape)
 
 
 def _erfinv_refined(x: np.ndarray) -> np.ndarray:
@@ -617,11 +619,8 @@ def erfinv_op(c: Call) -> Kernel:
         c.check_dtype("out", FLOAT_DTYPES)
     wide = result == np.float64
 
-    @quiet
-    def kernel(v) -> None:
-        x = v.compute("self", np.dtype(np.float64))
-        v.write("out", _erfinv_refined(x) if wide else erfinv(x))
-    return kernel
+    compute = np.dtype(np.float64 if wide else np.float32)
+    return _chunked(_erfinv_refined if wide else erfinv, compute)
 
 
 register_inplace("InplaceErfinv", "selfRef: tensor!", erfinv_op, self="selfRef", out="selfRef")
