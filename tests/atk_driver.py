@@ -220,6 +220,8 @@ def _bounds(spec: Any) -> tuple[float, float, bool, bool] | None:
 def _draw(rng: np.random.Generator, spec: Any, dtype: np.dtype,
           shape: tuple[int, ...]) -> np.ndarray:
     """Values of ``dtype`` and ``shape`` as ``range_values`` describes them."""
+    if isinstance(spec, list) and spec and all(isinstance(v, bool) for v in spec):
+        spec = [int(min(spec)), int(max(spec))]  # [False, True]: either
     bounds = _bounds(spec)
     if isinstance(spec, dict):  # {"name": "nd", "mean": [..], "std": [..]}
         mean = rng.uniform(*spec.get("mean", (0.0, 0.0)))

@@ -23,10 +23,11 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "activation_backward": (
         "EluBackward", "FastGeluBackward", "GeGluBackward", "GeGluV3Backward", "GeluBackward",
-        "GeluBackwardV2", "LeakyReluBackward", "LogSigmoidBackward", "LogSoftmaxBackward",
-        "PreluBackward", "SeluBackward", "SigmoidBackward", "SiluBackward", "SituGluGrad",
-        "SoftmaxBackward", "SoftplusBackward", "SoftshrinkBackward", "SwishBackward",
-        "TanhBackward", "ThresholdBackward",
+        "GeluBackwardV2", "GluBackward", "HardshrinkBackward", "HardsigmoidBackward",
+        "HardswishBackward", "LeakyReluBackward", "LogSigmoidBackward", "LogSoftmaxBackward",
+        "MishBackward", "PreluBackward", "SeluBackward", "SigmoidBackward", "SiluBackward",
+        "SituGluGrad", "SoftmaxBackward", "SoftplusBackward", "SoftshrinkBackward",
+        "SwiGluGrad", "SwishBackward", "TanhBackward", "ThresholdBackward",
     ),
     "activation_glu": (
         "ClippedSwiglu", "FatreluMul", "GeGlu", "GeGluV3", "GeluMul", "Glu", "SituGlu",
@@ -192,6 +193,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "selection": (
         "Kthvalue", "Median", "MedianDim", "NanMedian", "NanMedianDim", "Nonzero",
         "NonzeroV2", "Unique", "Unique2", "UniqueDim",
+    ),
+    "unpooling": (
+        "MaxUnpool2d", "MaxUnpool2dBackward", "MaxUnpool3d", "MaxUnpool3dBackward",
     ),
     "vector_fusion": (
         "Modulate", "ScaledMaskedSoftmaxBackward",
