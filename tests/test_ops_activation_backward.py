@@ -65,6 +65,12 @@ FROM_INPUT = {
                      lambda t: torch.ops.aten.elu(t, 0.7, 1.3, 0.9)),
     "log_sigmoid_backward": (lambda g, x: openacl.ops.log_sigmoid_backward(g, x, x),
                              F.logsigmoid),
+    "mish_backward": (lambda g, x: openacl.ops.mish_backward(g, x), F.mish),
+    "hardswish_backward": (lambda g, x: openacl.ops.hardswish_backward(g, x), F.hardswish),
+    "hardsigmoid_backward": (lambda g, x: openacl.ops.hardsigmoid_backward(g, x),
+                             F.hardsigmoid),
+    "hardshrink_backward": (lambda g, x: openacl.ops.hardshrink_backward(g, x, 1.5),
+                            lambda t: F.hardshrink(t, 1.5)),
 }
 
 
@@ -284,6 +290,10 @@ def test_phase_one_errors():
             x, x, x, -1, 1, out)  # gradOutput must be self halved
     _raises(ACLNN_ERR_PARAM_INVALID, "approximate", aclnn.ge_glu_backward_get_workspace_size,
             _dev(np.ones((2, 2), np.float32)), x, _dev(np.ones((2, 2), np.float32)), -1, 3, out)
+    _raises(ACLNN_ERR_PARAM_INVALID, "gradOut", aclnn.glu_backward_get_workspace_size,
+            x, x, -1, out)  # gradOut must be self halved
+    _raises(ACLNN_ERR_PARAM_INVALID, "self", aclnn.hardswish_backward_get_workspace_size,
+            x, _dev(np.ones((2, 4), np.float16)), out)
     _raises(ACLNN_ERR_PARAM_INVALID, "x", aclnn.situ_glu_grad_get_workspace_size,
             _dev(np.ones((2, 2), np.float32)), _dev(np.ones((2, 5), np.float32)), -1, 1.0,
             0.0, True, openacl.empty((2, 5), np.float32))  # odd split
@@ -302,3 +312,23 @@ def test_large_inputs_go_chunk_by_chunk(dtype):
              lambda a, b: torch.ops.aten.threshold_backward(a, b, 0.5))):
         golden = from_torch(reference(*wide).to(torch_dtype))
         assert_close(run(_dev(g), _dev(x)).numpy(), golden, f"{reference} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", HALF_FLOATS + [np.dtype(np.float64)], ids=str)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_glu_and_swi_glu_backward_match_autograd(dtype, dim):
+    x = random_array((4, 6), dtype, np.random.default_rng(16), -4, 4)
+    g = random_array((2, 6) if dim == 0 else (4, 3), dtype, np.random.default_rng(17), -2, 2)
+    golden = _grad(lambda t: F.glu(t, dim), x, g, dtype)
+    assert_close(openacl.ops.glu_backward(_dev(g), _dev(x), dim).numpy(), golden, "Glu")
+    if dtype != np.float64:
+        golden = _grad(lambda t: F.silu(t.chunk(2, dim)[0]) * t.chunk(2, dim)[1], x, g, dtype)
+        assert_close(openacl.ops.swi_glu_grad(_dev(g), _dev(x), dim).numpy(), golden, "SwiGlu")
+
+
+def test_mish_derivative_next_to_its_root():
+    # mish' crosses 0 near x = -1.19: recomputed in float64 there (float32 would cancel)
+    x = np.linspace(-1.3, -1.1, 20_001).astype(np.float32)
+    g = np.ones_like(x)
+    assert_close(openacl.ops.mish_backward(_dev(g), _dev(x)).numpy(),
+                 _grad(F.mish, x, g, np.float32))

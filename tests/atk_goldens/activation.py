@@ -358,3 +358,38 @@ def rrelu_with_noise(x, noise, lower=0.125, upper=1 / 3, training=False, seed=0,
     """Eval mode (every ATK case): leaky relu with slope (lower + upper) / 2. (Training
     draws from the Philox stream; tests/test_ops_activation.py checks it.)"""
     return torch.ops.aten.rrelu_with_noise(x, noise.clone(), lower, upper, bool(training))
+
+
+@golden("MishBackward")
+def mish_backward(grad, x):
+    return _autograd(F.mish, x, grad)
+
+
+@golden("HardswishBackward")
+def hardswish_backward(grad, x):
+    return torch.ops.aten.hardswish_backward(grad, x)
+
+
+@golden("HardsigmoidBackward")
+def hardsigmoid_backward(grad, x):
+    return torch.ops.aten.hardsigmoid_backward(grad, x)
+
+
+@golden("HardshrinkBackward")
+def hardshrink_backward(grad, x, lambd=0.5):
+    return torch.ops.aten.hardshrink_backward(grad, x, max(lambd, 0.0))
+
+
+@golden("GluBackward")
+def glu_backward(grad, x, dim=-1):
+    return torch.ops.aten.glu_backward(grad, x, dim)
+
+
+@golden("SwiGluGrad")
+def swi_glu_grad(grad, x, dim=-1):
+    return _autograd(lambda t: swi_glu(t, dim), x, grad)
+
+
+@golden("LogSigmoidForward")
+def log_sigmoid_forward(x):
+    return F.logsigmoid(x)  # (its buffer output is CANN's unused scratch: not compared)

@@ -49,6 +49,7 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal pdf's const
 # relative error passes 2^-13 (next to GELU's and SiLU's roots) are below 0.0023 of it;
 # 1/16 leaves a wide margin and recomputes ~0.5% of the elements
 ROOT_BAND = 1.0 / 16
+HARD_LIMIT = 3.0  # Hardswish / Hardsigmoid are linear on [-3, 3]
 GELU_MODES = {"none": GELU_NONE, "tanh": GELU_TANH}  # GeluBackwardV2's approximate
 TANH_DTYPES = FLOAT_DTYPES
 SOFTPLUS_SELF_DTYPES = NUMERIC_DTYPES
@@ -100,6 +101,27 @@ def swish_grad(x: np.ndarray, beta: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
     return s * (f(1) + scaled * sigmoid(-scaled)), s
 
 
+@_refined_near_roots
+def mish_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """d (x tanh(softplus(x))) / dx = ``t + x sigmoid(x) (1 - t^2)``, t = tanh(softplus(x))."""
+    f = x.dtype.type
+    t = np.tanh(np.logaddexp(f(0), x))
+    return t + x * sigmoid(x) * (f(1) - t * t), t
+
+
+def hardswish_grad(x: np.ndarray) -> np.ndarray:
+    """0 below -3, ``x / 3 + 1/2`` up to 3, 1 above (torch's hardswish_backward)."""
+    f = x.dtype.type
+    return np.where(x < f(-HARD_LIMIT), f(0), np.where(x <= f(HARD_LIMIT),
+                                                      x / f(HARD_LIMIT) + f(0.5), f(1)))
+
+
+def hardsigmoid_grad(x: np.ndarray) -> np.ndarray:
+    """1/6 strictly inside (-3, 3), else 0 (torch's hardsigmoid_backward)."""
+    f = x.dtype.type
+    return np.where((x > f(-HARD_LIMIT)) & (x < f(HARD_LIMIT)), f(1 / 6), f(0))
+
+
 def _conj(value: np.ndarray) -> np.ndarray:
     """torch's complex gradients carry the conjugate of the derivative."""
     return np.conj(value) if value.dtype.kind == "c" else value
@@ -147,11 +169,12 @@ def _elementwise(c: Call, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], dt
 
 
 def _simple(derivative: Callable[[np.ndarray], np.ndarray], supported, x: str = "self",
-            **rules: bool) -> Callable[[Call], Kernel]:
+            out: str = "gradInput", **rules: bool) -> Callable[[Call], Kernel]:
     """``gradInput = gradOutput * derivative(x)``."""
     def prepare(c: Call) -> Kernel:
-        dtype = _prepare(c, "gradOutput", x, "gradInput", supported, **rules)
-        return _elementwise(c, lambda g, value: g * _conj(derivative(value)), dtype, x=x)
+        dtype = _prepare(c, "gradOutput", x, out, supported, **rules)
+        return _elementwise(c, lambda g, value: g * _conj(derivative(value)), dtype, x=x,
+                            out=out)
     return prepare
 
 
@@ -170,6 +193,29 @@ register("LogSigmoidBackward", "gradOutput: tensor, self: tensor, buffer: tensor
                                "gradInput: tensor!")(
     _simple(lambda x: sigmoid(-x), FLOAT_DTYPES, same_dtype=True, same_shape=True,
             exact=True))
+
+
+register("MishBackward", "gradOutput: tensor, self: tensor, gradInput: tensor!")(
+    _simple(mish_grad, HALF_FLOAT_DTYPES))
+register("HardswishBackward", "gradOutput: tensor, self: tensor, out: tensor!")(
+    _simple(hardswish_grad, HALF_FLOAT_DTYPES, out="out", same_dtype=True, same_shape=True,
+            exact=True))
+register("HardsigmoidBackward", "gradOutput: tensor, self: tensor, out: tensor!")(
+    _simple(hardsigmoid_grad, HALF_FLOAT_DTYPES, out="out", same_shape=True))
+
+
+@register("HardshrinkBackward", "gradOutput: tensor, self: tensor, lambd: scalar = 0.5, "
+                                "gradInput: tensor!")
+def hardshrink_backward(c: Call) -> Kernel:
+    """gradOutput where ``|x| > lambd``, else 0; a negative lambd counts as 0 (CANN)."""
+    dtype = _prepare(c, "gradOutput", "self", "gradInput", HALF_FLOAT_DTYPES, same_dtype=True,
+                     exact=True)
+    compute = promotion.compute_dtype(dtype)
+    lambd = max(c.scalar("lambd", compute), compute.type(0))
+
+    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return np.where((x >= -lambd) & (x <= lambd), compute.type(0), g)
+    return _elementwise(c, fn, dtype)
 
 
 @register("GeluBackwardV2", "gradOutput: tensor, self: tensor, approximate: str = 'none', "
@@ -361,6 +407,40 @@ def prelu_backward(c: Call) -> Kernel:
 
 
 # -- gated ----------------------------------------------------------------------------------------
+def _glu_like_backward(grad: str, x: str, gate: str) -> Callable[[Call], Kernel]:
+    """The gradient of ``out = a * sigmoid(b)`` (Glu) or ``silu(a) * b`` (SwiGlu), a and b
+    the halves of ``x`` along ``dim``."""
+    supported = FLOAT_DTYPES if gate == "glu" else HALF_FLOAT_DTYPES
+
+    def prepare(c: Call) -> Kernel:
+        dtype = c.check_dtype(x, supported)
+        axis, half = _split_halves(c, x, c["dim"])
+        c.check_dtype(grad, {dtype})
+        if c.tensor(grad).shape != half:
+            raise c.fail(grad, f"shape must be {list(half)} ({x}'s halved along dim)")
+        c.check_out("out", c.tensor(x).shape, dtype, exact_dtype=True)
+        compute = promotion.compute_dtype(dtype)
+
+        @quiet
+        def kernel(v) -> None:
+            g = v.compute(grad, compute)
+            first, second = gate_halves(v.compute(x, compute), axis, activate_left=True)
+            if gate == "glu":
+                s = sigmoid(second)
+                parts = (g * s, g * first * s * sigmoid(-second))
+            else:
+                parts = (g * second * swish_grad(first), g * first * sigmoid(first))
+            v.write("out", array_module(g).concatenate(parts, axis=axis))
+        return kernel
+    return prepare
+
+
+register("GluBackward", "gradOut: tensor, self: tensor, dim: int = -1, out: tensor!")(
+    _glu_like_backward("gradOut", "self", "glu"))
+register("SwiGluGrad", "yGrad: tensor, x: tensor, dim: int = -1, out: tensor!")(
+    _glu_like_backward("yGrad", "x", "swi_glu"))
+
+
 def _ge_glu_backward(c: Call) -> Kernel:
     """From ``out = linear * gelu(activated)``: ``d linear = g * gelu`` (the forward's
     ``outGelu``), ``d activated = g * linear * gelu'(activated)``."""
