@@ -205,3 +205,90 @@ def test_median_and_kthvalue_refusals():
     workspace, executor = aclnn.nan_median_get_workspace_size(x, one)
     aclnn.nan_median(0, workspace, executor, None)
     assert one.numpy().tolist() == [1.0]
+
+
+# -- max unpooling (src/openacl/ops/unpooling.py) ---------------------------------------------
+UNPOOL_DTYPES = [*FLOATS[:1], np.dtype(np.float16), np.dtype(np.float64), *INTS]
+
+
+def _pooled(shape, spatial: int):
+    """A max-pooled float64 input of ``shape`` and its indices (kernel 2, stride 2)."""
+    x = torch.from_numpy(RNG.permutation(int(np.prod(shape))).reshape(shape).astype(np.float64))
+    pool = torch.nn.functional.max_pool2d if spatial == 2 else torch.nn.functional.max_pool3d
+    return pool(x, 2, 2, return_indices=True)
+
+
+@pytest.mark.parametrize("dtype", UNPOOL_DTYPES, ids=str)
+@pytest.mark.parametrize("spatial", [2, 3])
+def test_max_unpool_matches_torch(dtype, spatial):
+    full = (2, 3, 6, 4) if spatial == 2 else (2, 2, 4, 6, 4)
+    values, indices = _pooled(full, spatial)
+    x = values.numpy().astype(dtype)
+    size = list(full[-spatial:])
+    unpool = torch.nn.functional.max_unpool2d if spatial == 2 else \
+        torch.nn.functional.max_unpool3d
+    want = unpool(torch.from_numpy(x.astype(np.float64)), indices, 2, 2, output_size=size)
+    if spatial == 2:
+        got = openacl.ops.max_unpool2d(x, indices.numpy(), size)
+        drop = openacl.ops.max_unpool2d(x[0], indices.numpy()[0], size)  # (C, H, W)
+        _exact(drop.numpy(), want.numpy()[0].astype(dtype))
+    else:
+        got = openacl.ops.max_unpool3d(x, indices.numpy().astype(np.int32), size, [2, 2, 2],
+                                       [0, 0, 0])
+    _exact(got.numpy(), want.numpy().astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [F32, np.dtype(np.float16), np.dtype(np.int32),
+                                   np.dtype(np.bool_)], ids=str)
+@pytest.mark.parametrize("spatial", [2, 3])
+def test_max_unpool_backward_is_the_gradient(dtype, spatial):
+    full = (2, 3, 6, 4) if spatial == 2 else (1, 2, 4, 6, 4)
+    values, indices = _pooled(full, spatial)
+    size = list(full[-spatial:])
+    grad = random_array(full, dtype, RNG, -3, 3)
+    if dtype != np.bool_:
+        source = values.clone().requires_grad_(True)
+        unpool = torch.nn.functional.max_unpool2d if spatial == 2 else \
+            torch.nn.functional.max_unpool3d
+        unpool(source, indices, 2, 2, output_size=size).backward(
+            torch.from_numpy(grad.astype(np.float64)))
+        want = source.grad.numpy().astype(dtype)
+    else:
+        want = np.take_along_axis(grad.reshape(*full[:-spatial], -1),
+                                  indices.numpy().reshape(*full[:-spatial], -1),
+                                  -1).reshape(values.shape)
+    x = values.numpy().astype(dtype)
+    if spatial == 2:
+        got = openacl.ops.max_unpool2d_backward(grad, x, indices.numpy(), size)
+    else:
+        got = openacl.ops.max_unpool3d_backward(grad, x, indices.numpy(), size, [2, 2, 2],
+                                                [0, 0, 0])
+    _exact(got.numpy(), want)
+
+
+def test_max_unpool_refusals():
+    x, idx = _dev(np.ones((1, 2, 2, 2), np.float32)), _dev(np.zeros((1, 2, 2, 2), np.int64))
+    out = openacl.empty((1, 2, 4, 4), np.float32)
+    _refused(lambda: aclnn.max_unpool2d_get_workspace_size(x, idx, [4], out), "outputSize")
+    _refused(lambda: aclnn.max_unpool2d_get_workspace_size(x, idx, [1, 2], out), "outputSize")
+    _refused(lambda: aclnn.max_unpool2d_get_workspace_size(
+        x, _dev(np.zeros((1, 2, 2), np.int64)), [4, 4], out), "indices")
+    _refused(lambda: aclnn.max_unpool2d_get_workspace_size(
+        _dev(np.ones((2, 2), np.float32)), _dev(np.zeros((2, 2), np.int64)), [4, 4],
+        openacl.empty((4, 4), np.float32)), "self")
+    _refused(lambda: aclnn.max_unpool3d_get_workspace_size(
+        _dev(np.ones((1, 1, 2, 2, 2), np.float32)), _dev(np.zeros((1, 1, 2, 2, 2), np.int64)),
+        [4, 4, 4], [0, 2, 2], [0, 0, 0], openacl.empty((1, 1, 4, 4, 4), np.float32)),
+        "stride")
+    _refused(lambda: aclnn.max_unpool2d_backward_get_workspace_size(
+        _dev(np.ones((1, 2, 4, 3), np.float32)), x, idx, [4, 4],
+        openacl.empty((1, 2, 2, 2), np.float32)), "gradOutput")
+    bad = _dev(np.full((1, 2, 2, 2), 16, np.int64))
+    stream = openacl.rt.create_stream()
+    try:
+        workspace, executor = aclnn.max_unpool2d_get_workspace_size(x, bad, [4, 4], out)
+        aclnn.max_unpool2d(0, workspace, executor, stream)
+        with pytest.raises(AclError, match="holds index 16"):
+            openacl.rt.synchronize_stream(stream)
+    finally:
+        openacl.rt.destroy_stream_force(stream)

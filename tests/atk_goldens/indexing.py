@@ -424,3 +424,47 @@ def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad
 @golden("EmbeddingRenorm")
 def embedding_renorm(x, indices, max_norm, norm_type):
     return torch.embedding_renorm_(x.clone(), indices.long(), max_norm, norm_type)
+
+
+# -- max unpooling ------------------------------------------------------------------------------
+def _unpool_skip(spatial: int, at: int):
+    def skip(inputs) -> str | None:
+        size = int(np.prod(inputs[at + 2 if at else 2]))
+        return _out_of_range(torch.from_numpy(np.asarray(inputs[at + 1]).astype(np.int64)),
+                             size)
+    return skip
+
+
+def _planes(x: torch.Tensor, spatial: int) -> torch.Tensor:
+    return x.reshape(*x.shape[:-spatial], -1)
+
+
+def _unpool_golden(x, indices, output_size, spatial):
+    out = torch.zeros(*x.shape[:-spatial], int(np.prod(output_size)), dtype=x.dtype)
+    out = out.scatter(-1, _planes(indices.long(), spatial), _planes(x, spatial))
+    return out.reshape(*x.shape[:-spatial], *output_size)
+
+
+@golden("MaxUnpool2d", skip=_unpool_skip(2, 0))
+def max_unpool2d(x, indices, output_size):
+    return _unpool_golden(x, indices, output_size, 2)
+
+
+@golden("MaxUnpool3d", skip=_unpool_skip(3, 0))
+def max_unpool3d(x, indices, output_size, stride, padding):
+    return _unpool_golden(x, indices, output_size, 3)
+
+
+def _unpool_backward_golden(grad, x, indices, spatial):
+    picked = _planes(grad, spatial).gather(-1, _planes(indices.long(), spatial))
+    return picked.reshape(x.shape)
+
+
+@golden("MaxUnpool2dBackward", skip=_unpool_skip(2, 1))
+def max_unpool2d_backward(grad, x, indices, output_size):
+    return _unpool_backward_golden(grad, x, indices, 2)
+
+
+@golden("MaxUnpool3dBackward", skip=_unpool_skip(3, 1))
+def max_unpool3d_backward(grad, x, indices, output_size, stride, padding):
+    return _unpool_backward_golden(grad, x, indices, 3)
