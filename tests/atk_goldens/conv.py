@@ -70,3 +70,28 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     _forward(x, w, bias, stride, padding, dilation, transposed, output_padding,
              groups).backward(grad)
     return tuple(t.grad for t, wanted in zip((x, w, bias), mask, strict=True) if wanted)
+
+
+def _nested_kernel_size(inputs) -> str | None:
+    if any(isinstance(v, list) for v in inputs[2]):
+        return ("the ATK writes kernelSize's items as one-element lists ([[1], [7]]); the "
+                "driver passes them as they are, which no aclIntArray holds")
+    return None
+
+
+@golden("ConvDepthwise2d", skip=_nested_kernel_size)
+def conv_depthwise2d(x, w, kernel_size, bias, stride, padding, dilation, cube=0):
+    return _forward(x, w, bias, stride, padding, dilation, groups=x.shape[1])
+
+
+@golden("ConvTbc")
+def conv_tbc(x, w, bias, pad, cube=0):
+    return torch.conv_tbc(x, w, bias, pad)
+
+
+@golden("ConvTbcBackward")
+def conv_tbc_backward(grad, x, w, bias, pad, cube=0):
+    x, w = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    bias = bias.clone().requires_grad_(True)
+    torch.conv_tbc(x, w, bias, pad).backward(grad)
+    return x.grad, w.grad, bias.grad

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import promotion
 from openacl.ops.call import Call, Kernel, TensorArg, array_module, as_array
 from openacl.ops.conv import (
@@ -42,7 +43,7 @@ from openacl.ops.conv import (
 from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
 from openacl.ops.registry import register
 
-__all__ = ["convolution_backward"]
+__all__ = ["back_geometry", "convolution_backward", "gradients"]
 
 MASK_LENGTH = 3  # outputMask: (gradInput, gradWeight, gradBias)
 GRADIENTS = ("gradInput", "gradWeight", "gradBias")
@@ -126,44 +127,65 @@ def convolution_backward(c: Call) -> Kernel:
     for name, wanted, shape, like in zip(GRADIENTS, mask, (x.shape, w.shape, (c_out,)),
                                          (x, w, grad), strict=True):
         if wanted:
+            if c[name] is None and not c.infer:
+                raise c.fail(name, "is null but outputMask asks for it",
+                             ACLNN_ERR_PARAM_NULLPTR)
             c.check_out(name, shape, like.dtype, exact_dtype=True)
     compute = promotion.compute_dtype(dtype)
     rounded = operand_dtype(dtype, cube)
-    # gradInput of a plain convolution: the transposed one with the output padding that
-    # reaches the input's full padded size; of a transposed one: the plain one
-    cover = tuple(i + b + a - ((o - 1) * s + d * (k - 1) + 1) for i, (b, a), o, s, d, k in zip(
-        x.shape[2:], g.pads, g.out_size, g.stride, g.dilation, g.kernel_size, strict=True))
-    back = Geometry(g.groups, g.stride, g.dilation, g.pads, cover if not transposed else
-                    (0,) * len(cover), g.kernel_size, x.shape[2:], False)
+    back = back_geometry(g, x.shape[2:], transposed)
 
     def kernel(v) -> None:
-        dy = cast_operand(v["gradOutput"], rounded, compute)
-        if mask[0] and x.numel:
-            weights = cast_operand(v["weight"], rounded, compute)
-            _into(v, "gradInput", lambda out: (im2col if transposed else transposed_conv)(
-                out, dy, weights, None, back, compute), compute)
-        if mask[1]:
-            inputs = cast_operand(v["input"], rounded, compute)
-            _into(v, "gradWeight", lambda out: _weight_gradient(
-                out, inputs, dy, g, back, transposed, compute), compute)
-        if mask[2]:
-            axes = (0, *range(2, dy.ndim))
-            v.write("gradBias", as_array(dy).sum(axis=axes, dtype=compute))
+        gradients(v["gradOutput"], v["input"], v["weight"],
+                  [v[name] if wanted else None for name, wanted in zip(GRADIENTS, mask,
+                                                                       strict=True)],
+                  g, back, transposed, rounded, compute)
     return kernel
 
 
-def _into(v, name: str, run, compute: np.dtype) -> None:
-    """``run(out)`` into output ``name``: straight in when it is a contiguous array of the
-    compute dtype, else through a buffer written once."""
-    target = v[name]
+def gradients(grad_output, x, w, targets, g: Geometry, back: Geometry, transposed: bool,
+              rounded: np.dtype, compute: np.dtype) -> None:
+    """Write the gradients of a convolution (N, C, *spatial layouts) into ``targets``
+    (gradInput, gradWeight, gradBias arrays or views; None: not wanted). ``g`` is the
+    forward geometry, ``back`` the one of gradInput's convolution (``back_geometry``)."""
+    grad_input, grad_weight, grad_bias = targets
+    dy = cast_operand(grad_output, rounded, compute)
+    if grad_input is not None:
+        weights = cast_operand(w, rounded, compute)
+        _into(grad_input, lambda out: (im2col if transposed else transposed_conv)(
+            out, dy, weights, None, back, compute), compute)
+    if grad_weight is not None:
+        inputs = cast_operand(x, rounded, compute)
+        _into(grad_weight, lambda out: _weight_gradient(out, inputs, dy, g, back, transposed,
+                                                        compute), compute)
+    if grad_bias is not None:
+        total = as_array(dy).sum(axis=(0, *range(2, dy.ndim)), dtype=compute)
+        array_module(grad_bias).copyto(grad_bias, total, casting="unsafe")
+
+
+def back_geometry(g: Geometry, in_size: tuple[int, ...], transposed: bool) -> Geometry:
+    """The geometry of gradInput's convolution: a plain convolution's gradient is the
+    transposed one with the output padding that reaches the input's full padded size (a
+    stride that does not divide it leaves trailing rows no output read: gradient 0); a
+    transposed one's is the plain one (output size: the input's)."""
+    cover = tuple(i + b + a - ((o - 1) * s + d * (k - 1) + 1) for i, (b, a), o, s, d, k in zip(
+        in_size, g.pads, g.out_size, g.stride, g.dilation, g.kernel_size, strict=True))
+    return Geometry(g.groups, g.stride, g.dilation, g.pads,
+                    (0,) * len(cover) if transposed else cover, g.kernel_size, in_size, False)
+
+
+def _into(target, run, compute: np.dtype) -> None:
+    """``run(out)`` into ``target``: straight in when it is a contiguous array of the
+    compute dtype, else through a buffer copied in once."""
     if target.size == 0:
         return
     if target.dtype == compute and target.flags.c_contiguous:
         run(target)
         return
-    buffer = array_module(target).empty(target.shape, compute)
+    xp = array_module(target)
+    buffer = xp.empty(target.shape, compute)
     run(buffer)
-    v.write(name, buffer)
+    xp.copyto(target, buffer, casting="unsafe")
 
 
 def _weight_gradient(out, x, dy, g: Geometry, back: Geometry, transposed: bool,

@@ -1,0 +1,159 @@
+"""Convolutions in other argument lists and layouts: aclnnConvDepthwise2d (a depthwise 2-d
+convolution with its kernel size spelled out) and aclnnConvTbc / aclnnConvTbcBackward (a
+1-d convolution over (time, batch, channel) tensors, ``torch.conv_tbc``).
+
+ConvDepthwise2d is aclnnConvolution's phase 1 and kernels run under this operator's
+argument names (``self`` -> input, ``out`` -> output, groups = the input channels). ConvTbc
+runs ``conv.py``'s im2col kernel, and ConvTbcBackward ``conv_backward.py``'s gradients, on
+(batch, channel, time) views of the TBC tensors: no copies into the NCL layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from openacl.ops import promotion
+from openacl.ops.call import Call, Kernel, TensorArg
+from openacl.ops.conv import CONV_DTYPES, Geometry, cast_operand, convolution, im2col
+from openacl.ops.conv_backward import back_geometry, gradients
+from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
+from openacl.ops.registry import register
+
+__all__ = ["conv_depthwise2d", "conv_tbc", "conv_tbc_backward"]
+
+DEPTHWISE_DIMS = 4  # (N, C, H, W)
+DEPTHWISE_SPATIAL = 2
+# CANN's documented ranges for ConvDepthwise2d's attributes (inclusive)
+DEPTHWISE_STRIDE_RANGE = (1, 63)
+DEPTHWISE_PADDING_RANGE = (0, 255)
+DEPTHWISE_DILATION_RANGE = (1, 255)
+TBC_DIMS = 3  # (time, batch, channels); weight (kernel, C_in, C_out)
+NCL_OF_TBC = (1, 2, 0)  # (T, B, C) -> (B, C, T)
+OIK_OF_KIO = (2, 1, 0)  # weight (K, C_in, C_out) -> (C_out, C_in, K)
+
+
+def _as_convolution(c: Call, renames: dict[str, str], fixed: dict[str, Any]) -> Kernel:
+    """aclnnConvolution's phase 1 on this call: ``renames`` map Convolution's argument names
+    to this operator's (its kernel reads them under Convolution's), ``fixed`` are the values
+    of Convolution's arguments this operator does not take."""
+    c.aliases.update(renames)
+    c.values.update(fixed)
+    return convolution(c)
+
+
+def _check_range(c: Call, name: str, bounds: tuple[int, int]) -> None:
+    values = c[name]
+    if values is not None and len(values) != DEPTHWISE_SPATIAL:
+        raise c.fail(name, f"must have {DEPTHWISE_SPATIAL} values (H, W)")
+    low, high = bounds
+    if values is not None and not all(low <= v <= high for v in values):
+        raise c.fail(name, f"values must be in [{low}, {high}]")
+
+
+@register("ConvDepthwise2d", "self: tensor, weight: tensor, kernelSize: int_array, "
+                             "bias: tensor?, stride: int_array = None, "
+                             "padding: int_array = None, dilation: int_array = None, "
+                             "out: tensor!, cubeMathType: int = 0")
+def conv_depthwise2d(c: Call) -> Kernel:
+    """Depthwise 2-d convolution: ``weight`` (C_out, 1, kH, kW), C_out a multiple of the
+    input channels, each input channel convolved with its C_out / C_in kernels;
+    ``kernelSize`` must be (kH, kW). ``stride`` in [1, 63], ``padding`` in [0, 255] and
+    ``dilation`` in [1, 255], two values each."""
+    x, w = c.tensor("self"), c.tensor("weight")
+    if x.ndim != DEPTHWISE_DIMS:
+        raise c.fail("self", f"must have {DEPTHWISE_DIMS} dims (N, C, H, W)")
+    if w.ndim != DEPTHWISE_DIMS or w.shape[1] != 1 or x.shape[1] == 0 or \
+            w.shape[0] % x.shape[1]:
+        raise c.fail("weight", f"must be [C_out, 1, kH, kW] with C_out a multiple of the "
+                               f"input channels {x.shape[1] if x.ndim > 1 else '?'}")
+    if tuple(c["kernelSize"]) != w.shape[2:]:
+        raise c.fail("kernelSize", f"must equal the weight's kernel {list(w.shape[2:])}")
+    _check_range(c, "stride", DEPTHWISE_STRIDE_RANGE)
+    _check_range(c, "padding", DEPTHWISE_PADDING_RANGE)
+    _check_range(c, "dilation", DEPTHWISE_DILATION_RANGE)
+    return _as_convolution(c, {"input": "self", "output": "out"},
+                           {"transposed": False, "outputPadding": None,
+                            "groups": x.shape[1]})
+
+
+# -- ConvTbc, ConvTbcBackward ------------------------------------------------------------------
+def _tbc_geometry(c: Call, x: TensorArg, w: TensorArg, bias: str) -> Geometry:
+    """Validate a TBC convolution: ``x`` (T, B, C_in), ``w`` (K, C_in, C_out), ``bias``
+    (C_out,), ``pad`` >= 0; the geometry of its (B, C, T) view."""
+    if x.ndim != TBC_DIMS:
+        raise c.fail(x.name, f"must have {TBC_DIMS} dims (time, batch, channels)")
+    if w.ndim != TBC_DIMS or w.shape[1] != x.shape[2]:
+        raise c.fail("weight", f"must be [kernel, C_in ({x.shape[2]}), C_out]")
+    if c.tensor(bias).shape != (w.shape[2],):
+        raise c.fail(bias, f"must have shape [{w.shape[2]}] (the weight's last dim)")
+    pad = c["pad"]
+    if pad < 0:
+        raise c.fail("pad", "must be >= 0")
+    if w.shape[0] < 1:
+        raise c.fail("weight", "the kernel must have at least one tap")
+    length = x.shape[0] + 2 * pad - w.shape[0] + 1
+    if length < 0:
+        raise c.fail("weight", f"the kernel ({w.shape[0]}) is longer than the padded input "
+                               f"({x.shape[0] + 2 * pad})")
+    return Geometry(1, (1,), (1,), ((pad, pad),), (0,), (w.shape[0],), (length,), False)
+
+
+def _tbc_dtypes(c: Call, *names: str) -> tuple[np.dtype, np.dtype, np.dtype]:
+    """The promoted dtype of ``names``, its compute dtype and the operand rounding."""
+    for name in names:
+        c.check_dtype(name, CONV_DTYPES)
+    dtype = c.result_type(*names)
+    cube = check_cube_math_type(c, CUBE_MATH_TYPES_NO_FP32_ADD)
+    compute = promotion.compute_dtype(dtype)
+    return dtype, compute, operand_dtype(dtype, cube)
+
+
+@register("ConvTbc", "self: tensor, weight: tensor, bias: tensor, pad: int = 0, out: tensor!, "
+                     "cubeMathType: int = 0")
+def conv_tbc(c: Call) -> Kernel:
+    """``torch.conv_tbc``: ``out[t, b, o] = bias[o] + sum_{k, i} self[t + k - pad, b, i] *
+    weight[k, i, o]``; self (T, B, C_in), weight (K, C_in, C_out), out (T + 2 pad - K + 1,
+    B, C_out) of self's and weight's promoted dtype (bias may differ)."""
+    x, w = c.tensor("self"), c.tensor("weight")
+    g = _tbc_geometry(c, x, w, "bias")
+    dtype, compute, rounded = _tbc_dtypes(c, "self", "weight")
+    c.check_dtype("bias", CONV_DTYPES)
+    c.check_out("out", (g.out_size[0], x.shape[1], w.shape[2]), dtype)
+
+    def kernel(v) -> None:
+        out = v["out"]
+        if out.size == 0:
+            return
+        xs = cast_operand(v["self"], rounded, compute).transpose(NCL_OF_TBC)
+        ws = cast_operand(v["weight"], rounded, compute).transpose(OIK_OF_KIO)
+        bias = cast_operand(v["bias"], compute, compute)
+        im2col(out.transpose(NCL_OF_TBC), xs, ws, bias, g, compute)
+    return kernel
+
+
+@register("ConvTbcBackward", "self: tensor, input: tensor, weight: tensor, bias: tensor, "
+                             "pad: int = 0, cubeMathType: int = 0, gradInput: tensor!, "
+                             "gradWeight: tensor!, gradBias: tensor!")
+def conv_tbc_backward(c: Call) -> Kernel:
+    """The gradients of ConvTbc: ``self`` is the output's gradient (T_out, B, C_out);
+    gradInput (T, B, C_in), gradWeight (K, C_in, C_out) and gradBias (C_out,) take the
+    dtypes of input, weight and bias."""
+    grad, x, w = c.tensor("self"), c.tensor("input"), c.tensor("weight")
+    g = _tbc_geometry(c, x, w, "bias")
+    _, compute, rounded = _tbc_dtypes(c, "self", "input", "weight")
+    expected = (g.out_size[0], x.shape[1], w.shape[2])
+    if grad.shape != expected:
+        raise c.fail("self", f"must have the forward result's shape {list(expected)}")
+    c.check_out("gradInput", x.shape, x.dtype, exact_dtype=True)
+    c.check_out("gradWeight", w.shape, w.dtype, exact_dtype=True)
+    c.check_out("gradBias", (w.shape[2],), c.dtype("bias"), exact_dtype=True)
+    back = back_geometry(g, (x.shape[0],), False)
+
+    def kernel(v) -> None:
+        gradients(v["self"].transpose(NCL_OF_TBC), v["input"].transpose(NCL_OF_TBC),
+                  v["weight"].transpose(OIK_OF_KIO),
+                  [v["gradInput"].transpose(NCL_OF_TBC), v["gradWeight"].transpose(OIK_OF_KIO),
+                   v["gradBias"]], g, back, False, rounded, compute)
+    return kernel
