@@ -1,6 +1,6 @@
 """Optimizer steps (ops/optim.py) against torch.optim.AdamW in float64, FusedEmaAdam
-against its document's formulas, and the fused vector operators (ops/vector_fusion.py)
-against torch (autograd for the softmax gradient); their argument checks."""
+against its document's formulas, and Modulate (ops/vector_fusion.py) against torch; their
+argument checks."""
 
 from __future__ import annotations
 
@@ -111,36 +111,10 @@ def test_modulate(dtype, two_d):
     assert_close(only_shift, (wide[0] + wide[2].reshape(2, 1, 8)).numpy().astype(dtype))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16])
-def test_scaled_masked_softmax_backward_is_the_gradient(dtype):
-    x = torch.randn(2, 3, 4, 16, dtype=torch.float64)
-    mask = torch.rand(1, 3, 4, 16) < 0.3
-    scale = 0.7
-    x.requires_grad_(True)
-    y = torch.softmax((x * scale).masked_fill(mask, -10000.0), dim=-1)
-    grad = torch.randn_like(y)
-    (expected,) = torch.autograd.grad(y, x, grad)
-    y_in = y.detach().numpy().astype(dtype)
-    out = ops.scaled_masked_softmax_backward(grad.numpy().astype(dtype), y_in,
-                                             mask.numpy(), scale).numpy()
-    # the gradient from the rounded y: what the operator is given
-    y_wide, g_wide = torch.from_numpy(y_in.astype(np.float64)), torch.from_numpy(
-        grad.numpy().astype(dtype).astype(np.float64))
-    product = g_wide * y_wide
-    from_inputs = torch.where(mask, 0.0, (product - product.sum(-1, keepdim=True) * y_wide)
-                              * scale)
-    assert_close(out, from_inputs.numpy().astype(dtype))
-    if dtype == np.float32:
-        np.testing.assert_allclose(out, expected.numpy(), atol=1e-6)
-
-
 @pytest.mark.parametrize("call,name", [
     (lambda: ops.modulate(np.ones((2, 3), np.float32), None, None), "self"),
     (lambda: ops.modulate(np.ones((2, 3, 4), np.float32), np.ones((3, 4), np.float32), None),
      "scaleOptional"),
-    (lambda: ops.scaled_masked_softmax_backward(
-        np.ones((1, 1, 2, 4), np.float32), np.ones((1, 1, 2, 4), np.float32),
-        np.zeros((1, 1, 2, 4), np.bool_), 1.0, True), "fixTriuMask"),
 ])
 def test_bad_arguments_are_refused_naming_them(call, name):
     with pytest.raises(AclError) as info:

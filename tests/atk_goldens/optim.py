@@ -1,5 +1,5 @@
 """Goldens of the optimizer steps (ops/optim.py) and the fused vector operators
-(ops/vector_fusion.py): torch.optim.AdamW's update in float64 for the AdamW forms, the
+(ops/vector_fusion.py: Modulate): torch.optim.AdamW's update in float64 for the AdamW forms, the
 aclnn documents' formulas for the others."""
 
 from __future__ import annotations
@@ -67,10 +67,3 @@ def modulate(x, scale, shift):
     if shift is not None:
         x = x + shift.reshape(batch, 1, hidden)
     return x
-
-
-@golden("ScaledMaskedSoftmaxBackward")
-def scaled_masked_softmax_backward(grad, y, mask, scale, fix_triu_mask):
-    product = grad * y
-    out = (product - product.sum(-1, keepdim=True) * y) * scale
-    return torch.where(mask, torch.zeros((), dtype=out.dtype), out)

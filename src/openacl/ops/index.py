@@ -25,9 +25,10 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "EluBackward", "FastGeluBackward", "GeGluBackward", "GeGluV3Backward", "GeluBackward",
         "GeluBackwardV2", "GluBackward", "HardshrinkBackward", "HardsigmoidBackward",
         "HardswishBackward", "LeakyReluBackward", "LogSigmoidBackward", "LogSoftmaxBackward",
-        "MishBackward", "PreluBackward", "SeluBackward", "SigmoidBackward", "SiluBackward",
-        "SituGluGrad", "SoftmaxBackward", "SoftplusBackward", "SoftshrinkBackward",
-        "SwiGluGrad", "SwishBackward", "TanhBackward", "ThresholdBackward",
+        "MishBackward", "PreluBackward", "ScaledMaskedSoftmaxBackward", "SeluBackward",
+        "SigmoidBackward", "SiluBackward", "SituGluGrad", "SoftmaxBackward",
+        "SoftplusBackward", "SoftshrinkBackward", "SwiGluGrad", "SwishBackward",
+        "TanhBackward", "ThresholdBackward",
     ),
     "activation_glu": (
         "ClippedSwiglu", "FatreluMul", "GeGlu", "GeGluV3", "GeluMul", "Glu", "SituGlu",
@@ -108,9 +109,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "ForeachSubScalarV2", "ForeachTan", "ForeachTanh", "ForeachZeroInplace",
     ),
     "indexing": (
-        "GatherV2", "GatherV3", "Index", "IndexAdd", "IndexAddV2", "IndexFill",
-        "IndexFillTensor", "IndexPutImpl", "InplaceIndexFill", "InplaceIndexFillTensor",
-        "InplaceMaskedScatter", "Take",
+        "ExpandIntoJaggedPermute", "GatherV2", "GatherV3", "Index", "IndexAdd", "IndexAddV2",
+        "IndexFill", "IndexFillTensor", "IndexPutImpl", "InplaceIndexFill",
+        "InplaceIndexFillTensor", "InplaceMaskedScatter", "Take",
     ),
     "linalg": (
         "Addbmm", "Addmm", "Addmv", "Baddbmm", "BatchMatMul", "Einsum", "FusedMatmul", "Gemm",
@@ -191,14 +192,14 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "TfScatterAdd",
     ),
     "selection": (
-        "Kthvalue", "Median", "MedianDim", "NanMedian", "NanMedianDim", "Nonzero",
-        "NonzeroV2", "Unique", "Unique2", "UniqueDim",
+        "ApplyTopKTopP", "Kthvalue", "Median", "MedianDim", "NanMedian", "NanMedianDim",
+        "Nonzero", "NonzeroV2", "Unique", "Unique2", "UniqueDim",
     ),
     "unpooling": (
         "MaxUnpool2d", "MaxUnpool2dBackward", "MaxUnpool3d", "MaxUnpool3dBackward",
     ),
     "vector_fusion": (
-        "Modulate", "ScaledMaskedSoftmaxBackward",
+        "Modulate",
     ),
     "vector_norm": (
         "LinalgVectorNorm", "Norm",
