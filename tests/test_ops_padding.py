@@ -132,6 +132,12 @@ def test_pad_errors():
            argument="padding")  # circular: at most the dim
     _error(lambda: aclnn.replication_pad1d_get_workspace_size(x, [-3, -1], out),
            argument="padding")  # nothing left
+    _error(lambda: aclnn.replication_pad1d_get_workspace_size(x, [-5, 3], out),
+           argument="padding")  # the crop takes the whole dim
+    _error(lambda: aclnn.replication_pad1d_get_workspace_size(x, [1 << 40, 1 << 40], out),
+           argument="out")  # (checked without making anything of that size)
+    _error(lambda: aclnn.replication_pad1d_get_workspace_size(x, [1 << 62, 1 << 62], out),
+           argument="padding")
     _error(lambda: aclnn.replication_pad2d_get_workspace_size(_dev(np.ones((3, 4), np.float32)),
                                                               [1, 1, 0, 0], out), argument="self")
     _error(lambda: aclnn.replication_pad1d_get_workspace_size(x, [1, 1],

@@ -17,6 +17,7 @@ Both are a handful of slice copies, whatever the sizes, on any array module.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import product
@@ -37,6 +38,7 @@ PAD_DTYPES = ALL_DTYPES  # ReflectionPad*d, ReplicationPad*d
 CIRCULAR_DTYPES = F16 | BF16 | F32 | I8 | I32
 GRAD_DTYPES = BF16 | F16 | F32 | F64 | COMPLEX_DTYPES  # Reflection/ReplicationPad*dBackward
 CIRCULAR_GRAD_DTYPES = F16 | BF16 | F32
+MAX_ARRAY_BYTES = np.iinfo(np.intp).max  # the largest output numpy can describe, bytes
 
 
 # -- ConstantPadNd ----------------------------------------------------------------------------
@@ -103,23 +105,30 @@ class Run:
         return slice(self.source, stop if stop >= 0 else None, self.step)
 
 
-def source_positions(size: int, before: int, after: int, mode: str) -> np.ndarray:
-    """The input position each output position of a padded dim reads (``mode`` as in
-    ``F.pad``; negative pads crop). A circular pad wraps within what is left after the
-    crop, as PyTorch's does."""
-    position = np.arange(-before, size + after)
-    if mode == REFLECT:
-        position = np.abs(position)
-        return np.where(position >= size, 2 * (size - 1) - position, position)
+def dim_runs(size: int, before: int, after: int, mode: str) -> tuple[Run, ...]:
+    """The runs of one padded dim (``mode`` as in ``F.pad``; negative pads crop): the
+    border before, the centre that reads the input in place, the border after. A
+    replicated border is one step-0 run however long; a reflected or circular one is at
+    most the dim long. A circular pad wraps within what is left after a crop, as
+    PyTorch's does."""
+    low = max(-before, 0)  # the first input position a crop keeps
+    start, kept = max(before, 0), size - low - max(-after, 0)
+    center = Run(start, kept, low, 1)
     if mode == REPLICATE:
-        return np.clip(position, 0, size - 1)
-    low, high = max(-before, 0), size - max(-after, 0)  # the part a crop keeps
-    kept = np.arange(-max(before, 0), high - low + max(after, 0))
-    return kept % (high - low) + low
+        return ((Run(0, start, 0, 0),) if start else ()) + (center,) + (
+            (Run(start + kept, after, size - 1, 0),) if after > 0 else ())
+    offsets = np.concatenate([np.arange(-start, 0), np.arange(kept, kept + max(after, 0))])
+    if mode == CIRCULAR:
+        source = offsets % kept + low
+    else:  # reflect about the first and the last input position
+        position = np.abs(offsets + low)
+        source = np.where(position >= size, 2 * (size - 1) - position, position)
+    return runs_of(source[:start]) + (center,) + runs_of(source[start:], start + kept)
 
 
-def runs_of(source: np.ndarray) -> tuple[Run, ...]:
-    """``source`` split into maximal runs of step -1, 0 or +1."""
+def runs_of(source: np.ndarray, first: int = 0) -> tuple[Run, ...]:
+    """``source`` (the input positions output positions ``first, first + 1, ...`` read)
+    split into maximal runs of step -1, 0 or +1."""
     runs, start, total = [], 0, len(source)
     steps = np.diff(source).tolist()
     while start < total:
@@ -130,7 +139,7 @@ def runs_of(source: np.ndarray) -> tuple[Run, ...]:
                 end += 1
         else:
             step = 1  # a jump: a run of one
-        runs.append(Run(start, end - start, int(source[start]), step))
+        runs.append(Run(first + start, end - start, int(source[start]), step))
         start = end
     return tuple(runs)
 
@@ -188,10 +197,17 @@ def _plan(c: Call, kind: int, mode: str, supported: frozenset[np.dtype]) -> Padd
             raise c.fail("padding", f"pads ({before}, {after}) leave dim {axis} of size "
                                     f"{self.shape[axis]} empty")
         kept = self.shape[axis] - max(-before, 0) - max(-after, 0)
+        if kept <= 0:
+            raise c.fail("padding", f"pads ({before}, {after}) crop all of dim {axis} "
+                                    f"(size {self.shape[axis]})")
         if mode == CIRCULAR and max(before, after) > kept:
             raise c.fail("padding", f"pads ({before}, {after}) wrap dim {axis} more than "
                                     f"once ({kept} positions are left after the crop)")
-        runs.append(runs_of(source_positions(self.shape[axis], before, after, mode)))
+    if math.prod(shape) * self.dtype.itemsize > MAX_ARRAY_BYTES:
+        raise c.fail("padding", f"makes an output of shape {shape}, more than memory holds")
+    for axis in range(lead, self.ndim):
+        k = self.ndim - 1 - axis
+        runs.append(dim_runs(self.shape[axis], pads[2 * k], pads[2 * k + 1], mode))
     return Padding(tuple(shape), _blocks(runs, lead))
 
 
