@@ -191,7 +191,7 @@ def _readers(c: Call, operands: Sequence[Operand], dtype: np.dtype, compute: np.
         name = operand.name
         if operand.kind == "list":
             _check_list(c, name, {dtype}, dtype, shapes)
-            readers.append(lambda v, i, n=name: _widen(v[n][i], dtype, compute))
+            readers.append(lambda v, i, n=name: _widen(v[n][i], dtype, compute).reshape(-1))
         elif operand.kind in ("tensor", "tensor_each"):
             each = operand.kind == "tensor_each"
             _check_tensor_scalar(c, operand, dtype, count if each else 1)
@@ -237,13 +237,16 @@ def _foreach(fn: Callable[..., Any], supported, operands: Sequence[Operand] = ()
             promotion.compute_dtype(dtype)
         shapes = [t.shape for t in tensors]
         readers = _readers(c, operands, dtype, compute, shapes)
-        readers.insert(position, lambda v, i: _widen(v[first][i], dtype, compute))
+        # every list's tensor is read flat (the lists' shapes agree index by index, and a
+        # 1-d array is what every elementwise kernel takes, a 0-dim tensor included)
+        readers.insert(position, lambda v, i: _widen(v[first][i], dtype, compute).reshape(-1))
         _declare_outs(c, "out", shapes, dtype)
         apply = integer_fn if integer and integer_fn is not None else fn
 
         def kernel(v) -> None:
             for index, target in enumerate(v["out"]):
-                _store(target, apply(*(read(v, index) for read in readers)))
+                _store(target, apply(*(read(v, index) for read in readers)).reshape(
+                    target.shape))
         return kernel
     return prepare
 
@@ -278,6 +281,13 @@ def _lerp(start: Any, end: Any, weight: Any) -> Any:
 
 def _power(base: Any, exponent: Any) -> Any:
     return np.power(base, exponent)
+
+
+def _integer_pow(base: Any, exponent: Any) -> Any:
+    """torch's integer pow (``arithmetic._integer_power``) with a scalar base or exponent
+    made an array of the other operand's module (a device list's scalar base included)."""
+    xp = array_module(exponent if np.ndim(base) == 0 else base)
+    return _integer_power(xp.asarray(base), xp.asarray(exponent))
 
 
 def _expm1(x: Any) -> Any:
@@ -504,10 +514,10 @@ for _name, _fn in (("Maximum", np.maximum), ("Minimum", np.minimum)):
         (FLOATS_I32,) * 3, (TENSOR_SCALARS, V2_SCALARS, LIST_SCALARS_F64))})
 _register_forms("Pow", _power, {**_list_form(FLOATS_I32), **_scalar_forms(
     (FLOATS_I32, FLOATS, FLOATS_I32), (TENSOR_SCALARS, V2_FLOAT_SCALARS, LIST_SCALARS))},
-    integer_fn=_integer_power)
+    integer_fn=_integer_pow)
 register("ForeachPowScalarAndTensor", "scalar: scalar, x: tensors, out: tensors!")(
     _foreach(_power, FLOATS_I32, (Operand("scalar", "scalar", frozenset({F32, F64, I64})),),
-             integer_fn=_integer_power, position=1))
+             integer_fn=_integer_pow, position=1))
 
 register("ForeachLerpList", "x1: tensors, x2: tensors, weight: tensors, out: tensors!")(
     _foreach(_lerp, FLOATS, (_list("x2"), _list("weight")), first="x1"))
