@@ -497,3 +497,29 @@ def test_add_rms_norm_errors():
             openacl.empty((2, 4), np.float32))
     _expect(ACLNN_ERR_PARAM_INVALID, "x", aclnn.gemma_rms_norm_get_workspace_size,
             _dev(np.ones((2, 4), np.int8)), gamma, 1e-6, y, rstd)
+
+
+# -- LayerNormWithImplMode ----------------------------------------------------------------------
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_layer_norm_with_impl_mode_is_layer_norm(mode):
+    x, weight, bias = _data((3, 8), np.float16, 30), _data((8,), np.float16, 31), \
+        _data((8,), np.float16, 32)
+    out, mean, rstd = openacl.ops.layer_norm_with_impl_mode(_dev(x), [8], _dev(weight),
+                                                            _dev(bias), 1e-5, implMode=mode)
+    golden = torch.ops.aten.native_layer_norm(to_torch(x).double(), [8],
+                                              to_torch(weight).double(),
+                                              to_torch(bias).double(), 1e-5)
+    for got, want in zip((out, mean, rstd), golden, strict=True):
+        assert_close(got.numpy(), _rounded(want, np.float16))
+
+
+def test_layer_norm_with_impl_mode_errors():
+    x = _dev(np.ones((2, 4), np.float32))
+    out = openacl.empty((2, 4), np.float32)
+    phase1 = aclnn.layer_norm_with_impl_mode_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_INVALID, "implMode", phase1, x, [4], None, None, 1e-5, out, None,
+            None, 3)
+    _expect(ACLNN_ERR_PARAM_INVALID, "input", phase1, x, [4], None, None, 1e-5, out, None,
+            None, 2)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "input", phase1, None, [4], None, None, 1e-5, out, None,
+            None, 0)

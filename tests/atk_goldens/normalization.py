@@ -51,3 +51,122 @@ def gemma_rms_norm(x, gamma, eps=1e-6):
 def add_rms_norm(x1, x2, gamma, eps=1e-6, kernel_type=None):
     y, rstd = _rms(x1 + x2, gamma, eps)
     return y, rstd, x1 + x2
+
+
+def _grads(output, leaves, grad):
+    """``d output / d leaves`` for incoming gradient ``grad`` (None for a leaf left out)."""
+    wanted = [leaf for leaf in leaves if leaf is not None]
+    found = iter(torch.autograd.grad(output, wanted, grad, allow_unused=True))
+    return [None if leaf is None else next(found) for leaf in leaves]
+
+
+def _leaf(tensor):
+    return None if tensor is None else tensor.detach().clone().requires_grad_(True)
+
+
+@golden("LayerNormBackward")
+def layer_norm_backward(dy, x, normalized, mean, rstd, weight=None, bias=None, mask=None):
+    normalized = _dims(normalized)
+    xt, wt = _leaf(x), _leaf(weight)
+    if wt is None:
+        wt = torch.ones(normalized, dtype=torch.float64, requires_grad=True)
+    y = (xt - mean.reshape(*x.shape[:x.dim() - len(normalized)], *[1] * len(normalized))) * \
+        rstd.reshape(*x.shape[:x.dim() - len(normalized)], *[1] * len(normalized))
+    # the gradient of the affine normalization with the given (not recomputed) statistics
+    dims = list(range(x.dim() - len(normalized), x.dim()))
+    n = math.prod(normalized)
+    g = dy * wt.detach()
+    r = rstd.reshape(y.shape[:x.dim() - len(normalized)] + (1,) * len(normalized))
+    dx = r * (g - g.sum(dims, keepdim=True) / n - y.detach() * (g * y.detach()).sum(
+        dims, keepdim=True) / n)
+    lead = list(range(x.dim() - len(normalized)))
+    dw = (dy * y.detach()).sum(lead) if lead else dy * y.detach()
+    db = dy.sum(lead) if lead else dy
+    return dx, dw, db
+
+
+@golden("RmsNormGrad")
+def rms_norm_grad(dy, x, rstd, gamma):
+    lead = x.shape[:x.dim() - gamma.dim()]
+    r = rstd.reshape(*lead, *[1] * gamma.dim())
+    dims = list(range(x.dim() - gamma.dim(), x.dim()))
+    g = dy * gamma
+    dx = r * g - x * r ** 3 * (g * x).mean(dims, keepdim=True)
+    dgamma = (dy * x * r).sum(list(range(len(lead)))) if lead else dy * x * r
+    return dx, dgamma
+
+
+@golden("BatchNormBackward")
+def batch_norm_backward(dy, x, weight, running_mean, running_var, save_mean, save_invstd,
+                        training=True, eps=1e-5, mask=None):
+    return torch.ops.aten.native_batch_norm_backward(
+        dy, x, weight, running_mean, running_var, save_mean, save_invstd, training, eps,
+        [True, True, True])
+
+
+@golden("GroupNormBackward")
+def group_norm_backward(dy, x, mean, rstd, gamma, n, c, hxw, group, mask=None):
+    return torch.ops.aten.native_group_norm_backward(dy, x, mean.reshape(n, group),
+                                                     rstd.reshape(n, group), gamma, n, c,
+                                                     hxw, group, [True, True, True])
+
+
+def _layer_norm(x, normalized, weight=None, bias=None, eps=1e-5):
+    normalized = _dims(normalized)
+    dims = list(range(x.dim() - len(normalized), x.dim()))
+    mean = x.mean(dims, keepdim=True)
+    rstd = torch.rsqrt(x.var(dims, unbiased=False, keepdim=True) + eps)
+    y = (x - mean) * rstd
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y, mean, rstd
+
+
+def _module_form(inputs) -> str | None:
+    if len(inputs) == 4:  # torch.nn.LayerNorm(normalizedShape, eps, elementwiseAffine)
+        return ("the torch.nn.LayerNorm module form (input, normalizedShape, eps, "
+                "elementwiseAffine) binds to no aclnnLayerNorm argument order")
+    return None
+
+
+@golden("LayerNorm", skip=_module_form)
+def layer_norm(x, normalized, weight=None, bias=None, eps=1e-5):
+    return _layer_norm(x, normalized, weight, bias, eps)
+
+
+@golden("LayerNormWithImplMode")
+def layer_norm_with_impl_mode(x, normalized, weight=None, bias=None, eps=1e-5, mode=0):
+    return _layer_norm(x, normalized, weight, bias, eps)
+
+
+@golden("AddLayerNorm")
+def add_layer_norm(x1, x2, gamma, beta, bias=None, eps=1e-5, additional=False):
+    x = x1 + x2 + (0 if bias is None else bias)
+    y, mean, rstd = _layer_norm(x, list(gamma.shape), gamma, beta, eps)
+    return y, mean, rstd, x if additional else None
+
+
+@golden("BatchNorm")
+def batch_norm(x, weight, bias, running_mean, running_var, training=False, momentum=0.1,
+               eps=1e-5):
+    y, mean, invstd = torch.ops.aten.native_batch_norm(
+        x, weight, bias, running_mean.clone(), running_var.clone(), training, momentum, eps)
+    return (y, mean, invstd) if training else y
+
+
+@golden("GroupNorm")
+def group_norm(x, gamma, beta, n, c, hxw, group, eps=1e-5):
+    return torch.ops.aten.native_group_norm(x, gamma, beta, n, c, hxw, group, eps)
+
+
+@golden("InstanceNorm")
+def instance_norm(x, gamma, beta, data_format="NCHW", eps=1e-5):
+    channel_last = data_format == "NHWC"
+    dims = [1, 2] if channel_last else [2, 3]
+    mean = x.mean(dims, keepdim=True)
+    var = x.var(dims, unbiased=False, keepdim=True)
+    shape = [1, 1, 1, -1] if channel_last else [1, -1, 1, 1]
+    y = (x - mean) * torch.rsqrt(var + eps) * gamma.reshape(shape) + beta.reshape(shape)
+    return y, mean, var

@@ -148,7 +148,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "normalization": (
         "AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm",
-        "InstanceNorm", "LayerNorm", "RmsNorm",
+        "InstanceNorm", "LayerNorm", "LayerNormWithImplMode", "RmsNorm",
     ),
     "optim": (
         "ApplyAdamW", "ApplyAdamWV2", "ApplyFusedEmaAdam",

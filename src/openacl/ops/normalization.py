@@ -139,6 +139,28 @@ def layer_norm(c: Call) -> Kernel:
     return kernel
 
 
+IMPL_MODES = (0, 1, 2)  # high precision, high performance, keep float16
+IMPL_MODE_FLOAT16 = 2
+
+
+@register("LayerNormWithImplMode",
+          "input: tensor, normalizedShape: int_array, weightOptional: tensor?, "
+          "biasOptional: tensor?, eps: float = 1e-05, out: tensor!, meanOutOptional: tensor!?, "
+          "rstdOutOptional: tensor!?, implMode: int = 0")
+def layer_norm_with_impl_mode(c: Call) -> Kernel:
+    """LayerNorm with CANN's kernel choice ``implMode``: 0 high precision, 1 high
+    performance, 2 float16 arithmetic (every tensor float16). On CPU all three compute in
+    float32 and round once, the high-precision result."""
+    mode = c["implMode"]
+    if mode not in IMPL_MODES:
+        raise c.fail("implMode", f"must be one of {list(IMPL_MODES)}")
+    if mode == IMPL_MODE_FLOAT16:
+        for name in ("input", "weightOptional", "biasOptional"):
+            if c[name] is not None and c.tensor(name).dtype != np.float16:
+                raise c.fail(name, "implMode 2 (float16 arithmetic) needs float16 tensors")
+    return layer_norm(c)
+
+
 def _native_layer_norm(v, x: np.ndarray, target, width: int, eps: float, stat_shape) -> bool:
     """LayerNorm by the C extension, for float32 host rows written straight into a float32
     output that is apart from the input or the input itself; False where it does not apply

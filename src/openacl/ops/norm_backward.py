@@ -1,0 +1,279 @@
+"""Backward normalization operators: LayerNormBackward, RmsNormGrad, BatchNormBackward,
+GroupNormBackward.
+
+Semantics are PyTorch's autograd formulas (``native_layer_norm_backward``,
+``native_batch_norm_backward``, ``native_group_norm_backward``; RmsNormGrad is the gradient
+of ``x * rstd * gamma``), computed from the statistics the caller passes (the forward's
+mean / rstd), not recomputed. With ``g = gradOut * weight`` and ``xhat = (x - mean) * rstd``
+over the normalized elements (``n`` of them):
+
+    gradInput = rstd * (g - mean(g) - xhat * mean(g * xhat))
+
+and the affine gradients are ``sum(gradOut * xhat)`` and ``sum(gradOut)`` over the other
+axes. ``outputMask`` (three bools) says which gradients are computed; a masked-off output
+may be null. Every dtype is computed in float64 and rounded once into each output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
+from openacl.ops.call import Call, Kernel
+from openacl.ops.normalization import (
+    CHANNEL_AXIS,
+    FLOAT32,
+    NORM_DTYPES,
+    _channel_input,
+    _mean,
+    _param_dtype,
+    _param_shape,
+    _rsqrt,
+)
+from openacl.ops.registry import register
+
+MASK_LENGTH = 3  # outputMask: (gradInput, gradWeight, gradBias)
+FLOAT64 = np.dtype(np.float64)
+# gradients are computed in float64: their differences of large, nearly equal terms (g -
+# mean(g) - xhat * mean(g * xhat)) lose in float32 what CANN's precision standard requires
+COMPUTE = FLOAT64
+
+
+def _output_mask(c: Call, name: str = "outputMask") -> tuple[bool, bool, bool]:
+    mask = c[name]
+    if mask is None:
+        raise c.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
+    if len(mask) != MASK_LENGTH:
+        raise c.fail(name, f"must hold {MASK_LENGTH} bools (input, weight, bias gradients)")
+    return tuple(bool(m) for m in mask)
+
+
+def _masked_out(c: Call, name: str, wanted: bool, shape, dtype: np.dtype) -> None:
+    """Declare output ``name`` when its mask bit is set (a null one is then an error)."""
+    if wanted:
+        if c[name] is None and not c.infer:
+            raise c.fail(name, "is null although outputMask asks for it",
+                         ACLNN_ERR_PARAM_NULLPTR)
+        c.check_out(name, shape, dtype, exact_dtype=True)
+
+
+def _stat_dtype(c: Call, name: str, dtype: np.dtype) -> None:
+    """A saved statistic: the input's dtype or float32 (at least the input's width)."""
+    c.check_dtype(name, NORM_DTYPES)
+    _param_dtype(c, name, dtype)
+
+
+def normalized_grad(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, axes) -> np.ndarray:
+    """``rstd * (g - mean(g) - xhat * mean(g * xhat))`` over ``axes`` (kept dims)."""
+    return rstd * (g - _mean(g, axes) - xhat * _mean(g * xhat, axes))
+
+
+# -- LayerNormBackward -------------------------------------------------------------------------
+@register("LayerNormBackward",
+          "gradOut: tensor, input: tensor, normalizedShape: int_array, mean: tensor, "
+          "rstd: tensor, weightOptional: tensor?, biasOptional: tensor?, "
+          "outputMask: bool_array = [True, True, True], gradInputOut: tensor!?, "
+          "gradWeightOut: tensor!?, gradBiasOut: tensor!?")
+def layer_norm_backward(c: Call) -> Kernel:
+    """``torch.ops.aten.native_layer_norm_backward``: mean and rstd keep the normalized dims
+    as 1; a null weight is ones; gradWeight and gradBias have the weight's dtype."""
+    dtype = c.check_dtype("input", NORM_DTYPES)
+    shape = c.tensor("input").shape
+    c.check_dtype("gradOut", {dtype})
+    if c.tensor("gradOut").shape != shape:
+        raise c.fail("gradOut", f"shape must equal input's {list(shape)}")
+    normalized = c["normalizedShape"]
+    if normalized is None:
+        raise c.fail("normalizedShape", "is null", ACLNN_ERR_PARAM_NULLPTR)
+    normalized = tuple(normalized)
+    if not normalized or len(normalized) > len(shape) or \
+            shape[len(shape) - len(normalized):] != normalized:
+        raise c.fail("normalizedShape", f"must be non-empty trailing dims of input "
+                                        f"{list(shape)}")
+    lead = shape[:len(shape) - len(normalized)]
+    stat_shape = (*lead, *(1,) * len(normalized))
+    for name in ("mean", "rstd"):
+        _stat_dtype(c, name, dtype)
+        if math.prod(c.tensor(name).shape) != math.prod(lead) or \
+                len(c.tensor(name).shape) not in (len(lead), len(shape)):
+            raise c.fail(name, f"shape must be {list(stat_shape)}")
+    param_dtype = dtype
+    for name in ("weightOptional", "biasOptional"):
+        if c[name] is not None:
+            c.check_dtype(name, NORM_DTYPES)
+            _param_dtype(c, name, dtype)
+            _param_shape(c, name, normalized)
+            param_dtype = c.tensor(name).dtype
+    mask = _output_mask(c)
+    _masked_out(c, "gradInputOut", mask[0], shape, dtype)
+    _masked_out(c, "gradWeightOut", mask[1], normalized, param_dtype)
+    _masked_out(c, "gradBiasOut", mask[2], normalized, param_dtype)
+    rows, width = math.prod(lead), math.prod(normalized)
+
+    def kernel(v) -> None:
+        dy = v.compute("gradOut", COMPUTE).reshape(rows, width)
+        x = v.compute("input", COMPUTE).reshape(rows, width)
+        mean = v.compute("mean", COMPUTE).reshape(rows, 1)
+        rstd = v.compute("rstd", COMPUTE).reshape(rows, 1)
+        xhat = (x - mean) * rstd
+        if mask[0]:
+            g = dy
+            if v.get("weightOptional") is not None:
+                g = dy * v.compute("weightOptional", COMPUTE).reshape(width)
+            v.write("gradInputOut", normalized_grad(g, xhat, rstd, 1).reshape(shape))
+        if mask[1]:
+            v.write("gradWeightOut", (dy * xhat).sum(axis=0).reshape(normalized))
+        if mask[2]:
+            v.write("gradBiasOut", dy.sum(axis=0).reshape(normalized))
+    return kernel
+
+
+# -- RmsNormGrad --------------------------------------------------------------------------------
+@register("RmsNormGrad", "dy: tensor, x: tensor, rstd: tensor, gamma: tensor, dxOut: tensor!, "
+                         "dgammaOut: tensor!")
+def rms_norm_grad(c: Call) -> Kernel:
+    """The gradient of ``y = x * rstd * gamma`` with ``rstd = 1 / sqrt(mean(x^2) + eps)``:
+    ``dx = rstd * dy * gamma - x * rstd^3 * mean(dy * gamma * x)``, ``dgamma = sum(dy * x *
+    rstd)`` (float32) over the leading dims. ``rstd`` (float32) is x's leading dims, with
+    or without the normalized dims kept as 1."""
+    dtype = c.check_dtype("x", NORM_DTYPES)
+    shape = c.tensor("x").shape
+    c.check_dtype("dy", {dtype})
+    if c.tensor("dy").shape != shape:
+        raise c.fail("dy", f"shape must equal x's {list(shape)}")
+    c.check_dtype("gamma", NORM_DTYPES)
+    _param_dtype(c, "gamma", dtype)
+    gamma_shape = c.tensor("gamma").shape
+    if not gamma_shape or len(gamma_shape) > len(shape) or \
+            shape[len(shape) - len(gamma_shape):] != gamma_shape:
+        raise c.fail("gamma", f"shape must equal trailing dims of x {list(shape)}")
+    lead = shape[:len(shape) - len(gamma_shape)]
+    c.check_dtype("rstd", {FLOAT32})
+    rstd_shape = c.tensor("rstd").shape
+    if math.prod(rstd_shape) != math.prod(lead) or len(rstd_shape) not in (len(lead),
+                                                                          len(shape)):
+        raise c.fail("rstd", f"shape must be {list(lead)} (x's leading dims)")
+    c.check_out("dxOut", shape, dtype, exact_dtype=True)
+    c.check_out("dgammaOut", gamma_shape, FLOAT32, exact_dtype=True)
+    rows, width = math.prod(lead), math.prod(gamma_shape)
+
+    def kernel(v) -> None:
+        dy = v.compute("dy", COMPUTE).reshape(rows, width)
+        x = v.compute("x", COMPUTE).reshape(rows, width)
+        rstd = v.compute("rstd", COMPUTE).reshape(rows, 1)
+        g = dy * v.compute("gamma", COMPUTE).reshape(width)
+        dx = rstd * g - x * (rstd * rstd * rstd) * _mean(g * x, 1)
+        v.write("dxOut", dx.reshape(shape))
+        v.write("dgammaOut", (dy * x * rstd).sum(axis=0).reshape(gamma_shape))
+    return kernel
+
+
+# -- BatchNormBackward --------------------------------------------------------------------------
+@register("BatchNormBackward",
+          "gradOut: tensor, input: tensor, weight: tensor?, runningMean: tensor?, "
+          "runningVar: tensor?, saveMean: tensor?, saveInvstd: tensor?, "
+          "training: bool = True, eps: float = 1e-05, "
+          "outputMask: bool_array = [True, True, True], gradInput: tensor!?, "
+          "gradWeight: tensor!?, gradBias: tensor!?")
+def batch_norm_backward(c: Call) -> Kernel:
+    """``torch.ops.aten.native_batch_norm_backward``: training uses saveMean / saveInvstd
+    (required); inference uses runningMean / runningVar (required) with ``eps``, and then
+    ``gradInput = gradOut * weight * invstd``."""
+    dtype, shape, channels = _channel_input(c, "input", NORM_DTYPES)
+    c.check_dtype("gradOut", {dtype})
+    if c.tensor("gradOut").shape != shape:
+        raise c.fail("gradOut", f"shape must equal input's {list(shape)}")
+    training = bool(c["training"])
+    needed = ("saveMean", "saveInvstd") if training else ("runningMean", "runningVar")
+    for name in needed:
+        if c[name] is None:
+            raise c.fail(name, f"is required when training is {str(training).lower()}",
+                         ACLNN_ERR_PARAM_NULLPTR)
+    for name in ("weight", "runningMean", "runningVar", "saveMean", "saveInvstd"):
+        if c[name] is not None:
+            c.check_dtype(name, NORM_DTYPES)
+            _param_dtype(c, name, dtype)
+            _param_shape(c, name, (channels,))
+    param_dtype = dtype if c["weight"] is None else c.tensor("weight").dtype
+    mask = _output_mask(c)
+    _masked_out(c, "gradInput", mask[0], shape, dtype)
+    _masked_out(c, "gradWeight", mask[1], (channels,), param_dtype)
+    _masked_out(c, "gradBias", mask[2], (channels,), param_dtype)
+    axes = tuple(a for a in range(len(shape)) if a != CHANNEL_AXIS)
+    broadcast = (channels, *(1,) * (len(shape) - 2))
+    eps = c["eps"]
+
+    def kernel(v) -> None:
+        dy, x = v.compute("gradOut", COMPUTE), v.compute("input", COMPUTE)
+        if training:
+            mean = v.compute("saveMean", COMPUTE).reshape(broadcast)
+            invstd = v.compute("saveInvstd", COMPUTE).reshape(broadcast)
+        else:
+            mean = v.compute("runningMean", COMPUTE).reshape(broadcast)
+            invstd = _rsqrt(v.compute("runningVar", COMPUTE), eps).reshape(broadcast)
+        weight = None if v.get("weight") is None else v.compute("weight", COMPUTE).reshape(
+            broadcast)
+        xhat = (x - mean) * invstd
+        if mask[0]:
+            g = dy if weight is None else dy * weight
+            v.write("gradInput", normalized_grad(g, xhat, invstd, axes) if training
+                    else g * invstd)
+        if mask[1]:
+            v.write("gradWeight", (dy * xhat).sum(axis=axes))
+        if mask[2]:
+            v.write("gradBias", dy.sum(axis=axes))
+    return kernel
+
+
+# -- GroupNormBackward --------------------------------------------------------------------------
+@register("GroupNormBackward",
+          "gradOut: tensor, input: tensor, mean: tensor, rstd: tensor, gamma: tensor?, "
+          "N: int, C: int, HxW: int, group: int, "
+          "outputMask: bool_array = [True, True, True], gradInput: tensor!?, "
+          "gradGammaOut: tensor!?, gradBetaOut: tensor!?")
+def group_norm_backward(c: Call) -> Kernel:
+    """``torch.ops.aten.native_group_norm_backward``: mean and rstd are (N, group); a null
+    gamma is ones."""
+    dtype, shape, channels = _channel_input(c, "input", NORM_DTYPES)
+    c.check_dtype("gradOut", {dtype})
+    if c.tensor("gradOut").shape != shape:
+        raise c.fail("gradOut", f"shape must equal input's {list(shape)}")
+    batch, spatial, group = shape[0], math.prod(shape[2:]), c["group"]
+    for name, expected in (("N", batch), ("C", channels), ("HxW", spatial)):
+        if c[name] != expected:
+            raise c.fail(name, f"must be {expected} for input of shape {list(shape)}")
+    if group <= 0 or channels % group:
+        raise c.fail("group", f"must be positive and divide C = {channels}")
+    for name in ("mean", "rstd"):
+        _stat_dtype(c, name, dtype)
+        if c.tensor(name).numel != batch * group:
+            raise c.fail(name, f"must hold N * group = {batch * group} elements")
+    if c["gamma"] is not None:
+        c.check_dtype("gamma", NORM_DTYPES)
+        _param_dtype(c, "gamma", dtype)
+        _param_shape(c, "gamma", (channels,))
+    mask = _output_mask(c)
+    _masked_out(c, "gradInput", mask[0], shape, dtype)
+    _masked_out(c, "gradGammaOut", mask[1], (channels,), dtype)
+    _masked_out(c, "gradBetaOut", mask[2], (channels,), dtype)
+    per_group = channels // group
+
+    def kernel(v) -> None:
+        grouped = (batch, group, per_group, spatial)
+        dy = v.compute("gradOut", COMPUTE).reshape(grouped)
+        x = v.compute("input", COMPUTE).reshape(grouped)
+        mean = v.compute("mean", COMPUTE).reshape(batch, group, 1, 1)
+        rstd = v.compute("rstd", COMPUTE).reshape(batch, group, 1, 1)
+        xhat = (x - mean) * rstd
+        if mask[0]:
+            g = dy
+            if v.get("gamma") is not None:
+                g = dy * v.compute("gamma", COMPUTE).reshape(1, group, per_group, 1)
+            v.write("gradInput", normalized_grad(g, xhat, rstd, (2, 3)).reshape(shape))
+        if mask[1]:
+            v.write("gradGammaOut", (dy * xhat).sum(axis=(0, 3)).reshape(-1))
+        if mask[2]:
+            v.write("gradBetaOut", dy.sum(axis=(0, 3)).reshape(-1))
+    return kernel

@@ -1,0 +1,201 @@
+"""Backward normalization operators against torch.autograd, in float64 rounded once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import openacl
+from op_harness import BF16, TORCH_DTYPES, assert_close, from_torch, random_array, to_torch
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+NORM_FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32)]
+FLOAT32 = np.dtype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return None if array is None else openacl.to_device(np.asarray(array))
+
+
+def _data(shape, dtype, seed, low=-3.0, high=3.0):
+    return random_array(shape, dtype, np.random.default_rng(seed), low, high)
+
+
+def _leaf(array):
+    """A float64 leaf tensor holding ``array``'s values."""
+    return to_torch(array).double().requires_grad_(True)
+
+
+def _rounded(tensor, dtype):
+    return from_torch(tensor.detach().to(TORCH_DTYPES[np.dtype(dtype)]))
+
+
+def _expect(code, fn, *args):
+    with pytest.raises(AclError) as info:
+        fn(*args)
+    assert info.value.code == code, info.value.message
+
+
+# -- LayerNormBackward ---------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,normalized", [((4, 16), (16,)), ((2, 3, 8), (3, 8))], ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_backward_matches_autograd(shape, normalized, dtype, affine):
+    x, dy = _data(shape, dtype, 1), _data(shape, dtype, 2)
+    weight = _data(normalized, dtype, 3) if affine else None
+    bias = _data(normalized, dtype, 4) if affine else None
+    xt = _leaf(x)
+    wt = _leaf(weight) if affine else None
+    bt = _leaf(bias) if affine else None
+    dims = list(range(len(shape) - len(normalized), len(shape)))
+    mean = xt.detach().mean(dims, keepdim=True)
+    rstd = torch.rsqrt(xt.detach().var(dims, unbiased=False, keepdim=True) + 1e-5)
+    y = F.layer_norm(xt, normalized, wt, bt, 1e-5)
+    y.backward(to_torch(dy).double())
+    grads = openacl.ops.layer_norm_backward(
+        _dev(dy), _dev(x), list(normalized), _dev(_rounded(mean, FLOAT32)),
+        _dev(_rounded(rstd, FLOAT32)), _dev(weight), _dev(bias), [True, affine, affine])
+    grads = grads if affine else (grads,)  # (one result is returned as it is)
+    assert_close(grads[0].numpy(), _rounded(xt.grad, dtype), f"gradInput {dtype}")
+    if affine:
+        assert_close(grads[1].numpy(), _rounded(wt.grad, dtype), "gradWeight")
+        assert_close(grads[2].numpy(), _rounded(bt.grad, dtype), "gradBias")
+
+
+def test_layer_norm_backward_errors():
+    x = _dev(np.ones((2, 4), np.float32))
+    stat = _dev(np.ones((2, 1), np.float32))
+    grad = openacl.empty((2, 4), np.float32)
+    phase1 = aclnn.layer_norm_backward_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, None, x, [4], stat, stat, None, None,
+            [True, False, False], grad, None, None)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, x, x, [4], stat, stat, None, None,
+            [True, False, False], None, None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, [3], stat, stat, None, None,
+            [True, False, False], grad, None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, [4], _dev(np.ones((4, 1), np.float32)),
+            stat, None, None, [True, False, False], grad, None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, [4], stat, stat, None, None, [True],
+            grad, None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, _dev(np.ones((2, 4), np.int32)), x, [4], stat,
+            stat, None, None, [True, False, False], grad, None, None)
+
+
+# -- RmsNormGrad ----------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,gamma_shape", [((4, 16), (16,)), ((2, 3, 8), (3, 8)),
+                                               ((6,), (6,))], ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_rms_norm_grad_matches_autograd(shape, gamma_shape, dtype):
+    x, dy, gamma = _data(shape, dtype, 5), _data(shape, dtype, 6), _data(gamma_shape, dtype, 7)
+    xt, gt = _leaf(x), _leaf(gamma)
+    dims = list(range(len(shape) - len(gamma_shape), len(shape)))
+    rstd = torch.rsqrt(xt.square().mean(dims, keepdim=True) + 1e-6)
+    (xt * rstd * gt).backward(to_torch(dy).double())
+    rstd32 = _rounded(rstd, FLOAT32)
+    dx, dgamma = openacl.ops.rms_norm_grad(_dev(dy), _dev(x), _dev(rstd32), _dev(gamma))
+    assert_close(dx.numpy(), _rounded(xt.grad, dtype), f"dx {dtype}")
+    assert_close(dgamma.numpy(), _rounded(gt.grad, FLOAT32), "dgamma")
+
+
+def test_rms_norm_grad_errors():
+    x = _dev(np.ones((2, 4), np.float16))
+    rstd, gamma = _dev(np.ones((2, 1), np.float32)), _dev(np.ones(4, np.float16))
+    dx, dgamma = openacl.empty((2, 4), np.float16), openacl.empty((4,), np.float32)
+    phase1 = aclnn.rms_norm_grad_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, x, x, None, gamma, dx, dgamma)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, _dev(np.ones((2, 1), np.float16)), gamma,
+            dx, dgamma)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, _dev(np.ones((3, 1), np.float32)), gamma,
+            dx, dgamma)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, rstd, _dev(np.ones(3, np.float16)), dx,
+            dgamma)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, rstd, gamma, dx,
+            openacl.empty((4,), np.float16))
+
+
+# -- BatchNormBackward ------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 4, 4)], ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_backward_matches_autograd(shape, dtype, training):
+    channels = shape[1]
+    x, dy = _data(shape, dtype, 8), _data(shape, dtype, 9)
+    weight = _data((channels,), FLOAT32, 10)
+    running_mean = _data((channels,), FLOAT32, 11, -1, 1)
+    running_var = _data((channels,), FLOAT32, 12, 0.5, 2)
+    xt, wt, bt = _leaf(x), _leaf(weight), _leaf(np.zeros(channels, FLOAT32))
+    axes = [a for a in range(len(shape)) if a != 1]
+    mean = xt.detach().mean(axes)
+    invstd = torch.rsqrt(xt.detach().var(axes, unbiased=False) + 1e-5)
+    y = F.batch_norm(xt, to_torch(running_mean).double(), to_torch(running_var).double(), wt,
+                     bt, training, 0.0, 1e-5)
+    y.backward(to_torch(dy).double())
+    grads = openacl.ops.batch_norm_backward(
+        _dev(dy), _dev(x), _dev(weight), _dev(running_mean), _dev(running_var),
+        _dev(_rounded(mean, FLOAT32)), _dev(_rounded(invstd, FLOAT32)), training, 1e-5,
+        [True, True, True])
+    assert_close(grads[0].numpy(), _rounded(xt.grad, dtype), f"gradInput {dtype}")
+    assert_close(grads[1].numpy(), _rounded(wt.grad, FLOAT32), "gradWeight")
+    assert_close(grads[2].numpy(), _rounded(bt.grad, FLOAT32), "gradBias")
+
+
+def test_batch_norm_backward_errors():
+    x = _dev(np.ones((2, 3, 4), np.float32))
+    stat = _dev(np.ones(3, np.float32))
+    grad = openacl.empty((2, 3, 4), np.float32)
+    phase1 = aclnn.batch_norm_backward_get_workspace_size
+    mask = [True, False, False]
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, x, x, None, None, None, None, stat, True, 1e-5,
+            mask, grad, None, None)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, x, x, None, stat, None, None, None, False, 1e-5,
+            mask, grad, None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, None, None, None,
+            _dev(np.ones(4, np.float32)), stat, True, 1e-5, mask, grad, None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, _dev(np.ones((2, 3, 5), np.float32)), None,
+            None, None, stat, stat, True, 1e-5, mask, grad, None, None)
+
+
+# -- GroupNormBackward ---------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,group", [((2, 4, 3), 2), ((2, 6, 2, 2), 3), ((3, 4), 1)],
+                         ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_group_norm_backward_matches_autograd(shape, group, dtype):
+    batch, channels = shape[:2]
+    spatial = int(np.prod(shape[2:]))
+    x, dy = _data(shape, dtype, 13), _data(shape, dtype, 14)
+    gamma, beta = _data((channels,), dtype, 15), _data((channels,), dtype, 16)
+    xt, gt, bt = _leaf(x), _leaf(gamma), _leaf(beta)
+    grouped = xt.detach().reshape(batch, group, -1)
+    mean = grouped.mean(-1)
+    rstd = torch.rsqrt(grouped.var(-1, unbiased=False) + 1e-5)
+    F.group_norm(xt, group, gt, bt, 1e-5).backward(to_torch(dy).double())
+    grads = openacl.ops.group_norm_backward(
+        _dev(dy), _dev(x), _dev(_rounded(mean, FLOAT32)), _dev(_rounded(rstd, FLOAT32)),
+        _dev(gamma), N=batch, C=channels, HxW=spatial, group=group)
+    assert_close(grads[0].numpy(), _rounded(xt.grad, dtype), f"gradInput {dtype}")
+    assert_close(grads[1].numpy(), _rounded(gt.grad, dtype), "gradGamma")
+    assert_close(grads[2].numpy(), _rounded(bt.grad, dtype), "gradBeta")
+
+
+def test_group_norm_backward_errors():
+    x = _dev(np.ones((2, 4, 3), np.float32))
+    stat = _dev(np.ones((2, 2), np.float32))
+    grad = openacl.empty((2, 4, 3), np.float32)
+    phase1 = aclnn.group_norm_backward_get_workspace_size
+    mask = [True, False, False]
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, x, x, None, stat, None, 2, 4, 3, 2, mask, grad,
+            None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, stat, stat, None, 2, 4, 3, 3, mask, grad,
+            None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, stat, stat, None, 2, 5, 3, 2, mask, grad,
+            None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, _dev(np.ones((2, 3), np.float32)), stat,
+            None, 2, 4, 3, 2, mask, grad, None, None)
