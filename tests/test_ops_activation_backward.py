@@ -332,3 +332,27 @@ def test_mish_derivative_next_to_its_root():
     g = np.ones_like(x)
     assert_close(openacl.ops.mish_backward(_dev(g), _dev(x)).numpy(),
                  _grad(F.mish, x, g, np.float32))
+
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 3, 4, 16), (1, 3, 4, 16), (1, 1, 4, 16)], ids=str)
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_scaled_masked_softmax_backward_matches_autograd(mask_shape, dtype):
+    rng = np.random.default_rng(18)
+    x = random_array((2, 3, 4, 16), dtype, rng, -3, 3)
+    mask = rng.random(mask_shape) < 0.3
+    forward = openacl.ops.scaled_masked_softmax(_dev(x), _dev(mask), 0.5, False)
+    y, g = forward.numpy(), random_array((2, 3, 4, 16), dtype, rng, -2, 2)
+    result = openacl.ops.scaled_masked_softmax_backward(_dev(g), _dev(y), _dev(mask), 0.5,
+                                                        False)
+    wide_y = torch.from_numpy(np.asarray(y, np.float64))
+    wide_g = torch.from_numpy(np.asarray(g, np.float64))
+    golden = torch.ops.aten._softmax_backward_data(wide_g, wide_y, -1, torch.float64) * 0.5
+    golden = golden.masked_fill(torch.from_numpy(np.broadcast_to(mask, x.shape).copy()), 0.0)
+    assert_close(result.numpy(), from_torch(golden.to(to_torch(x).dtype)), str(mask_shape))
+    if dtype == np.float32:  # the formula is autograd's through the forward
+        masks = torch.from_numpy(np.broadcast_to(mask, x.shape).copy())
+        exact = _grad(lambda t: torch.softmax((t * 0.5).masked_fill(masks, -10000.0), -1), x,
+                      g, np.float64)
+        exact[np.broadcast_to(mask, x.shape)] = 0.0  # (autograd: ~0 there, CANN: exactly 0)
+        assert np.allclose(golden.numpy(), exact, atol=1e-5)

@@ -393,3 +393,10 @@ def swi_glu_grad(grad, x, dim=-1):
 @golden("LogSigmoidForward")
 def log_sigmoid_forward(x):
     return F.logsigmoid(x)  # (its buffer output is CANN's unused scratch: not compared)
+
+
+
+@golden("ScaledMaskedSoftmaxBackward")
+def scaled_masked_softmax_backward(grad, y, mask, scale=1.0, fix_triu_mask=False):
+    result = torch.ops.aten._softmax_backward_data(grad, y, -1, torch.float64) * scale
+    return result.masked_fill(mask, 0.0)

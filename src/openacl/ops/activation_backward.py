@@ -26,6 +26,8 @@ from openacl.ops.activation import (
     GELU_NONE,
     GELU_TANH,
     GELU_TANH_COEFF,
+    SCALED_SOFTMAX_DTYPES,
+    SCALED_SOFTMAX_RANK,
     SELU_ALPHA,
     SELU_DTYPES,
     SELU_SCALE,
@@ -356,10 +358,13 @@ def _softmax_backward(log: bool) -> Callable[[Call], Kernel]:
             g, y = v.compute("gradOutput", compute), v.compute("output", compute)
             if g.ndim == 0:
                 g, y = g.reshape(1), y.reshape(1)
+            # row sums in float64 (softmax's products and difference too: g - sum(g * y)
+            # cancels)
             if log:  # d log_softmax: g - exp(y) * sum(g)
-                result = g - np.exp(y) * g.sum(axis=axis, keepdims=True)
+                result = g - np.exp(y) * g.sum(axis=axis, keepdims=True, dtype=np.float64)
             else:  # d softmax: y * (g - sum(g * y))
-                result = y * (g - (g * y).sum(axis=axis, keepdims=True))
+                total = (g.astype(np.float64) * y).sum(axis=axis, keepdims=True)
+                result = y * (g - total).astype(compute)
             v.write("out", result.reshape(shape))
         return kernel
     return prepare
@@ -369,6 +374,43 @@ register("SoftmaxBackward", "gradOutput: tensor, output: tensor, dim: int, out: 
     _softmax_backward(log=False))
 register("LogSoftmaxBackward", "gradOutput: tensor, output: tensor, dim: int, out: tensor!")(
     _softmax_backward(log=True))
+
+
+SCALED_SOFTMAX_MAX_LAST_DIM = 4096  # CANN: the last dim S2 is in (0, 4096]
+
+
+@register("ScaledMaskedSoftmaxBackward", "gradOutput: tensor, y: tensor, mask: tensor, "
+                                        "scale: float = 1.0, fixTriuMask: bool = False, "
+                                        "out: tensor!")
+def scaled_masked_softmax_backward(c: Call) -> Kernel:
+    """The gradient of ScaledMaskedSoftmax's input: ``scale * y * (g - sum(g * y))`` over
+    the last dim, 0 where ``mask`` (bool, broadcast over B and N) is set."""
+    dtype = _prepare(c, "gradOutput", "y", "out", SCALED_SOFTMAX_DTYPES, same_dtype=True,
+                     same_shape=True, exact=True)
+    shape = c.tensor("y").shape
+    if len(shape) != SCALED_SOFTMAX_RANK:
+        raise c.fail("y", f"must have 4 dims (B, N, S1, S2), got {list(shape)}")
+    if not 0 < shape[-1] <= SCALED_SOFTMAX_MAX_LAST_DIM:
+        raise c.fail("y", f"the last dim must be in (0, {SCALED_SOFTMAX_MAX_LAST_DIM}]")
+    c.check_dtype("mask", {np.dtype(np.bool_)})
+    mask_shape = c.tensor("mask").shape
+    if len(mask_shape) != SCALED_SOFTMAX_RANK or mask_shape[2:] != shape[2:] or any(
+            m not in (1, d) for m, d in zip(mask_shape[:2], shape[:2], strict=True)):
+        raise c.fail("mask", f"shape must be (1 or {shape[0]}, 1 or {shape[1]}, {shape[2]}, "
+                             f"{shape[3]}), got {list(mask_shape)}")
+    if c["fixTriuMask"]:
+        raise c.fail("fixTriuMask", "only False is supported (as on CANN)")
+    compute = promotion.compute_dtype(dtype)
+    scale = compute.type(c["scale"])
+
+    @quiet
+    def kernel(v) -> None:
+        g, y = v.compute("gradOutput", compute), v.compute("y", compute)
+        # the products, their row sum and the difference in float64: g - sum(g * y) cancels
+        total = (g.astype(np.float64) * y).sum(axis=-1, keepdims=True)
+        result = y * (g - total).astype(compute) * scale
+        v.write("out", np.where(v["mask"], compute.type(0), result))
+    return kernel
 
 
 # -- Prelu --------------------------------------------------------------------------------------

@@ -164,6 +164,13 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "GlobalAveragePool",
         "GlobalMaxPool", "MaxPool", "MaxPool2dWithIndices",
     ),
+    "pooling_backward": (
+        "AdaptiveAvgPool2dBackward", "AdaptiveMaxPool2dBackward", "AvgPool2dBackward",
+        "MaxPool2dWithIndicesBackward",
+    ),
+    "quant_matmul": (
+        "QuantMatmulV3", "QuantMatmulV4", "TransQuantParamV2",
+    ),
     "quantization": (
         "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DynamicQuant", "Quantize",
     ),
