@@ -432,3 +432,28 @@ def test_embedding_renorm_matches_torch(dtype):
         _dev(np.ones(3, np.float32)), _dev(np.array([0])), 1.0, 2.0), "selfRef")
     _fails_in_kernel("embedding_renorm", _dev(weight), _dev(np.array([6])), 1.0, 2.0,
                      match="holds index 6")
+
+
+# -- ExpandIntoJaggedPermute --------------------------------------------------------------------
+def test_expand_into_jagged_permute_matches_fbgemm_semantics():
+    lengths = np.array([3, 0, 2, 4], np.int32)  # table lengths
+    input_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    permute = np.array([2, 0, 3, 1], np.int32)
+    output_lengths = lengths[permute]
+    output_offsets = np.concatenate([[0], np.cumsum(output_lengths)]).astype(np.int32)
+    size = int(output_lengths.sum())
+    got = openacl.ops.expand_into_jagged_permute(permute, input_offsets, output_offsets,
+                                                 size).numpy()
+    want = np.concatenate([np.arange(input_offsets[t], input_offsets[t] + lengths[t])
+                           for t in permute]).astype(np.int32)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int32
+    _refused(lambda: aclnn.expand_into_jagged_permute_get_workspace_size(
+        _dev(permute), _dev(input_offsets[:-1]), _dev(output_offsets), size,
+        openacl.empty((size,), np.int32)), "inputOffset")
+    _refused(lambda: aclnn.expand_into_jagged_permute_get_workspace_size(
+        _dev(permute.astype(np.int64)), _dev(input_offsets), _dev(output_offsets), size,
+        openacl.empty((size,), np.int64)), "permute")
+    _fails_in_kernel("expand_into_jagged_permute", _dev(permute), _dev(input_offsets),
+                     _dev(output_offsets), size + 1, openacl.empty((size + 1,), np.int32),
+                     match="must rise from 0 to outputSize")

@@ -292,3 +292,52 @@ def test_max_unpool_refusals():
             openacl.rt.synchronize_stream(stream)
     finally:
         openacl.rt.destroy_stream_force(stream)
+
+
+# -- ApplyTopKTopP ------------------------------------------------------------------------------
+def _top_k_top_p_reference(logits: torch.Tensor, p, k) -> torch.Tensor:
+    """CANN's document's formula in float64 (sort ascending, top-k, softmax mass, restore)."""
+    ordered, order = torch.sort(logits, dim=-1, stable=True)
+    width = logits.shape[-1]
+    if k is not None:
+        active = (k > 0) & (k < width)
+        threshold = ordered.gather(-1, (width - k).clamp(0, width - 1).unsqueeze(-1))
+        ordered = ordered.masked_fill(active.unsqueeze(-1) & (ordered < threshold), -np.inf)
+    if p is not None:
+        dropped = torch.softmax(ordered, -1).cumsum(-1) <= (1 - p.unsqueeze(-1))
+        dropped[:, -1] = False
+        ordered = ordered.masked_fill(dropped, -np.inf)
+    return torch.empty_like(ordered).scatter(-1, order, ordered)
+
+
+@pytest.mark.parametrize("dtype", FLOATS[:3], ids=str)
+def test_apply_top_k_top_p_matches_the_formula(dtype):
+    logits = RNG.permutation(6 * 40).reshape(6, 40).astype(np.float32) / 16  # no ties
+    logits = logits.astype(dtype)
+    k = np.array([1, 5, 0, 40, 12, -3], np.int32)  # 0, 40, -3: no top-k filtering
+    p = np.array([0.9, 0.5, 0.3, 1.0, 0.0, 0.7], np.float32).astype(dtype)
+    wide = torch.from_numpy(logits.astype(np.float64))
+    for args, ref in [((p, k), (p, k)), ((None, k), (None, k)), ((p, None), (p, None))]:
+        got = openacl.ops.apply_top_k_top_p(logits, *args).numpy()
+        want = _top_k_top_p_reference(
+            wide, None if ref[0] is None else torch.from_numpy(ref[0].astype(np.float64)),
+            None if ref[1] is None else torch.from_numpy(ref[1].astype(np.int64)))
+        _exact(got, from_torch(want).astype(np.float32).astype(dtype))
+    kept = openacl.ops.apply_top_k_top_p(logits, None, k).numpy()
+    assert (np.isfinite(kept.astype(np.float32)).sum(1) == [1, 5, 40, 40, 12, 40]).all()
+
+
+def test_apply_top_k_top_p_refusals():
+    logits = _dev(np.ones((3, 8), np.float32))
+    out = openacl.empty((3, 8), np.float32)
+    p, k = _dev(np.ones(3, np.float32)), _dev(np.ones(3, np.int32))
+    _refused(lambda: aclnn.apply_top_k_top_p_get_workspace_size(logits, None, None, out), "k",
+             ACLNN_ERR_PARAM_NULLPTR)
+    _refused(lambda: aclnn.apply_top_k_top_p_get_workspace_size(
+        logits, _dev(np.ones(3, np.float16)), k, out), "p")
+    _refused(lambda: aclnn.apply_top_k_top_p_get_workspace_size(
+        logits, p, _dev(np.ones(3, np.int64)), out), "k")
+    _refused(lambda: aclnn.apply_top_k_top_p_get_workspace_size(
+        logits, p, _dev(np.ones(4, np.int32)), out), "k")
+    _refused(lambda: aclnn.apply_top_k_top_p_get_workspace_size(
+        _dev(np.ones(8, np.float32)), p, k, openacl.empty((8,), np.float32)), "logits")

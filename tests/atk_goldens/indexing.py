@@ -468,3 +468,42 @@ def max_unpool2d_backward(grad, x, indices, output_size):
 @golden("MaxUnpool3dBackward", skip=_unpool_skip(3, 1))
 def max_unpool3d_backward(grad, x, indices, output_size, stride, padding):
     return _unpool_backward_golden(grad, x, indices, 3)
+
+
+# -- jagged permutes ------------------------------------------------------------------------------
+def _jagged_skip(inputs) -> str | None:
+    permute, input_offsets, output_offsets, size = inputs
+    bounds = np.asarray(output_offsets).astype(np.int64)
+    if bounds.size and (bounds[0] != 0 or np.any(np.diff(bounds) < 0) or bounds[-1] != size):
+        return ("the drawn outputOffset does not rise from 0 to outputSize (CANN's harness "
+                "builds the offsets as cumulative sums)")
+    return _out_of_range(torch.from_numpy(np.asarray(permute).astype(np.int64)),
+                         np.asarray(permute).size)
+
+
+@golden("ExpandIntoJaggedPermute", skip=_jagged_skip)
+def expand_into_jagged_permute(permute, input_offsets, output_offsets, output_size):
+    pieces = [torch.arange(int(input_offsets[int(p)]),
+                           int(input_offsets[int(p)]) + int(output_offsets[i + 1] -
+                                                            output_offsets[i]))
+              for i, p in enumerate(permute.tolist())]
+    return torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.long)
+
+
+# -- top-k / top-p ------------------------------------------------------------------------------
+@golden("ApplyTopKTopP")
+def apply_top_k_top_p(logits, p, k):
+    """CANN's formula (its document) in float64."""
+    ordered, order = torch.sort(logits, dim=-1, stable=True)
+    width = logits.shape[-1]
+    if k is not None:
+        k = k.long()
+        active = (k > 0) & (k < width)
+        threshold = ordered.gather(-1, (width - k).clamp(0, width - 1).unsqueeze(-1))
+        ordered = ordered.masked_fill(active.unsqueeze(-1) & (ordered < threshold),
+                                      float("-inf"))
+    if p is not None:
+        dropped = torch.softmax(ordered, -1).cumsum(-1) <= (1 - p.unsqueeze(-1))
+        dropped[:, -1] = False
+        ordered = ordered.masked_fill(dropped, float("-inf"))
+    return torch.empty_like(ordered).scatter(-1, order, ordered)

@@ -19,6 +19,7 @@ Semantics are CANN's, which are PyTorch's:
 * ``Take``: ``self.flatten()[index]``; ``GatherV2``: ``np.take(self, index, dim)`` (index of
   any rank); ``GatherV3`` adds TensorFlow's ``batchDims``.
 * ``InplaceMaskedScatter``: ``selfRef.masked_scatter_(mask, source)``.
+* ``ExpandIntoJaggedPermute``: fbgemm's jagged permute expansion (see its docstring).
 
 Sums of half-precision values accumulate in float32 and round once into the result. A mask
 decides how many elements an indexing picks, which phase 1 cannot see: an output sized for
@@ -81,6 +82,7 @@ GATHER_V3_OUT_OF_RANGE = 2  # mode whose out-of-range indices gather zeros
 MASKED_SCATTER_DTYPES = INDEX_PUT_DTYPES
 MASK_DTYPES = BOOL_DTYPES | U8
 MAX_INDEX_DIMS = 8
+JAGGED_DTYPES = I32  # aclnnExpandIntoJaggedPermute's permute and offsets
 
 
 # -- host round trips ---------------------------------------------------------------------------
@@ -550,3 +552,48 @@ def _inplace_masked_scatter(c: Call) -> Kernel:
 
 register_inplace("InplaceMaskedScatter", "selfRef: tensor!, mask: tensor, source: tensor",
                  _inplace_masked_scatter, selfRef="selfRef")
+
+
+# -- jagged permutes ----------------------------------------------------------------------------
+def _check_offsets(op: str, name: str, offsets: np.ndarray, total: int) -> None:
+    """Kernel-side: ``offsets`` rise (never fall) from 0 and end at ``total``."""
+    if offsets.size and (int(offsets[0]) != 0 or (np.diff(offsets) < 0).any() or
+                         int(offsets[-1]) != total):
+        raise ValueError(f"aclnn{op}: argument '{name}' = {offsets.tolist()[:8]}... must "
+                         f"rise from 0 to outputSize ({total})")
+
+
+@register("ExpandIntoJaggedPermute", "permute: tensor, inputOffset: tensor, "
+                                     "outputOffset: tensor, outputSize: int, "
+                                     "outputPermuteOut: tensor!", silent=True)
+def expand_into_jagged_permute(c: Call) -> Kernel:
+    """A table-level permutation expanded to element level (fbgemm's
+    ``expand_into_jagged_permute``): segment ``i`` of the output, ``outputOffset[i]`` up to
+    ``outputOffset[i+1]``, counts up from ``inputOffset[permute[i]]``."""
+    permute = c.tensor("permute")
+    dtype = c.check_dtype("permute", JAGGED_DTYPES)
+    if permute.ndim != 1:
+        raise c.fail("permute", "must have 1 dim")
+    tables = permute.numel
+    for name in ("inputOffset", "outputOffset"):
+        offsets = c.tensor(name)
+        if offsets.dtype != dtype:
+            raise c.fail(name, f"dtype must equal permute's ({dtype})")
+        if offsets.shape != (tables + 1,):
+            raise c.fail(name, f"shape must be [{tables + 1}] (one more than permute)")
+    size = c["outputSize"]
+    if size < 0:
+        raise c.fail("outputSize", "must be non-negative")
+    c.check_out("outputPermuteOut", (size,), dtype, exact_dtype=True)
+
+    def kernel(v) -> None:
+        order = _check_index_range("ExpandIntoJaggedPermute", "permute", host(v["permute"]),
+                                   tables)
+        starts = host(v["inputOffset"]).astype(np.int64)
+        bounds = host(v["outputOffset"]).astype(np.int64)
+        _check_offsets("ExpandIntoJaggedPermute", "outputOffset", bounds, size)
+        lengths = np.diff(bounds)
+        segment = np.repeat(np.arange(tables), lengths)  # the segment of each position
+        within = np.arange(size) - bounds[:-1][segment]
+        store(v["outputPermuteOut"], starts[order][segment] + within)
+    return kernel

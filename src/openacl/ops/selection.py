@@ -1,6 +1,7 @@
 """Selection operators: the positions of non-zero elements (aclnnNonzero, NonzeroV2), the
 distinct elements (Unique, Unique2, UniqueDim), medians (Median, MedianDim, NanMedian,
-NanMedianDim) and the k-th smallest (Kthvalue), with CANN's argument lists.
+NanMedianDim), the k-th smallest (Kthvalue) and top-k / top-p filtering of logits
+(ApplyTopKTopP), with CANN's argument lists.
 
 Semantics are CANN's, which are PyTorch's (``torch.nonzero``, ``torch.unique``,
 ``torch.median``, ``torch.nanmedian``, ``torch.kthvalue``):
@@ -24,8 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import promotion
 from openacl.ops.call import ALL_DTYPES, COMPLEX_DTYPES, Call, Kernel
+from openacl.ops.fpstate import ignore_floating_point
 from openacl.ops.indexing import declare_sized_out, host, report_shape, store
 from openacl.ops.movement import BF16, F16, F32, I8, I16, I32, I64, U8, U16, U32, U64
 from openacl.ops.registry import register
@@ -36,6 +39,8 @@ UNIQUE_DTYPES = ALL_DTYPES - COMPLEX_DTYPES
 MEDIAN_DTYPES = F32 | F16 | U8 | I8 | I16 | I32 | I64 | BF16
 KTHVALUE_DTYPES = BF16 | F16 | F32 | I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64
 MAX_SELECTION_DIMS = 8
+TOP_DTYPES = BF16 | F16 | F32  # ApplyTopKTopP's logits and p
+TOP_K_DTYPES = I32
 
 
 # -- Nonzero ------------------------------------------------------------------------------------
@@ -278,3 +283,68 @@ def kthvalue(c: Call) -> Kernel:
     (``torch.kthvalue``)."""
     return _median_dim(c, "Kthvalue", "kth", "keepdim", c["k"], KTHVALUE_DTYPES)
 
+
+
+# -- top-k / top-p filtering --------------------------------------------------------------------
+
+
+def _top_k_top_p(logits: np.ndarray, p: np.ndarray | None, k: np.ndarray | None
+                 ) -> np.ndarray:
+    """CANN's ApplyTopKTopP formula on float rows: sort ascending (stable), drop what lies
+    below the k-th largest, then the smallest values whose softmax mass stays within 1 - p
+    (the largest is always kept); dropped positions become -inf, in the original order."""
+    order = np.argsort(logits, axis=-1, kind="stable")
+    ordered = np.take_along_axis(logits, order, -1)
+    rows, width = ordered.shape
+    if k is not None:
+        k = k.astype(np.int64).reshape(-1)
+        active = (k > 0) & (k < width)  # other k: no top-k filtering
+        threshold = ordered[np.arange(rows), np.clip(width - k, 0, width - 1)]
+        below = active[:, None] & (ordered < threshold[:, None])
+        ordered = np.where(below, -np.inf, ordered)
+    if p is not None:  # the mass in float64: the cut is a comparison, best made exactly
+        shifted = ordered.astype(np.float64) - ordered.max(-1, keepdims=True)
+        weights = np.exp(shifted)
+        probs = weights / weights.sum(-1, keepdims=True)
+        dropped = np.cumsum(probs, -1) <= (1 - p.astype(np.float64).reshape(-1, 1))
+        dropped[:, -1] = False  # every row keeps its largest
+        ordered = np.where(dropped, -np.inf, ordered)
+    out = np.empty_like(ordered)
+    np.put_along_axis(out, order, ordered, -1)
+    return out
+
+
+@register("ApplyTopKTopP", "logits: tensor, p: tensor?, k: tensor?, out: tensor!")
+def apply_top_k_top_p(c: Call) -> Kernel:
+    """``logits`` with every value outside the top ``k[b]`` of its row, or outside the
+    smallest set of largest values whose probability reaches ``p[b]``, set to -inf
+    (CANN's formula; k <= 0 or k >= the row length filters nothing)."""
+    logits = c.tensor("logits")
+    c.check_dtype("logits", TOP_DTYPES)
+    if logits.ndim != 2:
+        raise c.fail("logits", "must have 2 dims (batch, vocabulary)")
+    if c["p"] is None and c["k"] is None:
+        raise c.fail("k", "is null, and so is p: give at least one", ACLNN_ERR_PARAM_NULLPTR)
+    rows = logits.shape[0]
+    if c["p"] is not None:
+        p = c.tensor("p")
+        if p.dtype != logits.dtype:
+            raise c.fail("p", f"dtype must equal logits' ({logits.dtype})")
+        if p.shape != (rows,):
+            raise c.fail("p", f"shape must be [{rows}] (one per row of logits)")
+    if c["k"] is not None:
+        k = c.tensor("k")
+        c.check_dtype("k", TOP_K_DTYPES)
+        if k.shape != (rows,):
+            raise c.fail("k", f"shape must be [{rows}] (one per row of logits)")
+    c.check_out("out", logits.shape, logits.dtype, exact_dtype=True)
+    wide = promotion.compute_dtype(logits.dtype)
+    has_p, has_k = c["p"] is not None, c["k"] is not None
+
+    def kernel(v) -> None:
+        with ignore_floating_point():  # (-inf rows: exp and the max meet inf - inf)
+            result = _top_k_top_p(host(v["logits"]).astype(wide),
+                                  host(v["p"]).astype(wide) if has_p else None,
+                                  host(v["k"]) if has_k else None)
+        store(v["out"], result)
+    return kernel
