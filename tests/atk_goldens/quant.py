@@ -90,3 +90,68 @@ def dynamic_quant(x, smooth=None):
     scale = np.abs(values).max(axis=-1, keepdims=True) / np.float32(INT8_RANGE[1])
     quantized = np.clip(np.rint(values * (np.float32(1) / scale)), *INT8_RANGE)
     return quantized.astype(np.int8), scale.reshape(scale.shape[:-1])
+
+
+# -- quantized products -------------------------------------------------------------------------
+SCALE_BITS = 0xFFFFE000
+SCALE_FLAG = 1 << 46
+OFFSET_SHIFT, OFFSET_BITS = 37, 0x1FF
+
+
+@golden("TransQuantParamV2")
+def trans_quant_param_v2(scale, offset=None):
+    words = (np.ascontiguousarray(_f32(scale)).view(np.uint32).astype(np.int64)
+             & SCALE_BITS) | SCALE_FLAG
+    if offset is not None:
+        nine = np.clip(np.rint(_f32(offset)), -256, 255).astype(np.int64) & OFFSET_BITS
+        words = (words & 0x4000FFFFFFFF) | (nine << OFFSET_SHIFT)
+    return np.broadcast_to(words, np.broadcast_shapes(words.shape, (
+        () if offset is None else tuple(offset.shape))))
+
+
+def _placeholder(value) -> bool:
+    """The ATK's stand-in for a null optional tensor: a bool tensor of shape []."""
+    return value is not None and value.dtype == np.bool_ and value.ndim == 0
+
+
+def _quant_matmul(dtypes, x1, x2, scale, offset, pertoken, bias, trans_a, trans_b):
+    """CANN's formulas (see ops/quant_matmul.py) in float64 after the exact product; an
+    integer result rounded half to even and saturated. The result dtype is the one-shot's:
+    INT8 with an offset, else BFLOAT16 when scale or bias is, else FLOAT16."""
+    a, b = (torch.from_numpy(_unpack(t.numpy())) if d == np.int32 else t
+            for t, d in ((x1, dtypes[0]), (x2, dtypes[1])))
+    a = a.double().transpose(-1, -2) if trans_a else a.double()
+    b = b.double().transpose(-1, -2) if trans_b else b.double()
+    value = a @ b
+    integer_bias = bias is not None and dtypes[5] == np.int32
+    if integer_bias:
+        value = value + bias
+    value = value * scale.float().double()
+    if pertoken is not None:
+        value = value * pertoken[:, None]
+    if bias is not None and not integer_bias:
+        value = value + bias
+    if offset is not None:
+        value = torch.nan_to_num(value + offset, nan=0.0)
+        return np.clip(np.rint(value.numpy()), *INT8_RANGE)
+    return value
+
+
+@golden("QuantMatmulV3", with_dtypes=True)
+def quant_matmul_v3(dtypes, x1, x2, scale, offset=None, bias=None, trans_a=False,
+                    trans_b=False):
+    full = [*dtypes[:4], None, *dtypes[4:]]  # no per-token scale: bias is input 5 there
+    return _quant_matmul(full, x1, x2, scale, offset, None, bias, trans_a, trans_b)
+
+
+def _v4_placeholders(inputs) -> str | None:
+    if any(_placeholder(v) for v in inputs[2:6]) or len(inputs) > 9:
+        return ("the ATK gives null optional tensors as bool tensors of shape [] and lists "
+                "the out tensor among the inputs; the driver passes both to the operator")
+    return None
+
+
+@golden("QuantMatmulV4", with_dtypes=True, skip=_v4_placeholders)
+def quant_matmul_v4(dtypes, x1, x2, scale, offset=None, pertoken=None, bias=None,
+                    trans_a=False, trans_b=False):
+    return _quant_matmul(dtypes, x1, x2, scale, offset, pertoken, bias, trans_a, trans_b)

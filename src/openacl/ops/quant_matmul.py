@@ -1,0 +1,209 @@
+"""Quantized matrix products: aclnnQuantMatmulV3, QuantMatmulV4 and the scale encoder
+aclnnTransQuantParamV2, with CANN's argument lists.
+
+``QuantMatmulV4(x1, x2, scale, offset, pertokenScaleOptional, bias, transposeX1,
+transposeX2, out)`` (V3: without the per-token scale) computes, as CANN's formulas say:
+
+* an INT32 bias is added to the exact integer product: ``(x1 @ x2 + bias) * scale``;
+* a float bias (BFLOAT16, FLOAT16, FLOAT32) after the scales: ``x1 @ x2 * scale + bias``;
+* ``pertokenScaleOptional`` (m,) multiplies each row after ``scale`` (n or 1,);
+* ``offset`` (FLOAT32, n or 1) is added last, for an INT8 ``out`` only.
+
+The arithmetic after the product runs in float32 (the product itself is exact: int8 and
+int4 sums stay far below 2^53 in float64); an INT8 or INT32 ``out`` is rounded half to even
+and saturated. ``scale`` is FLOAT32, BFLOAT16, or INT64/UINT64 as TransQuantParamV2 encodes
+it (the float32's 19 high bits in bits 0-31, bit 46 set, a 9-bit offset in bits 37-45,
+which applies to an INT8 ``out``). x1 and x2 are INT8, or INT32 carrying eight int4 values
+each along their last dim (``quantization.pack_int4``'s layout); batch dims (2-6 dims in
+all) broadcast. The NZ format of x2 and the INT4 dtype itself are refused (no host dtype:
+the INT32 carrier is their form here). A one-shot call's ``out`` is INT8 when an offset is
+given, else BFLOAT16 when scale or bias is BFLOAT16, else FLOAT16.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openacl.ops.call import Call, Kernel, TensorArg, array_module, as_array
+from openacl.ops.promotion import BFLOAT16
+from openacl.ops.quantization import INT4_PER_INT32, unpack_int4
+from openacl.ops.registry import register
+
+__all__ = ["quant_matmul_v3", "quant_matmul_v4", "trans_quant_param_v2"]
+
+FLOAT32 = np.dtype(np.float32)
+FLOAT16 = np.dtype(np.float16)
+INT8, INT32 = np.dtype(np.int8), np.dtype(np.int32)
+INT64, UINT64 = np.dtype(np.int64), np.dtype(np.uint64)
+MIN_DIMS, MAX_DIMS = 2, 6
+OPERAND_DTYPES = frozenset({INT8, INT32})
+SCALE_DTYPES = frozenset({FLOAT32, BFLOAT16, INT64, UINT64})
+ENCODED_SCALE_DTYPES = frozenset({INT64, UINT64})
+BIAS_DTYPES = frozenset({INT32, BFLOAT16, FLOAT16, FLOAT32})
+OUT_DTYPES = frozenset({FLOAT16, BFLOAT16, INT8, INT32})
+ROUNDED_OUT = {INT8: np.iinfo(np.int8), INT32: np.iinfo(np.int32)}
+# TransQuantParamV2's 64-bit encoding of a float32 scale and a 9-bit offset
+SCALE_BITS_MASK = 0xFFFFE000  # the float32's sign, exponent and 10 high mantissa bits
+SCALE_FLAG = 1 << 46
+OFFSET_SHIFT = 37
+OFFSET_MASK = 0x1FF
+OFFSET_SIGN = 0x100
+OFFSET_MIN, OFFSET_MAX = -256, 255
+KEEP_MASK = 0x4000FFFFFFFF  # the flag and the scale bits, before the offset is or-ed in
+TRANS_OUT_DTYPES = frozenset({INT64, UINT64})
+TRANS_MAX_DIMS = 2
+
+
+# -- TransQuantParamV2 ------------------------------------------------------------------------
+@register("TransQuantParamV2", "scale: tensor, offset: tensor?, out: tensor!")
+def trans_quant_param_v2(c: Call) -> Kernel:
+    """Encode FLOAT32 ``scale`` (and ``offset``, rounded and clipped to [-256, 255]) into the
+    INT64 / UINT64 words the quantized products take: ``(bits(scale) & 0xFFFFE000) | 1 << 46
+    | (offset & 0x1FF) << 37``; the result has the broadcast shape (1-2 dims). A one-shot
+    call makes INT64."""
+    c.check_dtype("scale", {FLOAT32})
+    names = ["scale"]
+    if c.has("offset"):
+        c.check_dtype("offset", {FLOAT32})
+        names.append("offset")
+    for name in names:
+        if not 1 <= c.tensor(name).ndim <= TRANS_MAX_DIMS:
+            raise c.fail(name, f"must have 1 to {TRANS_MAX_DIMS} dims")
+    shape = c.broadcast(*names)
+    given = c["out"]
+    dtype = INT64 if given is None else c.check_dtype("out", TRANS_OUT_DTYPES, given.dtype)
+    c.check_out("out", shape, dtype, exact_dtype=True)
+
+    def kernel(v) -> None:
+        xp = array_module(v["out"])
+        bits = xp.ascontiguousarray(as_array(v["scale"]), dtype=np.float32).view(np.uint32)
+        words = (bits.astype(np.int64) & SCALE_BITS_MASK) | SCALE_FLAG
+        if v.get("offset") is not None:
+            offset = xp.clip(xp.rint(as_array(v["offset"])), OFFSET_MIN, OFFSET_MAX)
+            words = (words & KEEP_MASK) | ((offset.astype(np.int64) & OFFSET_MASK)
+                                           << OFFSET_SHIFT)
+        v.write("out", xp.broadcast_to(words, shape).astype(np.uint64).view(dtype))
+    return kernel
+
+
+def decode_scale(words):
+    """INT64/UINT64 TransQuantParamV2 words -> (float32 scale, float32 offset)."""
+    wide = words.astype(np.int64)
+    scale = (wide & SCALE_BITS_MASK).astype(np.uint32).view(np.float32)
+    raw = (wide >> OFFSET_SHIFT) & OFFSET_MASK
+    offset = (raw - ((raw & OFFSET_SIGN) << 1)).astype(np.float32)
+    return scale, offset
+
+
+# -- QuantMatmulV3, QuantMatmulV4 ---------------------------------------------------------------
+def _operand_shape(c: Call, name: str) -> tuple[int, ...]:
+    """An operand's logical shape: an INT32 one holds eight int4 values per element."""
+    tensor = c.tensor(name)
+    c.check_dtype(name, OPERAND_DTYPES)
+    if not MIN_DIMS <= tensor.ndim <= MAX_DIMS:
+        raise c.fail(name, f"must have {MIN_DIMS} to {MAX_DIMS} dims")
+    if tensor.dtype == INT32:
+        return (*tensor.shape[:-1], tensor.shape[-1] * INT4_PER_INT32)
+    return tensor.shape
+
+
+def _vector(c: Call, name: str, sizes: tuple[int, ...], dtypes: frozenset) -> TensorArg | None:
+    """An optional 1-d argument of one of ``sizes``."""
+    if not c.has(name):
+        return None
+    tensor = c.tensor(name)
+    c.check_dtype(name, dtypes)
+    if tensor.ndim != 1 or tensor.shape[0] not in sizes:
+        listed = " or ".join(str(s) for s in dict.fromkeys(sizes))
+        raise c.fail(name, f"must be 1-d of size {listed}")
+    return tensor
+
+
+def _quant_matmul(c: Call, pertoken: bool) -> Kernel:
+    a, b = _operand_shape(c, "x1"), _operand_shape(c, "x2")
+    if c.dtype("x1") != c.dtype("x2"):
+        raise c.fail("x2", f"dtype must equal x1's ({c.dtype('x1')})")
+    trans_a, trans_b = bool(c["transposeX1"]), bool(c["transposeX2"])
+    m, k = (a[-1], a[-2]) if trans_a else (a[-2], a[-1])
+    k2, n = (b[-1], b[-2]) if trans_b else (b[-2], b[-1])
+    if k != k2:
+        raise c.fail("x2", f"its reduce dim ({k2}) does not match x1's ({k})")
+    try:
+        batch = tuple(np.broadcast_shapes(a[:-2], b[:-2]))
+    except ValueError:
+        raise c.fail("x2", f"batch dims {list(b[:-2])} cannot be broadcast with x1's "
+                           f"{list(a[:-2])}") from None
+    scale = _vector(c, "scale", (1, n), SCALE_DTYPES)
+    offset = _vector(c, "offset", (1, n), frozenset({FLOAT32}))
+    per_token = _vector(c, "pertokenScaleOptional", (m,), frozenset({FLOAT32})) \
+        if pertoken else None
+    bias = None
+    if c.has("bias"):
+        bias = c.tensor("bias")
+        c.check_dtype("bias", BIAS_DTYPES)
+        if bias.shape not in ((n,), (batch[0] if len(batch) == 1 else -1, 1, n)):
+            raise c.fail("bias", f"must be [{n}], or [batch, 1, {n}] for a 3-d result")
+    given = c["out"]
+    if given is not None:
+        dtype = c.check_dtype("out", OUT_DTYPES, given.dtype)
+    elif offset is not None:
+        dtype = INT8
+    else:
+        dtypes = {scale.dtype} | ({bias.dtype} if bias is not None else set())
+        dtype = BFLOAT16 if BFLOAT16 in dtypes else FLOAT16
+    if offset is not None and dtype != INT8:
+        raise c.fail("offset", "must be null unless out is INT8")
+    c.check_out("out", (*batch, m, n), dtype, exact_dtype=True)
+    encoded = scale.dtype in ENCODED_SCALE_DTYPES
+    integer_bias = bias is not None and bias.dtype == INT32
+
+    def operand(v, name: str, transpose: bool):
+        values = as_array(v[name])
+        if values.dtype == INT32:
+            values = unpack_int4(values)
+        values = values.astype(np.float64)
+        return values.swapaxes(-1, -2) if transpose else values
+
+    def kernel(v) -> None:
+        xp = array_module(v["out"])
+        product = xp.matmul(operand(v, "x1", trans_a), operand(v, "x2", trans_b))
+        if integer_bias:
+            product += as_array(v["bias"]).astype(np.float64).reshape(bias.shape)
+        factor = as_array(v["scale"])
+        shift = None
+        if encoded:
+            factor, packed_offset = decode_scale(factor)
+            shift = packed_offset if dtype == INT8 else None
+        value = product.astype(np.float32) * factor.astype(np.float32)
+        if per_token is not None:
+            value *= as_array(v["pertokenScaleOptional"]).astype(np.float32)[:, None]
+        if bias is not None and not integer_bias:
+            value += as_array(v["bias"]).astype(np.float32).reshape(bias.shape)
+        if offset is not None:
+            shift = as_array(v["offset"]).astype(np.float32)
+        if shift is not None:
+            value += shift
+        limits = ROUNDED_OUT.get(dtype)
+        if limits is not None:
+            value = xp.clip(xp.nan_to_num(xp.rint(value), nan=0.0), limits.min, limits.max)
+        v.write("out", value)
+    return kernel
+
+
+@register("QuantMatmulV3", "x1: tensor, x2: tensor, scale: tensor, offset: tensor?, "
+                           "bias: tensor?, transposeX1: bool = False, "
+                           "transposeX2: bool = False, out: tensor!")
+def quant_matmul_v3(c: Call) -> Kernel:
+    """``out = (x1 @ x2 [+ int32 bias]) * scale [+ float bias] [+ offset]`` for INT8 (or
+    int4 in INT32) operands; see the module notes."""
+    return _quant_matmul(c, pertoken=False)
+
+
+@register("QuantMatmulV4", "x1: tensor, x2: tensor, scale: tensor, offset: tensor?, "
+                           "pertokenScaleOptional: tensor?, bias: tensor?, "
+                           "transposeX1: bool = False, transposeX2: bool = False, "
+                           "out: tensor!")
+def quant_matmul_v4(c: Call) -> Kernel:
+    """QuantMatmulV3 with a per-token (per-row) scale ``pertokenScaleOptional`` (m,) applied
+    after ``scale``."""
+    return _quant_matmul(c, pertoken=True)
