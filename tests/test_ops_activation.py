@@ -62,6 +62,9 @@ ELEMENTWISE = {
     "hardshrink": (lambda t: openacl.ops.hardshrink(t, 1.5), lambda x: F.hardshrink(x, 1.5)),
     "threshold": (lambda t: openacl.ops.threshold(t, 0.5, -3.0),
                   lambda x: F.threshold(x, 0.5, -3.0)),
+    "shrink": (lambda t: openacl.ops.shrink(t, 1.5, 0.25),
+               lambda x: torch.where(x > 1.5, x - 0.25, torch.where(x < -1.5, x + 0.25,
+                                                                      x * 0))),
 }
 
 

@@ -67,6 +67,8 @@ FROM_INPUT = {
                              F.logsigmoid),
     "mish_backward": (lambda g, x: openacl.ops.mish_backward(g, x), F.mish),
     "hardswish_backward": (lambda g, x: openacl.ops.hardswish_backward(g, x), F.hardswish),
+    "hardswish_backward_v2": (lambda g, x: openacl.ops.hardswish_backward_v2(g, x),
+                              F.hardswish),
     "hardsigmoid_backward": (lambda g, x: openacl.ops.hardsigmoid_backward(g, x),
                              F.hardsigmoid),
     "hardshrink_backward": (lambda g, x: openacl.ops.hardshrink_backward(g, x, 1.5),

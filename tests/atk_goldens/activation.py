@@ -400,3 +400,14 @@ def log_sigmoid_forward(x):
 def scaled_masked_softmax_backward(grad, y, mask, scale=1.0, fix_triu_mask=False):
     result = torch.ops.aten._softmax_backward_data(grad, y, -1, torch.float64) * scale
     return result.masked_fill(mask, 0.0)
+
+
+@golden("HardswishBackwardV2")
+def hardswish_backward_v2(grad, x):
+    slope = torch.where(x <= -3, 0.0, torch.where(x < 3, x / 3 + 0.5, 1.0))
+    return grad * slope  # CANN's formula (at +-3 exactly it differs from torch's)
+
+
+@golden("Shrink")
+def shrink(x, lambd=0.5, bias=0.0):
+    return torch.where(x > lambd, x - bias, torch.where(x < -lambd, x + bias, x * 0))

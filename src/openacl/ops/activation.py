@@ -482,6 +482,19 @@ def softshrink(c: Call) -> Kernel:
     return _chunked(lambda x: x - np.clip(x, -lambd, lambd), compute)
 
 
+@register("Shrink", "self: tensor, lambd: scalar = 0.5, bias: scalar = 0.0, out: tensor!")
+def shrink(c: Call) -> Kernel:
+    """``x - bias`` above lambd, ``x + bias`` below -lambd, else 0 (lambd >= 0; NaN stays
+    NaN)."""
+    dtype = c.check_dtype("self", FLOAT_DTYPES)
+    c.check_out("out", c.tensor("self").shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    lambd, bias = _lambd(c, "lambd", compute, non_negative=True), c.scalar("bias", compute)
+    zero = compute.type(0)
+    return _chunked(lambda x: np.where(x > lambd, x - bias, np.where(
+        x < -lambd, x + bias, np.where(np.isnan(x), x, zero))), compute)
+
+
 @register("Hardshrink", "self: tensor, lambd: scalar = 0.5, out: tensor!")
 def hardshrink(c: Call) -> Kernel:
     """``x`` where ``|x| > lambd``, else 0 (NaN stays NaN, as in torch)."""

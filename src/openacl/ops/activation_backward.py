@@ -118,6 +118,13 @@ def hardswish_grad(x: np.ndarray) -> np.ndarray:
                                                       x / f(HARD_LIMIT) + f(0.5), f(1)))
 
 
+def hardswish_grad_v2(x: np.ndarray) -> np.ndarray:
+    """HardswishBackwardV2's: 0 up to -3, ``x / 3 + 1/2`` strictly inside, 1 from 3 on."""
+    f = x.dtype.type
+    return np.where(x <= f(-HARD_LIMIT), f(0), np.where(x < f(HARD_LIMIT),
+                                                       x / f(HARD_LIMIT) + f(0.5), f(1)))
+
+
 def hardsigmoid_grad(x: np.ndarray) -> np.ndarray:
     """1/6 strictly inside (-3, 3), else 0 (torch's hardsigmoid_backward)."""
     f = x.dtype.type
@@ -201,6 +208,9 @@ register("MishBackward", "gradOutput: tensor, self: tensor, gradInput: tensor!")
     _simple(mish_grad, HALF_FLOAT_DTYPES))
 register("HardswishBackward", "gradOutput: tensor, self: tensor, out: tensor!")(
     _simple(hardswish_grad, HALF_FLOAT_DTYPES, out="out", same_dtype=True, same_shape=True,
+            exact=True))
+register("HardswishBackwardV2", "gradOutput: tensor, self: tensor, out: tensor!")(
+    _simple(hardswish_grad_v2, HALF_FLOAT_DTYPES, out="out", same_dtype=True, same_shape=True,
             exact=True))
 register("HardsigmoidBackward", "gradOutput: tensor, self: tensor, out: tensor!")(
     _simple(hardsigmoid_grad, HALF_FLOAT_DTYPES, out="out", same_shape=True))
