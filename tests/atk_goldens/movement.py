@@ -286,11 +286,5 @@ def hardtanh(x, low, high):
 golden("Hardtanh", with_dtypes=True)(_rounded(hardtanh))
 
 
-@golden("ClampMinTensor")
-def clamp_min_tensor(x, low):
-    return torch.clamp_min(x, low)
-
-
-@golden("ClampMaxTensor")
-def clamp_max_tensor(x, high):
-    return torch.clamp_max(x, high)
+golden("ClampMinTensor")(torch.clamp_min)
+golden("ClampMaxTensor")(torch.clamp_max)

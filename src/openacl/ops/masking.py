@@ -55,6 +55,7 @@ from openacl.ops.movement import (
     _convert,
     _fill_value,
     _out_like,
+    _require_broadcast_to,
 )
 from openacl.ops.registry import register, register_inplace
 
@@ -117,23 +118,27 @@ def _inplace_fill_tensor(c: Call) -> Kernel:
     return kernel
 
 
-def _inplace_zero(c: Call) -> Kernel:
-    """Set every element of ``selfRef`` to zero."""
-    target = c.tensor("selfRef")
-    c.check_dtype("selfRef", ZERO_DTYPES)
-    c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
+def inplace_constant(value: int, supported: frozenset[np.dtype]):
+    """The prepare function of an operator that sets every element of ``selfRef`` to the
+    constant ``value`` (InplaceZero; a family's InplaceOne can take it too)."""
+    def prepare(c: Call) -> Kernel:
+        target = c.tensor("selfRef")
+        c.check_dtype("selfRef", supported)
+        c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
 
-    def kernel(v) -> None:
-        v["selfRef"][...] = 0
-    return kernel
+        def kernel(v) -> None:
+            v["selfRef"][...] = value
+        return kernel
+    prepare.__doc__ = f"Set every element of ``selfRef`` to {value}."
+    return prepare
 
 
 register_inplace("InplaceFillScalar", "selfRef: tensor!, value: scalar", _inplace_fill_scalar,
                  silent=True, selfRef="selfRef")
 register_inplace("InplaceFillTensor", "selfRef: tensor!, value: tensor", _inplace_fill_tensor,
                  silent=True, selfRef="selfRef")
-register_inplace("InplaceZero", "selfRef: tensor!", _inplace_zero, silent=True,
-                 selfRef="selfRef")
+register_inplace("InplaceZero", "selfRef: tensor!", inplace_constant(0, ZERO_DTYPES),
+                 silent=True, selfRef="selfRef")
 
 
 def _masked_fill(c: Call) -> Kernel:
@@ -142,9 +147,7 @@ def _masked_fill(c: Call) -> Kernel:
     target = c.tensor("selfRef")
     c.check_dtype("selfRef", MASKED_FILL_DTYPES)
     c.check_dtype("mask", BOOL_DTYPES)
-    if c.broadcast("selfRef", "mask") != target.shape:
-        raise c.fail("mask", f"shape {list(c.tensor('mask').shape)} cannot be broadcast to "
-                             f"selfRef's {list(target.shape)}")
+    _require_broadcast_to(c, "mask", "selfRef")
     constant = None
     if isinstance(c["value"], ScalarArg):
         constant = _fill_value(c, "value", target.dtype)

@@ -126,6 +126,14 @@ def _require_rank(c: Call, name: str, ranks: Sequence[int]) -> TensorArg:
     return tensor
 
 
+def _require_broadcast_to(c: Call, name: str, target: str) -> None:
+    """Tensor ``name`` must broadcast to tensor ``target``'s shape (an in-place operand)."""
+    shape = c.tensor(target).shape
+    if c.broadcast(target, name) != shape:
+        raise c.fail(name, f"shape {list(c.tensor(name).shape)} cannot be broadcast to "
+                           f"{target}'s {list(shape)}")
+
+
 def _fill_value(c: Call, name: str, dtype: np.dtype) -> np.ndarray:
     """Scalar ``name`` as a 0-dim array of ``dtype``, refused where PyTorch's ``fill_``
     refuses it (a complex value into a real tensor, an integer or finite float that does
@@ -187,9 +195,7 @@ def _inplace_copy(c: Call) -> Kernel:
     target = c.tensor("selfRef")
     c.check_dtype("selfRef", ALL_DTYPES)
     c.check_dtype("src", ALL_DTYPES)
-    if c.broadcast("selfRef", "src") != target.shape:
-        raise c.fail("src", f"shape {list(c.tensor('src').shape)} cannot be broadcast to "
-                            f"selfRef's {list(target.shape)}")
+    _require_broadcast_to(c, "src", "selfRef")
     c.check_out("selfRef", target.shape, target.dtype, exact_dtype=True)
 
     def kernel(v) -> None:
