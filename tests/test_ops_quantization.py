@@ -266,3 +266,157 @@ def test_dynamic_quant_zero_row_and_errors():
     ]:
         error = _error(fn, *args)
         assert error.code == code and name in error.message, (args, error.message)
+
+
+# -- TransQuantParamV2, QuantMatmulV3, QuantMatmulV4 ------------------------------------------
+def _encoded(scale: np.ndarray, offset: np.ndarray | None) -> np.ndarray:
+    bits = torch.from_numpy(scale.astype(np.float32)).view(torch.int32).to(torch.int64)
+    words = (bits & 0xFFFFE000) | (1 << 46)
+    if offset is not None:
+        nine = torch.from_numpy(offset).round().clamp(-256, 255).to(torch.int64) & 0x1FF
+        words = (words & 0x4000FFFFFFFF) | (nine << 37)
+    return words.numpy()
+
+
+def test_trans_quant_param_v2_encodes_scale_and_offset():
+    scale = np.array([0.5, -1.25e-3, 3.0e4], np.float32)
+    offset = np.array([-300.0, 2.5, 100.4], np.float32)
+    got = openacl.ops.trans_quant_param_v2(_dev(scale), _dev(offset)).numpy()
+    assert got.dtype == np.int64 and np.array_equal(got, _encoded(scale, offset))
+    alone = openacl.ops.trans_quant_param_v2(_dev(scale), None).numpy()
+    assert np.array_equal(alone, _encoded(scale, None))
+    out = openacl.empty((2, 3), np.uint64)
+    broadcast = [_dev(scale.reshape(1, 3)), _dev(np.ones((2, 1), np.float32))]
+    ws, exe = aclnn.trans_quant_param_v2_get_workspace_size(*broadcast, out)
+    aclnn.trans_quant_param_v2(0, ws, exe, 0)
+    assert out.numpy().view(np.int64)[1].tolist() == _encoded(scale, np.ones(3, np.float32)
+                                                              ).tolist()
+    error = _error(aclnn.trans_quant_param_v2_get_workspace_size, _dev(np.ones(3, np.float16)),
+                   None, openacl.empty((3,), np.int64))
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'scale'" in error.message
+    error = _error(aclnn.trans_quant_param_v2_get_workspace_size, _dev(scale), None,
+                   openacl.empty((3,), np.int32))
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'out'" in error.message
+
+
+def _qmm_reference(x1, x2, scale, offset, pertoken, bias, trans_a, trans_b, dtype):
+    """CANN's formulas in float64 after the exact product, rounded once to ``dtype``."""
+    a = torch.from_numpy(unpack_int4(x1) if x1.dtype == np.int32 else x1).double()
+    b = torch.from_numpy(unpack_int4(x2) if x2.dtype == np.int32 else x2).double()
+    value = (a.transpose(-1, -2) if trans_a else a) @ (b.transpose(-1, -2) if trans_b else b)
+    if bias is not None and bias.dtype == np.int32:
+        value = value + torch.from_numpy(bias).double()
+    value = value * to_torch(scale).double()
+    if pertoken is not None:
+        value = value * torch.from_numpy(pertoken).double()[:, None]
+    if bias is not None and bias.dtype != np.int32:
+        value = value + to_torch(bias).double()
+    if offset is not None:
+        value = value + torch.from_numpy(offset).double()
+    if dtype in (np.int8, np.int32):
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(value.numpy()), info.min, info.max).astype(dtype)
+    return _rounded(value, dtype)
+
+
+def _rounded(tensor, dtype):
+    return from_torch(tensor.to(to_torch(np.zeros(0, dtype)).dtype))
+
+
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=str)
+@pytest.mark.parametrize("form", ["int32 bias", "float bias", "bf16 bias", "no bias"])
+@pytest.mark.parametrize("scale_dtype", [F32, BF16], ids=str)
+def test_quant_matmul_v3_matches_reference(trans, form, scale_dtype):
+    rng = np.random.default_rng(6)
+    trans_a, trans_b = trans
+    x1 = rng.integers(-128, 128, (6, 40) if not trans_a else (40, 6)).astype(np.int8)
+    x2 = rng.integers(-128, 128, (40, 9) if not trans_b else (9, 40)).astype(np.int8)
+    scale = random_array((9,), scale_dtype, rng, 1e-4, 1e-2)
+    bias = {"int32 bias": rng.integers(-500, 500, 9).astype(np.int32),
+            "float bias": random_array((9,), F32, rng, -3, 3),
+            "bf16 bias": random_array((9,), BF16, rng, -3, 3), "no bias": None}[form]
+    got = openacl.ops.quant_matmul_v3(_dev(x1), _dev(x2), _dev(scale), None,
+                                      None if bias is None else _dev(bias), trans_a,
+                                      trans_b).numpy()
+    dtype = BF16 if BF16 in (scale.dtype, getattr(bias, "dtype", None)) else F16
+    assert_close(got, _qmm_reference(x1, x2, scale, None, None, bias, trans_a, trans_b, dtype))
+
+
+@pytest.mark.parametrize("out_dtype", [np.int8, np.int32, F16, BF16], ids=str)
+def test_quant_matmul_v3_out_dtypes_offset_and_batches(out_dtype):
+    rng = np.random.default_rng(7)
+    x1 = rng.integers(-128, 128, (2, 1, 5, 16)).astype(np.int8)
+    x2 = rng.integers(-128, 128, (3, 16, 4)).astype(np.int8)      # batches broadcast
+    scale = np.array([2e-3], np.float32)
+    offset = np.array([1.5, -2.0, 0.25, 4.0], np.float32) if out_dtype == np.int8 else None
+    out = openacl.empty((2, 3, 5, 4), out_dtype)
+    tensors = [_dev(x1), _dev(x2), _dev(scale), None if offset is None else _dev(offset)]
+    ws, exe = aclnn.quant_matmul_v3_get_workspace_size(*tensors, None, False, False, out)
+    aclnn.quant_matmul_v3(0, ws, exe, 0)
+    want = _qmm_reference(x1, x2, scale, offset, None, None, False, False, np.dtype(out_dtype))
+    if np.dtype(out_dtype).kind == "i":
+        assert np.array_equal(out.numpy(), want)
+    else:
+        assert_close(out.numpy(), want)
+
+
+def test_quant_matmul_v4_per_token_int4_and_encoded_scale():
+    rng = np.random.default_rng(8)
+    a4, b4 = (rng.integers(-8, 8, s).astype(np.int8) for s in ((7, 32), (32, 16)))
+    x1, x2 = pack_int4(a4), pack_int4(b4)
+    scale = random_array((16,), F32, rng, 0.01, 0.1)
+    pertoken = random_array((7,), F32, rng, 0.5, 2)
+    bias = random_array((16,), BF16, rng, -1, 1)
+    got = openacl.ops.quant_matmul_v4(_dev(x1), _dev(x2), _dev(scale), None, _dev(pertoken),
+                                      _dev(bias), False, False).numpy()
+    assert_close(got, _qmm_reference(x1, x2, scale, None, pertoken, bias, False, False, BF16))
+    # a TransQuantParamV2 scale: the truncated float32 and, for an INT8 out, its offset
+    x1, x2 = (rng.integers(-128, 128, s).astype(np.int8) for s in ((4, 24), (24, 6)))
+    raw, shift = random_array((6,), F32, rng, 1e-3, 1e-2), np.full(6, 3.0, np.float32)
+    words = openacl.ops.trans_quant_param_v2(_dev(raw), _dev(shift))
+    out = openacl.empty((4, 6), np.int8)
+    tensors = [_dev(x1), _dev(x2)]
+    ws, exe = aclnn.quant_matmul_v4_get_workspace_size(*tensors, words, None, None, None,
+                                                       False, False, out)
+    aclnn.quant_matmul_v4(0, ws, exe, 0)
+    truncated = (raw.view(np.uint32) & 0xFFFFE000).view(np.float32)
+    assert np.array_equal(out.numpy(), _qmm_reference(x1, x2, truncated, shift, None, None,
+                                                      False, False, np.dtype(np.int8)))
+
+
+def test_quant_matmul_errors():
+    x1, x2 = _dev(np.ones((4, 8), np.int8)), _dev(np.ones((8, 3), np.int8))
+    scale = _dev(np.ones(3, np.float32))
+    out = openacl.empty((4, 3), np.float16)
+    fn = aclnn.quant_matmul_v4_get_workspace_size
+    for args, code, name in [
+        ((None, x2, scale, None, None, None, False, False, out), ACLNN_ERR_PARAM_NULLPTR,
+         "'x1'"),
+        ((x1, x2, None, None, None, None, False, False, out), ACLNN_ERR_PARAM_NULLPTR,
+         "'scale'"),
+        ((_dev(np.ones((4, 8), np.float16)), x2, scale, None, None, None, False, False, out),
+         ACLNN_ERR_PARAM_INVALID, "'x1'"),
+        ((x1, _dev(np.ones((8, 3), np.int32)), scale, None, None, None, False, False, out),
+         ACLNN_ERR_PARAM_INVALID, "'x2'"),                       # dtypes differ
+        ((x1, x2, scale, None, None, None, True, False, out), ACLNN_ERR_PARAM_INVALID,
+         "'x2'"),                                                # k mismatch
+        ((x1, x2, _dev(np.ones(2, np.float32)), None, None, None, False, False, out),
+         ACLNN_ERR_PARAM_INVALID, "'scale'"),
+        ((x1, x2, _dev(np.ones(3, np.float16)), None, None, None, False, False, out),
+         ACLNN_ERR_PARAM_INVALID, "'scale'"),
+        ((x1, x2, scale, _dev(np.ones(3, np.float32)), None, None, False, False, out),
+         ACLNN_ERR_PARAM_INVALID, "'offset'"),                   # only for an INT8 out
+        ((x1, x2, scale, None, _dev(np.ones(3, np.float32)), None, False, False, out),
+         ACLNN_ERR_PARAM_INVALID, "'pertokenScaleOptional'"),
+        ((x1, x2, scale, None, None, _dev(np.ones(4, np.int32)), False, False, out),
+         ACLNN_ERR_PARAM_INVALID, "'bias'"),
+        ((x1, x2, scale, None, None, None, False, False, openacl.empty((4, 3), np.float32)),
+         ACLNN_ERR_PARAM_INVALID, "'out'"),
+        ((x1, x2, scale, None, None, None, False, False, openacl.empty((3, 4), np.float16)),
+         ACLNN_ERR_PARAM_INVALID, "'out'"),
+        ((_dev(np.ones(8, np.int8)), x2, scale, None, None, None, False, False, out),
+         ACLNN_ERR_PARAM_INVALID, "'x1'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == code and name in error.message, (args, error.message)
