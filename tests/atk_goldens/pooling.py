@@ -68,3 +68,33 @@ def adaptive_avg_pool2d(x, output_size):
 @golden("AdaptiveMaxPool2d")
 def adaptive_max_pool2d(x, output_size):
     return torch.nn.functional.adaptive_max_pool2d(x, list(output_size), return_indices=True)
+
+
+@golden("AvgPool2dBackward")
+def avg_pool2d_backward(grad, x, kernel, stride=(), padding=(0,), ceil=False, include_pad=True,
+                        divisor=0, cube_math_type=0):
+    kernel = _pair(kernel, (1, 1))
+    return torch.ops.aten.avg_pool2d_backward(grad, x, kernel, _pair(stride, kernel),
+                                              _pair(padding, (0, 0)), ceil, include_pad,
+                                              divisor or None)
+
+
+@golden("AdaptiveAvgPool2dBackward")
+def adaptive_avg_pool2d_backward(grad, x):
+    return torch.ops.aten._adaptive_avg_pool2d_backward(grad, x)
+
+
+def _forward_indices(inputs) -> str | None:
+    return ("CANN's harness makes these indices by running the forward pool on self; the "
+            "case's own indices are random values of another shape, which no forward "
+            "writes (the driver has no hook to derive an input)")
+
+
+@golden("MaxPool2dWithIndicesBackward", skip=_forward_indices)
+def max_pool2d_with_indices_backward(grad, x, indices, *attrs):
+    pass
+
+
+@golden("AdaptiveMaxPool2dBackward", skip=_forward_indices)
+def adaptive_max_pool2d_backward(grad, x, indices, *attrs):
+    pass
