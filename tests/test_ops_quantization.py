@@ -420,3 +420,92 @@ def test_quant_matmul_errors():
     ]:
         error = _error(fn, *args)
         assert error.code == code and name in error.message, (args, error.message)
+
+
+# -- WeightQuantBatchMatmulV2 ----------------------------------------------------------------
+def _wq_reference(x, weight, scale, offset, bias, group, dtype):
+    w = torch.from_numpy(unpack_int4(weight) if weight.dtype == np.int32 else weight).double()
+    k, n = w.shape
+    rows = torch.arange(k) // group if group else torch.zeros(k, dtype=torch.int64)
+
+    def table(t):
+        return to_torch(t).double().reshape(-1, t.shape[-1]).expand(-1, n)[rows]
+    if offset is not None:
+        w = w + table(offset)
+    value = to_torch(x).double() @ (w * table(scale))
+    if bias is not None:
+        value = value + to_torch(bias).double().reshape(-1)
+    return _rounded(value, dtype)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("mode", ["per tensor", "per channel", "per group", "int4 per group"])
+@pytest.mark.parametrize("with_offset", [False, True])
+def test_weight_quant_batch_matmul_v2_matches_reference(dtype, mode, with_offset):
+    rng = np.random.default_rng(9)
+    m, k, n = 5, 96, 16
+    x = random_array((m, k), dtype, rng, -1, 1)
+    values = rng.integers(-8 if "int4" in mode else -128, 8 if "int4" in mode else 128,
+                          (k, n)).astype(np.int8)
+    weight = pack_int4(values) if "int4" in mode else values
+    group = 32 if "group" in mode else 0
+    shape = {"per tensor": (1,), "per channel": (1, n)}.get(mode, (k // 32, n))
+    scale = random_array(shape, dtype, rng, 0.001, 0.02)
+    offset = random_array(shape, dtype, rng, -4, 4) if with_offset else None
+    bias = random_array((n,), F32, rng, -1, 1)
+    got = openacl.ops.weight_quant_batch_matmul_v2(
+        _dev(x), _dev(weight), _dev(scale), None if offset is None else _dev(offset), None,
+        None, _dev(bias), group).numpy()
+    assert_close(got, _wq_reference(x, weight, scale, offset, bias, group, dtype), mode)
+
+
+def test_weight_quant_batch_matmul_v2_quantizes_its_output():
+    rng = np.random.default_rng(10)
+    x = random_array((4, 32), F16, rng, -1, 1)
+    weight = rng.integers(-128, 128, (32, 8)).astype(np.int8)
+    scale = random_array((8,), F16, rng, 0.01, 0.05)
+    words = openacl.ops.trans_quant_param_v2(_dev(np.full(8, 4.0, np.float32)), None)
+    shift = np.full(8, 1.5, np.float32)
+    empty = _dev(np.zeros((0, 0), np.float16))  # counts as absent
+    tensors = [_dev(x), _dev(weight), _dev(scale)]
+    got = openacl.ops.weight_quant_batch_matmul_v2(*tensors, empty, words, _dev(shift), None, 0)
+    dequantized = _wq_reference(x, weight, scale, None, None, 0, F32).astype(np.float64)
+    want = np.clip(np.rint(dequantized * 4.0 + 1.5), -128, 127).astype(np.int8)
+    assert got.numpy().dtype == np.int8
+    assert np.abs(got.numpy().astype(int) - want).max() <= 1  # float32 vs float64 rounding
+
+
+def test_weight_quant_batch_matmul_v2_errors():
+    x, w = _dev(np.ones((4, 64), np.float16)), _dev(np.ones((64, 8), np.int8))
+    scale = _dev(np.ones(8, np.float16))
+    y = openacl.empty((4, 8), np.float16)
+    fn = aclnn.weight_quant_batch_matmul_v2_get_workspace_size
+    for args, code, name in [
+        ((None, w, scale, None, None, None, None, 0, y), ACLNN_ERR_PARAM_NULLPTR, "'x'"),
+        ((x, w, None, None, None, None, None, 0, y), ACLNN_ERR_PARAM_NULLPTR,
+         "'antiquantScale'"),
+        ((_dev(np.ones((4, 64), np.float32)), w, scale, None, None, None, None, 0, y),
+         ACLNN_ERR_PARAM_INVALID, "'x'"),
+        ((x, _dev(np.ones((64, 8), np.float16)), scale, None, None, None, None, 0, y),
+         ACLNN_ERR_PARAM_INVALID, "'weight'"),
+        ((x, _dev(np.ones((32, 8), np.int8)), scale, None, None, None, None, 0, y),
+         ACLNN_ERR_PARAM_INVALID, "'weight'"),
+        ((x, w, _dev(np.ones(8, BF16)), None, None, None, None, 0, y), ACLNN_ERR_PARAM_INVALID,
+         "'antiquantScale'"),
+        ((x, w, _dev(np.ones(3, np.float16)), None, None, None, None, 0, y),
+         ACLNN_ERR_PARAM_INVALID, "'antiquantScale'"),
+        ((x, w, scale, _dev(np.ones(1, np.float16)), None, None, None, 0, y),
+         ACLNN_ERR_PARAM_INVALID, "'antiquantOffsetOptional'"),
+        ((x, w, scale, None, None, None, None, 48, y), ACLNN_ERR_PARAM_INVALID,
+         "'antiquantGroupSize'"),
+        ((x, w, scale, None, None, None, None, 32, y), ACLNN_ERR_PARAM_INVALID,
+         "'antiquantScale'"),                                    # per group needs [2, 8]
+        ((x, w, scale, None, _dev(np.ones(8, np.float32)), None, None, 0, y),
+         ACLNN_ERR_PARAM_INVALID, "'quantScaleOptional'"),
+        ((x, w, scale, None, None, None, _dev(np.ones(8, np.int32)), 0, y),
+         ACLNN_ERR_PARAM_INVALID, "'biasOptional'"),
+        ((x, w, scale, None, None, None, None, 0, openacl.empty((4, 8), np.int8)),
+         ACLNN_ERR_PARAM_INVALID, "'y'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == code and name in error.message, (args, error.message)

@@ -155,3 +155,31 @@ def _v4_placeholders(inputs) -> str | None:
 def quant_matmul_v4(dtypes, x1, x2, scale, offset=None, pertoken=None, bias=None,
                     trans_a=False, trans_b=False):
     return _quant_matmul(dtypes, x1, x2, scale, offset, pertoken, bias, trans_a, trans_b)
+
+
+def _given(tensor):
+    """An optional tensor with elements (the ATK passes empty ones for those left out)."""
+    return tensor if tensor is not None and tensor.numel() else None
+
+
+@golden("WeightQuantBatchMatmulV2", with_dtypes=True)
+def weight_quant_batch_matmul_v2(dtypes, x, weight, scale, offset=None, quant_scale=None,
+                                 quant_offset=None, bias=None, group=0):
+    w = torch.from_numpy(_unpack(weight.numpy())) if dtypes[1] == np.int32 else weight
+    w = w.double()
+    k, n = w.shape
+    rows = (torch.arange(k) // group) if group else torch.zeros(k, dtype=torch.int64)
+    table = lambda t: t.reshape(-1, t.shape[-1]).expand(-1, n)[rows]  # noqa: E731
+    if _given(offset) is not None:
+        w = w + table(offset)
+    value = x @ (w * table(scale))
+    if _given(bias) is not None:
+        value = value + bias.reshape(-1)
+    if _given(quant_scale) is not None:  # TransQuantParamV2 words: the float32 in bits 0-31
+        words = quant_scale.numpy().astype(np.int64) & SCALE_BITS
+        value = value * torch.from_numpy(words.astype(np.uint32).view(np.float32)).double(
+            ).reshape(-1)
+        if _given(quant_offset) is not None:
+            value = value + quant_offset.reshape(-1)
+        return np.clip(np.rint(value.numpy()), *INT8_RANGE)
+    return value

@@ -169,7 +169,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "MaxPool2dWithIndicesBackward",
     ),
     "quant_matmul": (
-        "QuantMatmulV3", "QuantMatmulV4", "TransQuantParamV2",
+        "QuantMatmulV3", "QuantMatmulV4", "TransQuantParamV2", "WeightQuantBatchMatmulV2",
     ),
     "quantization": (
         "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DynamicQuant", "Quantize",

@@ -1,5 +1,5 @@
-"""Quantized matrix products: aclnnQuantMatmulV3, QuantMatmulV4 and the scale encoder
-aclnnTransQuantParamV2, with CANN's argument lists.
+"""Quantized matrix products: aclnnQuantMatmulV3, QuantMatmulV4, WeightQuantBatchMatmulV2
+and the scale encoder aclnnTransQuantParamV2, with CANN's argument lists.
 
 ``QuantMatmulV4(x1, x2, scale, offset, pertokenScaleOptional, bias, transposeX1,
 transposeX2, out)`` (V3: without the per-token scale) computes, as CANN's formulas say:
@@ -18,6 +18,13 @@ each along their last dim (``quantization.pack_int4``'s layout); batch dims (2-6
 all) broadcast. The NZ format of x2 and the INT4 dtype itself are refused (no host dtype:
 the INT32 carrier is their form here). A one-shot call's ``out`` is INT8 when an offset is
 given, else BFLOAT16 when scale or bias is BFLOAT16, else FLOAT16.
+
+``WeightQuantBatchMatmulV2`` is the weight-only form: ``y = x @ ((weight + antiquantOffset)
+* antiquantScale) + bias``, the weight (INT8, or int4 in INT32) dequantized per tensor, per
+output channel or per group of ``antiquantGroupSize`` rows of k, in float32; with
+``quantScaleOptional`` (TransQuantParamV2 words) the result is quantized again into INT8,
+``round(y * quantScale + quantOffset)``. An optional tensor with no elements counts as
+absent (CANN's ATK cases pass empty tensors for the parameters they leave out).
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from openacl.ops.promotion import BFLOAT16
 from openacl.ops.quantization import INT4_PER_INT32, unpack_int4
 from openacl.ops.registry import register
 
-__all__ = ["quant_matmul_v3", "quant_matmul_v4", "trans_quant_param_v2"]
+__all__ = ["quant_matmul_v3", "quant_matmul_v4", "trans_quant_param_v2",
+           "weight_quant_batch_matmul_v2"]
 
 FLOAT32 = np.dtype(np.float32)
 FLOAT16 = np.dtype(np.float16)
@@ -52,6 +60,10 @@ OFFSET_MIN, OFFSET_MAX = -256, 255
 KEEP_MASK = 0x4000FFFFFFFF  # the flag and the scale bits, before the offset is or-ed in
 TRANS_OUT_DTYPES = frozenset({INT64, UINT64})
 TRANS_MAX_DIMS = 2
+ACTIVATION_DTYPES = frozenset({FLOAT16, BFLOAT16})
+ANTIQUANT_OFFSET_DTYPES = ACTIVATION_DTYPES | {INT32}
+WQ_BIAS_DTYPES = frozenset({FLOAT16, BFLOAT16, FLOAT32})
+GROUP_MULTIPLE = 32  # antiquantGroupSize: 0, or a multiple of 32 in [32, k - 1]
 
 
 # -- TransQuantParamV2 ------------------------------------------------------------------------
@@ -207,3 +219,104 @@ def quant_matmul_v4(c: Call) -> Kernel:
     """QuantMatmulV3 with a per-token (per-row) scale ``pertokenScaleOptional`` (m,) applied
     after ``scale``."""
     return _quant_matmul(c, pertoken=True)
+
+
+# -- WeightQuantBatchMatmulV2 ---------------------------------------------------------------------
+def _present(c: Call, name: str) -> bool:
+    """An optional argument that is given and holds elements (see the module notes)."""
+    return c.has(name) and c.tensor(name).numel > 0
+
+
+def _row_parameter(c: Call, name: str, rows: tuple[int, ...], n: int) -> tuple[int, int]:
+    """A (rows, n) parameter: 1-d of 1 or n, or 2-d with one of ``rows`` rows and 1 or n
+    columns; returns the (rows, columns) it broadcasts as."""
+    shape = c.tensor(name).shape
+    if len(shape) == 1 and shape[0] in (1, n):
+        return 1, shape[0]
+    if len(shape) == 2 and shape[0] in rows and shape[1] in (1, n):
+        return shape
+    raise c.fail(name, f"must be [{n}], [1], or [{' or '.join(map(str, rows))}, {n}]")
+
+
+@register("WeightQuantBatchMatmulV2",
+          "x: tensor, weight: tensor, antiquantScale: tensor, "
+          "antiquantOffsetOptional: tensor?, quantScaleOptional: tensor?, "
+          "quantOffsetOptional: tensor?, biasOptional: tensor?, antiquantGroupSize: int = 0, "
+          "y: tensor!")
+def weight_quant_batch_matmul_v2(c: Call) -> Kernel:
+    """``y = x @ ((weight + antiquantOffset) * antiquantScale) + bias`` (then, with a
+    quantScaleOptional, quantized into INT8); x (m, k) FLOAT16/BFLOAT16, weight (k, n)
+    INT8 or (k, n / 8) INT32 of packed int4. See the module notes."""
+    x, w = c.tensor("x"), c.tensor("weight")
+    c.check_dtype("x", ACTIVATION_DTYPES)
+    c.check_dtype("weight", OPERAND_DTYPES)
+    for name, tensor in (("x", x), ("weight", w)):
+        if tensor.ndim != 2:
+            raise c.fail(name, "must have 2 dims")
+    k, n = w.shape[0], w.shape[1] * (INT4_PER_INT32 if w.dtype == INT32 else 1)
+    m = x.shape[0]
+    if x.shape[1] != k:
+        raise c.fail("weight", f"its k ({k}) does not match x's ({x.shape[1]})")
+    group = c["antiquantGroupSize"]
+    if group and (group % GROUP_MULTIPLE or not GROUP_MULTIPLE <= group < k):
+        raise c.fail("antiquantGroupSize", f"must be 0 or a multiple of {GROUP_MULTIPLE} in "
+                                           f"[{GROUP_MULTIPLE}, k - 1 = {k - 1}]")
+    groups = -(-k // group) if group else 1
+    scale = c.tensor("antiquantScale")
+    c.check_dtype("antiquantScale", ACTIVATION_DTYPES | ENCODED_SCALE_DTYPES)
+    if scale.dtype in ACTIVATION_DTYPES and scale.dtype != x.dtype:
+        raise c.fail("antiquantScale", f"dtype must equal x's ({x.dtype})")
+    scale_shape = _row_parameter(c, "antiquantScale", (groups,) if group else (1,), n)
+    if group and scale_shape != (groups, n):
+        raise c.fail("antiquantScale", f"must be [{groups}, {n}] (one row per group of "
+                                       f"{group} rows of k)")
+    offset = _present(c, "antiquantOffsetOptional")
+    if offset:
+        c.check_dtype("antiquantOffsetOptional", ANTIQUANT_OFFSET_DTYPES)
+        if c.tensor("antiquantOffsetOptional").shape != scale.shape:
+            raise c.fail("antiquantOffsetOptional", f"shape must equal antiquantScale's "
+                                                    f"{list(scale.shape)}")
+    quant = _present(c, "quantScaleOptional")
+    quant_shape = None
+    if quant:
+        c.check_dtype("quantScaleOptional", ENCODED_SCALE_DTYPES)
+        quant_shape = _row_parameter(c, "quantScaleOptional", (1,), n)
+    quant_offset = quant and _present(c, "quantOffsetOptional")
+    if quant_offset:
+        c.check_dtype("quantOffsetOptional", {FLOAT32})
+        if c.tensor("quantOffsetOptional").shape != c.tensor("quantScaleOptional").shape:
+            raise c.fail("quantOffsetOptional", "shape must equal quantScaleOptional's")
+    bias = _present(c, "biasOptional")
+    if bias:
+        c.check_dtype("biasOptional", WQ_BIAS_DTYPES)
+        _row_parameter(c, "biasOptional", (1,), n)
+    dtype = INT8 if quant else x.dtype
+    c.check_out("y", (m, n), dtype, exact_dtype=True)
+    encoded = scale.dtype in ENCODED_SCALE_DTYPES
+
+    def kernel(v) -> None:
+        xp = array_module(v["y"])
+        weight = as_array(v["weight"])
+        weight = (unpack_int4(weight) if weight.dtype == INT32 else weight).astype(FLOAT32)
+        factor = as_array(v["antiquantScale"])
+        factor = (decode_scale(factor)[0] if encoded else factor.astype(FLOAT32)).reshape(
+            scale_shape)
+        if group:  # row r of k takes group r // groupSize's parameters
+            rows = xp.arange(k) // group
+        if offset:
+            shift = as_array(v["antiquantOffsetOptional"]).astype(FLOAT32).reshape(
+                scale_shape)
+            weight += shift[rows] if group else shift
+        weight *= factor[rows] if group else factor
+        value = xp.matmul(as_array(v["x"]).astype(FLOAT32), weight)
+        if bias:
+            value += as_array(v["biasOptional"]).astype(FLOAT32).reshape(-1)
+        if quant:
+            value = value * decode_scale(as_array(v["quantScaleOptional"]))[0].reshape(
+                quant_shape)
+            if quant_offset:
+                value += as_array(v["quantOffsetOptional"]).astype(FLOAT32).reshape(
+                    quant_shape)
+            value = xp.clip(xp.nan_to_num(xp.rint(value), nan=0.0), -128, 127)
+        v.write("y", value)
+    return kernel
