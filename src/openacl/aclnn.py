@@ -18,6 +18,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from openacl._api import module_dir
 from openacl.errors import expose, public
 from openacl.ops import REGISTRY
 from openacl.ops.dispatch import bind_arguments, phase1, phase2
@@ -73,10 +74,15 @@ def __getattr__(name: str) -> Callable[..., Any]:
     return _make_phase1(op) if phase_one else _make_phase2(op)
 
 
-__all__ = sorted(name for name in globals() if not name.startswith("_") and name not in {
-    "annotations", "Any", "Callable", "OpDef", "REGISTRY", "python_signature", "phase1",
-    "phase2", "expose", "public"})
+EXECUTOR_FUNCTIONS = ["destroy_executor", "set_executor_repeatable", "set_input_tensor_addr",
+                      "set_output_tensor_addr", "set_tensor_addr"]
+# the executor functions and both phases of every built-in operator (custom operators
+# registered later are reached through __getattr__)
+__all__ = [*EXECUTOR_FUNCTIONS, "EXECUTOR_FUNCTIONS",
+           *sorted(name for op in REGISTRY.values()
+                   for name in (f"{op.snake_name}_get_workspace_size", op.snake_name))]
 # an AclError leaving phase 1 or an executor function records the recent error message;
 # phase 2 (the hot path of a repeatable executor) is left bare: its errors are raised only
-expose(globals(), ["destroy_executor", "set_executor_repeatable", "set_input_tensor_addr",
-                   "set_output_tensor_addr", "set_tensor_addr"])
+expose(globals(), EXECUTOR_FUNCTIONS)
+
+__dir__ = module_dir(globals())

@@ -7,6 +7,7 @@ the runtime modules that own them. Nothing is typed twice.
 from __future__ import annotations
 
 from openacl import dtypes as _dtypes
+from openacl._api import module_dir
 from openacl.runtime import callback as _callback
 from openacl.runtime import event as _event
 from openacl.runtime import memory as _memory
@@ -38,3 +39,5 @@ ACL_EVENT_STATUS_NOT_READY = _event.ACL_EVENT_STATUS_NOT_READY
 
 __all__ = sorted(name for name in globals() if name.startswith("ACL_"))
 del _table, _value, _name, _member
+
+__dir__ = module_dir(globals())

@@ -33,6 +33,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from openacl._api import module_dir
+
 DEFAULT_RANGE = (-5.0, 5.0)  # the ecosystem standard's uniform range, [-5, 5]
 DEFAULT_NORMAL = (0.0, 1.0)  # mean, std when a normal input gives neither
 
@@ -372,3 +374,5 @@ def load_array(path: str | os.PathLike, dtype: Any = None,
 __all__ = ["InputSpec", "Case", "dtype_from_name", "input_from_json", "case_from_json",
            "generate", "generate_case", "expected_bytes", "write_bin", "read_bin",
            "save_array", "load_array"]
+
+__dir__ = module_dir(globals())

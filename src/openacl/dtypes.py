@@ -18,6 +18,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from openacl._api import module_dir
 from openacl.errors import (
     ACL_ERROR_UNSUPPORTED_DATA_TYPE,
     AclError,
@@ -314,3 +315,10 @@ def data_type_size(data_type: Any) -> int:
         AclError: ACL_ERROR_INVALID_PARAM when ``data_type`` is not a data type.
     """
     return _CANN_SIZES[to_data_type(data_type)]
+
+__all__ = [
+    "DataType", "Format", "aclDataType", "aclFormat", "to_data_type", "to_format",
+    "to_numpy_dtype", "from_numpy_dtype", "data_type_size",
+    *(member.name for member in DataType), *(member.name for member in Format),
+]
+__dir__ = module_dir(globals())

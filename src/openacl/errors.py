@@ -859,3 +859,18 @@ def hccl_result_name(code: int) -> str:
     number = _as_code(code)
     entry = None if number is None else HCCL_RESULT_TABLE.get(number)
     return entry[0] if entry is not None else f"HCCL_E_UNKNOWN({_short_repr(code)})"
+
+# the codes (ACL_*, ACLNN_*, HCCL_*), the error type and the recent-message functions;
+# ``public`` / ``expose`` / ``invalid_param`` are the package's own helpers
+__all__ = [
+    "AclError", "ERROR_TABLE", "error_name", "error_meaning", "hccl_result_name",
+    "get_recent_err_msg", "set_recent_err_msg",
+    *sorted(name for name, value in globals().items()
+            if name.startswith(("ACL_", "ACLNN_", "HCCL_")) and isinstance(value, int)),
+]
+
+
+def __dir__() -> list[str]:
+    """The chosen names and the dunders (openacl._api.module_dir's rule; this module
+    imports nothing of the package)."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})

@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
+from openacl._api import module_dir
 from openacl.constants import ACL_MEMCPY_DEFAULT
 from openacl.dtypes import DataType, Format
 from openacl.errors import (
@@ -890,3 +891,20 @@ def execute_async(model_id: int, input: int, output: int,
 # an AclError leaving a public function records the recent error message (openacl.errors)
 expose(globals(), [_name for _name, _value in list(globals().items()) if not
                    _name.startswith("_") and getattr(_value, "__module__", None) == __name__])
+
+__all__ = [
+    "MODEL_FORMAT", "ACL_DYNAMIC_TENSOR_NAME", "IODims", "IODimsRange", "TensorInfo",
+    "ModelDesc", "Dataset", "load_from_file", "load_from_mem", "unload", "create_desc",
+    "destroy_desc", "get_desc", "get_num_inputs", "get_num_outputs",
+    "get_input_size_by_index", "get_output_size_by_index", "get_input_dims",
+    "get_input_dims_v2", "get_input_dims_range", "get_output_dims", "get_cur_output_dims",
+    "get_dynamic_batch", "set_dynamic_batch_size", "get_input_dynamic_gear_count",
+    "get_input_dynamic_dims", "set_input_dynamic_dims", "get_dynamic_hw",
+    "set_dynamic_hw_size", "get_input_name_by_index", "get_output_name_by_index",
+    "get_input_data_type", "get_output_data_type", "get_input_format", "get_output_format",
+    "get_input_index_by_name", "get_output_index_by_name", "create_dataset",
+    "destroy_dataset", "set_dataset_tensor_desc", "get_dataset_tensor_desc",
+    "add_dataset_buffer", "get_dataset_num_buffers", "get_dataset_buffer", "execute",
+    "execute_async",
+]
+__dir__ = module_dir(globals())

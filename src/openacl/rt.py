@@ -7,6 +7,7 @@ them under the namespace pyACL users know.
 
 from __future__ import annotations
 
+from openacl._api import module_dir
 from openacl.constants import ACL_HOST
 from openacl.errors import expose
 from openacl.runtime import core
@@ -78,6 +79,20 @@ def get_soc_name() -> str:
     return f"OpenACL-{core.current().backend.name.upper()}"
 
 
-__all__ = [name for name in dir() if not name.startswith("_") and name not in
-           {"annotations", "core", "ACL_HOST", "expose"}]
+__all__ = [
+    "create_context", "create_event", "create_event_with_flag", "create_stream",
+    "destroy_context", "destroy_event", "destroy_stream", "destroy_stream_force",
+    "empty_cache", "event_elapsed_time", "free", "free_host", "get_context", "get_device",
+    "get_device_count", "get_mem_info", "get_run_mode", "get_soc_name", "launch_callback",
+    "launch_host_func", "malloc", "malloc_cached", "malloc_host", "memcpy", "memcpy_async",
+    "memory_stats", "memset", "memset_async", "process_report", "query_event",
+    "query_event_status", "query_stream", "record_event", "record_stream", "reset_device",
+    "reset_device_force", "reset_event", "set_context", "set_device", "stream_query",
+    "stream_wait_event", "subscribe_report", "synchronize_device",
+    "synchronize_device_with_timeout", "synchronize_event",
+    "synchronize_event_with_timeout", "synchronize_stream",
+    "synchronize_stream_with_timeout", "unsubscribe_report",
+]
 expose(globals(), __all__)  # an AclError leaving one records the recent error message
+
+__dir__ = module_dir(globals())

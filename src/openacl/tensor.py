@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
+from openacl._api import module_dir
 from openacl.dtypes import DataType, Format
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.runtime import core, memory
@@ -799,3 +800,26 @@ def from_dlpack(obj: Any) -> Tensor:
     handle = create_tensor(array.shape, array.dtype, strides, 0, Format.ACL_FORMAT_ND,
                            (span,), ptr)
     return Tensor(handle, keepalive=array)
+
+# the aclTensor family's API (lookup_*, tensor_view and the span helpers are the package's)
+__all__ = [
+    "ACL_MAX_DIM_CNT", "ACL_UNKNOWN_DIM", "ACL_UNKNOWN_RANK", "contiguous_strides",
+    "AclTensor", "AclScalar", "AclIntArray", "AclFloatArray", "AclBoolArray",
+    "AclTensorList", "AclScalarList", "TensorDesc", "DataBuffer", "create_tensor",
+    "destroy_tensor", "get_view_shape", "get_storage_shape", "get_view_strides",
+    "get_view_offset", "get_format", "get_data_type", "get_raw_tensor_addr",
+    "set_raw_tensor_addr", "create_scalar", "destroy_scalar", "create_int_array",
+    "create_float_array", "create_bool_array", "create_tensor_list", "create_scalar_list",
+    "destroy_int_array", "destroy_float_array", "destroy_bool_array", "destroy_tensor_list",
+    "destroy_scalar_list", "get_int_array_size", "get_float_array_size",
+    "get_bool_array_size", "get_tensor_list_size", "get_scalar_list_size",
+    "create_tensor_desc", "destroy_tensor_desc", "get_tensor_desc_type",
+    "get_tensor_desc_format", "get_tensor_desc_num_dims", "get_tensor_desc_element_count",
+    "get_tensor_desc_size", "get_tensor_desc_dim_v2", "get_tensor_desc_dim",
+    "set_tensor_shape_range", "get_tensor_desc_dim_range", "set_tensor_desc_name",
+    "get_tensor_desc_name", "set_tensor_shape", "set_tensor_format", "set_tensor_const",
+    "create_data_buffer", "destroy_data_buffer", "get_data_buffer_addr",
+    "get_data_buffer_size_v2", "get_data_buffer_size", "update_data_buffer", "Tensor",
+    "empty", "to_device", "from_dlpack",
+]
+__dir__ = module_dir(globals())

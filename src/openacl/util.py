@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
+from openacl._api import module_dir
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.runtime import core, sanitizer
 from openacl.runtime.memory import pinned_view, register_buffer, unregister_buffer
@@ -56,3 +57,5 @@ def ptr_to_bytes(ptr: int, size: int) -> bytes:
 
 __all__ = ["numpy_to_ptr", "bytes_to_ptr", "ptr_to_numpy", "ptr_to_bytes", "register_buffer",
            "unregister_buffer"]
+
+__dir__ = module_dir(globals())

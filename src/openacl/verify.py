@@ -59,6 +59,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from openacl._api import module_dir
 from openacl.datagen import dtype_from_name
 
 MISMATCHES_KEPT = 100  # mismatches a report keeps (the samples print the first ~100)
@@ -512,3 +513,5 @@ def verify(actual: Any, golden: Any, dtype: Any = None, standard: str = "single_
 __all__ = ["VerifyReport", "Mismatch", "RatioTolerance", "MixedTolerance",
            "SingleBenchmarkThreshold", "RATIO", "MIXED", "SINGLE_BENCHMARK", "STANDARDS",
            "verify", "ratio", "double_thousandth", "mixed", "single_benchmark", "exact"]
+
+__dir__ = module_dir(globals())

@@ -10,6 +10,9 @@ code is returned and the message is kept for ``get_recent_err_msg()``.
 
 from __future__ import annotations
 
+from openacl._api import module_dir
 from openacl.compat.convention import returning_code, returning_handle, returning_outputs
 
 __all__ = ["returning_code", "returning_handle", "returning_outputs"]
+
+__dir__ = module_dir(globals())

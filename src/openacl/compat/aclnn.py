@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from openacl import tensor as _tensor
+from openacl._api import module_dir
 from openacl.compat.convention import returning_code, returning_handle, returning_outputs
 from openacl.errors import ACLNN_ERR_PARAM_INVALID
 from openacl.ops import REGISTRY
@@ -76,6 +77,17 @@ aclGetFloatArraySize = returning_outputs(_tensor.get_float_array_size, (0,))
 aclGetBoolArraySize = returning_outputs(_tensor.get_bool_array_size, (0,))
 aclGetTensorListSize = returning_outputs(_tensor.get_tensor_list_size, (0,))
 aclGetScalarListSize = returning_outputs(_tensor.get_scalar_list_size, (0,))
+
+
+# the C-named executor and aclTensor-family functions, and both phases of every built-in
+# operator (custom operators registered later are reached through __getattr__)
+__all__ = [
+    *sorted(name for name in globals() if name.startswith("acl") and not name.startswith(
+        "aclnn") and callable(globals()[name])),
+    *sorted(name for op in REGISTRY.values()
+            for name in (f"{op.c_name}GetWorkspaceSize", op.c_name)),
+]
+__dir__ = module_dir(globals())
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openacl import hccl as _hccl
+from openacl._api import module_dir
 from openacl.compat.convention import returning_code, returning_outputs
 from openacl.errors import HCCL_E_PARA, get_recent_err_msg
 from openacl.hccl import *  # noqa: F401,F403 - the HCCL_* enum and result names, as C has them
@@ -82,3 +83,5 @@ __all__ = [
     *(name for name, _ in _CODES),
     *_hccl.__all__,
 ]
+
+__dir__ = module_dir(globals())

@@ -8,6 +8,7 @@ one-shot helper and single-op-by-name entry are created from the declaration. Or
 
 from __future__ import annotations
 
+from openacl._api import module_dir
 from openacl.custom.blocks import get_block_idx, get_block_num, get_tiling_key
 from openacl.custom.kernel_launch import KernelFunction, global_buffer, kernel, launch_kernel
 from openacl.custom.opdef import DYNAMIC, OPTIONAL, REQUIRED, AttrDef, OpDef, ParamDef
@@ -21,3 +22,5 @@ __all__ = [
     "get_block_num", "get_tiling_key", "global_buffer", "kernel", "launch_kernel",
     "load_entry_points", "load_package", "load_vendors", "register_op", "unregister_op",
 ]
+
+__dir__ = module_dir(globals())

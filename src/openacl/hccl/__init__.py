@@ -21,6 +21,7 @@ that fails while running fails its stream (``openacl.hccl.result``). torch is op
 
 from __future__ import annotations
 
+from openacl._api import module_dir
 from openacl.errors import (
     HCCL_E_AGAIN,
     HCCL_E_CCE,
@@ -97,3 +98,5 @@ __all__ = [
     *(member.name for member in HcclDataType),
     *(member.name for member in HcclReduceOp),
 ]  # fmt: skip
+
+__dir__ = module_dir(globals())

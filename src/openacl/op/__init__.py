@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from openacl._api import module_dir
 from openacl.dtypes import DataType
 from openacl.errors import (
     ACL_ERROR_OP_INPUT_NOT_MATCH,
@@ -253,3 +254,5 @@ __all__ = ["OP_TYPES", "OpType", "AttrDef", "create_attr", "destroy_attr", "set_
            "create_handle_for_cast", "execute_with_handle", "destroy_handle", "infer_shape",
            "cast", "check_call", "find_op_type", "attr_values"]
 expose(globals(), __all__)  # an AclError leaving one records the recent error message
+
+__dir__ = module_dir(globals())

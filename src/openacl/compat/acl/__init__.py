@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from openacl import dtypes as _dtypes
 from openacl import rt as _rt
 from openacl import tensor as _tensor
+from openacl._api import module_dir
 from openacl.compat.acl import constants as _constants
 from openacl.compat.acl import mdl, media, rt, util
 from openacl.compat.acl._face import HANDLE, RET, VALUE, VOID, generate, outputs
@@ -149,3 +150,5 @@ except ModuleNotFoundError as _exc:
         raise
 else:
     __all__.append("op")
+
+__dir__ = module_dir(globals())

@@ -15,6 +15,7 @@ import numpy as _np
 
 from openacl import constants as _constants
 from openacl import errors as _errors
+from openacl._api import module_dir
 from openacl.tensor import ACL_UNKNOWN_RANK as _UNKNOWN_RANK
 
 for _source in (_constants, _errors):
@@ -52,3 +53,5 @@ ACL_NAMES = sorted(name for name in globals() if name.startswith(("ACL_", "ACLNN
 __all__ = [*ACL_NAMES, *sorted(name for name in globals() if name.startswith("NPY_")
                                and name != "NPY_DTYPES")]
 del _source, _name, _value, _code
+
+__dir__ = module_dir(globals())

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from openacl import mdl as _mdl
+from openacl._api import module_dir
 from openacl.compat.acl._face import HANDLE, RET, VALUE, generate, outputs
 
 ACL_DT_UNDEFINED = -1  # what the data-type getters report on failure
@@ -140,3 +141,5 @@ _TABLE = [
 FUNCTIONS = generate(_TABLE, globals())
 __all__ = list(FUNCTIONS)
 ACL_DYNAMIC_TENSOR_NAME = _mdl.ACL_DYNAMIC_TENSOR_NAME  # the dynamic batch input's name
+
+__dir__ = module_dir(globals())

@@ -5,6 +5,7 @@ programs that only move image data through it run unchanged."""
 from __future__ import annotations
 
 from openacl import rt as _rt
+from openacl._api import module_dir
 from openacl.compat.acl._face import RET, generate, outputs
 
 
@@ -20,3 +21,5 @@ _TABLE = [
 
 FUNCTIONS = generate(_TABLE, globals())
 __all__ = list(FUNCTIONS)
+
+__dir__ = module_dir(globals())

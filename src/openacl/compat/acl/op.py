@@ -28,6 +28,7 @@ from typing import Any
 
 from openacl import op as _op
 from openacl import singleop as _singleop
+from openacl._api import module_dir
 from openacl.compat.acl._face import HANDLE, RET, VOID, outputs
 from openacl.compat.acl._face import generate as _generate
 from openacl.dtypes import DataType, Format
@@ -268,3 +269,5 @@ _TABLE = [
 
 __all__ = [*_generate(_TABLE, globals()), "registry", "ACL_ENGINE_SYS", "ACL_ENGINE_AICORE",
            "ACL_ENGINE_VECTOR", "ACL_COMPILE_SYS", "ACL_COMPILE_UNREGISTERED"]
+
+__dir__ = module_dir(globals())

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openacl import rt as _rt
+from openacl._api import module_dir
 from openacl.compat.acl import constants as _constants
 from openacl.compat.acl._face import RET, VALUE, generate, outputs
 
@@ -95,3 +96,5 @@ for _name in _constants.ACL_NAMES:
 
 __all__ = [*FUNCTIONS, *_constants.ACL_NAMES]
 del _name
+
+__dir__ = module_dir(globals())

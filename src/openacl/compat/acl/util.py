@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from openacl import util as _util
+from openacl._api import module_dir
 from openacl.compat.acl._face import RET, VALUE, generate, outputs
 from openacl.compat.acl.constants import NPY_DTYPES
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
@@ -94,3 +95,5 @@ _TABLE = [
 
 FUNCTIONS = generate(_TABLE, globals())
 __all__ = list(FUNCTIONS)
+
+__dir__ = module_dir(globals())
