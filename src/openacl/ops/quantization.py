@@ -107,22 +107,28 @@ def quantize(c: Call) -> Kernel:
 # -- int4 in INT32 carriers ---------------------------------------------------------------------
 def pack_int4(values: np.ndarray) -> np.ndarray:
     """int4 values (-8..7, any integer dtype) -> INT32, eight along the last dim per element
-    (the first in the lowest bits): CANN's host layout of an int4 tensor."""
+    (the first in the lowest bits): CANN's host layout of an int4 tensor. Byte by byte (two
+    values a byte, little-endian words), without wide intermediates."""
     xp = array_module(values)
-    nibbles = (values.astype(np.int64) & INT4_MASK).reshape(
-        *values.shape[:-1], values.shape[-1] // INT4_PER_INT32, INT4_PER_INT32)
-    shifts = xp.arange(INT4_PER_INT32, dtype=np.int64) * INT4_BITS
-    packed = (nibbles << shifts).sum(axis=-1)  # disjoint bits: the sum is the bitwise or
-    return packed.astype(np.uint32).view(np.int32)
+    pairs = values.astype(np.int8).reshape(*values.shape[:-1], values.shape[-1] // 2, 2)
+    low = pairs[..., 0].view(np.uint8) & INT4_MASK
+    high = pairs[..., 1].view(np.uint8) << INT4_BITS
+    packed = xp.ascontiguousarray(low | high)
+    return packed.view("<i4").astype(np.int32, copy=False)
 
 
 def unpack_int4(packed: np.ndarray) -> np.ndarray:
     """INT32 carriers -> their eight int4 values each, as int8 (the last dim grows 8x)."""
-    shifts = array_module(packed).arange(INT4_PER_INT32, dtype=np.int64) * INT4_BITS
-    nibbles = (packed.astype(np.int64)[..., None] >> shifts) & INT4_MASK
-    signed = nibbles - ((nibbles & INT4_SIGN) << 1)
-    return signed.astype(np.int8).reshape(*packed.shape[:-1],
-                                         packed.shape[-1] * INT4_PER_INT32)
+    xp = array_module(packed)
+    data = xp.ascontiguousarray(packed, dtype="<i4")
+    if not data.ndim:
+        data = data.reshape(1)
+    octets = data.view(np.uint8)
+    values = xp.empty((*octets.shape, 2), np.uint8)
+    values[..., 0] = octets & INT4_MASK
+    values[..., 1] = octets >> INT4_BITS
+    signed = (values ^ INT4_SIGN).view(np.int8) - np.int8(INT4_SIGN)
+    return signed.reshape(*data.shape[:-1], data.shape[-1] * INT4_PER_INT32)
 
 
 def _saturate(values: np.ndarray, low: int, high: int, dtype: np.dtype) -> np.ndarray:
