@@ -714,7 +714,8 @@ class Tensor:
 
     def __dlpack_device__(self) -> tuple[int, int]:
         region = core.current().pointers.lookup(self._meta.data)
-        if core.current().backend.name == "cpu" or region is None or not region.is_device:
+        backend = core.current().backend
+        if backend.host_addressable or region is None or not region.is_device:
             return (KDL_CPU, 0)
         return (KDL_CUDA, region.device)
 

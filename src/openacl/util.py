@@ -40,7 +40,7 @@ def ptr_to_numpy(ptr: int, shape: Sequence[int], dtype: Any) -> np.ndarray:
     nbytes = int(np.prod(dims, dtype=np.int64)) * np_dtype.itemsize
     runtime = core.current()
     region, offset = runtime.pointers.resolve(ptr, nbytes, "ptr")
-    if region.is_device and runtime.backend.name != "cpu":
+    if region.is_device and not runtime.backend.host_addressable:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'ptr' = {ptr:#x} is device memory of the "
                        f"{runtime.backend.name} backend; copy it to the host first")

@@ -37,6 +37,8 @@ class Backend:
     """Mechanism for one kind of hardware. Subclasses fill in the hooks below."""
 
     name = "abstract"
+    # capabilities (what callers branch on, instead of the name):
+    host_addressable = False  # device memory is host memory: the host reads it in place
 
     def __init__(self, device_count: int) -> None:
         self.device_count = device_count

@@ -31,6 +31,7 @@ class CpuBackend(Backend):
     """numpy memory and worker-thread queues; every device shares the host's RAM."""
 
     name = "cpu"
+    host_addressable = True
 
     def __init__(self, device_count: int, stream_mode: str) -> None:
         super().__init__(device_count)

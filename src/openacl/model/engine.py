@@ -99,7 +99,7 @@ class Engine:
         self._host: _HostRun | None = None  # see _run_here
         # (the operators declare whether their kernels may raise floating-point warnings)
         self._may_warn = any(not REGISTRY[step.op].silent for step in lowered.steps)
-        self._on_host = core.current().backend.name == "cpu"  # runs_here(None), fixed
+        self._on_host = core.current().backend.host_addressable  # runs_here(None), fixed
         self.closed = False
         try:
             self._load()
@@ -121,7 +121,7 @@ class Engine:
         graph = self.graph
         addresses: dict[str, int] = {}
         copies: dict[str, np.ndarray] = {}
-        alias = core.current().backend.name == "cpu"
+        alias = core.current().backend.host_addressable
         for name, array in graph.initializers.items():
             host = array if array.flags.c_contiguous else np.ascontiguousarray(array)
             if alias and host.nbytes:
@@ -270,7 +270,7 @@ class Engine:
     def runs_here(stream: Any) -> bool:
         """Whether ``run(feeds, stream)`` executes the kernels on the calling thread (no
         stream given, CPU backend) rather than enqueueing them on a stream."""
-        return stream is None and core.current().backend.name == "cpu"
+        return stream is None and core.current().backend.host_addressable
 
     def _run(self, feeds: dict[str, np.ndarray], stream: Any,
              record: StepClock | None) -> list[np.ndarray]:
@@ -361,7 +361,7 @@ class Engine:
         On a device backend an untimed replay is one stream task that issues every step's
         kernels in order (one completion signal per run instead of one per step); the
         kernels themselves still run asynchronously on the stream."""
-        if record is None and core.current().backend.name != "cpu":
+        if record is None and not core.current().backend.host_addressable:
             host = self._host if self._host is not None else self._prepare_host()
             for address in self._pointers:
                 region, _ = core.current().pointers.resolve(address, 1, "model memory")
