@@ -27,7 +27,7 @@ from op_harness import (
 from openacl import aclnn
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
 from openacl.ops.foreach import ROUNDINGS
-from openacl.tensor import create_scalar, destroy_scalar
+from openacl.tensor import Tensor, create_scalar, create_tensor, destroy_scalar
 
 FLOATS = [np.dtype(np.float32), np.dtype(np.float16), BF16]
 SHAPES = [(3, 5), (7,), ()]  # a list of parameters: a matrix, a vector, a 0-dim tensor
@@ -412,3 +412,14 @@ def test_copy_and_norm_outputs_are_checked():
         aclnn.destroy_executor(executor)
     finally:
         destroy_scalar(order)
+
+
+def test_an_out_tensor_partly_over_an_input_is_refused_and_long_lists_bind_quickly():
+    base = _dev(np.arange(8, dtype=np.float32))
+    views = [Tensor(create_tensor((6,), np.float32, [1], offset, openacl.ACL_FORMAT_ND, (8,),
+                                  base.data_ptr), keepalive=base) for offset in (0, 2)]
+    _error(lambda: aclnn.foreach_neg_get_workspace_size([views[0]], [views[1]]),
+           argument="out")
+    many = [_dev(np.ones((4,), np.float32)) for _ in range(300)]  # a model's parameters
+    workspace, executor = aclnn.foreach_neg_get_workspace_size(many, many)  # in place: fine
+    aclnn.destroy_executor(executor)

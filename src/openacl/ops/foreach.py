@@ -26,6 +26,7 @@ kernels and torch's ``_foreach_*`` do; a bfloat16 list takes a float32 scalar un
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,15 @@ from openacl.ops import native, promotion
 from openacl.ops._special import erfc
 from openacl.ops.activation import sigmoid
 from openacl.ops.arithmetic import _UNARY, _integer_power
-from openacl.ops.call import Call, Kernel, ScalarArg, TensorArg, array_module, like
+from openacl.ops.call import (
+    Call,
+    Kernel,
+    ScalarArg,
+    TensorArg,
+    _byte_span,
+    array_module,
+    like,
+)
 from openacl.ops.fpstate import quiet
 from openacl.ops.registry import register, register_inplace
 
@@ -130,10 +139,34 @@ def _declare_outs(c: Call, name: str, shapes: Sequence[tuple[int, ...]],
         if out.dtype not in allowed:
             names = ", ".join(sorted(str(d) for d in allowed))
             raise c.fail(name, f"{name}[{index}] has dtype {out.dtype}; expected {names}")
-        c.check_no_overlap(name, out)
+    _check_apart(c, name, outs)
     if any(o.dtype != outs[0].dtype for o in outs):
         raise c.fail(name, "every tensor must have the same dtype")
     c.inferred[c._name(name)] = [(o.shape, o.dtype) for o in outs]
+
+
+def _same_view(a: TensorArg, b: TensorArg) -> bool:
+    meta, other = a.meta, b.meta
+    return (meta.data == other.data and meta.offset == other.offset and a.dtype == b.dtype
+            and meta.strides == other.strides and a.shape == b.shape)
+
+
+def _check_apart(c: Call, name: str, outs: list[TensorArg]) -> None:
+    """``Call.check_no_overlap`` for every tensor of ``outs`` in one vectorized pass over
+    the inputs' memory spans (pairwise it would be quadratic in a long parameter list): an
+    output that meets an input other than the very same view, or writes an element twice,
+    goes through ``check_no_overlap``, which refuses it naming the input."""
+    inputs = [t for t in c.tensors() if not t.output]
+    known = [(span, t) for t in inputs if (span := _byte_span(t)) is not None]
+    starts = np.array([span[0] for span, _ in known], np.int64)
+    ends = np.array([span[1] for span, _ in known], np.int64)
+    for out in outs:
+        span = _byte_span(out)
+        doubled = out.numel and any(s == 0 and d > 1 for s, d in
+                                    zip(out.meta.strides, out.shape, strict=True))
+        hits = () if span is None else np.flatnonzero((starts < span[1]) & (ends > span[0]))
+        if doubled or any(not _same_view(known[h][1], out) for h in hits):
+            c.check_no_overlap(name, out)
 
 
 def _scalar_value(c: Call, name: str, arg: Any, allowed: frozenset, dtype: np.dtype,
@@ -191,7 +224,7 @@ def _readers(c: Call, operands: Sequence[Operand], dtype: np.dtype, compute: np.
         name = operand.name
         if operand.kind == "list":
             _check_list(c, name, {dtype}, dtype, shapes)
-            readers.append(lambda v, i, n=name: _widen(v[n][i], dtype, compute).reshape(-1))
+            readers.append(lambda v, i, n=name: _widen(v[n][i], dtype, compute))
         elif operand.kind in ("tensor", "tensor_each"):
             each = operand.kind == "tensor_each"
             _check_tensor_scalar(c, operand, dtype, count if each else 1)
@@ -237,50 +270,66 @@ def _foreach(fn: Callable[..., Any], supported, operands: Sequence[Operand] = ()
             promotion.compute_dtype(dtype)
         shapes = [t.shape for t in tensors]
         readers = _readers(c, operands, dtype, compute, shapes)
-        # every list's tensor is read flat (the lists' shapes agree index by index, and a
-        # 1-d array is what every elementwise kernel takes, a 0-dim tensor included)
-        readers.insert(position, lambda v, i: _widen(v[first][i], dtype, compute).reshape(-1))
+        readers.insert(position, lambda v, i: _widen(v[first][i], dtype, compute))
         _declare_outs(c, "out", shapes, dtype)
         apply = integer_fn if integer and integer_fn is not None else fn
+        into = _writes_out(apply) and compute == dtype  # float32, int32 ...: no conversion
 
         def kernel(v) -> None:
             for index, target in enumerate(v["out"]):
-                _store(target, apply(*(read(v, index) for read in readers)).reshape(
-                    target.shape))
+                operands = [read(v, index) for read in readers]
+                if into and type(target) is np.ndarray:
+                    apply(*operands, out=target)
+                    continue
+                if target.ndim == 0:  # read flat: 1-d is what every elementwise kernel takes
+                    operands = [o if isinstance(o, np.generic) else o.reshape(-1)
+                                for o in operands]
+                _store(target, apply(*operands).reshape(target.shape))
         return kernel
     return prepare
 
 
 # -- per-tensor functions the single-tensor operators do not have ------------------------------
-def _add(x: Any, other: Any, alpha: Any) -> Any:
+# Each takes ``out=``: a float32 or int32 list computes straight into its output tensors.
+def _add(x: Any, other: Any, alpha: Any, out: Any = None) -> Any:
     """``x + alpha * other``, as aclnnAdd's kernel computes it."""
-    return np.add(x, np.multiply(other, alpha))
+    return np.add(x, np.multiply(other, alpha), out=out)
 
 
-def _sub(x: Any, other: Any, alpha: Any) -> Any:
-    return np.subtract(x, np.multiply(other, alpha))
+def _sub(x: Any, other: Any, alpha: Any, out: Any = None) -> Any:
+    return np.subtract(x, np.multiply(other, alpha), out=out)
 
 
-def _addcmul(x: Any, tensor1: Any, tensor2: Any, value: Any) -> Any:
-    """``x + value * tensor1 * tensor2``, as aclnnAddcmul's kernel computes it."""
-    return x + value * np.multiply(tensor1, tensor2)
+def _addcmul(x: Any, tensor1: Any, tensor2: Any, value: Any, out: Any = None) -> Any:
+    """``x + value * (tensor1 * tensor2)``, as aclnnAddcmul's kernel computes it."""
+    term = np.multiply(tensor1, tensor2)
+    term *= value
+    return np.add(x, term, out=out)
 
 
-def _addcdiv(x: Any, tensor1: Any, tensor2: Any, value: Any) -> Any:
-    return x + value * np.true_divide(tensor1, tensor2)
+def _addcdiv(x: Any, tensor1: Any, tensor2: Any, value: Any, out: Any = None) -> Any:
+    term = np.true_divide(tensor1, tensor2)
+    term *= value
+    return np.add(x, term, out=out)
 
 
-def _lerp(start: Any, end: Any, weight: Any) -> Any:
+def _lerp(start: Any, end: Any, weight: Any, out: Any = None) -> Any:
     """``start + weight * (end - start)``, evaluated from the nearer end as torch's lerp
     does (exact at weight 0 and 1)."""
-    xp = array_module(start)
-    difference = end - start
-    return xp.where(xp.abs(weight) < 0.5, start + weight * difference,
-                    end - difference * (1 - weight))
-
-
-def _power(base: Any, exponent: Any) -> Any:
-    return np.power(base, exponent)
+    difference = np.subtract(end, start)
+    if np.ndim(weight) == 0:  # one weight: one branch for the whole tensor
+        if abs(weight) < 0.5:
+            difference *= weight
+            return np.add(start, difference, out=out)
+        difference *= 1 - weight
+        return np.subtract(end, difference, out=out)
+    xp = array_module(difference)
+    result = xp.where(xp.abs(weight) < 0.5, start + weight * difference,
+                      end - difference * (1 - weight))
+    if out is None:
+        return result
+    out[...] = result
+    return out
 
 
 def _integer_pow(base: Any, exponent: Any) -> Any:
@@ -290,16 +339,13 @@ def _integer_pow(base: Any, exponent: Any) -> Any:
     return _integer_power(xp.asarray(base), xp.asarray(exponent))
 
 
-def _expm1(x: Any) -> Any:
-    return np.expm1(x)
+_WRITE_OUT = frozenset({_add, _sub, _addcmul, _addcdiv, _lerp})  # besides numpy's ufuncs
 
 
-def _log10(x: Any) -> Any:
-    return np.log10(x)
-
-
-def _log1p(x: Any) -> Any:
-    return np.log1p(x)
+def _writes_out(fn: Callable) -> bool:
+    """Whether ``fn`` (or the ufunc it wraps, as ``quiet`` does) takes ``out=``."""
+    inner = inspect.unwrap(fn)
+    return isinstance(inner, np.ufunc) or inner in _WRITE_OUT
 
 
 # -- operators over one list --------------------------------------------------------------------
@@ -314,10 +360,10 @@ _UNARY_FOREACH = {
     "Erf": (_UNARY["Erf"][0], FLOATS, False),
     "Erfc": (erfc, FLOATS, False),
     "Exp": (_UNARY["Exp"][0], FLOATS | {I16, I8, U8}, True),
-    "Expm1": (_expm1, FLOATS | {I16, I8, U8}, True),
+    "Expm1": (np.expm1, FLOATS | {I16, I8, U8}, True),
     "Log": (_UNARY["Log"][0], FLOATS, False),
-    "Log10": (_log10, FLOATS, False),
-    "Log1p": (_log1p, FLOATS, False),
+    "Log10": (np.log10, FLOATS, False),
+    "Log1p": (np.log1p, FLOATS, False),
     "Log2": (_UNARY["Log2"][0], FLOATS, False),
     "Neg": (_UNARY["Neg"][0], FLOATS_SMALL_INTS, False),
     "Reciprocal": (_UNARY["Reciprocal"][0], FLOATS, False),
@@ -366,23 +412,24 @@ register_inplace("ForeachZeroInplace", "x: tensors!", _zero, silent=True, out="x
 
 
 def _norm_of(x: Any, order: float) -> Any:
-    """The ``order``-norm of all of ``x``'s elements (torch.linalg.vector_norm), in
-    float64: max |x| for inf, min |x| for -inf, the count of non-zeros for 0."""
+    """The ``order``-norm of all of ``x``'s elements (torch.linalg.vector_norm), summed in
+    float64 (a float32 value's square cannot overflow there): max |x| for inf, min |x| for
+    -inf, the count of non-zeros for 0."""
     xp = array_module(x)
-    magnitude = xp.abs(x.astype(np.float64).reshape(-1))
-    if magnitude.size == 0:
-        return xp.asarray(0.0)
+    flat = x.reshape(-1)
+    if flat.size == 0:
+        return xp.zeros((), np.float64)
     if math.isinf(order):
-        return magnitude.max() if order > 0 else magnitude.min()
+        magnitude = xp.abs(flat)
+        return (magnitude.max() if order > 0 else magnitude.min()).astype(np.float64)
+    wide = flat.astype(np.float64)
+    if order == 2:  # (a BLAS dot is no faster at these sizes and contends for the cores)
+        return xp.sqrt(xp.sum(xp.square(wide)))
     if order == 0:
-        return xp.asarray(xp.count_nonzero(magnitude), dtype=np.float64)
+        return xp.asarray(xp.count_nonzero(wide), dtype=np.float64)
+    magnitude = xp.abs(wide)
     if order == 1:
         return magnitude.sum()
-    if order == 2:  # scaled by the largest value: no overflow of the squares
-        scale = magnitude.max()
-        if not 0 < scale < math.inf:
-            return scale if scale > 0 else xp.sqrt(xp.sum(magnitude * magnitude))
-        return scale * xp.sqrt(xp.sum((magnitude / scale) ** 2))
     return xp.sum(magnitude ** order) ** (1.0 / order)
 
 
@@ -512,11 +559,11 @@ _register_forms("Div", np.true_divide, {**_list_form(FLOATS), **_scalar_forms(
 for _name, _fn in (("Maximum", np.maximum), ("Minimum", np.minimum)):
     _register_forms(_name, _fn, {**_list_form(FLOATS_I32), **_scalar_forms(
         (FLOATS_I32,) * 3, (TENSOR_SCALARS, V2_SCALARS, LIST_SCALARS_F64))})
-_register_forms("Pow", _power, {**_list_form(FLOATS_I32), **_scalar_forms(
+_register_forms("Pow", np.power, {**_list_form(FLOATS_I32), **_scalar_forms(
     (FLOATS_I32, FLOATS, FLOATS_I32), (TENSOR_SCALARS, V2_FLOAT_SCALARS, LIST_SCALARS))},
     integer_fn=_integer_pow)
 register("ForeachPowScalarAndTensor", "scalar: scalar, x: tensors, out: tensors!")(
-    _foreach(_power, FLOATS_I32, (Operand("scalar", "scalar", frozenset({F32, F64, I64})),),
+    _foreach(np.power, FLOATS_I32, (Operand("scalar", "scalar", frozenset({F32, F64, I64})),),
              integer_fn=_integer_pow, position=1))
 
 register("ForeachLerpList", "x1: tensors, x2: tensors, weight: tensors, out: tensors!")(

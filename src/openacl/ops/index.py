@@ -22,9 +22,10 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "Softshrink", "SquaredRelu", "Swish", "Threshold",
     ),
     "activation_backward": (
-        "EluBackward", "FastGeluBackward", "GeGluBackward", "GeGluV3Backward", "GeluBackward",
-        "GeluBackwardV2", "GluBackward", "HardshrinkBackward", "HardsigmoidBackward",
-        "HardswishBackward", "HardswishBackwardV2", "LeakyReluBackward", "LogSigmoidBackward",
+        "ClippedSwigluGrad", "EluBackward", "FastGeluBackward", "GeGluBackward",
+        "GeGluV3Backward", "GeluBackward", "GeluBackwardV2", "GluBackward",
+        "HardshrinkBackward", "HardsigmoidBackward", "HardswishBackward",
+        "HardswishBackwardV2", "LeakyReluBackward", "LogSigmoidBackward",
         "LogSoftmaxBackward", "MishBackward", "PreluBackward", "ScaledMaskedSoftmaxBackward",
         "SeluBackward", "SigmoidBackward", "SiluBackward", "SituGluGrad", "SoftmaxBackward",
         "SoftplusBackward", "SoftshrinkBackward", "SwiGluGrad", "SwishBackward",
@@ -164,6 +165,11 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "GlobalAveragePool",
         "GlobalMaxPool", "MaxPool", "MaxPool2dWithIndices",
     ),
+    "pooling3d": (
+        "AdaptiveAvgPool3d", "AdaptiveAvgPool3dBackward", "AdaptiveMaxPool3d",
+        "AdaptiveMaxPool3dBackward", "AvgPool3d", "AvgPool3dBackward", "MaxPool3dWithArgmax",
+        "MaxPool3dWithArgmaxBackward",
+    ),
     "pooling_backward": (
         "AdaptiveAvgPool2dBackward", "AdaptiveMaxPool2dBackward", "AvgPool2dBackward",
         "MaxPool2dWithIndicesBackward",
@@ -172,7 +178,8 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "QuantMatmulV3", "QuantMatmulV4", "TransQuantParamV2", "WeightQuantBatchMatmulV2",
     ),
     "quantization": (
-        "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DynamicQuant", "Quantize",
+        "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DynamicQuant",
+        "FakeQuantPerChannelAffineCachemask", "FakeQuantPerTensorAffineCachemask", "Quantize",
     ),
     "random": (
         "Bernoulli", "BernoulliTensor", "Dropout", "DropoutBackward", "DropoutDoMask",
