@@ -33,7 +33,7 @@ import numpy as np
 
 from openacl.ops import promotion
 from openacl.ops.call import BOOL_DTYPES, Call, Kernel
-from openacl.ops.indexing import host, store
+from openacl.ops.indexing import add_rows, host, store
 from openacl.ops.movement import (
     BF16,
     F16,
@@ -127,29 +127,27 @@ def embedding_bag(c: Call) -> Kernel:
         else:
             bag = np.minimum(_bags(host(v["offsets"]), count), bags - 1)
         kept = (bag >= 0) & (bag < bags) & (idx != padding if padding is not None else True)
-        table = host(v["weight"]).astype(wide)
-        picked = table[idx[kept]]
+        picked = host(v["weight"])[idx[kept]].astype(wide)
         where = bag[kept]
         sizes = np.bincount(where, minlength=bags)[:bags]
         biggest = np.zeros((bags, width), np.int64)
-        if mode in (SUM, MEAN):
-            if per_sample is not None:
-                picked = picked * host(v["perSampleWeights"]).reshape(-1)[kept].astype(wide)[
-                    :, None]
-            result = np.zeros((bags, width), wide)
-            np.add.at(result, where, picked)
-            if mode == MEAN:
-                result = result / np.maximum(sizes, 1)[:, None]
-        else:
-            result = np.full((bags, width), -np.inf, wide)
-            np.maximum.at(result, where, picked)
-            result[sizes == 0] = 0
-            n = len(where)
-            if n:  # the row of the first element reaching each bag's maximum, per column
-                hit = picked == result[where]
-                first = np.full((bags, width), n, np.int64)
-                np.minimum.at(first, where, np.where(hit, np.arange(n)[:, None], n))
-                biggest = np.where(first < n, idx[kept][np.minimum(first, n - 1)], 0)
+        result = np.zeros((bags, width), wide)
+        if len(where):  # bags are runs of positions: reduce each run at once
+            starts = np.flatnonzero(np.concatenate(([True], where[1:] != where[:-1])))
+            present = where[starts]
+            if mode in (SUM, MEAN):
+                if per_sample is not None:
+                    picked = picked * host(v["perSampleWeights"]).reshape(-1)[kept].astype(
+                        wide)[:, None]
+                result[present] = np.add.reduceat(picked, starts, axis=0)
+                if mode == MEAN:
+                    result = result / np.maximum(sizes, 1)[:, None]
+            else:
+                result[present] = np.maximum.reduceat(picked, starts, axis=0)
+                # the row of the first element reaching each bag's maximum, per column
+                many = len(where)
+                first = np.where(picked == result[where], np.arange(many)[:, None], many)
+                biggest[present] = idx[kept][np.minimum.reduceat(first, starts, axis=0)]
         store(v["output"], result)
         store(v["offset2bag"], np.clip(bag, 0, max(bags - 1, 0)) if bags else bag)
         store(v["bagSize"], sizes)
@@ -188,7 +186,7 @@ def embedding_dense_backward(c: Call) -> Kernel:
         if scale:
             rows = rows / np.bincount(idx, minlength=count)[idx][:, None]
         result = np.zeros((count, width), wide)
-        np.add.at(result, idx, rows)
+        add_rows(result, idx, rows)
         if 0 <= padding < count:
             result[padding] = 0
         store(v["out"], result)

@@ -103,6 +103,25 @@ def store(view: Any, result: Any) -> None:
         np.copyto(view, like(view, np.asarray(result)), casting="unsafe")
 
 
+def grouped_sums(targets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct targets, the sum of the rows of each): the rows grouped by target with a
+    stable sort and each group summed in its original order (bools: or-ed, as torch adds
+    them)."""
+    order = np.argsort(targets, kind="stable")
+    ordered = targets[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ufunc = np.logical_or if rows.dtype == np.bool_ else np.add
+    return ordered[starts], ufunc.reduceat(rows[order], starts, axis=0)
+
+
+def add_rows(total: np.ndarray, targets: np.ndarray, rows: np.ndarray) -> None:
+    """``total[targets[i]] += rows[i]`` for every ``i``, repeated targets adding every row
+    (``np.add.at``'s result at a fraction of its cost)."""
+    if targets.size:
+        hit, sums = grouped_sums(targets, rows)
+        total[hit] += sums
+
+
 # -- data-dependent output shapes -----------------------------------------------------------------
 def report_target(c: Call, name: str) -> AclTensor | None:
     """The caller's aclTensor behind output ``name`` (None in infer mode), whose view shape
@@ -327,7 +346,7 @@ def _index_add_kernel(op: str, self: TensorArg, dim: int, alpha: Any) -> Kernel:
         source = np.atleast_1d(host(v["source"])).astype(wide)
         if self.dtype != np.bool_:
             source = source * alpha
-        np.add.at(np.moveaxis(total, dim, 0), idx, np.moveaxis(source, dim, 0))
+        add_rows(np.moveaxis(total, dim, 0), idx, np.moveaxis(source, dim, 0))
         store(v["out"], total.reshape(self.shape))
     return kernel
 

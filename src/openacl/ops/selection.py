@@ -190,20 +190,33 @@ def _rows(x: np.ndarray, dim: int | None) -> np.ndarray:
 def _select(rows: np.ndarray, rank: str, k: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Per row: (value, index) of the ``rank`` element: "median" (lower median, NaN if the
     row holds one), "nanmedian" (of the non-NaN values) or "kth" (``k``-th smallest,
-    1-based, NaN last)."""
-    order = np.argsort(rows, axis=-1, kind="stable")  # NaNs sort last
+    1-based, NaN last). The value comes from a partition (linear time, NaN last as in a
+    sort); its index is the one a stable sort would put there: the j-th occurrence of the
+    value, j being its position less the count of smaller elements."""
     length = rows.shape[-1]
-    nans = np.isnan(rows).sum(-1) if rows.dtype.kind == "f" else np.zeros(len(rows), int)
+    nan = np.isnan(rows) if rows.dtype.kind == "f" else None
+    nans = nan.sum(-1) if nan is not None else np.zeros(len(rows), np.int64)
     if rank == "kth":
         position = np.full(len(rows), k - 1)
     elif rank == "median":
         position = np.where(nans > 0, length - nans, (length - 1) // 2)  # the first NaN
     else:
         position = np.maximum((length - nans - 1) // 2, 0)
-    index = np.take_along_axis(order, position[:, None], -1)[:, 0]
+    value = np.empty(len(rows), rows.dtype)
+    for at in np.unique(position):  # one partition per distinct position (usually one)
+        chosen = position == at
+        value[chosen] = np.partition(rows[chosen], int(at), axis=-1)[:, int(at)]
+    target = value[:, None]
+    if nan is not None:
+        missing = np.isnan(value)[:, None]
+        equal = np.where(missing, nan, rows == target)
+        smaller = np.where(missing[:, 0], length - nans, (rows < target).sum(-1))
+    else:
+        equal, smaller = rows == target, (rows < target).sum(-1)
+    occurrence = position - smaller
+    index = np.argmax(np.cumsum(equal, -1) > occurrence[:, None], -1)
     if rank == "nanmedian":
         index = np.where(nans == length, 0, index)  # all NaN: NaN at index 0
-    value = np.take_along_axis(rows, index[:, None], -1)[:, 0]
     return value, index.astype(np.int64)
 
 
