@@ -358,3 +358,31 @@ def test_scaled_masked_softmax_backward_matches_autograd(mask_shape, dtype):
                       g, np.float64)
         exact[np.broadcast_to(mask, x.shape)] = 0.0  # (autograd: ~0 there, CANN: exactly 0)
         assert np.allclose(golden.numpy(), exact, atol=1e-5)
+
+
+def _clipped(t, groups, dim, alpha, limit, bias, interleaved):
+    dim %= t.dim()
+    merged = t.reshape(int(np.prod(t.shape[:dim])), -1)
+    rows = min(int(groups.sum()), merged.shape[0]) if groups is not None else merged.shape[0]
+    part = merged[:rows]
+    a, b = (part[:, ::2], part[:, 1::2]) if interleaved else part.chunk(2, 1)
+    a = a.clamp(max=limit)
+    result = a * torch.sigmoid(alpha * a) * (b.clamp(-limit, limit) + bias)
+    rest = torch.zeros(merged.shape[0] - rows, merged.shape[1] // 2, dtype=t.dtype)
+    shape = list(t.shape)
+    shape[dim] //= 2
+    return torch.cat([result, rest]).reshape(shape)
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("groups", [None, (1, 2)], ids=str)
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_clipped_swiglu_grad_matches_autograd(interleaved, groups, dtype):
+    x = random_array((5, 4, 6), dtype, np.random.default_rng(19), -9, 9)
+    g = random_array((5, 2, 6), dtype, np.random.default_rng(20), -2, 2)
+    index = None if groups is None else np.array(groups, np.int64)
+    result = openacl.ops.clipped_swiglu_grad(_dev(g), _dev(x), None if index is None else
+                                             _dev(index), 1, 1.702, 4.0, 1.0, interleaved)
+    golden = _grad(lambda t: _clipped(t, None if index is None else torch.from_numpy(index),
+                                      1, 1.702, 4.0, 1.0, interleaved), x, g, dtype)
+    assert_close(result.numpy(), golden, f"ClippedSwigluGrad {interleaved} {groups}")

@@ -89,14 +89,17 @@ def softplus(x, beta=1.0, threshold=20.0):
     return F.softplus(x, beta, threshold)
 
 
-@golden("Elu")
-def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
-    return torch.ops.aten.elu(x, alpha, scale, input_scale)
+@golden("Elu", with_dtypes=True)
+def elu(dtypes, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """Rounded to the output dtype (a negative input scale's exp passes its range)."""
+    return _rounded(torch.ops.aten.elu(x, alpha, scale, input_scale), dtypes[0])
 
 
-@golden("Celu")
-def celu(x, alpha=1.0):
-    return F.celu(x, alpha)
+@golden("Celu", with_dtypes=True)
+def celu(dtypes, x, alpha=1.0):
+    """Rounded to the output dtype: a negative alpha's exp(x / alpha) passes float16's
+    range, where the float64 golden stays finite."""
+    return _rounded(F.celu(x, alpha), dtypes[0])
 
 
 @golden("Swish")
@@ -411,3 +414,10 @@ def hardswish_backward_v2(grad, x):
 @golden("Shrink")
 def shrink(x, lambd=0.5, bias=0.0):
     return torch.where(x > lambd, x - bias, torch.where(x < -lambd, x + bias, x * 0))
+
+
+@golden("ClippedSwigluGrad")
+def clipped_swiglu_grad(grad, x, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
+                        interleaved=True):
+    return _autograd(lambda t: clipped_swiglu(t, group_index, dim, alpha, limit, bias,
+                                              interleaved), x, grad)

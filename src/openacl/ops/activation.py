@@ -418,8 +418,7 @@ def elu(c: Call) -> Kernel:
 def _chunked(fn: Callable[[np.ndarray], np.ndarray], compute: np.dtype) -> Kernel:
     """The kernel ``out = fn(self)`` in ``compute``, chunk by chunk over a large contiguous
     tensor (``_apply``: its temporaries stay in cache)."""
-    fn = quiet(fn)
-
+    @quiet  # (the cast into a narrower output may overflow, legally, too)
     def kernel(v) -> None:
         _apply(fn, v, v.compute("self", compute), "out")
     return kernel

@@ -37,7 +37,16 @@ from openacl.ops.activation import (
     _chunkable,
     sigmoid,
 )
-from openacl.ops.activation_glu import HALF_FLOAT_DTYPES, gate_halves, situ_parts, situ_split
+from openacl.ops.activation_glu import (
+    HALF_FLOAT_DTYPES,
+    clipped_rows,
+    clipped_split,
+    clipped_swiglu_attributes,
+    gate_halves,
+    merged_view,
+    situ_parts,
+    situ_split,
+)
 from openacl.ops.activation_glu import split_halves as _split_halves
 from openacl.ops.call import FLOAT_DTYPES, NUMERIC_DTYPES, Call, Kernel, array_module
 from openacl.ops.fpstate import quiet
@@ -559,3 +568,39 @@ def situ_glu_grad(c: Call) -> Kernel:
         v.write("out", array_module(g).concatenate(parts, axis=1).reshape(shape))
     return kernel
 
+
+
+@register("ClippedSwigluGrad", "gradY: tensor, x: tensor, groupIndexOptional: tensor?, "
+                               "dim: int = -1, alpha: float = 1.702, limit: float = 7.0, "
+                               "bias: float = 1.0, interleaved: bool = True, "
+                               "gradXOut: tensor!")
+def clipped_swiglu_grad(c: Call) -> Kernel:
+    """The gradient of ClippedSwiglu's input, with A' = min(A, limit), B' = clip(B, -limit,
+    limit): ``d A = g (B' + bias) swish'(A')`` where A <= limit (the clamp passes it), ``d B =
+    g A' sigmoid(alpha A')`` where |B| <= limit; rows past the group counts' sum are 0."""
+    dtype = c.check_dtype("x", HALF_FLOAT_DTYPES)
+    axis, half = _split_halves(c, "x", c["dim"])
+    c.check_dtype("gradY", {dtype})
+    if c.tensor("gradY").shape != half:
+        raise c.fail("gradY", f"shape must be {list(half)} (x's halved along dim)")
+    limit, alpha, bias, interleaved = clipped_swiglu_attributes(c)
+    c.check_out("gradXOut", c.tensor("x").shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+    shape, f = c.tensor("x").shape, compute.type
+
+    @quiet
+    def kernel(v) -> None:
+        merged = merged_view(v.compute("x", compute), axis)
+        rows = clipped_rows(v, merged)
+        a, b = clipped_split(merged[:rows], interleaved)
+        g = v.compute("gradY", compute).reshape(merged.shape[0], -1)[:rows]
+        clipped_a, clipped_b = np.minimum(a, f(limit)), np.clip(b, -f(limit), f(limit))
+        grad_a = np.where(a <= f(limit), g * (clipped_b + f(bias))
+                          * swish_grad(clipped_a, alpha), f(0))
+        grad_b = np.where(abs(b) <= f(limit), g * clipped_a * sigmoid(clipped_a * f(alpha)),
+                          f(0))
+        result = array_module(merged).zeros(merged.shape, compute)
+        first, second = clipped_split(result[:rows], interleaved)
+        first[...], second[...] = grad_a, grad_b
+        v.write("gradXOut", result.reshape(shape))
+    return kernel

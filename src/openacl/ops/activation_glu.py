@@ -24,7 +24,8 @@ from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module
 from openacl.ops.fpstate import quiet
 from openacl.ops.registry import register
 
-__all__ = ["split_halves", "gate_halves"]
+__all__ = ["split_halves", "gate_halves", "merged_view", "situ_parts", "situ_split",
+           "clipped_swiglu_attributes", "clipped_rows", "clipped_split"]
 
 HALF_FLOAT_DTYPES = FLOAT_DTYPES - {np.dtype(np.float64)}  # CANN's FLOAT, FLOAT16, BFLOAT16
 GELU_MODES = {"none": GELU_NONE, "tanh": GELU_TANH}  # GeluMul's approximateOptional
@@ -67,7 +68,7 @@ def gate_halves(x: np.ndarray, axis: int, activate_left: bool = False
     return (first, second) if activate_left else (second, first)
 
 
-def _merged(x: np.ndarray, axis: int) -> np.ndarray:
+def merged_view(x: np.ndarray, axis: int) -> np.ndarray:
     """CANN's 2-d view of a SituGlu / ClippedSwiglu input: ``[prod(shape[:dim]), rest]``."""
     return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
 
@@ -201,7 +202,7 @@ def situ_parts(gate: np.ndarray, up: np.ndarray, beta: float, linear_beta: float
 
 def situ_split(x: np.ndarray, axis: int, activate_left: bool) -> tuple[np.ndarray, np.ndarray]:
     """(gate, up) halves of CANN's 2-d view of ``x``."""
-    return gate_halves(_merged(x, axis), 1, activate_left)
+    return gate_halves(merged_view(x, axis), 1, activate_left)
 
 
 @register("SituGlu", "x: tensor, dim: int = -1, beta: float = 1.0, linearBeta: float = 0.0, "
@@ -231,6 +232,25 @@ def clipped_swiglu(c: Call) -> Kernel:
     elements) of CANN's 2-d view; with ``groupIndexOptional`` only its sum of rows of that
     view are computed, the rest are 0."""
     axis, compute = _float_halves(c, "x", "out", c["dim"])
+    limit, alpha, bias, interleaved = clipped_swiglu_attributes(c)
+    half = c.inferred["out"][0]
+    f = compute.type
+
+    @quiet
+    def kernel(v) -> None:
+        merged = merged_view(v.compute("x", compute), axis)
+        rows = clipped_rows(v, merged)
+        gate, linear = clipped_split(merged[:rows], interleaved)
+        gate = np.minimum(gate, f(limit))
+        result = array_module(merged).zeros((merged.shape[0], merged.shape[1] // 2), compute)
+        result[:rows] = gate * sigmoid(gate * f(alpha)) * (
+            np.clip(linear, -f(limit), f(limit)) + f(bias))
+        v.write("out", result.reshape(half))
+    return kernel
+
+
+def clipped_swiglu_attributes(c: Call) -> tuple[float, float, float, bool]:
+    """ClippedSwiglu's (and its gradient's) checked (limit, alpha, bias, interleaved)."""
     limit = float(c["limit"])
     if not limit > 0:
         raise c.fail("limit", f"must be > 0, got {limit}")
@@ -240,22 +260,17 @@ def clipped_swiglu(c: Call) -> Kernel:
         if groups.ndim != 1 or groups.numel > GROUP_INDEX_MAX:
             raise c.fail("groupIndexOptional", f"must be 1-d with at most {GROUP_INDEX_MAX} "
                                                f"elements, got {list(groups.shape)}")
-    alpha, bias, interleaved = float(c["alpha"]), float(c["bias"]), c["interleaved"]
-    half = c.inferred["out"][0]
-    f = compute.type
+    return limit, float(c["alpha"]), float(c["bias"]), c["interleaved"]
 
-    @quiet
-    def kernel(v) -> None:
-        merged = _merged(v.compute("x", compute), axis)
-        rows = merged.shape[0]
-        if v.get("groupIndexOptional") is not None:
-            counts = v["groupIndexOptional"]
-            rows = min(int(counts.clip(0, None).sum()), rows)
-        x = merged[:rows]
-        gate, linear = (x[:, 0::2], x[:, 1::2]) if interleaved else _halves(x, 1)
-        gate = np.minimum(gate, f(limit))
-        result = array_module(merged).zeros((merged.shape[0], merged.shape[1] // 2), compute)
-        result[:rows] = gate * sigmoid(gate * f(alpha)) * (
-            np.clip(linear, -f(limit), f(limit)) + f(bias))
-        v.write("out", result.reshape(half))
-    return kernel
+
+def clipped_rows(v, merged: np.ndarray) -> int:
+    """The rows of CANN's 2-d view that are computed: the group counts' sum, at most all."""
+    rows = merged.shape[0]
+    if v.get("groupIndexOptional") is not None:
+        rows = min(int(v["groupIndexOptional"].clip(0, None).sum()), rows)
+    return rows
+
+
+def clipped_split(x: np.ndarray, interleaved: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) of a 2-d view: even and odd columns (``interleaved``), else its halves."""
+    return (x[:, 0::2], x[:, 1::2]) if interleaved else _halves(x, 1)
