@@ -1210,3 +1210,28 @@ def test_split_types_write_every_output(session):
         run(session, "SplitV", [x, np.array([1, 2], np.int64), np.array([0], np.int32)],
             sizes, num_split=2)
     assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "size_splits" in info.value.message
+
+
+def test_both_faces_refuse_a_call_no_loaded_model_matches(session, tmp_path):
+    import json
+
+    from openacl.compat.acl import op as acl_op
+    from openacl.op import models
+
+    spec = [{"op": "Add", "input_desc": [{"format": "ND", "shape": [2, 3], "type": "float"}] * 2,
+             "output_desc": [{"format": "ND", "shape": [2, 3], "type": "float"}]}]
+    (tmp_path / "add.json").write_text(json.dumps(spec))
+    x = rand(2, 3)
+    run(session, "Mul", [x, x], [((2, 3), np.float32)])  # nothing loaded: runs directly
+    op.set_model_dir(str(tmp_path))
+    assert models.registry().active and acl_op.registry() is models.registry()
+    (y,) = run(session, "Add", [x, x], [((2, 3), np.float32)])
+    np.testing.assert_array_equal(y, x + x)
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "Mul", [x, x], [((2, 3), np.float32)])
+    assert info.value.code == ACL_ERROR_OP_NOT_FOUND
+    ins = [session.tensor(x), session.tensor(x)]
+    outs = [session.output((2, 3), np.float32)]
+    assert acl_op.execute_v2("Mul", [d for d, _, _ in ins], [b for _, b, _ in ins],
+                             [d for d, _, _ in outs], [b for _, b, _ in outs], None,
+                             None) == ACL_ERROR_OP_NOT_FOUND

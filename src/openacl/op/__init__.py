@@ -26,6 +26,7 @@ from openacl.errors import (
     AclError,
     expose,
 )
+from openacl.op import models
 from openacl.op.attr import (  # OpAttr and the kind tables are re-exported
     ATTR_KIND_NAMES,
     ATTR_KINDS,
@@ -49,6 +50,7 @@ from openacl.op.attr import (  # OpAttr and the kind tables are re-exported
     set_attr_string,
 )
 from openacl.op.lowering import _Lowering
+from openacl.op.models import load, set_model_dir
 from openacl.op.program import (
     _bind_inputs,
     _bind_outputs,
@@ -70,6 +72,10 @@ from openacl.op.types import (  # the table's constants are re-exported
     _spec,
 )
 from openacl.runtime import core
+
+ACL_ENGINE_SYS, ACL_ENGINE_AICORE, ACL_ENGINE_VECTOR = 0, 1, 2  # aclopEngineType
+ACL_COMPILE_SYS, ACL_COMPILE_UNREGISTERED = 0, 1  # aclopCompileType
+ENGINE_TYPES = (ACL_ENGINE_SYS, ACL_ENGINE_AICORE, ACL_ENGINE_VECTOR)
 
 
 # -- the public functions ------------------------------------------------------------------------
@@ -94,6 +100,7 @@ def execute_v2(op_type: str, input_desc: Sequence[int], inputs: Sequence[int],
     if inputs is None or not hasattr(inputs, "__len__") or len(inputs) != len(input_desc):
         raise _bad("inputs", inputs, f"expected {len(input_desc)} data buffer handles, one "
                                      f"per input desc")
+    models.require(op_type, input_desc, output_desc, attr)
     program = _Program(op_type, input_desc, output_desc, attr, inputs)
     try:
         program.run(inputs, outputs, stream)
@@ -121,6 +128,7 @@ def create_handle(op_type: str, input_desc: Sequence[int], output_desc: Sequence
     they are read from their buffers at ``execute_with_handle``, which binds once per set
     of values and checks the shapes they give against ``output_desc``.
     """
+    models.require(op_type, input_desc, output_desc, attr)
     return OpHandle(_Program(op_type, input_desc, output_desc, attr, None, lazy=True)).handle
 
 
@@ -224,6 +232,24 @@ def find_op_type(op_type: str) -> OpType | None:
     return OP_TYPES.get(op_type) or _custom_spec(op_type) if isinstance(op_type, str) else None
 
 
+def compile(op_type: str, input_desc: Sequence[int], output_desc: Sequence[int],
+            attr: int | None, engine_type: int = 0, compile_flag: int = 0,
+            op_path: str | None = None) -> None:
+    """aclopCompile: check the call and register it as a compiled single-op model (a later
+    matching call finds it; compiling alone does not turn matching on, see op/models.py).
+    ``engine_type``: ACL_ENGINE_SYS / AICORE / VECTOR (0, 1, 2); ``compile_flag``
+    ACL_COMPILE_SYS (0) only, as CANN does not support ACL_COMPILE_UNREGISTERED."""
+    if engine_type not in ENGINE_TYPES or not _is_int(engine_type):
+        raise _bad("engineType", engine_type, "expected ACL_ENGINE_SYS (0), ACL_ENGINE_AICORE "
+                                              "(1) or ACL_ENGINE_VECTOR (2)")
+    if compile_flag != ACL_COMPILE_SYS or not _is_int(compile_flag):
+        raise _bad("compileFlag", compile_flag, "only ACL_COMPILE_SYS (0) is supported (CANN "
+                                                "does not support ACL_COMPILE_UNREGISTERED)")
+    models.call_signature(op_type, input_desc, output_desc, attr)
+    check_call(op_type, input_desc, output_desc, attr)
+    models.register_compiled(op_type, input_desc, output_desc, attr)
+
+
 def _check_truncate(truncate: Any) -> None:
     if not (_is_int(truncate) or _is_bool(truncate)):
         raise _bad("truncate", truncate, "expected 0 or 1 (reserved by CANN)")
@@ -252,7 +278,9 @@ __all__ = ["OP_TYPES", "OpType", "AttrDef", "create_attr", "destroy_attr", "set_
            "set_attr_list_bool", "set_attr_list_int", "set_attr_list_float",
            "set_attr_list_string", "set_attr_list_list_int", "execute_v2", "create_handle",
            "create_handle_for_cast", "execute_with_handle", "destroy_handle", "infer_shape",
-           "cast", "check_call", "find_op_type", "attr_values"]
+           "cast", "check_call", "find_op_type", "attr_values", "set_model_dir", "load",
+           "compile", "ACL_ENGINE_SYS", "ACL_ENGINE_AICORE", "ACL_ENGINE_VECTOR",
+           "ACL_COMPILE_SYS", "ACL_COMPILE_UNREGISTERED"]
 expose(globals(), __all__)  # an AclError leaving one records the recent error message
 
 __dir__ = module_dir(globals())
