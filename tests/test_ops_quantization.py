@@ -509,3 +509,59 @@ def test_weight_quant_batch_matmul_v2_errors():
     ]:
         error = _error(fn, *args)
         assert error.code == code and name in error.message, (args, error.message)
+
+
+# -- FakeQuantPerTensorAffineCachemask, FakeQuantPerChannelAffineCachemask ----------------------
+@pytest.mark.parametrize("dtype", [F16, F32], ids=str)
+def test_fake_quant_per_tensor_matches_torch(dtype):
+    x = random_array((3, 4, 5), dtype, np.random.default_rng(11), -6, 6)
+    got, mask = openacl.ops.fake_quant_per_tensor_affine_cachemask(
+        _dev(x), _dev(np.array([0.05], dtype)), _dev(np.array([7], np.int32)), 1.0, -64, 63)
+    want, want_mask = torch.ops.aten.fake_quantize_per_tensor_affine_cachemask(
+        to_torch(x).float(), float(dtype.type(0.05)), 7, -64, 63)
+    assert_close(got.numpy(), _rounded(want.double(), dtype))
+    assert np.array_equal(mask.numpy(), want_mask.numpy())
+    copy, everything = openacl.ops.fake_quant_per_tensor_affine_cachemask(
+        _dev(x), _dev(np.array([0.05], dtype)), _dev(np.array([7], np.int32)), 0.5, -64, 63)
+    assert np.array_equal(copy.numpy(), x) and everything.numpy().all()
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_fake_quant_per_channel_matches_torch(axis):
+    x = random_array((3, 4, 5), F32, np.random.default_rng(12), -6, 6)
+    size = x.shape[axis]
+    scale = np.linspace(0.02, 0.2, size).astype(np.float32)
+    zero = np.arange(size, dtype=np.int32) - 1
+    got, mask = openacl.ops.fake_quant_per_channel_affine_cachemask(
+        _dev(x), _dev(scale), _dev(zero), axis, -20, 20)
+    want, want_mask = torch.ops.aten.fake_quantize_per_channel_affine_cachemask(
+        to_torch(x), torch.from_numpy(scale), torch.from_numpy(zero), axis % 3, -20, 20)
+    assert_close(got.numpy(), want.numpy())
+    assert np.array_equal(mask.numpy(), want_mask.numpy())
+
+
+def test_fake_quant_errors():
+    x = _dev(np.ones((2, 3), np.float32))
+    one, zero = _dev(np.ones(1, np.float32)), _dev(np.zeros(1, np.int32))
+    outs = [openacl.empty((2, 3), np.float32), openacl.empty((2, 3), np.bool_)]
+    tensor_fn = aclnn.fake_quant_per_tensor_affine_cachemask_get_workspace_size
+    for args, code, name in [
+        ((None, one, zero, 1.0, 0, 9, *outs), ACLNN_ERR_PARAM_NULLPTR, "'self'"),
+        ((_dev(np.ones((2, 3), np.int32)), one, zero, 1.0, 0, 9, *outs),
+         ACLNN_ERR_PARAM_INVALID, "'self'"),
+        ((x, _dev(np.ones(2, np.float32)), zero, 1.0, 0, 9, *outs), ACLNN_ERR_PARAM_INVALID,
+         "'scale'"),
+        ((x, one, _dev(np.zeros(1, np.float32)), 1.0, 0, 9, *outs), ACLNN_ERR_PARAM_INVALID,
+         "'zeroPoint'"),
+        ((x, one, zero, 1.0, 9, 0, *outs), ACLNN_ERR_PARAM_INVALID, "'quantMin'"),
+        ((x, one, zero, 1.0, 0, 9, outs[0], openacl.empty((2, 3), np.int8)),
+         ACLNN_ERR_PARAM_INVALID, "'mask'"),
+    ]:
+        error = _error(tensor_fn, *args)
+        assert error.code == code and name in error.message, (args, error.message)
+    channel_fn = aclnn.fake_quant_per_channel_affine_cachemask_get_workspace_size
+    scale3, zero3 = _dev(np.ones(3, np.float32)), _dev(np.zeros(3, np.int32))
+    error = _error(channel_fn, x, scale3, zero3, 2, 0, 9, *outs)
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'axis'" in error.message
+    error = _error(channel_fn, x, scale3, zero3, 0, 0, 9, *outs)   # dim 0 has size 2
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'scale'" in error.message

@@ -183,3 +183,36 @@ def weight_quant_batch_matmul_v2(dtypes, x, weight, scale, offset=None, quant_sc
             value = value + quant_offset.reshape(-1)
         return np.clip(np.rint(value.numpy()), *INT8_RANGE)
     return value
+
+
+# -- fake quantizers ------------------------------------------------------------------------------
+def _inverted_range(inputs) -> str | None:
+    low, high = inputs[4], inputs[5]
+    if low > high:
+        return (f"quantMin {low} > quantMax {high}: documented as invalid "
+                f"(ACLNN_ERR_PARAM_INVALID), which aclnn returns")
+    return None
+
+
+def _fake_quant(x, scale, zero, low, high, axis=None):
+    """CANN's formula in float32: q = rint(x / scale) + zero; (clip(q) - zero) * scale."""
+    values = _f32(x)
+    shape = [1] * values.ndim
+    if axis is not None and values.ndim:
+        shape[axis] = -1
+    scale, zero = _f32(scale).reshape(shape), _f32(zero).reshape(shape)
+    quantized = np.rint(values / scale) + zero
+    return ((np.clip(quantized, low, high) - zero) * scale,
+            (quantized >= low) & (quantized <= high))
+
+
+@golden("FakeQuantPerTensorAffineCachemask", skip=_inverted_range)
+def fake_quant_per_tensor_affine_cachemask(x, scale, zero, enabled=1.0, low=-128, high=127):
+    if enabled < 1:
+        return x, np.ones(tuple(x.shape), bool)
+    return _fake_quant(x, scale, zero, low, high)
+
+
+@golden("FakeQuantPerChannelAffineCachemask", skip=_inverted_range)
+def fake_quant_per_channel_affine_cachemask(x, scale, zero, axis=0, low=-128, high=127):
+    return _fake_quant(x, scale, zero, low, high, axis)

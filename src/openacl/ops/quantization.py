@@ -1,5 +1,6 @@
-"""Quantization operators: aclnnQuantize, AscendQuant, AscendQuantV3, AscendAntiQuant and
-DynamicQuant with CANN's argument lists.
+"""Quantization operators: aclnnQuantize, AscendQuant, AscendQuantV3, AscendAntiQuant,
+DynamicQuant and FakeQuantPerTensorAffineCachemask / FakeQuantPerChannelAffineCachemask
+(quantization-aware training's fake quantizers) with CANN's argument lists.
 
 ``Quantize(x, scales, zeroPoints, dtype, axis, out)``: ``out = round(x / scales +
 zeroPoints)`` saturated into ``dtype`` (CANN's formula and golden: the quotient and the sum
@@ -54,6 +55,7 @@ ANTI_QUANT_TARGETS = {int(DataType.ACL_FLOAT16): FLOAT16, int(DataType.ACL_BF16)
 DYNAMIC_QUANT_X_DTYPES = frozenset({FLOAT16, BFLOAT16})
 DYNAMIC_QUANT_MAX = {INT8: 127.0, INT32: float(INT4_MAX)}  # dtypeMax of the formula
 MIN_DYNAMIC_QUANT_DIMS = 2
+FAKE_QUANT_DTYPES = frozenset({FLOAT16, FLOAT32})
 
 
 @register("Quantize", "x: tensor, scales: tensor, zeroPoints: tensor?, dtype: dtype, "
@@ -316,3 +318,61 @@ def dynamic_quant(c: Call) -> Kernel:
         v.write("yOut", _saturate(np.rint(quotient), low, bound, dtype))
         v.write("scaleOut", scale.reshape(x.shape[:-1]))
     return kernel
+
+
+# -- FakeQuantPerTensorAffineCachemask, FakeQuantPerChannelAffineCachemask ---------------------
+def _fake_quant(c: Call, axis: int | None) -> Kernel:
+    """Shared phase 1 and kernel: per tensor (``axis`` None) or along ``axis``."""
+    x = c.tensor("self")
+    c.check_dtype("self", FAKE_QUANT_DTYPES)
+    c.check_dtype("scale", FAKE_QUANT_DTYPES)
+    c.check_dtype("zeroPoint", {INT32})
+    size = 1 if axis is None else x.shape[axis] if x.ndim else 1
+    for name in ("scale", "zeroPoint"):
+        tensor = c.tensor(name)
+        if tensor.ndim != 1 or tensor.shape[0] != size:
+            where = "1" if axis is None else f"{size} (self's dim {axis})"
+            raise c.fail(name, f"must be 1-d of size {where}")
+    low, high = c["quantMin"], c["quantMax"]
+    if low > high:
+        raise c.fail("quantMin", f"must be <= quantMax ({high})")
+    c.check_out("out", x.shape, x.dtype, exact_dtype=True)
+    c.check_out("mask", x.shape, np.dtype(np.bool_), exact_dtype=True)
+    shape = [1] * x.ndim
+    if axis is not None and x.ndim:
+        shape[axis] = size
+    enabled = axis is not None or c["fakeQuantEnabled"] >= 1
+
+    def kernel(v) -> None:
+        values = as_array(v["self"]).astype(FLOAT32)
+        if not enabled:  # a copy, every element kept
+            v.write("out", values)
+            v.write("mask", True)
+            return
+        scale = as_array(v["scale"]).astype(FLOAT32).reshape(shape)
+        zero = as_array(v["zeroPoint"]).astype(FLOAT32).reshape(shape)
+        with np.errstate(all="ignore"):
+            quantized = np.rint(values / scale) + zero
+            v.write("mask", (quantized >= low) & (quantized <= high))
+            v.write("out", (np.clip(quantized, low, high) - zero) * scale)
+    return kernel
+
+
+@register("FakeQuantPerTensorAffineCachemask",
+          "self: tensor, scale: tensor, zeroPoint: tensor, fakeQuantEnabled: float = 1.0, "
+          "quantMin: int = -128, quantMax: int = 127, out: tensor!, mask: tensor!")
+def fake_quant_per_tensor_affine_cachemask(c: Call) -> Kernel:
+    """``q = rint(self / scale) + zeroPoint``, ``out = (clip(q, quantMin, quantMax) -
+    zeroPoint) * scale`` and ``mask = quantMin <= q <= quantMax`` (scale and zeroPoint of
+    size 1), in float32; ``fakeQuantEnabled`` < 1 copies self and sets every mask bit."""
+    return _fake_quant(c, None)
+
+
+@register("FakeQuantPerChannelAffineCachemask",
+          "self: tensor, scale: tensor, zeroPoint: tensor, axis: int = 0, "
+          "quantMin: int = -128, quantMax: int = 127, out: tensor!, mask: tensor!")
+def fake_quant_per_channel_affine_cachemask(c: Call) -> Kernel:
+    """FakeQuantPerTensorAffineCachemask with one scale and zero point per index of
+    self's dim ``axis``."""
+    ndim = c.tensor("self").ndim
+    return _fake_quant(c, c.normalize_dim("axis", c["axis"], ndim) if ndim else 0)
