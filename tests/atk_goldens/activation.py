@@ -220,6 +220,12 @@ def clipped_swiglu(x, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0
 
 
 # -- backward -------------------------------------------------------------------------------------
+for _name in ("SigmoidBackward", "TanhBackward", "SiluBackward", "HardswishBackward",
+              "HardsigmoidBackward"):  # (gradOutput, x or y): aten's own backward
+    golden(_name)(getattr(torch.ops.aten, _name.replace("Backward", "_backward").lower()))
+del _name
+
+
 def _autograd(forward, x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     """d forward(x) / dx applied to ``grad``."""
     wide = x.detach().double().requires_grad_(True)
@@ -242,24 +248,9 @@ def fast_gelu_backward(grad, x):
     return _autograd(fast_gelu, x, grad)
 
 
-@golden("SiluBackward")
-def silu_backward(grad, x):
-    return torch.ops.aten.silu_backward(grad, x)
-
-
 @golden("SwishBackward")
 def swish_backward(grad, x, beta=1.0):
     return _autograd(lambda t: swish(t, 1.0 if beta is None else beta), x, grad)
-
-
-@golden("SigmoidBackward")
-def sigmoid_backward(grad, y):
-    return torch.ops.aten.sigmoid_backward(grad, y)
-
-
-@golden("TanhBackward")
-def tanh_backward(grad, y):
-    return torch.ops.aten.tanh_backward(grad, y)
 
 
 @golden("SoftplusBackward")
@@ -366,16 +357,6 @@ def rrelu_with_noise(x, noise, lower=0.125, upper=1 / 3, training=False, seed=0,
 @golden("MishBackward")
 def mish_backward(grad, x):
     return _autograd(F.mish, x, grad)
-
-
-@golden("HardswishBackward")
-def hardswish_backward(grad, x):
-    return torch.ops.aten.hardswish_backward(grad, x)
-
-
-@golden("HardsigmoidBackward")
-def hardsigmoid_backward(grad, x):
-    return torch.ops.aten.hardsigmoid_backward(grad, x)
 
 
 @golden("HardshrinkBackward")

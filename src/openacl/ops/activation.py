@@ -804,17 +804,12 @@ MASKED_SCORE = -10000.0  # what CANN's kernel writes at masked positions before 
 SCALED_SOFTMAX_RANK = 4
 
 
-@register("ScaledMaskedSoftmax", "x: tensor, mask: tensor, scale: float = 1.0, "
-                                 "fixTriuMask: bool = False, y: tensor!")
-def scaled_masked_softmax(c: Call) -> Kernel:
-    """``y = softmax((scale * x).masked_fill(mask, -10000), dim=-1)``: x (B, C, S1, S2) in
-    float32/16/bf16, mask bool (1 or B, 1 or C, S1, S2). An attention's scores, scaling and
-    padding mask in one pass. ``fixTriuMask`` (a generated causal mask) is not supported,
-    as on CANN's current products."""
-    dtype = c.check_dtype("x", SCALED_SOFTMAX_DTYPES)
-    shape = c.tensor("x").shape
+def check_scaled_mask(c: Call, name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """ScaledMaskedSoftmax's (and its backward's) rules: ``name`` is (B, N, S1, S2), the bool
+    mask (1 or B, 1 or N, S1, S2), fixTriuMask false; returns both shapes."""
+    shape = c.tensor(name).shape
     if len(shape) != SCALED_SOFTMAX_RANK:
-        raise c.fail("x", f"must have 4 dims (B, C, S1, S2), got {list(shape)}")
+        raise c.fail(name, f"must have 4 dims (B, N, S1, S2), got {list(shape)}")
     c.check_dtype("mask", {np.dtype(np.bool_)})
     mask_shape = c.tensor("mask").shape
     if len(mask_shape) != SCALED_SOFTMAX_RANK or mask_shape[2:] != shape[2:] or any(
@@ -823,6 +818,18 @@ def scaled_masked_softmax(c: Call) -> Kernel:
                              f"{shape[3]}), got {list(mask_shape)}")
     if c["fixTriuMask"]:
         raise c.fail("fixTriuMask", "only False is supported (as on CANN)")
+    return shape, mask_shape
+
+
+@register("ScaledMaskedSoftmax", "x: tensor, mask: tensor, scale: float = 1.0, "
+                                 "fixTriuMask: bool = False, y: tensor!")
+def scaled_masked_softmax(c: Call) -> Kernel:
+    """``y = softmax((scale * x).masked_fill(mask, -10000), dim=-1)``: x (B, C, S1, S2) in
+    float32/16/bf16, mask bool (1 or B, 1 or C, S1, S2). An attention's scores, scaling and
+    padding mask in one pass. ``fixTriuMask`` (a generated causal mask) is not supported,
+    as on CANN's current products."""
+    dtype = c.check_dtype("x", SCALED_SOFTMAX_DTYPES)
+    shape, mask_shape = check_scaled_mask(c, "x")
     c.check_out("y", shape, dtype, exact_dtype=True)
     scale = float(c["scale"])
 

@@ -27,7 +27,6 @@ from openacl.ops.activation import (
     GELU_TANH,
     GELU_TANH_COEFF,
     SCALED_SOFTMAX_DTYPES,
-    SCALED_SOFTMAX_RANK,
     SELU_ALPHA,
     SELU_DTYPES,
     SELU_SCALE,
@@ -35,6 +34,7 @@ from openacl.ops.activation import (
     SQRT_2_OVER_PI,
     THRESHOLD_DTYPES,
     _chunkable,
+    check_scaled_mask,
     sigmoid,
 )
 from openacl.ops.activation_glu import (
@@ -406,19 +406,9 @@ def scaled_masked_softmax_backward(c: Call) -> Kernel:
     the last dim, 0 where ``mask`` (bool, broadcast over B and N) is set."""
     dtype = _prepare(c, "gradOutput", "y", "out", SCALED_SOFTMAX_DTYPES, same_dtype=True,
                      same_shape=True, exact=True)
-    shape = c.tensor("y").shape
-    if len(shape) != SCALED_SOFTMAX_RANK:
-        raise c.fail("y", f"must have 4 dims (B, N, S1, S2), got {list(shape)}")
+    shape, _ = check_scaled_mask(c, "y")
     if not 0 < shape[-1] <= SCALED_SOFTMAX_MAX_LAST_DIM:
         raise c.fail("y", f"the last dim must be in (0, {SCALED_SOFTMAX_MAX_LAST_DIM}]")
-    c.check_dtype("mask", {np.dtype(np.bool_)})
-    mask_shape = c.tensor("mask").shape
-    if len(mask_shape) != SCALED_SOFTMAX_RANK or mask_shape[2:] != shape[2:] or any(
-            m not in (1, d) for m, d in zip(mask_shape[:2], shape[:2], strict=True)):
-        raise c.fail("mask", f"shape must be (1 or {shape[0]}, 1 or {shape[1]}, {shape[2]}, "
-                             f"{shape[3]}), got {list(mask_shape)}")
-    if c["fixTriuMask"]:
-        raise c.fail("fixTriuMask", "only False is supported (as on CANN)")
     compute = promotion.compute_dtype(dtype)
     scale = compute.type(c["scale"])
 
