@@ -339,17 +339,11 @@ def apply_top_k_top_p(c: Call) -> Kernel:
     if c["p"] is None and c["k"] is None:
         raise c.fail("k", "is null, and so is p: give at least one", ACLNN_ERR_PARAM_NULLPTR)
     rows = logits.shape[0]
-    if c["p"] is not None:
-        p = c.tensor("p")
-        if p.dtype != logits.dtype:
-            raise c.fail("p", f"dtype must equal logits' ({logits.dtype})")
-        if p.shape != (rows,):
-            raise c.fail("p", f"shape must be [{rows}] (one per row of logits)")
-    if c["k"] is not None:
-        k = c.tensor("k")
-        c.check_dtype("k", TOP_K_DTYPES)
-        if k.shape != (rows,):
-            raise c.fail("k", f"shape must be [{rows}] (one per row of logits)")
+    for name, dtypes in (("p", frozenset({logits.dtype})), ("k", TOP_K_DTYPES)):
+        if c[name] is not None:
+            c.check_dtype(name, dtypes)
+            if c.tensor(name).shape != (rows,):
+                raise c.fail(name, f"shape must be [{rows}] (one per row of logits)")
     c.check_out("out", logits.shape, logits.dtype, exact_dtype=True)
     wide = promotion.compute_dtype(logits.dtype)
     has_p, has_k = c["p"] is not None, c["k"] is not None

@@ -59,9 +59,12 @@ def _sizes(c: Call, name: str, spatial: int, positive: bool = False) -> tuple[in
     return values
 
 
-def _unpool(c: Call, op: str, spatial: int, out_name: str) -> Kernel:
+def _operands(c: Call, spatial: int, dtypes: frozenset[np.dtype]
+              ) -> tuple[TensorArg, tuple[int, ...]]:
+    """Validate self, indices, outputSize (and the reserved stride and padding of the 3-d
+    forms); returns (self, outputSize)."""
     self = _spatial(c, "self", spatial)
-    c.check_dtype("self", UNPOOL_DTYPES)
+    c.check_dtype("self", dtypes)
     indices = c.tensor("indices")
     c.check_dtype("indices", INDEX_DTYPES)
     if indices.shape != self.shape:
@@ -70,6 +73,11 @@ def _unpool(c: Call, op: str, spatial: int, out_name: str) -> Kernel:
     if spatial == 3:
         _sizes(c, "stride", spatial, positive=True)
         _sizes(c, "padding", spatial)
+    return self, size
+
+
+def _unpool(c: Call, op: str, spatial: int, out_name: str) -> Kernel:
+    self, size = _operands(c, spatial, UNPOOL_DTYPES)
     plane = math.prod(self.shape[-spatial:])
     if math.prod(size) < plane:
         raise c.fail("outputSize", f"holds {math.prod(size)} elements per plane; self has "
@@ -103,19 +111,10 @@ def max_unpool3d(c: Call) -> Kernel:
 
 
 def _unpool_backward(c: Call, op: str, spatial: int) -> Kernel:
-    self = _spatial(c, "self", spatial)
-    c.check_dtype("self", UNPOOL_BACKWARD_DTYPES)
+    self, size = _operands(c, spatial, UNPOOL_BACKWARD_DTYPES)
     grad = c.tensor("gradOutput")
     if grad.dtype != self.dtype:
         raise c.fail("gradOutput", f"dtype must equal self's ({self.dtype})")
-    indices = c.tensor("indices")
-    c.check_dtype("indices", INDEX_DTYPES)
-    if indices.shape != self.shape:
-        raise c.fail("indices", f"shape must equal self's {list(self.shape)}")
-    size = _sizes(c, "outputSize", spatial)
-    if spatial == 3:
-        _sizes(c, "stride", spatial, positive=True)
-        _sizes(c, "padding", spatial)
     lead = self.shape[:-spatial]
     if grad.shape != (*lead, *size):
         raise c.fail("gradOutput", f"shape must be {[*lead, *size]} (self's leading dims + "
