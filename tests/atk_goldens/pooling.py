@@ -98,3 +98,61 @@ def max_pool2d_with_indices_backward(grad, x, indices, *attrs):
 @golden("AdaptiveMaxPool2dBackward", skip=_forward_indices)
 def adaptive_max_pool2d_backward(grad, x, indices, *attrs):
     pass
+
+
+def _triple(values, fallback):
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
+    if not values:
+        return list(fallback)
+    return values * 3 if len(values) == 1 else values[:3]
+
+
+@golden("AvgPool3d")
+def avg_pool3d(x, kernel, stride=(), padding=(0,), ceil=False, include_pad=True, divisor=0):
+    kernel = _triple(kernel, (1, 1, 1))
+    return torch.nn.functional.avg_pool3d(x, kernel, _triple(stride, kernel),
+                                          _triple(padding, (0, 0, 0)), ceil, include_pad,
+                                          divisor or None)
+
+
+@golden("MaxPool3dWithArgmax")
+def max_pool3d_with_argmax(x, kernel, stride=(), padding=(0,), dilation=(1,), ceil=False):
+    kernel = _triple(kernel, (1, 1, 1))
+    return torch.nn.functional.max_pool3d(x, kernel, _triple(stride, kernel),
+                                          _triple(padding, (0, 0, 0)),
+                                          _triple(dilation, (1, 1, 1)), ceil,
+                                          return_indices=True)
+
+
+@golden("AdaptiveAvgPool3d")
+def adaptive_avg_pool3d(x, output_size):
+    return torch.nn.functional.adaptive_avg_pool3d(x, list(output_size))
+
+
+@golden("AdaptiveMaxPool3d")
+def adaptive_max_pool3d(x, output_size):
+    return torch.nn.functional.adaptive_max_pool3d(x, list(output_size), return_indices=True)
+
+
+@golden("AvgPool3dBackward")
+def avg_pool3d_backward(grad, x, kernel, stride=(), padding=(0,), ceil=False,
+                        include_pad=True, divisor=0):
+    kernel = _triple(kernel, (1, 1, 1))
+    return torch.ops.aten.avg_pool3d_backward(grad, x, kernel, _triple(stride, kernel),
+                                              _triple(padding, (0, 0, 0)), ceil, include_pad,
+                                              divisor or None)
+
+
+@golden("AdaptiveAvgPool3dBackward")
+def adaptive_avg_pool3d_backward(grad, x):
+    return torch.ops.aten._adaptive_avg_pool3d_backward(grad, x)
+
+
+@golden("MaxPool3dWithArgmaxBackward", skip=_forward_indices)
+def max_pool3d_with_argmax_backward(grad, x, indices, *attrs):
+    pass
+
+
+@golden("AdaptiveMaxPool3dBackward", skip=_forward_indices)
+def adaptive_max_pool3d_backward(grad, x, indices, *attrs):
+    pass

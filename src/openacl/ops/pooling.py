@@ -37,7 +37,6 @@ from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module, as_array,
 from openacl.ops.registry import register
 
 SPATIAL_DIMS = 2  # pooling works on the last two axes (H, W)
-POOL_RANKS = (3, 4)  # (C, H, W) or (N, C, H, W)
 HALF_FLOATS = frozenset({np.dtype(np.float16), promotion.BFLOAT16, np.dtype(np.float32)})
 INDEX_DTYPES = frozenset({np.dtype(np.int32), np.dtype(np.int64)})
 # aclnnMaxPool also takes integer tensors
@@ -104,29 +103,50 @@ def _ints(c: Call, name: str, lengths: Sequence[int], minimum: int,
 
 def _pair(values: tuple[int, ...], fallback: tuple[int, int]) -> tuple[int, int]:
     """(H, W) from an array of length 0 (``fallback``), 1 (both) or 2."""
+    return spread(values, fallback)
+
+
+def spread(values: tuple[int, ...], fallback: tuple[int, ...]) -> tuple[int, ...]:
+    """One value per spatial axis (as many as ``fallback`` has) from an array of length 0
+    (``fallback``), 1 (every axis) or one per axis."""
     if not values:
-        return fallback
-    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
+        return tuple(fallback)
+    return tuple(values) * len(fallback) if len(values) == 1 else tuple(values)
 
 
-def _pool_input(c: Call, name: str, supported, allow_empty: bool = False) -> np.dtype:
-    """A 3-D or 4-D input whose non-batch dims are positive; returns its dtype."""
+def _pool_input(c: Call, name: str, supported, allow_empty: bool = False,
+                spatial: int = SPATIAL_DIMS) -> np.dtype:
+    """An input of ``spatial`` + 1 or + 2 dims ((C, H, W) / (N, C, H, W), or with D) whose
+    non-batch dims are positive; returns its dtype."""
     dtype = c.check_dtype(name, supported)
     shape = c.tensor(name).shape
-    if len(shape) not in POOL_RANKS:
-        raise c.fail(name, f"must be 3-D (C, H, W) or 4-D (N, C, H, W), got {len(shape)}-D")
-    if not allow_empty and any(d <= 0 for d in shape[-3:]):
-        raise c.fail(name, "its C, H and W dims must be positive")
+    if len(shape) not in (spatial + 1, spatial + 2):
+        layout = "C, H, W" if spatial == SPATIAL_DIMS else "C, D, H, W"
+        raise c.fail(name, f"must be {spatial + 1}-D ({layout}) or {spatial + 2}-D (N, "
+                           f"{layout}), got {len(shape)}-D")
+    if not allow_empty and any(d <= 0 for d in shape[-spatial - 1:]):
+        raise c.fail(name, "its channel and spatial dims must be positive")
     return dtype
 
 
-def _check_outputs(c: Call, axes: tuple[Axis, Axis], name: str, dtype: np.dtype) -> tuple:
-    shape = (*c.tensor(name).shape[:-SPATIAL_DIMS], axes[0].out, axes[1].out)
-    if axes[0].out <= 0 or axes[1].out <= 0:
-        raise c.fail(name, f"the pooled output size {list(shape[-2:])} is not positive "
+def symmetric_axes(c: Call, kernel: Sequence[int], stride: Sequence[int],
+                   padding: Sequence[int], dilation: Sequence[int], ceil: bool,
+                   name: str = "self") -> tuple[Axis, ...]:
+    """The axes of the trailing ``len(kernel)`` dims of ``name``, padded alike at both
+    ends."""
+    sizes = c.tensor(name).shape[-len(kernel):]
+    return tuple(Axis(*geometry, ceil) for geometry in zip(
+        sizes, kernel, stride, padding, padding, dilation, strict=True))
+
+
+def _check_outputs(c: Call, axes: Sequence[Axis], name: str, dtype: np.dtype) -> tuple:
+    """The pooled output shape of input ``name`` over ``axes`` (its trailing dims)."""
+    outs = [a.out for a in axes]
+    shape = (*c.tensor(name).shape[:-len(axes)], *outs)
+    if any(out <= 0 for out in outs):
+        raise c.fail(name, f"the pooled output size {outs} is not positive "
                            f"(kernel, stride, padding and dilation leave no window)")
-    plane = math.prod(max(a.pad_before + a.size, (a.out - 1) * a.stride + a.extent)
-                      for a in axes)
+    plane = math.prod(_padded_size(a) for a in axes)
     if plane > MAX_PADDED_PLANE:
         raise c.fail(name, f"the padded window plane of {plane} elements exceeds this "
                            f"implementation's limit of {MAX_PADDED_PLANE}")
@@ -137,51 +157,55 @@ def _max_fill(dtype: np.dtype):
     return -np.inf if promotion.is_floating(dtype) else np.iinfo(dtype).min
 
 
-# -- kernels -------------------------------------------------------------------------------------
-def _windows(x: np.ndarray, axes: tuple[Axis, Axis], fill) -> np.ndarray:
-    """Strided view of every pooling window: ``(..., Hout, Wout, kh, kw)``."""
-    h, w = axes
+# -- kernels (over the last len(axes) dims: (H, W) or (D, H, W)) -------------------------------
+def _padded_size(axis: Axis) -> int:
+    """Positions of the padded axis that some window may reach."""
+    return max(axis.pad_before + axis.size, (axis.out - 1) * axis.stride + axis.extent)
+
+
+def _windows(x: np.ndarray, axes: Sequence[Axis], fill) -> np.ndarray:
+    """Strided view of every pooling window: ``(..., *outs, *kernel)``."""
     x = _padded(x, axes, fill)
-    view = array_module(x).lib.stride_tricks.sliding_window_view(x, (h.extent, w.extent),
-                                                                 axis=(-2, -1))
-    return view[..., :(h.out - 1) * h.stride + 1:h.stride, :(w.out - 1) * w.stride + 1:w.stride,
-                ::h.dilation, ::w.dilation]
+    dims = tuple(range(-len(axes), 0))
+    view = array_module(x).lib.stride_tricks.sliding_window_view(
+        x, tuple(a.extent for a in axes), axis=dims)
+    picks = tuple(slice(None, (a.out - 1) * a.stride + 1, a.stride) for a in axes) + \
+        tuple(slice(None, None, a.dilation) for a in axes)
+    return view[(Ellipsis, *picks)]
 
 
-def _padded(x: np.ndarray, axes: tuple[Axis, Axis], fill) -> np.ndarray:
+def _padded(x: np.ndarray, axes: Sequence[Axis], fill) -> np.ndarray:
     """``x`` with the padding every window may reach filled with ``fill`` (``x`` itself
     when no window leaves it)."""
-    h, w = axes
-    rows = max(h.pad_before + h.size, (h.out - 1) * h.stride + h.extent)
-    cols = max(w.pad_before + w.size, (w.out - 1) * w.stride + w.extent)
-    if (rows, cols) == (h.size, w.size) and not h.pad_before and not w.pad_before:
+    sizes = tuple(_padded_size(a) for a in axes)
+    if sizes == tuple(a.size for a in axes) and not any(a.pad_before for a in axes):
         return x
-    padded = array_module(x).full((*x.shape[:-SPATIAL_DIMS], rows, cols), fill, x.dtype)
-    padded[..., h.pad_before:h.pad_before + h.size, w.pad_before:w.pad_before + w.size] = x
+    padded = array_module(x).full((*x.shape[:-len(axes)], *sizes), fill, x.dtype)
+    inner = tuple(slice(a.pad_before, a.pad_before + a.size) for a in axes)
+    padded[(Ellipsis, *inner)] = x
     return padded
 
 
-def _separable(x: np.ndarray, axes: tuple[Axis, Axis], fill, combine) -> np.ndarray:
-    """``combine`` (np.maximum or np.add) over every window, one axis at a time: kw strided
-    passes along W, then kh along H (kh + kw passes over the data, not kh * kw, and each a
-    whole-array ufunc: no per-window loop). Max is exactly separable; a sum differs from a
-    window-at-once sum only in the order of its float additions."""
-    h, w = axes
+def _separable(x: np.ndarray, axes: Sequence[Axis], fill, combine) -> np.ndarray:
+    """``combine`` (np.maximum or np.add) over every window, one axis at a time, the last
+    first: kernel-size strided passes per axis (kh + kw passes over the data, not kh * kw,
+    and each a whole-array ufunc: no per-window loop). Max is exactly separable; a sum
+    differs from a window-at-once sum only in the order of its float additions."""
     x = _padded(x, axes, fill)
-    cols = None
-    for j in range(w.kernel):
-        start = j * w.dilation
-        part = x[..., start:start + (w.out - 1) * w.stride + 1:w.stride]
-        cols = part.copy() if cols is None else combine(cols, part, out=cols)
-    out = None
-    for i in range(h.kernel):
-        start = i * h.dilation
-        part = cols[..., start:start + (h.out - 1) * h.stride + 1:h.stride, :]
-        out = part.copy() if out is None else combine(out, part, out=out)
-    return out
+    for k in range(len(axes) - 1, -1, -1):
+        axis, dim = axes[k], x.ndim - len(axes) + k
+        result = None
+        for tap in range(axis.kernel):
+            start = tap * axis.dilation
+            index = [slice(None)] * x.ndim
+            index[dim] = slice(start, start + (axis.out - 1) * axis.stride + 1, axis.stride)
+            part = x[tuple(index)]
+            result = part.copy() if result is None else combine(result, part, out=result)
+        x = result
+    return x
 
 
-def _max_values(x: np.ndarray, axes: tuple[Axis, Axis]) -> np.ndarray:
+def _max_values(x: np.ndarray, axes: Sequence[Axis]) -> np.ndarray:
     return _separable(x, axes, _max_fill(x.dtype), array_module(x).maximum)
 
 
@@ -193,21 +217,43 @@ def _first_valid(axis: Axis) -> np.ndarray:
     return starts + -(-skip // axis.dilation) * axis.dilation
 
 
-def _max_with_indices(x: np.ndarray, axes: tuple[Axis, Axis]) -> tuple[np.ndarray, np.ndarray]:
-    """Max values and flat ``h * W + w`` indices of every window."""
-    h, w = axes
+def unravel(flat: np.ndarray, dims: Sequence[int]) -> list[np.ndarray]:
+    """``np.unravel_index(flat, dims)`` by integer division (numpy 2.4's unravel_index
+    returns wrong coordinates past its first 8192 elements for a multi-dim ``flat``)."""
+    coordinates = []
+    for dim in reversed(dims[1:]):
+        coordinates.append(flat % dim)
+        flat = flat // dim
+    coordinates.append(flat)
+    return coordinates[::-1]
+
+
+def _max_with_indices(x: np.ndarray, axes: Sequence[Axis]) -> tuple[np.ndarray, np.ndarray]:
+    """Max values and flat indices (``h * W + w``, or ``(d * H + h) * W + w``) of every
+    window, the first maximum in window order."""
+    n = len(axes)
     windows = _windows(x, axes, _max_fill(x.dtype))
-    flat = windows.reshape(*windows.shape[:-2], h.kernel * w.kernel)
+    flat = windows.reshape(*windows.shape[:-n], math.prod(a.kernel for a in axes))
     arg = flat.argmax(axis=-1)
     values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
-    row, col = np.divmod(arg, w.kernel)
-    rows = like(row, h.starts[:, None]) + row * h.dilation
-    cols = like(col, w.starts[None, :]) + col * w.dilation
-    outside = (rows < 0) | (rows >= h.size) | (cols < 0) | (cols >= w.size)
+    offsets = unravel(arg, tuple(a.kernel for a in axes))
+    index, outside = None, None
+    for k, (axis, offset) in enumerate(zip(axes, offsets, strict=True)):
+        shape = [1] * n
+        shape[k] = axis.out
+        position = like(offset, axis.starts.reshape(shape)) + offset * axis.dilation
+        out_k = (position < 0) | (position >= axis.size)
+        outside = out_k if outside is None else outside | out_k
+        index = position if index is None else index * axis.size + position
     if outside.any():  # a window of -inf values: PyTorch keeps its first valid position
-        rows = np.where(outside, like(rows, _first_valid(h)[:, None]), rows)
-        cols = np.where(outside, like(cols, _first_valid(w)[None, :]), cols)
-    return values, rows * w.size + cols
+        first = None
+        for k, axis in enumerate(axes):
+            shape = [1] * n
+            shape[k] = axis.out
+            position = like(arg, _first_valid(axis).reshape(shape))
+            first = position if first is None else first * axis.size + position
+        index = np.where(outside, first, index)
+    return values, index
 
 
 def _compute_input(v, name: str, dtype: np.dtype) -> np.ndarray:
@@ -316,19 +362,19 @@ def avg_pool2d(c: Call) -> Kernel:
     return kernel_fn
 
 
-def _avg_divisor(axes: tuple[Axis, Axis], count_include_pad: bool, override: int
+def _avg_divisor(axes: Sequence[Axis], count_include_pad: bool, override: int
                  ) -> np.ndarray | int:
-    """The (Hout, Wout) divisor of each average, as PyTorch computes it."""
+    """The (*outs) divisor of each average, as PyTorch computes it."""
     if override:
         return override
-    sizes = []
+    divisor = np.ones((), np.float32)
     for axis in axes:
         starts = axis.starts
         ends = np.minimum(starts + axis.kernel, axis.size + axis.pad_after)
         if not count_include_pad:
             starts, ends = np.maximum(starts, 0), np.minimum(ends, axis.size)
-        sizes.append(ends - starts)
-    return (sizes[0][:, None] * sizes[1][None, :]).astype(np.float32)
+        divisor = np.multiply.outer(divisor, (ends - starts).astype(np.float32))
+    return divisor
 
 
 # -- adaptive pooling ----------------------------------------------------------------------------
@@ -430,22 +476,43 @@ def adaptive_max_pool2d(c: Call) -> Kernel:
     shape = (*c.tensor("self").shape[:-SPATIAL_DIMS], *out_size)
     c.check_out("outputOut", shape, dtype, exact_dtype=True)
     c.check_out("indicesOut", shape, np.dtype(np.int64), exact_dtype=True)
-    height, width = c.tensor("self").shape[-SPATIAL_DIMS:]
-    rows, cols = _bin_members(height, out_size[0]), _bin_members(width, out_size[1])
+    sizes = c.tensor("self").shape[-SPATIAL_DIMS:]
 
     def kernel_fn(v) -> None:
-        x = v.compute("self", dtype)
-        rows_at, cols_at = like(x, rows), like(x, cols)
-        # (..., Hout, kh, Wout, kw) -> (..., Hout, Wout, kh * kw)
-        gathered = x[..., rows_at[:, :, None, None], cols_at[None, None, :, :]]
-        gathered = np.moveaxis(gathered, -3, -2).reshape(*gathered.shape[:-4], *out_size, -1)
-        arg = gathered.argmax(axis=-1)
-        v.write("outputOut", np.take_along_axis(gathered, arg[..., None], axis=-1)[..., 0])
-        row, col = np.divmod(arg, cols.shape[1])
-        out_rows = rows_at[like(x, np.arange(out_size[0]))[:, None], row]
-        out_cols = cols_at[like(x, np.arange(out_size[1]))[None, :], col]
-        v.write("indicesOut", out_rows * width + out_cols)
+        values, indices = adaptive_max(v.compute("self", dtype), sizes, out_size)
+        v.write("outputOut", values)
+        v.write("indicesOut", indices)
     return kernel_fn
+
+
+def adaptive_max(x: np.ndarray, sizes: Sequence[int], out_size: Sequence[int]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Max values and flat indices over the adaptive bins of the trailing axes: one gather
+    of every bin's members (``pooling._bin_members``, whose repeats change neither the
+    maximum nor its first position), then one argmax."""
+    n = len(sizes)
+    members = [_bin_members(size, out) for size, out in zip(sizes, out_size, strict=True)]
+    index = []
+    for k, member in enumerate(members):  # (out_k, width_k) at dims (2k, 2k + 1)
+        shape = [1] * (2 * n)
+        shape[2 * k], shape[2 * k + 1] = member.shape
+        index.append(like(x, member.reshape(shape)))
+    gathered = x[(Ellipsis, *index)]  # (..., o0, w0, o1, w1, o2, w2)
+    lead = gathered.ndim - 2 * n
+    order = [*range(lead), *(lead + 2 * k for k in range(n)), *(lead + 2 * k + 1
+                                                                for k in range(n))]
+    windows = gathered.transpose(order).reshape(*gathered.shape[:lead], *out_size, -1)
+    arg = windows.argmax(axis=-1)
+    values = np.take_along_axis(windows, arg[..., None], axis=-1)[..., 0]
+    offsets = unravel(arg, tuple(m.shape[1] for m in members))
+    flat = None
+    for k, (member, offset) in enumerate(zip(members, offsets, strict=True)):
+        shape = [1] * n
+        shape[k] = member.shape[0]
+        rows = like(x, np.arange(member.shape[0]).reshape(shape))
+        position = like(x, member)[rows, offset]
+        flat = position if flat is None else flat * sizes[k] + position
+    return values, flat
 
 
 def _bin_members(size: int, out: int) -> np.ndarray:
