@@ -565,3 +565,82 @@ def test_fake_quant_errors():
     assert error.code == ACLNN_ERR_PARAM_INVALID and "'axis'" in error.message
     error = _error(channel_fn, x, scale3, zero3, 0, 0, 9, *outs)   # dim 0 has size 2
     assert error.code == ACLNN_ERR_PARAM_INVALID and "'scale'" in error.message
+
+
+# -- GroupQuant, DequantBias ---------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
+@pytest.mark.parametrize("dst_type", [2, 3])
+def test_group_quant_matches_reference(dtype, dst_type):
+    rng = np.random.default_rng(13)
+    x = random_array((10, 16), dtype, rng, -30, 30)
+    scale = random_array((4, 16), dtype, rng, 0.05, 2)
+    ends = np.array([3, 3, 7, 10], np.int64)           # an empty group included
+    offset = random_array((1,), dtype, rng, -2, 2)
+    got = openacl.ops.group_quant(_dev(x), _dev(scale), _dev(ends), _dev(offset),
+                                  dst_type).numpy()
+    group = np.searchsorted(ends, np.arange(10), side="right")
+    values = to_torch(x).float() * to_torch(scale).float()[torch.from_numpy(group)] + \
+        to_torch(offset).float()
+    rounded = torch.round(values)
+    want = _torch_pack(rounded.clamp(-8, 7)) if dst_type == 3 else \
+        rounded.clamp(-128, 127).to(torch.int8).numpy()
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("bias_dtype", [None, np.dtype(np.int32), F32, F16, BF16], ids=str)
+@pytest.mark.parametrize("dst", [(1, F16), (27, BF16)], ids=str)
+def test_dequant_bias_matches_torch(bias_dtype, dst):
+    rng = np.random.default_rng(14)
+    x = rng.integers(-5000, 5000, (6, 8)).astype(np.int32)
+    weight_scale = random_array((8,), F32 if dst[0] == 1 else BF16, rng, 1e-3, 1e-2)
+    activate = random_array((6,), F32, rng, 0.5, 2)
+    bias = None if bias_dtype is None else (
+        rng.integers(-50, 50, 8).astype(np.int32) if bias_dtype == np.int32 else
+        random_array((8,), bias_dtype, rng, -3, 3))
+    got = openacl.ops.dequant_bias(_dev(x), _dev(weight_scale), _dev(activate),
+                                   None if bias is None else _dev(bias), dst[0]).numpy()
+    value = torch.from_numpy(x).double()
+    if bias is not None and bias.dtype == np.int32:
+        value = value + torch.from_numpy(bias).double()
+    value = value * to_torch(weight_scale).double() * torch.from_numpy(activate).double()[:, None]
+    if bias is not None and bias.dtype != np.int32:
+        value = value + to_torch(bias).double()
+    assert_close(got, _rounded(value, dst[1]))
+
+
+def test_group_quant_and_dequant_bias_errors():
+    x, scale = _dev(np.ones((4, 8), np.float32)), _dev(np.ones((2, 8), np.float32))
+    ends, y = _dev(np.array([2, 4], np.int64)), openacl.empty((4, 8), np.int8)
+    fn = aclnn.group_quant_get_workspace_size
+    for args, code, name in [
+        ((None, scale, ends, None, 2, y), ACLNN_ERR_PARAM_NULLPTR, "'x'"),
+        ((x, scale, None, None, 2, y), ACLNN_ERR_PARAM_NULLPTR, "'groupIndex'"),
+        ((x, _dev(np.ones((2, 4), np.float32)), ends, None, 2, y), ACLNN_ERR_PARAM_INVALID,
+         "'scale'"),
+        ((x, scale, _dev(np.array([4], np.int64)), None, 2, y), ACLNN_ERR_PARAM_INVALID,
+         "'groupIndex'"),
+        ((x, scale, _dev(np.array([2, 4], np.float32)), None, 2, y), ACLNN_ERR_PARAM_INVALID,
+         "'groupIndex'"),
+        ((x, scale, ends, _dev(np.ones(2, np.float32)), 2, y), ACLNN_ERR_PARAM_INVALID,
+         "'offsetOptional'"),
+        ((x, scale, ends, None, 29, y), ACLNN_ERR_PARAM_INVALID, "'dstType'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == code and name in error.message, (args, error.message)
+    xi, ws = _dev(np.ones((4, 8), np.int32)), _dev(np.ones(8, np.float32))
+    out = openacl.empty((4, 8), np.float16)
+    fn = aclnn.dequant_bias_get_workspace_size
+    for args, code, name in [
+        ((None, ws, None, None, 1, out), ACLNN_ERR_PARAM_NULLPTR, "'x'"),
+        ((x, ws, None, None, 1, out), ACLNN_ERR_PARAM_INVALID, "'x'"),
+        ((xi, _dev(np.ones(4, np.float32)), None, None, 1, out), ACLNN_ERR_PARAM_INVALID,
+         "'weightScale'"),
+        ((xi, ws, _dev(np.ones(8, np.float32)), None, 1, out), ACLNN_ERR_PARAM_INVALID,
+         "'activateScaleOptional'"),
+        ((xi, ws, None, _dev(np.ones(8, np.int8)), 1, out), ACLNN_ERR_PARAM_INVALID,
+         "'biasOptional'"),
+        ((xi, ws, None, None, 0, out), ACLNN_ERR_PARAM_INVALID, "'outputDtype'"),
+        ((xi, ws, None, None, 27, out), ACLNN_ERR_PARAM_INVALID, "'out'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == code and name in error.message, (args, error.message)

@@ -81,7 +81,8 @@ def ascend_anti_quant(dtypes, x, scale, offset, dst_type=DST_FLOAT16, sqrt_mode=
     values = values * scale
     if sqrt_mode:
         values = values * scale
-    return values.reshape(values.shape if dtypes[0] == np.int32 or x.dim() else ())
+    values = values.reshape(values.shape if dtypes[0] == np.int32 or x.dim() else ())
+    return _overflowing(values, dst_type)
 
 
 @golden("DynamicQuant")
@@ -216,3 +217,42 @@ def fake_quant_per_tensor_affine_cachemask(x, scale, zero, enabled=1.0, low=-128
 @golden("FakeQuantPerChannelAffineCachemask", skip=_inverted_range)
 def fake_quant_per_channel_affine_cachemask(x, scale, zero, axis=0, low=-128, high=127):
     return _fake_quant(x, scale, zero, low, high, axis)
+
+
+def _unordered_groups(inputs) -> str | None:
+    ends, rows = inputs[2], inputs[0].shape[0]
+    if ends.size and (np.any(np.diff(ends) < 0) or ends[-1] != rows or ends.min() < 0):
+        return (f"groupIndex {ends.tolist()} is not non-decreasing ending at S = {rows}, "
+                f"which CANN requires (its executor asserts it): the result is undefined")
+    return None
+
+
+@golden("GroupQuant", skip=_unordered_groups)
+def group_quant(x, scale, ends, offset=None, dst_type=DST_INT8):
+    values, factors = _f32(x), _f32(scale)
+    group = (ends.numpy()[None, :] <= np.arange(values.shape[0])[:, None]).sum(axis=1)
+    values = values * factors[group]
+    if offset is not None:
+        values = values + _f32(offset).reshape(())
+    return _saturated(np.rint(values), dst_type)
+
+
+@golden("DequantBias", with_dtypes=True)
+def dequant_bias(dtypes, x, weight_scale, activate_scale=None, bias=None, output_dtype=1):
+    value = x.double()
+    if bias is not None and dtypes[3] == np.int32:
+        value = value + bias
+    value = value * weight_scale
+    if activate_scale is not None:
+        value = value * activate_scale[:, None]
+    if bias is not None and dtypes[3] != np.int32:
+        value = value + bias
+    return _overflowing(value, output_dtype)
+
+
+def _overflowing(value, dst_type):
+    """``value`` with what overflows the output dtype (dstType 1 FLOAT16, 27 BFLOAT16) made
+    its infinities, as the rounding into it does (finite elsewhere: still float64)."""
+    limit = torch.finfo(torch.float16 if dst_type == DST_FLOAT16 else torch.bfloat16).max
+    rounded = value.to(torch.float16 if dst_type == DST_FLOAT16 else torch.bfloat16).double()
+    return torch.where(torch.isinf(rounded) & (value.abs() > limit), rounded, value)

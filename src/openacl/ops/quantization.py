@@ -1,6 +1,7 @@
 """Quantization operators: aclnnQuantize, AscendQuant, AscendQuantV3, AscendAntiQuant,
-DynamicQuant and FakeQuantPerTensorAffineCachemask / FakeQuantPerChannelAffineCachemask
-(quantization-aware training's fake quantizers) with CANN's argument lists.
+DynamicQuant, GroupQuant, DequantBias and FakeQuantPerTensorAffineCachemask /
+FakeQuantPerChannelAffineCachemask (quantization-aware training's fake quantizers) with
+CANN's argument lists.
 
 ``Quantize(x, scales, zeroPoints, dtype, axis, out)``: ``out = round(x / scales +
 zeroPoints)`` saturated into ``dtype`` (CANN's formula and golden: the quotient and the sum
@@ -56,6 +57,9 @@ DYNAMIC_QUANT_X_DTYPES = frozenset({FLOAT16, BFLOAT16})
 DYNAMIC_QUANT_MAX = {INT8: 127.0, INT32: float(INT4_MAX)}  # dtypeMax of the formula
 MIN_DYNAMIC_QUANT_DIMS = 2
 FAKE_QUANT_DTYPES = frozenset({FLOAT16, FLOAT32})
+GROUP_INDEX_DTYPES = frozenset({INT32, np.dtype(np.int64)})
+DEQUANT_SCALE_DTYPES = frozenset({FLOAT32, BFLOAT16})
+DEQUANT_BIAS_DTYPES = frozenset({FLOAT32, BFLOAT16, FLOAT16, INT32})
 
 
 @register("Quantize", "x: tensor, scales: tensor, zeroPoints: tensor?, dtype: dtype, "
@@ -376,3 +380,88 @@ def fake_quant_per_channel_affine_cachemask(c: Call) -> Kernel:
     self's dim ``axis``."""
     ndim = c.tensor("self").ndim
     return _fake_quant(c, c.normalize_dim("axis", c["axis"], ndim) if ndim else 0)
+
+
+# -- GroupQuant ---------------------------------------------------------------------------------
+@register("GroupQuant", "x: tensor, scale: tensor, groupIndex: tensor, "
+                        "offsetOptional: tensor?, dstType: int = 2, y: tensor!")
+def group_quant(c: Call) -> Kernel:
+    """Grouped quantization of the rows of ``x`` (S, H): ``groupIndex`` (E,) holds each
+    group's end row (non-decreasing, the last S), group e's rows use ``scale[e]`` (E, H):
+    ``y = round(x * scale[e] + offset)`` saturated into INT8, or int4 packed into INT32
+    (``dstType`` 3). ``offsetOptional`` is one value of scale's dtype. Rows past the last
+    end (an invalid groupIndex) use the last group."""
+    x, scale, index = c.tensor("x"), c.tensor("scale"), c.tensor("groupIndex")
+    c.check_dtype("x", ASCEND_QUANT_X_DTYPES)
+    c.check_dtype("scale", ASCEND_QUANT_X_DTYPES)
+    c.check_dtype("groupIndex", GROUP_INDEX_DTYPES)
+    for name, tensor in (("x", x), ("scale", scale)):
+        if tensor.ndim != 2:
+            raise c.fail(name, "must have 2 dims")
+    if scale.shape[1] != x.shape[1]:
+        raise c.fail("scale", f"dim 1 must equal x's ({x.shape[1]})")
+    if index.shape != scale.shape[:1]:
+        raise c.fail("groupIndex", f"must be 1-d of scale's dim 0 ({scale.shape[0]})")
+    if c.has("offsetOptional"):
+        offset = c.tensor("offsetOptional")
+        if offset.dtype != scale.dtype or offset.numel != 1:
+            raise c.fail("offsetOptional", f"must be one value of scale's dtype ({scale.dtype})")
+    dtype, low, high = _quant_target(c, "dstType")
+    out_shape = _packed_shape(c, "x", x.shape) if dtype == INT32 else x.shape
+    c.check_out("y", out_shape, dtype, exact_dtype=True)
+    groups = scale.shape[0]
+
+    def kernel(v) -> None:
+        xp = array_module(v["y"])
+        ends = as_array(v["groupIndex"]).astype(np.int64)
+        rows = xp.arange(x.shape[0])
+        # row r belongs to the first group whose end is past it
+        group = (ends[None, :] <= rows[:, None]).sum(axis=1)
+        factor = as_array(v["scale"]).astype(FLOAT32)[xp.minimum(group, groups - 1)] \
+            if groups else xp.zeros(x.shape, FLOAT32)
+        with np.errstate(all="ignore"):
+            value = as_array(v["x"]).astype(FLOAT32) * factor
+            if v.get("offsetOptional") is not None:
+                value = value + as_array(v["offsetOptional"]).astype(FLOAT32).reshape(())
+            v.write("y", _saturate(np.rint(value), low, high, dtype))
+    return kernel
+
+
+# -- DequantBias --------------------------------------------------------------------------------
+@register("DequantBias", "x: tensor, weightScale: tensor, activateScaleOptional: tensor?, "
+                         "biasOptional: tensor?, outputDtype: int = 1, out: tensor!")
+def dequant_bias(c: Call) -> Kernel:
+    """INT32 ``x`` (M, N) back to FLOAT16 (``outputDtype`` 1) or BFLOAT16 (27):
+    ``(x + bias) * weightScale * activateScale`` for an INT32 bias, ``x * weightScale *
+    activateScale + bias`` for a float one; weightScale (N,) per column, activateScale (M,)
+    per row, in float32."""
+    x = c.tensor("x")
+    c.check_dtype("x", {INT32})
+    if x.ndim != 2:
+        raise c.fail("x", "must have 2 dims (M, N)")
+    m, n = x.shape
+    for name, size, allowed in (("weightScale", n, DEQUANT_SCALE_DTYPES),
+                                ("activateScaleOptional", m, {FLOAT32}),
+                                ("biasOptional", n, DEQUANT_BIAS_DTYPES)):
+        if c.has(name):
+            c.check_dtype(name, allowed)
+            if c.tensor(name).shape != (size,):
+                raise c.fail(name, f"must be 1-d of size {size}")
+    target = ANTI_QUANT_TARGETS.get(c["outputDtype"])
+    if target is None:
+        raise c.fail("outputDtype", "expected 1 (FLOAT16) or 27 (BFLOAT16)")
+    c.check_out("out", x.shape, target, exact_dtype=True)
+    integer_bias = c.has("biasOptional") and c.dtype("biasOptional") == INT32
+
+    def kernel(v) -> None:
+        values = as_array(v["x"])
+        bias = v.get("biasOptional")
+        if integer_bias:
+            values = values.astype(np.int64) + as_array(bias)
+        values = values.astype(FLOAT32) * as_array(v["weightScale"]).astype(FLOAT32)
+        if v.get("activateScaleOptional") is not None:
+            values = values * as_array(v["activateScaleOptional"]).astype(FLOAT32)[:, None]
+        if bias is not None and not integer_bias:
+            values = values + as_array(bias).astype(FLOAT32)
+        v.write("out", values)
+    return kernel
