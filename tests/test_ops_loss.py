@@ -537,3 +537,176 @@ def test_bad_shapes_and_attributes_refused():
     _fails(lambda: openacl.ops.nll_loss_backward(
         _dev(np.ones((2,), np.float32)), x, labels, _dev(np.ones(3, np.float32)), 1, -100,
         _dev(np.ones(1, np.float32))), argument="gradOutput")
+
+
+# -- MultilabelMarginLoss, FusedCrossEntropyLossWithMaxSum, ChamferDistanceBackward ------------
+@pytest.mark.parametrize("reduction", sorted(REDUCTIONS))
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_multilabel_margin_loss_matches_torch(reduction, dtype):
+    rng = np.random.default_rng(27)
+    x = random_array((4, 6), dtype, rng, -2, 2)
+    target = np.array([[3, 0, -1, 1, 2, 2], [5, 5, -1, 0, 0, 0], [-1, 0, 0, 0, 0, 0],
+                       [0, 1, 2, 3, 4, 5]])
+    loss, is_target = openacl.ops.multilabel_margin_loss(_dev(x), _dev(target), reduction)
+    golden, golden_mask = torch.ops.aten.multilabel_margin_loss_forward(
+        _wide(x), torch.from_numpy(target), reduction)
+    assert_close(loss.numpy(), _rounded(golden, dtype), "multilabel margin")
+    assert_close(is_target.numpy(), _rounded(golden_mask, dtype), "is target")
+    one, _ = openacl.ops.multilabel_margin_loss(_dev(x[0]), _dev(target[0]), reduction)
+    golden_one, _ = torch.ops.aten.multilabel_margin_loss_forward(
+        _wide(x[0]), torch.from_numpy(target[0]), reduction)
+    assert_close(one.numpy(), _rounded(golden_one, dtype), "one sample")
+
+
+def test_multilabel_margin_loss_refuses_bad_labels():
+    x = _dev(np.zeros((2, 3), np.float32))
+    _fails(lambda: openacl.ops.multilabel_margin_loss(x, _dev(np.zeros((2, 2), np.int64))),
+           argument="target")
+    _fails(lambda: openacl.ops.multilabel_margin_loss(x, _dev(np.zeros((2, 3), np.float32))),
+           argument="target")
+    out, mask = openacl.empty((), np.float32), openacl.empty((2, 3), np.float32)
+    target = _dev(np.array([[0, 3, -1], [1, -1, 0]]))
+    _fails_in_kernel("multilabel_margin_loss", x, target, 1, out, mask,
+                     match="argument 'target' holds index 3")
+
+
+def test_fused_cross_entropy_loss_with_max_sum_matches_its_formula():
+    rng = np.random.default_rng(28)
+    logits = random_array((5, 7), np.float32, rng, -5, 5).astype(np.float64)
+    target = np.array([0, 6, 3, 3, 1])
+    top = logits.max(1)
+    sum_exp = np.exp(logits - top[:, None]).sum(1)
+    predicted = logits[np.arange(5), target] - top
+    for dtype in FLOATS:
+        loss, softmax = openacl.ops.fused_cross_entropy_loss_with_max_sum(
+            _dev(top.astype(np.float32)), _dev(sum_exp.astype(np.float32)),
+            _dev(predicted.astype(np.float32)), 0.0, None, None, _dev(logits.astype(dtype)))
+        golden = F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(target),
+                                 reduction="none")
+        assert_close(loss.numpy(), _rounded(golden, np.float32), "loss")
+        rounded = _wide(logits.astype(dtype))
+        golden_softmax = torch.exp(rounded - torch.from_numpy(top)[:, None]) / \
+            torch.from_numpy(sum_exp)[:, None]
+        assert_close(softmax.numpy(), _rounded(golden_softmax, np.float32), f"softmax {dtype}")
+    alone = openacl.ops.fused_cross_entropy_loss_with_max_sum(
+        _dev(top.astype(np.float32)), _dev(sum_exp.astype(np.float32)),
+        _dev(predicted.astype(np.float32)))
+    assert not isinstance(alone, tuple) and alone.numpy().shape == (5,)
+    _fails(lambda: openacl.ops.fused_cross_entropy_loss_with_max_sum(
+        _dev(top.astype(np.float32)), _dev(sum_exp.astype(np.float32)),
+        _dev(predicted.astype(np.float32)), 0.1), argument="labelSmoothing")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=str)
+def test_chamfer_distance_backward_matches_autograd(dtype):
+    rng = np.random.default_rng(29)
+    xyz1 = random_array((2, 5, 2), dtype, rng, -5, 5)
+    xyz2 = random_array((2, 7, 2), dtype, rng, -5, 5)
+    p1, p2 = _wide(xyz1).requires_grad_(), _wide(xyz2).requires_grad_()
+    squared = ((p1[:, :, None, :] - p2[:, None, :, :]) ** 2).sum(-1)  # (B, N, M)
+    idx1, idx2 = squared.argmin(2), squared.argmin(1)
+    dist1 = squared.gather(2, idx1[:, :, None])[:, :, 0]
+    dist2 = squared.gather(1, idx2[:, None, :])[:, 0, :]
+    g1 = random_array((2, 5), dtype, rng, -5, 5)
+    g2 = random_array((2, 7), dtype, rng, -5, 5)
+    ((dist1 * _wide(g1)).sum() + (dist2 * _wide(g2)).sum()).backward()
+    grad1, grad2 = openacl.ops.chamfer_distance_backward(
+        _dev(xyz1), _dev(xyz2), _dev(idx1.numpy().astype(np.int32)),
+        _dev(idx2.numpy().astype(np.int32)), _dev(g1), _dev(g2))
+    assert_close(grad1.numpy(), _rounded(p1.grad, dtype), "grad xyz1")
+    assert_close(grad2.numpy(), _rounded(p2.grad, dtype), "grad xyz2")
+    _fails(lambda: openacl.ops.chamfer_distance_backward(
+        _dev(xyz1), _dev(xyz2), _dev(idx1.numpy()), _dev(idx2.numpy().astype(np.int32)),
+        _dev(g1), _dev(g2)), argument="idx1")
+
+
+# -- CtcLoss -----------------------------------------------------------------------------------
+CTC_TARGETS = np.array([[1, 2, 2, 4], [3, 1, 0, 0], [4, 4, 4, 0], [2, 0, 0, 0]])
+CTC_INPUT_LENGTHS, CTC_TARGET_LENGTHS = [8, 6, 7, 3], [4, 2, 3, 0]
+
+
+def _ctc_log_probs(dtype, steps=8, batch=4, classes=5):
+    logits = random_array((steps, batch, classes), np.float64, np.random.default_rng(30))
+    return torch.log_softmax(torch.from_numpy(logits), 2).numpy().astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("zero_infinity", [False, True])
+def test_ctc_loss_matches_torch(dtype, zero_infinity):
+    log_probs = _ctc_log_probs(dtype)
+    lengths = list(CTC_INPUT_LENGTHS)
+    lengths[2] = 2  # three labels 4, 4, 4 need 5 steps: an impossible alignment, inf
+    nll, log_alpha = openacl.ops.ctc_loss(_dev(log_probs), _dev(CTC_TARGETS), lengths,
+                                          CTC_TARGET_LENGTHS, 0, zero_infinity)
+    golden, golden_alpha = torch.ops.aten._ctc_loss(
+        _wide(log_probs), torch.from_numpy(CTC_TARGETS), lengths, CTC_TARGET_LENGTHS, 0,
+        zero_infinity)
+    if zero_infinity:  # (aten's _ctc_loss leaves that to F.ctc_loss; CANN's op does it)
+        golden = torch.where(golden == np.inf, 0.0, golden)
+    assert_close(nll.numpy(), _rounded(golden, dtype), "nll")
+    alpha = log_alpha.numpy()
+    assert alpha.shape == tuple(golden_alpha.shape)
+    for n, (steps, labels) in enumerate(zip(lengths, CTC_TARGET_LENGTHS, strict=True)):
+        valid = golden_alpha[n, :steps, :2 * labels + 1]  # torch leaves the rest unset
+        assert_close(alpha[n, :steps, :2 * labels + 1], _rounded(valid, dtype), f"alpha {n}")
+        assert np.all(np.isneginf(alpha[n, steps:].astype(np.float64)))
+
+
+def test_ctc_loss_concatenated_targets_2d_input_and_other_blank():
+    log_probs = _ctc_log_probs(np.float32)
+    flat = np.concatenate([row[:n] for row, n in zip(CTC_TARGETS, CTC_TARGET_LENGTHS,
+                                                     strict=True)]).astype(np.int32)
+    nll, _ = openacl.ops.ctc_loss(_dev(log_probs), _dev(flat), CTC_INPUT_LENGTHS,
+                                  CTC_TARGET_LENGTHS, 0, False)
+    golden, _ = torch.ops.aten._ctc_loss(_wide(log_probs), torch.from_numpy(flat).long(),
+                                         CTC_INPUT_LENGTHS, CTC_TARGET_LENGTHS, 0, False)
+    assert_close(nll.numpy(), _rounded(golden, np.float32), "concatenated")
+    single = log_probs[:, 0]
+    labels = np.array([1.0, 2.0, 2.0, 4.0], np.float32)  # CANN takes float labels too
+    one, alpha = openacl.ops.ctc_loss(_dev(single), _dev(labels), [8], [4], 3, False)
+    golden_one, _ = torch.ops.aten._ctc_loss(_wide(single)[:, None], torch.tensor([[1, 2, 2, 4]]),
+                                             [8], [4], 3, False)
+    assert one.numpy().shape == () and alpha.numpy().shape == (1, 8, 9)
+    assert_close(one.numpy(), _rounded(golden_one[0], np.float32), "2-d input, blank 3")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+@pytest.mark.parametrize("zero_infinity", [False, True])
+def test_ctc_loss_backward_matches_autograd(dtype, zero_infinity):
+    log_probs = _ctc_log_probs(dtype)
+    lengths = list(CTC_INPUT_LENGTHS)
+    lengths[2] = 2
+    grad = random_array((4,), dtype, np.random.default_rng(31), -2, 2)
+    wide = _wide(log_probs).requires_grad_()
+    nll, alpha = torch.ops.aten._ctc_loss(wide, torch.from_numpy(CTC_TARGETS), lengths,
+                                          CTC_TARGET_LENGTHS, 0, zero_infinity)
+    nll.backward(_wide(grad))
+    padded = torch.cat([alpha.detach(), torch.full((4, 8, 7), -np.inf, dtype=torch.float64)], 2)
+    ours = openacl.ops.ctc_loss_backward(
+        _dev(grad), _dev(log_probs), _dev(CTC_TARGETS), lengths, CTC_TARGET_LENGTHS,
+        _dev(_rounded(nll, dtype)), _dev(_rounded(padded, dtype)), 0, zero_infinity).numpy()
+    golden = wide.grad if zero_infinity else torch.where(
+        torch.isfinite(wide.grad), wide.grad, torch.zeros_like(wide.grad))
+    if not zero_infinity:  # the impossible sequence's gradient is NaN in both
+        ours = np.where(np.isfinite(ours), ours, 0)
+    assert_close(ours, _rounded(golden, dtype), "ctc backward")
+
+
+def test_ctc_loss_bad_arguments_refused():
+    log_probs = _dev(_ctc_log_probs(np.float32))
+    targets = _dev(CTC_TARGETS)
+    _fails(lambda: openacl.ops.ctc_loss(log_probs, targets, [8, 6, 7], CTC_TARGET_LENGTHS),
+           argument="inputLengths")
+    _fails(lambda: openacl.ops.ctc_loss(log_probs, targets, [9, 6, 7, 3], CTC_TARGET_LENGTHS),
+           argument="inputLengths")
+    _fails(lambda: openacl.ops.ctc_loss(log_probs, targets, CTC_INPUT_LENGTHS, [5, 2, 3, 0]),
+           argument="targets")
+    _fails(lambda: openacl.ops.ctc_loss(log_probs, targets, CTC_INPUT_LENGTHS,
+                                        CTC_TARGET_LENGTHS, 5), argument="blank")
+    _fails(lambda: openacl.ops.ctc_loss(_dev(np.zeros((8, 4, 5), np.int32)), targets,
+                                        CTC_INPUT_LENGTHS, CTC_TARGET_LENGTHS),
+           argument="logProbs")
+    out, alpha = openacl.empty((4,), np.float32), openacl.empty((4, 8, 9), np.float32)
+    bad = _dev(np.array([[1, 2, 2, 9], [3, 1, 0, 0], [4, 4, 4, 0], [2, 0, 0, 0]]))
+    _fails_in_kernel("ctc_loss", log_probs, bad, CTC_INPUT_LENGTHS, CTC_TARGET_LENGTHS, 0, False,
+                     out, alpha, match="argument 'targets' holds index 9")

@@ -16,6 +16,7 @@ Argument lists and dtype lists are CANN's (``hicann/ops-nn`` ``loss/ctc_loss_v2`
   log_beta`` onto each class (a batched product with the states' one-hot classes) and gives
   ``(exp(lp) - exp(log(sum alpha beta) + nll - lp)) * gradOut``, 0 past each input length;
   ``logAlpha`` may carry more states than needed (CANN pads it to a multiple of 8).
+* Computed in float64 for every dtype (``CTC_COMPUTE_DTYPE``), rounded once.
 * ``zeroInfinity``: an infinite loss, and its gradient, become 0.
 """
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from openacl.ops import promotion
 from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module, as_array
 from openacl.ops.fpstate import quiet
 from openacl.ops.movement import _check_index_range
@@ -33,6 +33,10 @@ CTC_TARGET_DTYPES = frozenset(np.dtype(t) for t in (np.int64, np.int32, np.bool_
                                                     np.float16))
 CTC_GRAD_TARGET_DTYPES = CTC_TARGET_DTYPES - {np.dtype(np.bool_)}
 BATCHED_RANK, SINGLE_RANK = 3, 2  # logProbs (T, N, C) or (T, C)
+# alpha and beta sum hundreds of log-probabilities along a path and the gradient takes exp of
+# a difference of such sums: float32 loses ~1e-2 relative there, so every dtype computes in
+# float64 and rounds once into the output
+CTC_COMPUTE_DTYPE = np.dtype(np.float64)
 
 
 def _logsumexp3(a, b, c):
@@ -136,7 +140,7 @@ def ctc_loss(c: Call) -> Kernel:
                 problem.dtype, exact_dtype=True)
     c.check_out("logAlphaOut", (problem.batch, problem.steps, problem.states), problem.dtype,
                 exact_dtype=True)
-    compute = promotion.compute_dtype(problem.dtype)
+    compute = CTC_COMPUTE_DTYPE
 
     @quiet
     def kernel(v) -> None:
@@ -200,7 +204,7 @@ def ctc_loss_backward(c: Call) -> Kernel:
         raise c.fail("logAlpha", f"shape must be (N={problem.batch}, T={problem.steps}, at "
                                  f"least {problem.states} states)")
     c.check_out("out", c.tensor("logProbs").shape, problem.dtype, exact_dtype=True)
-    compute = promotion.compute_dtype(problem.dtype)
+    compute = CTC_COMPUTE_DTYPE
 
     @quiet
     def kernel(v) -> None:
@@ -228,7 +232,8 @@ def ctc_loss_backward(c: Call) -> Kernel:
             step = np.where(t == lengths - 1, np.where(start, emit[t], minus_inf), step)
             following = np.where(valid & (t < lengths), step, minus_inf)
             beta[:, t] = following
-        together = alpha + beta  # (N, T, S')
+        # (N, T, S'): only a sequence's own states count (logAlpha past them is not read)
+        together = np.where(valid[:, None, :], alpha + beta, minus_inf)
         top = np.max(together, axis=2, keepdims=True)
         shift = np.where(np.isfinite(top), top, compute.type(0))
         one_hot = (labels[:, :, None] == xp.arange(problem.classes)[None, None, :]).astype(
