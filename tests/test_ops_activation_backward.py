@@ -15,6 +15,7 @@ import openacl
 from op_harness import BF16, assert_close, from_torch, random_array, to_torch
 from openacl import aclnn
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+from test_ops_activation import _clipped_reference, _situ_reference
 
 HALF_FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32)]
 
@@ -220,18 +221,6 @@ def test_ge_glu_backward_matches_autograd(approximate, left, dtype):
         assert_close(result.numpy(), golden, f"GeGluBackward {approximate}")
 
 
-def _situ(t, dim, beta, linear_beta, left):
-    dim = dim % t.dim()
-    merged = t.reshape(int(np.prod(t.shape[:dim])), -1)
-    first, second = merged.chunk(2, 1)
-    gate, up = (first, second) if left else (second, first)
-    situ = beta * torch.tanh(gate / beta) * torch.sigmoid(gate)
-    up = linear_beta * torch.tanh(up / linear_beta) if linear_beta > 0 else up
-    shape = list(t.shape)
-    shape[dim] //= 2
-    return (situ * up).reshape(shape)
-
-
 @pytest.mark.parametrize("linear_beta", [0.0, 2.5])
 @pytest.mark.parametrize("left", [False, True])
 @pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
@@ -239,7 +228,7 @@ def test_situ_glu_grad_matches_autograd(linear_beta, left, dtype):
     x = random_array((2, 6, 3), dtype, np.random.default_rng(13), -3, 3)
     g = random_array((2, 3, 3), dtype, np.random.default_rng(14), -2, 2)
     result = openacl.ops.situ_glu_grad(_dev(g), _dev(x), 1, 1.5, linear_beta, left)
-    golden = _grad(lambda t: _situ(t, 1, 1.5, linear_beta, left), x, g, dtype)
+    golden = _grad(lambda t: _situ_reference(t, 1, 1.5, linear_beta, left), x, g, dtype)
     assert_close(result.numpy(), golden, f"SituGluGrad {linear_beta} {left}")
 
 
@@ -360,20 +349,6 @@ def test_scaled_masked_softmax_backward_matches_autograd(mask_shape, dtype):
         assert np.allclose(golden.numpy(), exact, atol=1e-5)
 
 
-def _clipped(t, groups, dim, alpha, limit, bias, interleaved):
-    dim %= t.dim()
-    merged = t.reshape(int(np.prod(t.shape[:dim])), -1)
-    rows = min(int(groups.sum()), merged.shape[0]) if groups is not None else merged.shape[0]
-    part = merged[:rows]
-    a, b = (part[:, ::2], part[:, 1::2]) if interleaved else part.chunk(2, 1)
-    a = a.clamp(max=limit)
-    result = a * torch.sigmoid(alpha * a) * (b.clamp(-limit, limit) + bias)
-    rest = torch.zeros(merged.shape[0] - rows, merged.shape[1] // 2, dtype=t.dtype)
-    shape = list(t.shape)
-    shape[dim] //= 2
-    return torch.cat([result, rest]).reshape(shape)
-
-
 @pytest.mark.parametrize("interleaved", [True, False])
 @pytest.mark.parametrize("groups", [None, (1, 2)], ids=str)
 @pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
@@ -383,6 +358,7 @@ def test_clipped_swiglu_grad_matches_autograd(interleaved, groups, dtype):
     index = None if groups is None else np.array(groups, np.int64)
     result = openacl.ops.clipped_swiglu_grad(_dev(g), _dev(x), None if index is None else
                                              _dev(index), 1, 1.702, 4.0, 1.0, interleaved)
-    golden = _grad(lambda t: _clipped(t, None if index is None else torch.from_numpy(index),
-                                      1, 1.702, 4.0, 1.0, interleaved), x, g, dtype)
+    groups_t = None if index is None else torch.from_numpy(index)
+    golden = _grad(lambda t: _clipped_reference(t, groups_t, 1, 1.702, 4.0, 1.0, interleaved),
+                   x, g, dtype)
     assert_close(result.numpy(), golden, f"ClippedSwigluGrad {interleaved} {groups}")

@@ -225,20 +225,6 @@ register("HardsigmoidBackward", "gradOutput: tensor, self: tensor, out: tensor!"
     _simple(hardsigmoid_grad, HALF_FLOAT_DTYPES, out="out", same_shape=True))
 
 
-@register("HardshrinkBackward", "gradOutput: tensor, self: tensor, lambd: scalar = 0.5, "
-                                "gradInput: tensor!")
-def hardshrink_backward(c: Call) -> Kernel:
-    """gradOutput where ``|x| > lambd``, else 0; a negative lambd counts as 0 (CANN)."""
-    dtype = _prepare(c, "gradOutput", "self", "gradInput", HALF_FLOAT_DTYPES, same_dtype=True,
-                     exact=True)
-    compute = promotion.compute_dtype(dtype)
-    lambd = max(c.scalar("lambd", compute), compute.type(0))
-
-    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return np.where((x >= -lambd) & (x <= lambd), compute.type(0), g)
-    return _elementwise(c, fn, dtype)
-
-
 @register("GeluBackwardV2", "gradOutput: tensor, self: tensor, approximate: str = 'none', "
                             "gradInput: tensor!")
 def gelu_backward_v2(c: Call) -> Kernel:
@@ -277,20 +263,29 @@ def softplus_backward(c: Call) -> Kernel:
     return _elementwise(c, fn, dtype)
 
 
-@register("SoftshrinkBackward", "gradOutput: tensor, self: tensor, lambd: scalar = 0.5, "
-                                "gradInput: tensor!")
-def softshrink_backward(c: Call) -> Kernel:
-    """gradOutput where ``|x| > lambd``, else 0 (lambd >= 0; CANN names it ``lambda``, a
-    Python keyword)."""
-    dtype = _prepare(c, "gradOutput", "self", "gradInput", FLOAT_DTYPES, same_dtype=True)
-    compute = promotion.compute_dtype(dtype)
-    lambd = c.scalar("lambd", compute)
-    if not lambd >= 0:
-        raise c.fail("lambd", f"must be >= 0, got {lambd}")
+def _shrink_backward(negative_lambd: str) -> Callable[[Call], Kernel]:
+    """gradOutput where ``|x| > lambd``, else 0. A negative lambd is refused (Softshrink's
+    doc) or counts as 0 (Hardshrink's): ``negative_lambd`` "refuse" or "clamp"."""
+    def prepare(c: Call) -> Kernel:
+        dtype = _prepare(c, "gradOutput", "self", "gradInput", HALF_FLOAT_DTYPES,
+                         same_dtype=True, exact=True)
+        compute = promotion.compute_dtype(dtype)
+        lambd = c.scalar("lambd", compute)
+        if negative_lambd == "refuse" and not lambd >= 0:
+            raise c.fail("lambd", f"must be >= 0, got {lambd}")
+        lambd = max(lambd, compute.type(0))
 
-    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return np.where((x >= -lambd) & (x <= lambd), compute.type(0), g)
-    return _elementwise(c, fn, dtype)
+        def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+            return np.where((x >= -lambd) & (x <= lambd), compute.type(0), g)
+        return _elementwise(c, fn, dtype)
+    return prepare
+
+
+# CANN names Softshrink's ``lambda``, a Python keyword: it is ``lambd`` here, as in torch
+register("SoftshrinkBackward", "gradOutput: tensor, self: tensor, lambd: scalar = 0.5, "
+                               "gradInput: tensor!")(_shrink_backward("refuse"))
+register("HardshrinkBackward", "gradOutput: tensor, self: tensor, lambd: scalar = 0.5, "
+                               "gradInput: tensor!")(_shrink_backward("clamp"))
 
 
 @register("ThresholdBackward", "gradOutput: tensor, self: tensor, threshold: scalar, "
