@@ -243,6 +243,17 @@ def test_unregistered_op_disappears_from_every_face(threaded_runtime):
         c.aclnnAddCustomGetWorkspaceSize  # noqa: B018
     with pytest.raises(AttributeError):
         openacl.ops.add_custom  # noqa: B018
+    first = custom.register_op(add_op())  # registered again: new faces for the new definition
+    phase1, c_phase1, helper = (aclnn.add_custom_get_workspace_size,
+                                c.aclnnAddCustomGetWorkspaceSize, openacl.ops.add_custom)
+    assert aclnn.add_custom_get_workspace_size is phase1  # built once per definition
+    custom.unregister_op("AddCustom")
+    custom.register_op(add_op())
+    assert REGISTRY["AddCustom"] is not first
+    assert aclnn.add_custom_get_workspace_size is not phase1
+    assert c.aclnnAddCustomGetWorkspaceSize is not c_phase1
+    assert openacl.ops.add_custom is not helper
+    custom.unregister_op("AddCustom")
     with raises(ACL_ERROR_OP_NOT_FOUND, "AddCustom"):
         aclop.execute_v2("AddCustom", [], [], [], [], None, 0)
 

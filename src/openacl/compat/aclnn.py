@@ -12,9 +12,10 @@ from openacl import tensor as _tensor
 from openacl._api import module_dir
 from openacl.compat.convention import returning_code, returning_handle, returning_outputs
 from openacl.errors import ACLNN_ERR_PARAM_INVALID
-from openacl.ops import REGISTRY
+from openacl.ops import BUILT_IN, REGISTRY
 from openacl.ops import executor as _executor
 from openacl.ops.dispatch import bind_arguments, phase1, phase2
+from openacl.ops.faces import resolve
 from openacl.ops.registry import OpDef
 from openacl.ops.signature import python_signature
 
@@ -39,10 +40,6 @@ def _c_phase2(op: OpDef):
     return returning_code(launch, ACLNN_ERR_PARAM_INVALID)
 
 
-for _op in REGISTRY.values():
-    globals()[f"{_op.c_name}GetWorkspaceSize"] = _c_phase1(_op)
-    globals()[_op.c_name] = _c_phase2(_op)
-del _op
 
 aclSetAclOpExecutorRepeatable = returning_code(_executor.set_executor_repeatable)
 aclDestroyAclOpExecutor = returning_code(_executor.destroy_executor)
@@ -84,18 +81,18 @@ aclGetScalarListSize = returning_outputs(_tensor.get_scalar_list_size, (0,))
 __all__ = [
     *sorted(name for name in globals() if name.startswith("acl") and not name.startswith(
         "aclnn") and callable(globals()[name])),
-    *sorted(name for op in REGISTRY.values()
-            for name in (f"{op.c_name}GetWorkspaceSize", op.c_name)),
+    *sorted(f"aclnn{name}{suffix}" for name in BUILT_IN for suffix in ("GetWorkspaceSize", "")),
 ]
 __dir__ = module_dir(globals())
 
 
 def __getattr__(name: str) -> Any:
-    """C-named functions of operators registered after import (custom operators)."""
+    """The C-named phase 1 or 2 of the operator ``name`` stands for, as the registry has it
+    now (ops/faces.py: built once, kept here for built-in operators)."""
     suffix = "GetWorkspaceSize"
+    op = None
     if name.startswith("aclnn"):
-        op_type = name[len("aclnn"):].removesuffix(suffix)
-        op = REGISTRY.get(op_type)
-        if op is not None:
-            return _c_phase1(op) if name.endswith(suffix) else _c_phase2(op)
-    raise AttributeError(f"module 'openacl.compat.aclnn' has no attribute {name!r}")
+        op = REGISTRY.get(name[len("aclnn"):].removesuffix(suffix))
+    if name.endswith(suffix):
+        return resolve(globals(), name, op, "c_phase1", _c_phase1, BUILT_IN)
+    return resolve(globals(), name, op, "c_phase2", _c_phase2, BUILT_IN)

@@ -29,17 +29,12 @@ __all__ = ["REGISTRY", "OpDef", "register", "register_inplace", "FAMILIES",
 
 
 def __getattr__(name: str):
-    """The one-shot helper ``openacl.ops.<name>``, made on first use (making all ~200 at
-    import would cost memory a model run never needs) and kept for the built-in operators;
-    custom operators registered after import are found the same way."""
-    from openacl.ops.dispatch import phase1, phase2
-    from openacl.ops.oneshot import make_one_shot
+    """The one-shot helper ``openacl.ops.<name>`` of the operator ``name`` stands for, as
+    the registry has it now (ops/faces.py: made on first use, not at import, and kept here
+    for built-in operators); custom operators registered after import are found the same
+    way, and are gone once unregistered."""
+    from openacl.ops.faces import resolve
+    from openacl.ops.oneshot import one_shot_face
     from openacl.ops.registry import by_snake_name
 
-    op = by_snake_name(name)
-    if op is None:
-        raise AttributeError(f"module 'openacl.ops' has no attribute {name!r}")
-    helper = make_one_shot(op, phase1, phase2)
-    if op.name in BUILT_IN and REGISTRY.get(op.name) is op:
-        globals()[name] = helper
-    return helper
+    return resolve(globals(), name, by_snake_name(name), "one_shot", one_shot_face, BUILT_IN)

@@ -99,3 +99,10 @@ def make_one_shot(op: OpDef, phase1: Callable, phase2: Callable) -> Callable[...
     one_shot.__doc__ = f"One-shot {op.c_name}: allocates outputs, runs, returns them.\n\n{op.doc}"
     one_shot.__signature__ = signature  # type: ignore[attr-defined]
     return public(one_shot)  # an AclError leaving it records the recent error message
+
+
+def one_shot_face(op: OpDef) -> Callable[..., Any]:
+    """The one-shot helper of ``op`` over the two phases (the face ops/faces.py caches)."""
+    from openacl.ops.dispatch import phase1, phase2
+
+    return make_one_shot(op, phase1, phase2)

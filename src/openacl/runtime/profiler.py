@@ -224,8 +224,11 @@ def _patch_api(session: Session) -> None:
         module = sys.modules.get(module_name)
         if module is None:
             continue
+        lazy = "__getattr__" in module.__dict__  # its functions are made on first use
         for attr in _public_functions(module):
             fn = module.__dict__.get(attr)
+            if fn is None and lazy:
+                fn = getattr(module, attr, None)
             if fn is None or isinstance(fn, type) or not callable(fn) or \
                     getattr(fn, "__module__", "").startswith("typing"):
                 continue
