@@ -223,12 +223,12 @@ def diag_flat(c: Call) -> Kernel:
 
 
 # -- generated fills ---------------------------------------------------------------------------
-@register("Arange", "start: scalar, end: scalar, step: scalar, out: tensor!")
-def arange(c: Call) -> Kernel:
-    """``start, start + step, ...`` up to but excluding ``end`` (``torch.arange``); the
-    one-shot helper picks int64 for integer scalars, else float32, as torch does."""
+def sequence_bounds(c: Call, supported: frozenset[np.dtype]) -> tuple[float, float, float]:
+    """The scalars ``start``, ``end``, ``step`` of a sequence operator (Arange, Range):
+    each of a ``supported`` dtype, finite, and a non-zero step that goes from start
+    towards end."""
     for name in ("start", "end", "step"):
-        c.check_dtype(name, ARANGE_SCALAR_DTYPES)
+        c.check_dtype(name, supported)
     start, end, step = (float(c[n].value) for n in ("start", "end", "step"))
     if not all(math.isfinite(x) for x in (start, end, step)):
         raise c.fail("end", "start, end and step must be finite")
@@ -236,6 +236,14 @@ def arange(c: Call) -> Kernel:
         raise c.fail("step", "must not be zero")
     if (end - start) * step < 0:
         raise c.fail("step", f"has the wrong sign to go from {start} to {end}")
+    return start, end, step
+
+
+@register("Arange", "start: scalar, end: scalar, step: scalar, out: tensor!")
+def arange(c: Call) -> Kernel:
+    """``start, start + step, ...`` up to but excluding ``end`` (``torch.arange``); the
+    one-shot helper picks int64 for integer scalars, else float32, as torch does."""
+    start, end, step = sequence_bounds(c, ARANGE_SCALAR_DTYPES)
     size = max(math.ceil((end - start) / step), 0)
     integral = all(promotion.category(c[n].dtype) <= promotion.INTEGER
                    for n in ("start", "end", "step"))
