@@ -246,3 +246,69 @@ def test_conv_tbc_errors():
     error = _error(aclnn.conv_tbc_backward_get_workspace_size,
                    _dev(np.ones((3, 2, 4), np.float32)), x, w, b, 0, 0, *grads)
     assert error.code == ACLNN_ERR_PARAM_INVALID and "'self'" in error.message
+
+
+# -- QuantConvolution -----------------------------------------------------------------------------
+@pytest.mark.parametrize("bias_dtype", [F32, BF16, F16, np.dtype(np.int32), None], ids=str)
+@pytest.mark.parametrize("shapes", [((2, 4, 7, 6), (6, 2, 3, 3), [1, 2], [1, 0], [1, 1], 2),
+                                    ((1, 3, 4, 5, 6), (4, 3, 2, 3, 2), [1, 1, 2], [0, 1, 1],
+                                     [2, 1, 1], 1)], ids=str)
+def test_quant_convolution_matches_torch(bias_dtype, shapes):
+    x_shape, w_shape, stride, padding, dilation, groups = shapes
+    rng = np.random.default_rng(17)
+    x = rng.integers(-128, 128, x_shape).astype(np.int8)
+    w = rng.integers(-128, 128, w_shape).astype(np.int8)
+    c_out = w_shape[0]
+    scale = rng.uniform(1e-4, 1e-3, c_out).astype(np.float32)
+    bias = None if bias_dtype is None else (
+        rng.integers(-50, 50, c_out).astype(np.int32) if bias_dtype == np.int32 else
+        random_array((c_out,), bias_dtype, rng, -2, 2))
+    conv = (F.conv2d, F.conv3d)[len(x_shape) - 4]
+    channels = (1, -1) + (1,) * (len(x_shape) - 2)
+    want = conv(torch.from_numpy(x).double(), torch.from_numpy(w).double(), None, stride,
+                padding, dilation, groups) * torch.from_numpy(scale).double().reshape(channels)
+    if bias is not None:
+        want = want + to_torch(bias).double().reshape(channels)
+    dtype = BF16 if bias_dtype == BF16 else F16
+    got = openacl.ops.quant_convolution(_dev(x), _dev(w), None if bias is None else _dev(bias),
+                                        _dev(scale), None, stride, padding, dilation, False,
+                                        None, groups, 0, None).numpy()
+    assert_close(got, _rounded(want, dtype), f"{shapes} {bias_dtype}")
+
+
+def test_quant_convolution_float32_output_and_errors():
+    x, w = (_dev(np.ones(s, np.int8)) for s in ((1, 2, 5, 5), (3, 2, 3, 3)))
+    scale = _dev(np.full(3, 0.5, np.float32))
+    out = openacl.empty((1, 3, 3, 3), np.float32)
+    ws, exe = aclnn.quant_convolution_get_workspace_size(x, w, None, scale, None, [1, 1],
+                                                         [0, 0], [1, 1], False, None, 1, 0,
+                                                         None, out)
+    aclnn.quant_convolution(0, ws, exe, 0)
+    assert np.all(out.numpy() == 9.0)                     # 18 ones * 0.5
+    fn = aclnn.quant_convolution_get_workspace_size
+
+    def args(**changes):
+        base = dict(input=x, weight=w, bias=None, scale=scale, offset=None, stride=[1, 1],
+                    padding=[0, 0], dilation=[1, 1], transposed=False, outputPadding=None,
+                    groups=1, offsetx=0, roundMode=None, output=out)
+        base.update(changes)
+        return list(base.values())
+
+    for changes, code, name in [
+        (dict(input=None), ACLNN_ERR_PARAM_NULLPTR, "'input'"),
+        (dict(scale=None), ACLNN_ERR_PARAM_NULLPTR, "'scale'"),
+        (dict(input=_dev(np.ones((1, 2, 5, 5), np.float32))), ACLNN_ERR_PARAM_INVALID,
+         "'input'"),
+        (dict(scale=_dev(np.ones(2, np.float32))), ACLNN_ERR_PARAM_INVALID, "'scale'"),
+        (dict(bias=_dev(np.ones(3, np.int8))), ACLNN_ERR_PARAM_INVALID, "'bias'"),
+        (dict(transposed=True), ACLNN_ERR_PARAM_INVALID, "'transposed'"),
+        (dict(offsetx=200), ACLNN_ERR_PARAM_INVALID, "'offsetx'"),
+        (dict(groups=2), ACLNN_ERR_PARAM_INVALID, "'groups'"),
+        (dict(stride=[1]), ACLNN_ERR_PARAM_INVALID, "'stride'"),
+        (dict(output=openacl.empty((1, 3, 3, 3), np.int8)), ACLNN_ERR_PARAM_INVALID,
+         "'output'"),
+        (dict(output=openacl.empty((1, 3, 4, 4), np.float32)), ACLNN_ERR_PARAM_INVALID,
+         "'output'"),
+    ]:
+        error = _error(fn, *args(**changes))
+        assert error.code == code and name in error.message, (changes, error.message)

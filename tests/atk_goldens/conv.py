@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from atk_driver import golden
+from atk_driver import BF16, golden
 
 
 def _pairs(padding, spatial: int) -> list[tuple[int, int]]:
@@ -95,3 +95,20 @@ def conv_tbc_backward(grad, x, w, bias, pad, cube=0):
     bias = bias.clone().requires_grad_(True)
     torch.conv_tbc(x, w, bias, pad).backward(grad)
     return x.grad, w.grad, bias.grad
+
+
+@golden("QuantConvolution", with_dtypes=True)
+def quant_convolution(dtypes, x, w, bias, scale, offset, stride, padding, dilation,
+                      transposed=False, output_padding=None, groups=1, offsetx=0,
+                      round_mode=None):
+    """conv(x, w) * scale + bias; the result dtype is the one-shot's (BFLOAT16 for a
+    BFLOAT16 bias, else FLOAT16), what overflows it made its infinity."""
+    channels = (1, -1) + (1,) * (x.dim() - 2)
+    value = _forward(x, w, None, stride, padding, dilation, groups=groups)
+    value = value * scale.float().double().reshape(channels)
+    if bias is not None:
+        value = value + bias.float().double().reshape(channels)
+    half = torch.bfloat16 if dtypes[2] == BF16 else torch.float16
+    rounded = value.to(half).double()
+    return torch.where(torch.isinf(rounded) & (value.abs() > torch.finfo(half).max), rounded,
+                       value)

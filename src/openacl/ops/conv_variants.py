@@ -1,6 +1,7 @@
 """Convolutions in other argument lists and layouts: aclnnConvDepthwise2d (a depthwise 2-d
-convolution with its kernel size spelled out) and aclnnConvTbc / aclnnConvTbcBackward (a
-1-d convolution over (time, batch, channel) tensors, ``torch.conv_tbc``).
+convolution with its kernel size spelled out), aclnnConvTbc / aclnnConvTbcBackward (a
+1-d convolution over (time, batch, channel) tensors, ``torch.conv_tbc``) and
+aclnnQuantConvolution (INT8 operands, per-channel scale; conv.py's im2col in float64).
 
 ConvDepthwise2d is aclnnConvolution's phase 1 and kernels run under this operator's
 argument names (``self`` -> input, ``out`` -> output, groups = the input channels). ConvTbc
@@ -15,13 +16,23 @@ from typing import Any
 import numpy as np
 
 from openacl.ops import promotion
-from openacl.ops.call import Call, Kernel, TensorArg
-from openacl.ops.conv import CONV_DTYPES, Geometry, cast_operand, convolution, im2col
+from openacl.ops.call import Call, Kernel, TensorArg, array_module, as_array
+from openacl.ops.conv import (
+    CONV_DTYPES,
+    Geometry,
+    cast_operand,
+    convolution,
+    im2col,
+    int_list,
+    padding_pairs,
+)
 from openacl.ops.conv_backward import back_geometry, gradients
 from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
+from openacl.ops.promotion import BFLOAT16
+from openacl.ops.quant_matmul import ENCODED_SCALE_DTYPES, decode_scale
 from openacl.ops.registry import register
 
-__all__ = ["conv_depthwise2d", "conv_tbc", "conv_tbc_backward"]
+__all__ = ["conv_depthwise2d", "conv_tbc", "conv_tbc_backward", "quant_convolution"]
 
 DEPTHWISE_DIMS = 4  # (N, C, H, W)
 DEPTHWISE_SPATIAL = 2
@@ -32,6 +43,13 @@ DEPTHWISE_DILATION_RANGE = (1, 255)
 TBC_DIMS = 3  # (time, batch, channels); weight (kernel, C_in, C_out)
 NCL_OF_TBC = (1, 2, 0)  # (T, B, C) -> (B, C, T)
 OIK_OF_KIO = (2, 1, 0)  # weight (K, C_in, C_out) -> (C_out, C_in, K)
+INT8 = np.dtype(np.int8)
+FLOAT16, FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
+QUANT_CONV_DIMS = (4, 5)  # 2-d and 3-d
+QUANT_CONV_SCALE_DTYPES = frozenset({FLOAT32, np.dtype(np.int64), np.dtype(np.uint64)})
+QUANT_CONV_BIAS_DTYPES = frozenset({BFLOAT16, FLOAT16, FLOAT32, np.dtype(np.int32)})
+QUANT_CONV_OUT_DTYPES = frozenset({BFLOAT16, FLOAT16, FLOAT32})
+QUANT_OFFSET_X_RANGE = (-128, 127)
 
 
 def _as_convolution(c: Call, renames: dict[str, str], fixed: dict[str, Any]) -> Kernel:
@@ -156,4 +174,80 @@ def conv_tbc_backward(c: Call) -> Kernel:
                   v["weight"].transpose(OIK_OF_KIO),
                   [v["gradInput"].transpose(NCL_OF_TBC), v["gradWeight"].transpose(OIK_OF_KIO),
                    v["gradBias"]], g, back, False, rounded, compute)
+    return kernel
+
+
+# -- QuantConvolution ---------------------------------------------------------------------------
+@register("QuantConvolution",
+          "input: tensor, weight: tensor, bias: tensor?, scale: tensor = None, offset: tensor?, "
+          "stride: int_array = None, padding: int_array = None, dilation: int_array = None, "
+          "transposed: bool = False, outputPadding: int_array?, groups: int = 1, "
+          "offsetx: int = 0, roundMode: str?, output: tensor!")
+def quant_convolution(c: Call) -> Kernel:
+    """Per-channel quantized 2-d / 3-d convolution of INT8 ``input`` and ``weight``:
+    ``output = conv(input, weight) * scale + bias``, the convolution exact (float64), then
+    float32 (scale FLOAT32, or TransQuantParamV2's INT64/UINT64 words) into FLOAT16,
+    BFLOAT16 or FLOAT32. CANN reserves ``offset``, ``transposed`` (must be false) and
+    ``outputPadding``; ``offsetx`` must be in [-128, 127] and ``roundMode`` only matters
+    for the float8 outputs, which are refused (no host dtype). A one-shot call's output is
+    BFLOAT16 for a BFLOAT16 bias, else FLOAT16 (CANN's golden)."""
+    x, w = c.tensor("input"), c.tensor("weight")
+    for name in ("input", "weight"):
+        c.check_dtype(name, {INT8})
+    if x.ndim not in QUANT_CONV_DIMS or w.ndim != x.ndim:
+        raise c.fail("input", "input and weight must both have 4 (2-d) or 5 (3-d) dims")
+    if c["transposed"]:
+        raise c.fail("transposed", "is reserved by CANN: must be false")
+    if not QUANT_OFFSET_X_RANGE[0] <= c["offsetx"] <= QUANT_OFFSET_X_RANGE[1]:
+        raise c.fail("offsetx", f"must be in [{QUANT_OFFSET_X_RANGE[0]}, "
+                                f"{QUANT_OFFSET_X_RANGE[1]}]")
+    spatial = x.ndim - 2
+    groups = c["groups"]
+    if groups < 1 or w.shape[0] % groups or w.shape[1] * groups != x.shape[1]:
+        raise c.fail("groups", f"must be >= 1, divide C_out ({w.shape[0]}) and make "
+                               f"groups * weight's C ({w.shape[1]}) = input's C ({x.shape[1]})")
+    c_out = w.shape[0]
+    scale = c.tensor("scale")
+    c.check_dtype("scale", QUANT_CONV_SCALE_DTYPES)
+    if scale.shape != (c_out,):
+        raise c.fail("scale", f"must have shape [{c_out}] (the output channels)")
+    bias_dtype = None
+    if c.has("bias"):
+        bias_dtype = c.check_dtype("bias", QUANT_CONV_BIAS_DTYPES)
+        if c.tensor("bias").shape != (c_out,):
+            raise c.fail("bias", f"must have shape [{c_out}] (the output channels)")
+    stride = int_list(c, "stride", spatial, 1, 1)
+    dilation = int_list(c, "dilation", spatial, 1, 1)
+    pads = padding_pairs(c, spatial, False)
+    extent = tuple(d * (k - 1) + 1 for d, k in zip(dilation, w.shape[2:], strict=True))
+    out_size = tuple((i + b + a - e) // s + 1 for i, (b, a), e, s in zip(
+        x.shape[2:], pads, extent, stride, strict=True))
+    if any(o <= 0 for o in out_size):
+        raise c.fail("weight", f"the (dilated) kernel {list(extent)} is larger than the padded "
+                               f"input: output size {list(out_size)}")
+    given = c["output"]
+    if given is not None:
+        dtype = c.check_dtype("output", QUANT_CONV_OUT_DTYPES, given.dtype)
+    else:
+        dtype = BFLOAT16 if bias_dtype == BFLOAT16 else FLOAT16
+    c.check_out("output", (x.shape[0], c_out, *out_size), dtype, exact_dtype=True)
+    g = Geometry(groups, stride, dilation, pads, (0,) * spatial, tuple(w.shape[2:]), out_size,
+                 False)
+    encoded = scale.dtype in ENCODED_SCALE_DTYPES
+    wide = np.dtype(np.float64)
+    channels = (1, -1) + (1,) * spatial
+
+    def kernel(v) -> None:
+        out = v["output"]
+        if out.size == 0:
+            return
+        product = array_module(out).empty(out.shape, wide)
+        im2col(product, cast_operand(v["input"], wide, wide),
+               cast_operand(v["weight"], wide, wide), None, g, wide)
+        factor = as_array(v["scale"])
+        factor = decode_scale(factor)[0] if encoded else factor.astype(np.float32)
+        value = product.astype(np.float32) * factor.reshape(channels)
+        if v.get("bias") is not None:
+            value += as_array(v["bias"]).astype(np.float32).reshape(channels)
+        v.write("output", value)
     return kernel

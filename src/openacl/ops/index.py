@@ -73,7 +73,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "ConvolutionBackward",
     ),
     "conv_variants": (
-        "ConvDepthwise2d", "ConvTbc", "ConvTbcBackward",
+        "ConvDepthwise2d", "ConvTbc", "ConvTbcBackward", "QuantConvolution",
     ),
     "creation": (
         "Eye", "InplaceOne", "Linspace", "Range", "Repeat",
@@ -113,6 +113,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "ForeachSubListV2", "ForeachSubScalar", "ForeachSubScalarInplace",
         "ForeachSubScalarList", "ForeachSubScalarV2", "ForeachTan", "ForeachTanh",
         "ForeachZeroInplace",
+    ),
+    "fused_norm": (
+        "DeepNorm", "GroupNormSilu", "GroupNormSiluV2", "GroupNormSwish",
     ),
     "indexing": (
         "ExpandIntoJaggedPermute", "GatherV2", "GatherV3", "Index", "IndexAdd", "IndexAddV2",
@@ -208,8 +211,8 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "scattering": (
         "InplaceScatter", "InplaceScatterReduce", "InplaceScatterValue", "Scatter",
-        "ScatterAdd", "ScatterNd", "ScatterNdUpdate", "ScatterReduce", "ScatterValue",
-        "TfScatterAdd",
+        "ScatterAdd", "ScatterList", "ScatterNd", "ScatterNdUpdate", "ScatterReduce",
+        "ScatterValue", "TfScatterAdd",
     ),
     "selection": (
         "ApplyTopKTopP", "Kthvalue", "Median", "MedianDim", "NanMedian", "NanMedianDim",
