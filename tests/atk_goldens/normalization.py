@@ -179,3 +179,37 @@ def instance_norm(x, gamma, beta, data_format="NCHW", eps=1e-5):
     shape = [1, 1, 1, -1] if channel_last else [1, -1, 1, 1]
     y = (x - mean) * torch.rsqrt(var + eps) * gamma.reshape(shape) + beta.reshape(shape)
     return y, mean, var
+
+
+def _group_norm_act(x, gamma, beta, group, eps, scale):
+    n, c = x.shape[:2]
+    grouped = x.reshape(n, group, -1)
+    mean = grouped.mean(-1)
+    rstd = torch.rsqrt(grouped.var(-1, unbiased=False) + eps)
+    affine = [1, c] + [1] * (x.dim() - 2)
+    y = ((grouped - mean[..., None]) * rstd[..., None]).reshape(x.shape)
+    y = y * gamma.reshape(affine) + beta.reshape(affine)
+    if scale is not None:
+        y = y * torch.sigmoid(scale * y)
+    return y, mean, rstd
+
+
+@golden("GroupNormSilu")
+def group_norm_silu(x, gamma, beta, group, eps=1e-5):
+    return _group_norm_act(x, gamma, beta, group, eps, 1.0)
+
+
+@golden("GroupNormSiluV2")
+def group_norm_silu_v2(x, gamma, beta, group, eps=1e-5, activate=True):
+    return _group_norm_act(x, gamma, beta, group, eps, 1.0 if activate else None)
+
+
+@golden("GroupNormSwish")
+def group_norm_swish(x, gamma, beta, group, layout=None, eps=1e-5, activate=True, scale=1.0):
+    return _group_norm_act(x, gamma, beta, group, eps, float(scale) if activate else None)
+
+
+@golden("DeepNorm")
+def deep_norm(x, gx, beta, gamma, alpha=0.3, eps=1e-6):
+    y, mean, rstd = _layer_norm(alpha * x + gx, list(gamma.shape), gamma, beta, float(eps))
+    return mean, rstd, y

@@ -472,16 +472,28 @@ def group_norm(c: Call) -> Kernel:
     eps = c["eps"]
 
     def kernel(v) -> None:
-        x = v.compute("self", dtype).reshape(batch, group, channels // group * spatial)
-        mean, centred, variance = _moments(x, 2)
-        rstd = _rsqrt(variance, eps)
-        y = (centred * rstd).reshape(batch, channels, spatial)
-        y *= v.compute("gamma", FLOAT32).reshape(channels, 1)
-        y += v.compute("beta", FLOAT32).reshape(channels, 1)
+        y, mean, rstd = group_norm_values(v, "self", dtype, shape, group, eps)
         v.write("out", y.reshape(shape))
-        v.write("meanOut", mean.reshape(batch, group))
-        v.write("rstdOut", rstd.reshape(batch, group))
+        v.write("meanOut", mean)
+        v.write("rstdOut", rstd)
     return kernel
+
+
+def group_norm_values(v, name: str, dtype: np.dtype, shape, group: int, eps: float,
+                      gamma: str | None = "gamma", beta: str | None = "beta"
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(y (N, C, spatial), mean (N, group), rstd (N, group)) of GroupNorm over input
+    ``name``; a null ``gamma`` / ``beta`` (or None) is ones / zeros."""
+    batch, channels, spatial = shape[0], shape[CHANNEL_AXIS], math.prod(shape[2:])
+    x = v.compute(name, dtype).reshape(batch, group, channels // group * spatial)
+    mean, centred, variance = _moments(x, 2)
+    rstd = _rsqrt(variance, eps)
+    y = (centred * rstd).reshape(batch, channels, spatial)
+    if gamma is not None and v.get(gamma) is not None:
+        y *= v.compute(gamma, FLOAT32).reshape(channels, 1)
+    if beta is not None and v.get(beta) is not None:
+        y += v.compute(beta, FLOAT32).reshape(channels, 1)
+    return y, mean.reshape(batch, group), rstd.reshape(batch, group)
 
 
 # -- InstanceNorm --------------------------------------------------------------------------------
