@@ -288,11 +288,16 @@ def _addc(fn: Callable, supported) -> Callable[[Call], Kernel]:
         c.check_dtype("self", supported, dtype)
         c.check_out("out", c.broadcast("self", "tensor1", "tensor2"), dtype)
         value = c.scalar("value", dtype)
+        # floats: the sum of self and a product that nearly cancel it is formed in float64
+        # (one rounding, into out); integers compute in their own dtype
+        wide = np.dtype(np.float64) if promotion.is_floating(dtype) else None
+
+        def read(v, name: str):
+            operand = v.compute(name, dtype)
+            return operand if wide is None else operand.astype(wide)
 
         def kernel(v) -> None:
-            x = v.compute("self", dtype)
-            v.write("out", x + value * fn(v.compute("tensor1", dtype),
-                                          v.compute("tensor2", dtype)))
+            v.write("out", read(v, "self") + value * fn(read(v, "tensor1"), read(v, "tensor2")))
         return kernel
     return prepare
 

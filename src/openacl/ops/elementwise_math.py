@@ -32,6 +32,7 @@ from openacl.ops.fpstate import quiet
 from openacl.ops.registry import register, register_inplace
 
 FLOAT32 = np.dtype(np.float32)
+FLOAT64 = np.dtype(np.float64)
 LERP_DTYPES = FLOAT_DTYPES - {np.dtype(np.float64)}  # FLOAT, FLOAT16, BFLOAT16
 LERP_OUT_DTYPES = FLOAT_DTYPES  # Lerps also writes DOUBLE
 LERP_SPLIT = 0.5  # torch's lerp switches formula at |weight| = 0.5 (exact at both ends)
@@ -65,11 +66,11 @@ def _lerp(c: Call) -> Kernel:
     c.check_out("out", c.broadcast(*_tensor_names(c, "self", "end", "weight")), dtype)
     if c["out"] is not None:
         c.check_dtype("out", LERP_OUT_DTYPES)
-    read_weight = _operand(c, "weight", dtype)
+    read_weight = _operand(c, "weight", FLOAT64)
 
     @quiet
-    def kernel(v) -> None:
-        v.write("out", _lerp_values(v.compute("self", dtype), v.compute("end", dtype),
+    def kernel(v) -> None:  # in float64: the difference of close ends cancels exactly
+        v.write("out", _lerp_values(v.compute("self", FLOAT64), v.compute("end", FLOAT64),
                                     read_weight(v)))
     return kernel
 
@@ -90,7 +91,7 @@ def _log_add_exp(fn: np.ufunc) -> Callable[[Call], Kernel]:
         for name in ("self", "other"):
             c.check_dtype(name, LOG_ADD_EXP_DTYPES)
         promoted = c.result_type("self", "other")
-        result = _float_result(promoted)
+        result = compute = _float_result(promoted)  # float64 operands compute in float64
         if result not in LOG_ADD_EXP_OUT_DTYPES:
             result = FLOAT32
         c.check_out("out", c.broadcast("self", "other"), result)
@@ -99,7 +100,7 @@ def _log_add_exp(fn: np.ufunc) -> Callable[[Call], Kernel]:
 
         @quiet
         def kernel(v) -> None:
-            v.store("out", fn, v.compute("self", result), v.compute("other", result))
+            v.store("out", fn, v.compute("self", compute), v.compute("other", compute))
         return kernel
     return prepare
 

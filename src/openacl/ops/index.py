@@ -52,6 +52,10 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "RemainderTensorTensor", "Round", "Rsqrt", "Rsub", "Rsubs", "Sign", "Sin", "Sinh",
         "Sqrt", "Sub", "Subs", "Tan", "Tanh",
     ),
+    "batch_norm_sync": (
+        "BatchNormElemt", "BatchNormElemtBackward", "BatchNormGatherStatsWithCounts",
+        "BatchNormReduceBackward", "BatchNormStats",
+    ),
     "comparison": (
         "BitwiseAndScalar", "BitwiseAndTensor", "BitwiseAndTensorOut", "BitwiseNot",
         "BitwiseOrScalar", "BitwiseOrTensor", "BitwiseXorScalar", "BitwiseXorTensor",
@@ -113,6 +117,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "ForeachSubListV2", "ForeachSubScalar", "ForeachSubScalarInplace",
         "ForeachSubScalarList", "ForeachSubScalarV2", "ForeachTan", "ForeachTanh",
         "ForeachZeroInplace",
+    ),
+    "fused_linear": (
+        "FusedLinearCrossEntropyLossGrad", "FusedLinearOnlineMaxSum",
     ),
     "fused_norm": (
         "DeepNorm", "GroupNormSilu", "GroupNormSiluV2", "GroupNormSwish",

@@ -1,0 +1,403 @@
+"""Goldens of the math family (CANN's math/ operators in arithmetic.py, elementwise_math.py,
+comparison.py, reduction.py, creation.py and statistics.py): elementwise arithmetic and
+math, comparisons and logic, reductions and scans, sort, creation.
+
+Each is PyTorch in float64 (the driver widens the inputs). Where an operator's result
+depends on its inputs' own dtypes (comparisons, which round a scalar or a mixed operand
+into the promoted dtype first; bitwise and logical operators; NanToNum's replacements,
+which a half-precision tensor cannot hold), the golden takes the original dtypes
+(``with_dtypes``) and lets torch compute on them: the result is exact there (bool, or a
+value the output holds exactly).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from atk_driver import golden
+
+BF16_NAME = "bfloat16"
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    name = BF16_NAME if str(dtype) == BF16_NAME else np.dtype(dtype).name
+    return getattr(torch, name)
+
+
+def _native(dtypes, *values):
+    """Each tensor back in its original dtype (a wide unsigned one as int64: torch has few
+    kernels for uint16/32/64, and their values fit)."""
+    out = []
+    for dtype, value in zip(dtypes, values, strict=False):
+        if isinstance(value, torch.Tensor) and dtype is not None:
+            target = _torch_dtype(dtype)
+            if target in (torch.uint16, torch.uint32, torch.uint64):
+                target = torch.int64
+            value = value.to(target)
+        out.append(value)
+    return out
+
+
+def _result_dtype(fn, dtypes, values) -> torch.dtype:
+    """The dtype torch gives ``fn`` on the inputs' original dtypes (found on ones of the
+    same ranks: cheap, and never a division by zero)."""
+    tiny = [torch.ones((1,) * value.dim(), dtype=_native([d], value)[0].dtype)
+            if isinstance(value, torch.Tensor) and d is not None else value
+            for d, value in zip(dtypes, values, strict=False)]
+    return fn(*tiny).dtype
+
+
+def rounded(op: str, fn=None):
+    """Register ``fn`` (computed in float64) as ``op``'s golden, its result rounded once to
+    the dtype torch gives on the original dtypes (a float32 exp past 3.4e38 is inf); with
+    ``fn`` omitted, a decorator."""
+    if fn is None:
+        return lambda function: rounded(op, function)
+
+    def compute(dtypes, *values):
+        dtype = _result_dtype(fn, dtypes, values)
+        if dtype.is_floating_point:  # CANN casts integer operands to the result dtype first
+            values = [v.to(dtype).double() if isinstance(v, torch.Tensor) and d is not None
+                      and np.dtype(d).kind in "biu" else v
+                      for d, v in zip(dtypes, values, strict=False)]
+        result = fn(*values)
+        return result.to(dtype).double() if dtype.is_floating_point else result
+    golden(op, with_dtypes=True)(compute)
+    return fn
+
+
+def _all_dims(x: torch.Tensor, dims) -> list[int]:
+    """CANN's rule: an empty (or absent) dim list reduces every dim."""
+    dims = list(dims) if dims is not None and not isinstance(dims, int) else (
+        [dims] if isinstance(dims, int) else [])
+    return dims or list(range(x.dim()))
+
+
+# -- unary elementwise -----------------------------------------------------------------------
+for _name, _fn in (("Abs", torch.abs), ("Acos", torch.acos), ("Acosh", torch.acosh),
+                   ("Asin", torch.asin), ("Asinh", torch.asinh), ("Atan", torch.atan),
+                   ("Atanh", torch.atanh), ("Cos", torch.cos), ("Cosh", torch.cosh),
+                   ("Erf", torch.erf), ("Exp", torch.exp), ("Log1p", torch.log1p),
+                   ("Neg", torch.neg), ("Reciprocal", torch.reciprocal),
+                   ("Rsqrt", torch.rsqrt), ("Sin", torch.sin), ("Sinh", torch.sinh),
+                   ("Sqrt", torch.sqrt), ("Tan", torch.tan), ("Tanh", torch.tanh),
+                   ("Ceil", torch.ceil), ("Floor", torch.floor)):
+    rounded(_name, _fn)
+
+
+@golden("Sign")
+def sign(x):
+    return x if x.dtype == torch.bool else torch.sign(x)
+
+
+# -- binary elementwise ----------------------------------------------------------------------
+@rounded("Add")
+def add(x, y, alpha=1):
+    return torch.add(x, y, alpha=1 if alpha is None else alpha)
+
+
+rounded("Adds", add)
+
+
+@rounded("Sub")
+def sub(x, y, alpha=1):
+    return torch.sub(x, y, alpha=1 if alpha is None else alpha)
+
+
+rounded("Subs", sub)
+
+
+@rounded("Rsub")
+def rsub(x, y, alpha=1):
+    return y - (1 if alpha is None else alpha) * x
+
+
+rounded("Rsubs", rsub)
+rounded("Mul", torch.mul)
+rounded("Muls", torch.mul)
+
+
+@rounded("Div")
+def div(x, y):
+    return torch.true_divide(x, y)
+
+
+rounded("Divs", div)
+rounded("Maximum", torch.maximum)
+rounded("Minimum", torch.minimum)
+rounded("Atan2", torch.atan2)
+rounded("FmodTensor", torch.fmod)
+rounded("FmodScalar", torch.fmod)
+rounded("RemainderTensorTensor", torch.remainder)
+rounded("RemainderTensorScalar", torch.remainder)
+
+
+@rounded("RemainderScalarTensor")
+def remainder_scalar_tensor(x, y):
+    return torch.remainder(torch.tensor(x, dtype=y.dtype), y)
+
+
+@rounded("FloorDivide")
+def floor_divide(x, y):
+    return torch.floor_divide(x, y)
+
+
+rounded("FloorDivides", floor_divide)
+
+
+@rounded("DivMod")
+def div_mod(x, y, mode):
+    return torch.div(x, y, rounding_mode={0: None, 1: "trunc", 2: "floor"}[int(mode)])
+
+
+rounded("PowTensorTensor", torch.pow)
+rounded("PowTensorScalar", torch.pow)
+
+
+@rounded("PowScalarTensor")
+def pow_scalar_tensor(x, y):
+    return torch.pow(x, y)
+
+
+@rounded("Addcmul")
+def addcmul(x, t1, t2, value):
+    return torch.addcmul(x, t1, t2, value=value)
+
+
+@rounded("Addcdiv")
+def addcdiv(x, t1, t2, value):
+    return torch.addcdiv(x, t1, t2, value=value)
+
+
+@rounded("Clamp")
+def clamp(x, low=None, high=None):
+    return torch.clamp(x, low, high)
+
+
+rounded("ClampMin", clamp)
+
+
+@rounded("ClampMax")
+def clamp_max(x, high):
+    return torch.clamp(x, None, high)
+
+
+rounded("ClampTensor", clamp)
+
+
+# -- elementwise math --------------------------------------------------------------------------
+rounded("Lerp", torch.lerp)
+rounded("Lerps", torch.lerp)
+rounded("LogAddExp", lambda x, y: torch.logaddexp(x.double(), y.double()))
+rounded("LogAddExp2", lambda x, y: torch.logaddexp2(x.double(), y.double()))
+rounded("XLogYTensor", torch.xlogy)
+rounded("XLogYScalarOther", torch.xlogy)
+
+
+@rounded("XLogYScalarSelf")
+def xlogy_scalar_self(x, y):
+    return torch.xlogy(x, y)
+
+
+@golden("NanToNum", with_dtypes=True)
+def nan_to_num(dtypes, x, nan, posinf, neginf):
+    (native,) = _native(dtypes[:1], x)
+    if native.is_floating_point():  # the replacements rounded to self's dtype, as CANN's
+        return torch.nan_to_num(native, nan, posinf, neginf).double()
+    return native
+
+
+# -- comparison and logic -------------------------------------------------------------------------
+def _compare(fn):
+    def compare(dtypes, x, y):
+        return fn(*_native(dtypes, x, y))
+    return compare
+
+
+for _name, _fn in (("Eq", torch.eq), ("Ne", torch.ne), ("Gt", torch.gt), ("Ge", torch.ge),
+                   ("Lt", torch.lt), ("Le", torch.le)):
+    for _form in ("Tensor", "Scalar"):
+        golden(f"{_name}{_form}", with_dtypes=True)(_compare(_fn))
+for _name, _fn in (("LogicalAnd", torch.logical_and), ("LogicalOr", torch.logical_or),
+                   ("BitwiseAndTensor", torch.bitwise_and),
+                   ("BitwiseOrTensor", torch.bitwise_or)):
+    golden(_name, with_dtypes=True)(_compare(_fn))
+golden("LogicalNot")(torch.logical_not)
+golden("IsInf")(torch.isinf)
+golden("IsFinite")(torch.isfinite)
+golden("IsPosInf")(torch.isposinf)
+golden("IsNegInf")(torch.isneginf)
+
+
+@golden("BitwiseNot", with_dtypes=True)
+def bitwise_not(dtypes, x):
+    (native,) = _native(dtypes, x)
+    return torch.bitwise_not(native)
+
+
+@golden("SWhere")
+def s_where(condition, x, y):
+    return torch.where(condition.bool(), x, y)
+
+
+@golden("IsClose")
+def is_close(x, y, rtol, atol, equal_nan):
+    return torch.isclose(x, y, rtol, atol, bool(equal_nan))
+
+
+@golden("Equal")
+def equal(x, y):
+    return torch.tensor([x.shape == y.shape and torch.equal(x, y)])
+
+
+# -- reductions ----------------------------------------------------------------------------------
+@golden("ReduceSum")
+def reduce_sum(x, dims=(), keep=False, dtype=None):
+    return torch.sum(x, _all_dims(x, dims), keepdim=bool(keep)) if x.dim() else x
+
+
+@golden("Mean")
+def mean(x, dims=(), keep=False, dtype=None):
+    return torch.mean(x, _all_dims(x, dims), keepdim=bool(keep)) if x.dim() else x
+
+
+@golden("MeanV2")
+def mean_v2(x, dims=(), keep=False, noop=False):
+    if noop and not dims:
+        return x
+    return torch.mean(x, _all_dims(x, dims), keepdim=bool(keep)) if x.dim() else x
+
+
+def _extremum(fn):
+    def reduce(x, dims=(), keep=False):
+        return fn(x, _all_dims(x, dims), keepdim=bool(keep)) if x.dim() else x
+    return reduce
+
+
+golden("Amax")(_extremum(torch.amax))
+golden("Amin")(_extremum(torch.amin))
+golden("Any")(_extremum(torch.any))
+golden("All")(_extremum(torch.all))
+
+
+@golden("MaxV2")
+def max_v2(x, dims=(), keep=False, noop=False):
+    if noop and not dims:
+        return x
+    return torch.amax(x, _all_dims(x, dims), keepdim=bool(keep)) if x.dim() else x
+
+
+golden("Max")(torch.max)
+golden("Min")(torch.min)
+
+
+@golden("MaxDim")
+def max_dim(x, dim, keep=False):
+    values, indices = torch.max(x, dim, bool(keep))
+    return values, indices
+
+
+@golden("MinDim")
+def min_dim(x, dim, keep=False):
+    values, indices = torch.min(x, dim, bool(keep))
+    return values, indices
+
+
+@golden("Prod")
+def prod(x, dtype=None):
+    return torch.prod(x)
+
+
+@golden("ProdDim")
+def prod_dim(x, dim, keep=False, dtype=None):
+    return torch.prod(x, dim, bool(keep)) if x.dim() else x
+
+
+@golden("Std")
+def std(x, dims=None, correction=1, keep=False):
+    return torch.std(x, _all_dims(x, dims), correction=correction, keepdim=bool(keep))
+
+
+@golden("Cumsum")
+def cumsum(x, dim, dtype=None):
+    return torch.cumsum(x, dim) if x.dim() else x
+
+
+@golden("CumsumV2")
+def cumsum_v2(x, dim, exclusive=False, reverse=False):
+    if not x.dim():
+        return x * 0 if exclusive else x
+    if reverse:
+        x = torch.flip(x, [dim])
+    sums = torch.cumsum(x, dim)
+    if exclusive:
+        sums = torch.cat([torch.zeros_like(sums.narrow(dim, 0, 1)),
+                          sums.narrow(dim, 0, sums.shape[dim] - 1)], dim)
+    return torch.flip(sums, [dim]) if reverse else sums
+
+
+@golden("Cummax")
+def cummax(x, dim):
+    values, indices = torch.cummax(x, dim)
+    return values, indices
+
+
+@golden("Sort")
+def sort(x, stable=False, dim=-1, descending=False):
+    values, indices = torch.sort(x, dim=dim, descending=bool(descending), stable=True)
+    return values, indices
+
+
+@golden("Argsort")
+def argsort(x, dim=-1, descending=False):
+    return torch.sort(x, dim=dim, descending=bool(descending), stable=True)[1]
+
+
+@golden("Trace")
+def trace(x):
+    return torch.trace(x.long() if x.dtype == torch.bool else x)
+
+
+@golden("Dot", with_dtypes=True)
+def dot(dtypes, x, y):
+    """The float64 product rounded to the inputs' dtype (a float16 sum past 65504 is inf)."""
+    if not x.is_floating_point():
+        return torch.dot(x, y)
+    return torch.dot(x, y).to(_torch_dtype(dtypes[0])).double()
+
+
+# -- creation --------------------------------------------------------------------------------------
+@golden("Eye")
+def eye(n, m):
+    return torch.eye(n, m, dtype=torch.float64)
+
+
+def _range_refused(inputs) -> str | None:
+    start, end, step = inputs[:3]
+    if step == 0 or (end - start) * step < 0:
+        return "a zero step, or one of the wrong sign: CANN documents the refusal"
+    return None
+
+
+@golden("Range", skip=_range_refused)
+def range_(start, end, step):
+    size = math.floor((end - start) / step) + 1
+    return start + step * torch.arange(size, dtype=torch.float64)
+
+
+@golden("Linspace")
+def linspace(start, end, steps):
+    return torch.linspace(start, end, steps, dtype=torch.float64)
+
+
+@golden("InplaceOne")
+def inplace_one(x):
+    return torch.ones_like(x)
+
+
+@golden("Repeat")
+def repeat(x, repeats):
+    return x.repeat(*repeats)
