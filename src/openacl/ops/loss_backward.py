@@ -73,13 +73,22 @@ def _pointwise_backward(c: Call, derivative: PointwiseGrad, grad: str = "gradOut
     def kernel(v) -> None:
         slope = derivative(v.compute("self", compute), v.compute("target", compute),
                            **attributes)
-        gradient = v.compute(grad, compute) * slope
-        v.write(out, gradient * scale if scale != 1 else gradient)
+        upstream = v.compute(grad, compute)
+        if type(slope) is type(upstream) and slope.shape == shape and slope.ndim:
+            np.multiply(slope, upstream, out=slope)  # (the slope is a fresh array)
+            gradient = slope
+        else:
+            gradient = slope * upstream
+        if scale != 1:
+            gradient = np.multiply(gradient, scale, out=gradient) if gradient.ndim else \
+                gradient * scale
+        v.write(out, gradient)
     return kernel
 
 
 def _mse_slope(x, y):
-    return (x - y) * x.dtype.type(2)
+    difference = np.subtract(x, y)
+    return np.add(difference, difference, out=difference)
 
 
 def _l1_slope(x, y):
@@ -87,11 +96,12 @@ def _l1_slope(x, y):
 
 
 def _smooth_l1_slope(x, y, beta: float):
-    difference = x - y
+    difference = np.subtract(x, y)
     if beta == 0.0:
         return np.sign(difference)
-    return np.where(np.abs(difference) < beta, difference / x.dtype.type(beta),
-                    np.sign(difference))
+    # d / beta below beta, sign(d) above it: d / beta clipped to [-1, 1]
+    scaled = np.multiply(difference, x.dtype.type(1.0 / beta))
+    return np.clip(scaled, x.dtype.type(-1), x.dtype.type(1))
 
 
 def _soft_margin_slope(x, y):
@@ -413,7 +423,7 @@ def chamfer_distance_backward(c: Call) -> Kernel:
 
     def push(grad, index, values) -> None:
         """grad[b, index[b, i]] -= values[b, i] (several i may name one point)."""
-        batch = np.arange(grad.shape[0])[:, None] * grad.shape[1]
+        batch = array_module(grad).arange(grad.shape[0])[:, None] * grad.shape[1]
         flat = grad.reshape(-1, POINT_DIMS)
         np.add.at(flat, (index + batch).reshape(-1), -values.reshape(-1, POINT_DIMS))
 
