@@ -332,3 +332,48 @@ def test_new_scatter_refusals():
         var, _dev(np.zeros((2,), np.int64)), _dev(np.zeros((3, 5), np.float32))), "updates")
     _fails_in_kernel("scatter_nd_update", var, _dev(np.array([[4]])),
                      _dev(np.zeros((1, 5), np.float32)), match="index 4")
+
+
+# -- ScatterList --------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BF16,
+                                   np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)],
+                         ids=str)
+def test_scatter_list_writes_each_batch_at_its_offset(dtype):
+    batch, shape = 3, (4, 6, 5)
+    var = [random_array(shape, dtype, RNG) for _ in range(batch)]
+    updates = random_array((batch, 4, 2, 5), dtype, RNG)
+    for indice, mask in [(np.array([0, 4, 2]), None),
+                         (np.array([[1, 2], [5, 1], [0, 0]], np.int32),
+                          np.array([1, 0, 1], np.uint8))]:
+        targets = [_dev(t) for t in var]
+        openacl.ops.scatter_list(targets, indice, updates, mask, "update", -2)
+        for b in range(batch):
+            want = var[b].copy()
+            if mask is None or mask[b] == 1:
+                start, length = (indice[b], 2) if indice.ndim == 1 else indice[b]
+                want[:, start:start + length] = updates[b][:, :length]
+            _exact(targets[b].numpy(), want)
+    targets = [_dev(t) for t in var]  # axis 1 of updates: dim 0 of each varRef tensor
+    short = random_array((batch, 3, 6, 5), dtype, RNG)
+    openacl.ops.scatter_list(targets, np.array([1, 0, 1]), short, None, "update", 1)
+    want = var[0].copy()
+    want[1:4] = short[0]
+    _exact(targets[0].numpy(), want)
+
+
+def test_scatter_list_refusals():
+    var = [_dev(np.zeros((4, 6), np.float32)) for _ in range(2)]
+    updates = _dev(np.zeros((2, 4, 2), np.float32))
+    indice = _dev(np.array([0, 1]))
+    _error(lambda: aclnn.scatter_list_get_workspace_size(var, indice, updates, None, "sum", -1),
+           "reduceOptional")
+    _error(lambda: aclnn.scatter_list_get_workspace_size(var, indice, updates, None, "update",
+                                                         0), "axis")
+    _error(lambda: aclnn.scatter_list_get_workspace_size(
+        var, indice, updates, _dev(np.ones(2, np.int32)), "update", -1), "maskOptional")
+    _error(lambda: aclnn.scatter_list_get_workspace_size(
+        var, _dev(np.zeros((2, 3), np.int64)), updates, None, "update", -1), "indice")
+    _error(lambda: aclnn.scatter_list_get_workspace_size(
+        var, indice, _dev(np.zeros((2, 4, 7), np.float32)), None, "update", -1), "updates")
+    _fails_in_kernel("scatter_list", var, _dev(np.array([0, 5])), updates, None, "update", -1,
+                     match="holds offset 5")

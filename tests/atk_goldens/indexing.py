@@ -20,6 +20,7 @@ from atk_driver import _to_torch, golden
 SCATTER_REDUCE = {1: "add", 2: "multiply"}  # aclnnScatter / ScatterValue reduce values
 SCATTER_REDUCE_TORCH = {0: "sum", 1: "sum", 2: "prod", 3: "amax", 4: "amin", 5: "mean"}
 GATHER_OUT_OF_RANGE_MODE = 2  # aclnnGatherV3's mode that gathers zeros out of range
+DRIVER_TAKES_NO_LIST_RESULTS = True  # ScatterList's in-place list: see _scatter_list_skip
 
 
 def _t(value):
@@ -507,3 +508,36 @@ def apply_top_k_top_p(logits, p, k):
         dropped[:, -1] = False
         ordered = ordered.masked_fill(dropped, float("-inf"))
     return torch.empty_like(ordered).scatter(-1, order, ordered)
+
+
+# -- ScatterList ------------------------------------------------------------------------------
+def _scatter_list_skip(inputs) -> str | None:
+    var, indice, updates, mask = inputs[:4]
+    if DRIVER_TAKES_NO_LIST_RESULTS:
+        return ("aclnnScatterList writes a tensor list in place; atk_driver.run_case reads "
+                "each result with .numpy() and takes no list yet")
+    if mask is not None and np.asarray(mask).dtype != np.uint8:
+        return (f"the file's mask is {np.asarray(mask).dtype}; CANN's document takes UINT8 "
+                f"only")
+    starts = np.asarray(indice).astype(np.int64).reshape(len(var), -1)
+    axis = inputs[5] % np.asarray(updates).ndim
+    room, span = np.asarray(var[0]).shape[axis - 1], np.asarray(updates).shape[axis]
+    lengths = starts[:, 1] if starts.shape[1] == 2 else np.full(len(var), span)
+    if np.any(starts[:, 0] < 0) or np.any(lengths < 0) or np.any(lengths > span) or np.any(
+            starts[:, 0] + lengths > room):
+        return "the drawn offsets / lengths leave varRef (CANN: out of range unsupported)"
+    return None
+
+
+@golden("ScatterList", skip=_scatter_list_skip)
+def scatter_list(var, indice, updates, mask, reduce, axis):
+    axis = axis % updates.dim()
+    rows = indice.long().reshape(len(var), -1)
+    out = [t.clone() for t in var]
+    for b, target in enumerate(out):
+        if mask is not None and int(mask[b]) != 1:
+            continue
+        start = int(rows[b, 0])
+        length = int(rows[b, 1]) if rows.shape[1] == 2 else updates.shape[axis]
+        target.narrow(axis - 1, start, length).copy_(updates[b].narrow(axis - 1, 0, length))
+    return tuple(out)

@@ -12,6 +12,8 @@ with ``reduce``, ``Tensor.scatter_reduce`` with ``include_self``):
   0 none (replace), 1 add, 2 mul, and for ScatterReduce also 3 max, 4 min, 5 mean;
   ``includeSelf`` false starts every position that receives a value from the reduction's
   identity instead of ``self`` (a mean then averages the received values only).
+* ``ScatterList``: a KV-cache style write of ``updates[b]`` into the tensor ``varRef[b]`` of
+  a list along ``axis`` at ``indice[b]`` (see its docstring).
 * ``ScatterNd``: ``out = data`` with ``out[indices[i..., :]] = updates[i...]``: the last
   dim of ``indices`` addresses the first ``indices.shape[-1]`` dims of ``data``, and
   ``updates`` has the shape ``indices.shape[:-1] + data.shape[indices.shape[-1]:]``.
@@ -52,10 +54,13 @@ from openacl.ops.movement import (
     F16,
     F32,
     I8,
+    I16,
     I32,
     I64,
     INDEX_DTYPES,
     U8,
+    U16,
+    U32,
     _check_index_range,
     _fill_value,
 )
@@ -67,6 +72,10 @@ SCATTER_DTYPES = ALL_DTYPES - WIDE_UNSIGNED_DTYPES
 SCATTER_ND_DTYPES = ALL_DTYPES
 SCATTER_ND_UPDATE_DTYPES = F16 | BF16 | F32 | I64 | BOOL_DTYPES | I8  # (float8s: no numpy)
 TF_SCATTER_ADD_DTYPES = F32 | F16 | BF16 | I32 | I8 | U8
+# INT8, INT16, INT32, UINT8, UINT16, UINT32, FLOAT16, BFLOAT16, FLOAT (aclnnScatterList)
+SCATTER_LIST_DTYPES = I8 | I16 | I32 | U8 | U16 | U32 | F16 | BF16 | F32
+SCATTER_LIST_MASK_DTYPES = U8
+SCATTER_LIST_UPDATE = "update"  # the one reduction aclnnScatterList takes
 MAX_SCATTER_DIMS = 8
 
 NONE, ADD, MUL, MAX, MIN, MEAN = range(6)  # CANN's reduce values
@@ -351,3 +360,66 @@ register_inplace("ScatterNdUpdate", "varRef: tensor!, indices: tensor, updates: 
                  _scatter_nd_update, varRef="varRef")
 register_inplace("TfScatterAdd", "varRef: tensor!, indices: tensor, updates: tensor",
                  _tf_scatter_add, varRef="varRef")
+
+
+# -- ScatterList -------------------------------------------------------------------------------
+def _scatter_list(c: Call) -> Kernel:
+    """Write ``updates[b]`` into ``varRef[b]`` along ``axis`` for every batch ``b`` whose
+    ``maskOptional[b]`` is 1 (all without a mask): from offset ``indice[b]`` (1-D indice:
+    all of the update; 2-D: ``indice[b] = (offset, length)``, the first ``length`` slices
+    of it). ``axis`` counts in ``updates``' dims (default -2) and may not be its batch dim."""
+    var = c["varRef"]
+    updates = c.tensor("updates")
+    c.check_dtype("updates", SCATTER_LIST_DTYPES)
+    batch = len(var)
+    shape = var[0].shape
+    for item in var:
+        if item.shape != shape or item.dtype != updates.dtype:
+            raise c.fail("varRef", f"every tensor must have shape {list(shape)} and updates' "
+                                   f"dtype {updates.dtype}")
+    if not shape or updates.ndim != len(shape) + 1 or updates.shape[0] != batch:
+        raise c.fail("updates", f"shape must be [{batch}] + a varRef tensor's shape "
+                                f"{list(shape)} (varRef tensors need at least 1 dim)")
+    axis = c["axis"] + updates.ndim if c["axis"] < 0 else c["axis"]
+    if not 0 < axis < updates.ndim:
+        raise c.fail("axis", f"must be in (0, {updates.ndim}) after wrapping (not the batch "
+                             f"dim)")
+    for k, (n, m) in enumerate(zip(updates.shape[1:], shape, strict=True)):
+        if (n > m) if k == axis - 1 else (n != m):
+            raise c.fail("updates", f"dim {k + 1} ({n}) does not fit varRef's dim {k} ({m})")
+    indice = c.tensor("indice")
+    c.check_dtype("indice", INDEX_DTYPES)
+    if indice.shape not in ((batch,), (batch, 2)):
+        raise c.fail("indice", f"shape must be [{batch}] (offsets) or [{batch}, 2] (offset, "
+                               f"length)")
+    if c["maskOptional"] is not None:
+        c.check_dtype("maskOptional", SCATTER_LIST_MASK_DTYPES)
+        if c.tensor("maskOptional").shape != (batch,):
+            raise c.fail("maskOptional", f"shape must be [{batch}]")
+    if (c["reduceOptional"] or SCATTER_LIST_UPDATE) != SCATTER_LIST_UPDATE:
+        raise c.fail("reduceOptional", f"only {SCATTER_LIST_UPDATE!r} is supported")
+    c.check_out_list("varRef", [shape] * batch, updates.dtype)
+    span, room = updates.shape[axis], shape[axis - 1]
+    masked = c["maskOptional"] is not None
+
+    def kernel(v) -> None:
+        starts = as_array(v["indice"]).reshape(batch, -1)
+        chosen = as_array(v["maskOptional"]) == 1 if masked else None
+        source = v["updates"]
+        for b in range(batch):
+            if chosen is not None and not bool(chosen[b]):
+                continue
+            start = int(starts[b, 0])
+            length = int(starts[b, 1]) if starts.shape[1] == 2 else span
+            if start < 0 or length < 0 or length > span or start + length > room:
+                raise IndexError(f"aclnnScatterList: argument 'indice' holds offset {start} "
+                                 f"and length {length} for batch {b}; updates have {span} "
+                                 f"along axis {axis} and varRef {room}")
+            into = (slice(None),) * (axis - 1) + (slice(start, start + length),)
+            v["varRef"][b][into] = source[b][(slice(None),) * (axis - 1) + (slice(0, length),)]
+    return kernel
+
+
+register_inplace("ScatterList", "varRef: tensors!, indice: tensor, updates: tensor, "
+                                "maskOptional: tensor?, reduceOptional: str? = 'update', "
+                                "axis: int = -2", _scatter_list, varRef="varRef")
