@@ -533,3 +533,111 @@ def test_mv_addmv_addbmm_gemm_errors():
     ]:
         error = _error(fn, *args)
         assert error.code == code and name in error.message, (fn.__name__, error.message)
+
+
+# -- FusedLinearOnlineMaxSum, FusedLinearCrossEntropyLossGrad --------------------------------
+def _shard(dtype, seed, rows=12, hidden=16, vocab=130):
+    rng = np.random.default_rng(seed)
+    x, w = _rand((rows, hidden), dtype, seed), _rand((vocab, hidden), dtype, seed + 1)
+    target = rng.integers(0, 400, rows).astype(np.int64)
+    target[:3] = [100, 229, 230]  # the shard's first and last index, and one past it
+    return x, w, target
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16)], ids=str)
+def test_fused_linear_online_max_sum_matches_torch(dtype):
+    x, w, target = _shard(dtype, 50)
+    logits = (to_torch(x).double() @ to_torch(w).double().T).float().double()
+    peak = logits.max(-1)[0]
+    shifted = logits - peak[:, None]
+    tt = torch.from_numpy(target)
+    off = (tt < 100) | (tt >= 230)
+    local = torch.where(off, 0, tt - 100)
+    got = openacl.ops.fused_linear_online_max_sum(_dev(x), _dev(w), _dev(target), 100, 230)
+    assert len(got) == 6
+    for out, want in zip(got[:3], (peak, shifted.exp().sum(-1), torch.where(
+            off, 0.0, shifted[torch.arange(12), local])), strict=True):
+        assert_close(out.numpy(), want.float().numpy())
+    assert np.array_equal(got[3].numpy(), np.packbits(off.numpy(), bitorder="little"))
+    assert np.array_equal(got[4].numpy(), local.numpy())
+    assert_close(got[5].numpy(), from_torch(logits.to(to_torch(np.zeros(0, dtype)).dtype)))
+
+
+def test_fused_linear_online_max_sum_without_the_logits_output_and_errors():
+    x, w, target = _shard(BF16, 51)
+    outs = [openacl.empty((12,), np.float32) for _ in range(3)] + [
+        openacl.empty((2,), np.uint8), openacl.empty((12,), np.int64)]
+    tensors = [_dev(x), _dev(w), _dev(target)]
+    ws, exe = aclnn.fused_linear_online_max_sum_get_workspace_size(*tensors, 0, 130, *outs,
+                                                                   None)
+    aclnn.fused_linear_online_max_sum(0, ws, exe, 0)
+    peak = (to_torch(x).double() @ to_torch(w).double().T).max(-1)[0]
+    assert_close(outs[0].numpy(), peak.float().numpy())
+    fn = aclnn.fused_linear_online_max_sum_get_workspace_size
+    for args, name in [
+        ((tensors[0], _dev(np.ones((130, 8), BF16)), tensors[2], 0, 130, *outs, None),
+         "'weight'"),
+        ((tensors[0], _dev(np.ones((130, 16), np.float16)), tensors[2], 0, 130, *outs, None),
+         "'weight'"),
+        ((tensors[0], tensors[1], _dev(np.ones(5, np.int64)), 0, 130, *outs, None), "'target'"),
+        ((tensors[0], tensors[1], _dev(np.ones(12, np.float32)), 0, 130, *outs, None),
+         "'target'"),
+        ((*tensors, 10, 200, *outs, None), "'vocabEndIndex'"),
+        ((*tensors, 0, 130, *outs[:3], openacl.empty((12,), np.uint8), outs[4], None),
+         "'targetMaskOut'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and name in error.message, error.message
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16)], ids=str)
+@pytest.mark.parametrize("form", ["softmax", "recomputed", "bool mask"])
+def test_fused_linear_cross_entropy_loss_grad_matches_torch(dtype, form):
+    x, w, target = _shard(dtype, 52)
+    tt = torch.from_numpy(target)
+    off = (tt < 100) | (tt >= 230)
+    local = torch.where(off, 0, tt - 100).to(torch.int32)
+    grad = np.random.default_rng(53).uniform(0, 1, 12).astype(np.float32)
+    logits = to_torch(x).double() @ to_torch(w).double().T
+    peak, total = logits.max(-1)[0], (logits - logits.max(-1)[0][:, None]).exp().sum(-1)
+    probabilities = torch.softmax(logits, -1)
+    mask = off.numpy() if form == "bool mask" else np.packbits(off.numpy(), bitorder="little")
+    inputs = [_dev(grad), _dev(x), _dev(w), _dev(mask), _dev(local.numpy()), 0.0]
+    if form == "recomputed":
+        inputs += [_dev(peak.float().numpy()), _dev(total.float().numpy()), None]
+    else:
+        inputs += [None, None, _dev(probabilities.float().numpy())]
+    grad_input, grad_weight = openacl.ops.fused_linear_cross_entropy_loss_grad(*inputs)
+    wanted = probabilities.clone()
+    wanted[torch.arange(12), local.long()] -= (~off).double()
+    wanted = wanted * torch.from_numpy(grad).double()[:, None]
+    half = to_torch(np.zeros(0, dtype)).dtype
+    assert_close(grad_input.numpy(), from_torch((wanted @ to_torch(w).double()).to(half)))
+    assert_close(grad_weight.numpy(), from_torch((wanted.T @ to_torch(x).double()).to(half)))
+
+
+def test_fused_linear_cross_entropy_loss_grad_errors():
+    x, w, target = _shard(BF16, 54)
+    grad, local = _dev(np.ones(12, np.float32)), _dev(np.zeros(12, np.int32))
+    mask, softmax = _dev(np.zeros(2, np.uint8)), _dev(np.zeros((12, 130), np.float32))
+    outs = [openacl.empty((12, 16), BF16), openacl.empty((130, 16), BF16)]
+    fn = aclnn.fused_linear_cross_entropy_loss_grad_get_workspace_size
+    xd, wd = _dev(x), _dev(w)
+    for args, code, name in [
+        ((None, xd, wd, mask, local, 0.0, None, None, softmax, *outs),
+         ACLNN_ERR_PARAM_NULLPTR, "'grad'"),
+        ((grad, xd, wd, mask, local, 0.1, None, None, softmax, *outs),
+         ACLNN_ERR_PARAM_INVALID, "'labelSmoothing'"),
+        ((grad, xd, wd, mask, local, 0.0, None, None, None, *outs),
+         ACLNN_ERR_PARAM_INVALID, "'logitsMaxOptional'"),
+        ((grad, xd, wd, _dev(np.zeros(1, np.uint8)), local, 0.0, None, None, softmax, *outs),
+         ACLNN_ERR_PARAM_INVALID, "'targetMask'"),
+        ((grad, xd, _dev(np.ones((64, 16), BF16)), mask, local, 0.0, None, None, softmax,
+          *outs), ACLNN_ERR_PARAM_INVALID, "'weight'"),           # vocab < 128
+        ((grad, xd, wd, mask, local, 0.0, None, None, _dev(np.zeros((12, 4), np.float32)),
+          *outs), ACLNN_ERR_PARAM_INVALID, "'softmaxOptional'"),
+        ((grad, xd, wd, mask, local, 0.0, None, None, softmax, outs[0],
+          openacl.empty((130, 16), np.float32)), ACLNN_ERR_PARAM_INVALID, "'weightGradOut'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == code and name in error.message, (name, error.message)

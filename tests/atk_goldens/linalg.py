@@ -1,5 +1,6 @@
 """Goldens of the matmul family (CANN's matmul/ operators): Matmul, Mm, Mv, BatchMatMul,
-Addmm, Addmv, Addbmm, Baddbmm, Gemm, FusedMatmul, Einsum. Each is PyTorch in float64 (the
+Addmm, Addmv, Addbmm, Baddbmm, Gemm, Einsum, FusedLinearOnlineMaxSum and
+FusedLinearCrossEntropyLossGrad. Each is PyTorch in float64 (the
 driver widens the inputs); ``cubeMathType`` only selects the NPU's Cube logic (on CPU the
 full-precision product stays within every dtype's standard) and is ignored here.
 
@@ -9,6 +10,7 @@ arguments."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from atk_driver import golden
@@ -72,3 +74,40 @@ def gemm(a, b, c, alpha=1.0, beta=1.0, trans_a=0, trans_b=0, out=None, cube=0):
 @golden("Einsum")
 def einsum(tensors, equation):
     return torch.einsum(equation, *tensors)
+
+
+def _flag_input(inputs) -> str | None:
+    if len(inputs) > 5:
+        return ("the ATK's vocabParallelLogitsOutFlag (whether the optional logits output is "
+                "given) is no aclnn argument, and the driver binds inputs to arguments only")
+    return None
+
+
+@golden("FusedLinearOnlineMaxSum", skip=_flag_input)
+def fused_linear_online_max_sum(x, w, target, start=0, end=0):
+    """CANN's golden: the logits in float64 rounded to float32, a target on the shard when
+    start <= target < end, the mask packed a bit per row (row 8 j + i: bit i of byte j)."""
+    logits = (x @ w.T).float().double()
+    peak = logits.max(-1)[0]
+    shifted = logits - peak[:, None]
+    off = (target < start) | (target >= end)
+    local = torch.where(off, 0, target - start)
+    picked = torch.where(off, 0.0, shifted[torch.arange(len(target)), local.clamp(
+        0, logits.shape[1] - 1)])
+    bits = np.packbits(off.numpy(), bitorder="little")
+    return peak, shifted.exp().sum(-1), picked, bits, local, logits
+
+
+@golden("FusedLinearCrossEntropyLossGrad")
+def fused_linear_cross_entropy_loss_grad(grad, x, w, mask, local, smoothing=0.0, peak=None,
+                                         total=None, softmax=None):
+    rows = grad.shape[0]
+    off = mask.bool() if mask.dtype == torch.bool else torch.from_numpy(np.unpackbits(
+        mask.numpy().astype(np.uint8), count=rows, bitorder="little").astype(bool))
+    if softmax is not None and softmax.dim() == 2:
+        probabilities = softmax.clone()
+    else:
+        probabilities = (x @ w.T - peak[:, None]).exp() / total[:, None]
+    probabilities[torch.arange(rows), local.clamp(0, w.shape[0] - 1)] -= (~off).double()
+    probabilities = probabilities * grad[:, None]
+    return probabilities @ w, probabilities.T @ x
