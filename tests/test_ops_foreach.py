@@ -423,3 +423,51 @@ def test_an_out_tensor_partly_over_an_input_is_refused_and_long_lists_bind_quick
     many = [_dev(np.ones((4,), np.float32)) for _ in range(300)]  # a model's parameters
     workspace, executor = aclnn.foreach_neg_get_workspace_size(many, many)  # in place: fine
     aclnn.destroy_executor(executor)
+
+
+# -- the in-place forms --------------------------------------------------------------------------
+INPLACE = {  # one-shot name: (extra arguments, torch reference over float64 lists)
+    "foreach_add_list_inplace": (lambda x2: [x2, np.array([2.0], np.float32)],
+                                 lambda x1, x2: torch._foreach_add(x1, x2, alpha=2.0)),
+    "foreach_sub_list_inplace": (lambda x2: [x2, np.array([2.0], np.float32)],
+                                 lambda x1, x2: torch._foreach_sub(x1, x2, alpha=2.0)),
+    "foreach_mul_list_inplace": (lambda x2: [x2], torch._foreach_mul),
+    "foreach_div_list_inplace": (lambda x2: [x2], torch._foreach_div),
+    "foreach_mul_scalar_inplace": (lambda x2: [np.array([-1.5], np.float32)],
+                                   lambda x1, x2: torch._foreach_mul(x1, -1.5)),
+    "foreach_sub_scalar_inplace": (lambda x2: [np.array([-1.5], np.float32)],
+                                   lambda x1, x2: torch._foreach_sub(x1, -1.5)),
+    "foreach_log_inplace": (lambda x2: [], lambda x1, x2: torch._foreach_log(x1)),
+    "foreach_a_cos_inplace": (lambda x2: [], lambda x1, x2: torch._foreach_acos(x1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE))
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_inplace_forms_write_their_first_list(name, dtype):
+    extra, reference = INPLACE[name]
+    x1, x2 = _lists(2, dtype, 0.1, 0.95, seed=14)
+    tensors = [_dev(a) for a in x1]
+    result = getattr(openacl.ops, name)(tensors, *extra(x2))
+    assert list(result) == tensors
+    _check(tensors, reference(_wide(x1), _wide(x2)), dtype, name)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("poison", [None, np.inf, np.nan])
+def test_non_finite_check_and_unscale_matches_torch(dtype, poison):
+    (grads,) = _lists(1, dtype, seed=15)
+    if poison is not None:
+        grads[0].reshape(-1)[3] = poison
+    tensors = [_dev(a) for a in grads]
+    found, scale = _dev(np.zeros(1, np.float32)), np.array([0.125], np.float32)
+    openacl.ops.foreach_non_finite_check_and_unscale(tensors, found, scale)
+    wide = _wide(grads)
+    found_torch = torch.zeros(1, dtype=torch.float32)  # (torch: float32 foundInf, invScale)
+    torch._amp_foreach_non_finite_check_and_unscale_(wide, found_torch, torch.tensor([0.125]))
+    _check(tensors, wide, dtype, "unscaled")
+    assert found.numpy()[0] == found_torch.item()
+    _error(lambda: openacl.ops.foreach_non_finite_check_and_unscale(
+        tensors, found, np.array([0.125], np.float16)), argument="invScale")
+    _error(lambda: openacl.ops.foreach_non_finite_check_and_unscale(
+        tensors, _dev(np.zeros(2, np.float32)), scale), argument="foundInf")

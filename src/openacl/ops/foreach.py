@@ -588,3 +588,57 @@ for _name, _fn, _supported, _scalar_dtypes, _v2_dtypes in (
     })
 del _name, _fn, _plain, _lists, _scalar_lists, _supported, _scalar_dtypes, _v2_dtypes, _pair
 del _each, _to_float
+
+
+# -- the in-place forms CANN documents (x1 / x is written) -------------------------------------
+for _name, _signature, _fn, _supported, _operands in (
+        ("AddListInplace", "x1: tensors!, x2: tensors, alpha: tensor", _add, FLOATS_I32,
+         (_list("x2"), Operand("alpha", "tensor", TENSOR_SCALARS))),
+        ("SubListInplace", "x1: tensors!, x2: tensors, alpha: tensor", _sub, FLOATS_I32,
+         (_list("x2"), Operand("alpha", "tensor", TENSOR_SCALARS))),
+        ("MulListInplace", "x1: tensors!, x2: tensors", np.multiply, FLOATS_I32,
+         (_list("x2"),)),
+        ("DivListInplace", "x1: tensors!, x2: tensors", np.true_divide, FLOATS, (_list("x2"),)),
+        ("MulScalarInplace", "x: tensors!, scalar: tensor", np.multiply, FLOATS_I32,
+         (Operand("scalar", "tensor", TENSOR_SCALARS),)),
+        ("SubScalarInplace", "x: tensors!, scalar: tensor", np.subtract, FLOATS_I32,
+         (Operand("scalar", "tensor", TENSOR_SCALARS),)),
+        ("LogInplace", "x: tensors!", _UNARY["Log"][0], FLOATS, ()),
+        ("ACosInplace", "x: tensors!", _UNARY["Acos"][0], FLOATS, ())):
+    _first = _signature.partition(":")[0]
+    register_inplace(f"Foreach{_name}", _signature,
+                     _foreach(_fn, _supported, _operands, first=_first), out=_first)
+del _name, _signature, _fn, _supported, _operands, _first
+
+MAX_UNSCALED_TENSORS = 256  # aclnnForeachNonFiniteCheckAndUnscale's longest scaledGrads
+
+
+def _non_finite_check_and_unscale(c: Call) -> Kernel:
+    """``scaledGrads[i] *= invScale`` for every tensor, and ``foundInf = 1.0`` when any
+    holds an inf or a NaN (else ``foundInf`` is left as it is): the unscaling step of
+    mixed-precision training (torch's ``_amp_foreach_non_finite_check_and_unscale_``)."""
+    grads = _check_list(c, "scaledGrads", FLOATS)
+    if len(grads) > MAX_UNSCALED_TENSORS:
+        raise c.fail("scaledGrads", f"holds {len(grads)} tensors; at most "
+                                    f"{MAX_UNSCALED_TENSORS}")
+    for name in ("foundInf", "invScale"):
+        _check_tensor_scalar(c, Operand(name, "tensor", frozenset({F32})), F32, 1)
+    dtype = grads[0].dtype
+    compute = promotion.compute_dtype(dtype)
+
+    @quiet
+    def kernel(v) -> None:
+        scale = v["invScale"].reshape(-1)[0]
+        found = False
+        for grad in v["scaledGrads"]:
+            wide = _widen(grad, dtype, compute)
+            found = found or not bool(array_module(wide).isfinite(wide).all())
+            _store(grad, np.multiply(wide, scale))
+        if found:
+            v["foundInf"][...] = 1.0
+    return kernel
+
+
+register_inplace("ForeachNonFiniteCheckAndUnscale", "scaledGrads: tensors!, foundInf: tensor!, "
+                 "invScale: tensor", _non_finite_check_and_unscale,
+                 scaledGrads="scaledGrads", foundInf="foundInf")

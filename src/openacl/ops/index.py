@@ -225,6 +225,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "ApplyTopKTopP", "Kthvalue", "Median", "MedianDim", "NanMedian", "NanMedianDim",
         "Nonzero", "NonzeroV2", "Unique", "Unique2", "UniqueDim",
     ),
+    "statistics": (
+        "Bincount", "Histc",
+    ),
     "unpooling": (
         "MaxUnpool2d", "MaxUnpool2dBackward", "MaxUnpool3d", "MaxUnpool3dBackward",
     ),
