@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import openacl
-from openacl import singleop
+from openacl.aclop import singleop
 from openacl.cli.main import main as cli_main
 from openacl.compat.acl import op as acl_op
 from openacl.dtypes import DataType, Format
@@ -472,7 +472,7 @@ def _run_slice(call: Call, handle, bx, by, offsets, size) -> int:
 
 
 def test_slice_handle_binds_value_inputs_at_execute(rt):
-    from openacl.op import OpHandle
+    from openacl.aclop import OpHandle
     from openacl.runtime import core
     call = Call()
     x = np.random.default_rng(1).standard_normal((700, 3100)).astype(np.float16)
@@ -505,7 +505,7 @@ def test_slice_handle_binds_value_inputs_at_execute(rt):
 
 
 def test_slice_handle_keeps_a_bounded_number_of_bindings(rt, monkeypatch):
-    from openacl.op import program as program_module
+    from openacl.aclop import program as program_module
     monkeypatch.setattr(program_module, "BOUND_PER_HANDLE", 2)
     call = Call()
     x = np.arange(60, dtype=np.float32).reshape(6, 10)
@@ -515,7 +515,7 @@ def test_slice_handle_keeps_a_bounded_number_of_bindings(rt, monkeypatch):
             assert _run_slice(call, handle, bx, by, [start, start], [2, 3]) == ACL_SUCCESS
             openacl.rt.synchronize_device()
             np.testing.assert_array_equal(y.numpy(), x[start:start + 2, start:start + 3])
-        from openacl.op import OpHandle
+        from openacl.aclop import OpHandle
         from openacl.runtime import core
         program = core.current().handles.get(handle, OpHandle, "handle").program
         assert list(program._bound) == [((2, 2), (2, 3)), ((3, 3), (2, 3))]

@@ -865,7 +865,7 @@ def test_unknown_op_type_suggests_only_close_names(session):
     with pytest.raises(openacl.AclError) as info:
         op.execute_v2("Dropout", [], [], [], [], None, None)
     assert "near it" not in info.value.message  # nothing close: no unrelated suggestion
-    from openacl.op.types import near_op_types
+    from openacl.aclop.types import near_op_types
     assert "ConcatV2D" not in near_op_types("Conv2D") and near_op_types("Foo") == []
 
 
@@ -1035,7 +1035,7 @@ def test_infer_shape_of_added_op_types(session):
             op.destroy_attr(attr)
 
 
-# -- the types of openacl.op.types_more ---------------------------------------------------------
+# -- the types of openacl.aclop.types_more ---------------------------------------------------------
 def test_pad_and_pad_v3_modes(session):
     x = rand(2, 3, 4)
     paddings = np.array([[0, 0], [1, 2], [2, 1]], np.int64)
@@ -1215,8 +1215,8 @@ def test_split_types_write_every_output(session):
 def test_both_faces_refuse_a_call_no_loaded_model_matches(session, tmp_path):
     import json
 
+    from openacl.aclop import models
     from openacl.compat.acl import op as acl_op
-    from openacl.op import models
 
     spec = [{"op": "Add", "input_desc": [{"format": "ND", "shape": [2, 3], "type": "float"}] * 2,
              "output_desc": [{"format": "ND", "shape": [2, 3], "type": "float"}]}]

@@ -167,7 +167,7 @@ MATMUL_BIAS = {"op": "MatMul", "name": "with_bias",  # an absent optional input 
 
 
 def test_io_names_one_rule_for_both_commands():
-    from openacl import singleop
+    from openacl.aclop import singleop
 
     descs = MATMUL_PLAIN["input_desc"]
     assert singleop.io_names("MatMul", descs) == ["x1", "x2"]
@@ -241,7 +241,7 @@ def test_cases_sharing_a_name_are_refused(tmp_path, capsys):
 
 def test_default_output_is_build_for_gen_data_and_run(threaded_runtime, tmp_path,
                                                       monkeypatch):
-    from openacl import singleop
+    from openacl.aclop import singleop
 
     assert singleop.DEFAULT_OUTPUT_DIR == "build"
     monkeypatch.chdir(tmp_path)

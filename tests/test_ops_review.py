@@ -94,7 +94,7 @@ def test_a_failed_address_update_leaves_the_tensor_alone():
 
 def test_create_handle_for_cast_leaks_no_attribute():
     from openacl import op
-    from openacl.op import OpAttr
+    from openacl.aclop import OpAttr
     from openacl.runtime import core
 
     src = openacl.create_tensor_desc(openacl.ACL_FLOAT, [4], openacl.ACL_FORMAT_ND)

@@ -12,7 +12,7 @@ Generation is deterministic: input ``i`` of a case with seed ``s`` draws from
 unchanged (``i`` is the input's position in ``input_desc``, absent optional inputs counted).
 
 A case is this module's ``{"inputs": [...]}`` or CANN's single-op JSON (``input_desc``): its
-inputs are then named by ``openacl.singleop.io_names`` (a desc's ``name``, else the op type's
+inputs are then named by ``openacl.aclop.singleop.io_names`` (a desc's ``name``, else the op type's
 IR name: MatMul's x1, x2), the rule ``openacl op run`` uses, so the files gen-data writes are
 the files op run reads; an absent optional input (``type`` UNDEFINED) has no data, and one
 with a ``data_file`` is read from it rather than generated.
@@ -199,10 +199,10 @@ def case_from_json(data: Mapping[str, Any]) -> Case:
                      "nan_ratio": 0.01, "inf_at": [[0, 3]]}]}
 
     A single-op JSON case (``op``, ``input_desc``) is read the same way, its inputs named by
-    ``openacl.singleop.io_names`` and its absent optional inputs left out (their positions
+    ``openacl.aclop.singleop.io_names`` and its absent optional inputs left out (their positions
     kept in ``Case.positions``).
     """
-    from openacl import singleop
+    from openacl.aclop import singleop
 
     if not isinstance(data, Mapping):
         raise ValueError(f"a case is a JSON object, not {type(data).__name__}")

@@ -268,7 +268,7 @@ def _model_to_json(args: argparse.Namespace) -> int:
 
 
 def _convert_singleop(args: argparse.Namespace) -> int:
-    from openacl import singleop
+    from openacl.aclop import singleop
     from openacl.errors import AclError
 
     output = args.output or singleop.DEFAULT_OUTPUT_DIR

@@ -73,7 +73,7 @@ def _case_folders(cases: Sequence[Any], root: Path, many: bool) -> list[tuple[st
     Raises:
         ValueError: two cases of a list with one label (they would share a folder).
     """
-    from openacl import singleop
+    from openacl.aclop import singleop
 
     labels = [singleop.case_label(case, index) for index, case in enumerate(cases)]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
@@ -126,7 +126,7 @@ def _cmd_gen_data(args: argparse.Namespace) -> int:
 
 
 def add_gen_data(subcommands: argparse._SubParsersAction) -> None:
-    from openacl.singleop import DEFAULT_OUTPUT_DIR
+    from openacl.aclop.singleop import DEFAULT_OUTPUT_DIR
 
     parser = subcommands.add_parser(
         "gen-data", help="generate a case's inputs as .bin files",
@@ -151,8 +151,8 @@ def add_gen_data(subcommands: argparse._SubParsersAction) -> None:
 # -- run ---------------------------------------------------------------------------------------
 def _set_attr(handle: int, attr: Mapping[str, Any]) -> None:
     """One single-op JSON attr ({"name", "type", "value"}) onto an aclopAttr (parsed by
-    ``openacl.singleop``, the one reader of CANN's single-op JSON)."""
-    from openacl import singleop
+    ``openacl.aclop.singleop``, the one reader of CANN's single-op JSON)."""
+    from openacl.aclop import singleop
 
     singleop.apply_attr(handle, *singleop.parse_attr(attr, "attr"))
 
@@ -214,7 +214,8 @@ def run_case(case: Mapping[str, Any], base: Path = Path("."),
     import numpy as np
 
     import openacl
-    from openacl import dtypes, op, singleop
+    from openacl import dtypes, op
+    from openacl.aclop import singleop
     from openacl.datagen import dtype_from_name
     from openacl.util import numpy_to_ptr
 
@@ -302,7 +303,8 @@ def _run_status(exc: BaseException) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from openacl import datagen, singleop
+    from openacl import datagen
+    from openacl.aclop import singleop
     from openacl.cli import progress
     from openacl.errors import AclError
 
@@ -356,7 +358,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def add_run(subcommands: argparse._SubParsersAction) -> None:
-    from openacl.singleop import DEFAULT_OUTPUT_DIR
+    from openacl.aclop.singleop import DEFAULT_OUTPUT_DIR
 
     parser = subcommands.add_parser(
         "run", help="run operators described in CANN's single-op JSON",

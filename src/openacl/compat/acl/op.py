@@ -5,7 +5,7 @@ C function) and nothing raises for a bad argument: the code comes back and the m
 kept for ``acl.get_recent_err_msg()``. The computation is ``openacl.op``'s.
 
 Single-op models and the rule that a call must match a loaded one live in
-``openacl.op`` (``op/models.py`` holds the design note), so both faces refuse the same
+``openacl.op`` (``aclop/models.py`` holds the design note), so both faces refuse the same
 calls: once ``set_model_dir`` or ``load`` registered a model, ``execute``/``execute_v2``/
 ``create_handle``/``cast`` run a call only if it matches one of them (100024 otherwise).
 
@@ -21,19 +21,19 @@ from typing import Any
 
 from openacl import op as _op
 from openacl._api import module_dir
-from openacl.compat.acl._face import HANDLE, RET, VOID, outputs
-from openacl.compat.acl._face import generate as _generate
-from openacl.op import (  # aclopEngineType / aclopCompileType, as pyACL has them
+from openacl.aclop import (  # aclopEngineType / aclopCompileType, as pyACL has them
     ACL_COMPILE_SYS,
     ACL_COMPILE_UNREGISTERED,
     ACL_ENGINE_AICORE,
     ACL_ENGINE_SYS,
     ACL_ENGINE_VECTOR,
 )
-from openacl.op import models as _models
-from openacl.op.attr import _bad, _is_int
+from openacl.aclop import models as _models
+from openacl.aclop.attr import _bad, _is_int
+from openacl.compat.acl._face import HANDLE, RET, VOID, outputs
+from openacl.compat.acl._face import generate as _generate
 
-registry = _models.registry  # the current runtime's single-op models (op/models.py)
+registry = _models.registry  # the current runtime's single-op models (aclop/models.py)
 
 
 def _infer_shape(op_type: str, in_desc_list: Sequence[int], in_list: Sequence[int],

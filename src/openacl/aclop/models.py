@@ -3,7 +3,7 @@
 Design note (invariants)
 ------------------------
 * ``set_model_dir`` and ``load`` register single-op descriptions (CANN's ``atc --singleop``
-  JSON, or files of ``openacl convert --singleop``; ``openacl.singleop`` parses them) with
+  JSON, or files of ``openacl convert --singleop``; ``openacl.aclop.singleop`` parses them) with
   the current runtime, one registry per runtime that lives until ``finalize`` (as CANN's
   until ``aclFinalize``). The registry is thread-safe (``singleop.SingleOpRegistry``).
 * Once a model is registered, ``execute_v2``, ``create_handle`` and ``cast`` (and the
@@ -21,10 +21,10 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from openacl import singleop
+from openacl.aclop import singleop
+from openacl.aclop.attr import _bad, _is_int, attr_values
 from openacl.dtypes import DataType, Format
 from openacl.errors import ACL_ERROR_INVALID_FILE_SIZE, ACL_ERROR_INVALID_PARAM, AclError
-from openacl.op.attr import _bad, _is_int, attr_values
 from openacl.runtime import core
 from openacl.tensor import lookup_tensor_desc
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
+from openacl.aclop.attr import _bad
+from openacl.aclop.lowering import _Lowering
 from openacl.dtypes import DataType, Format
 from openacl.errors import ACL_ERROR_OP_NOT_FOUND, AclError
-from openacl.op.attr import _bad
-from openacl.op.lowering import _Lowering
 from openacl.ops import REGISTRY
 from openacl.tensor import contiguous_strides
 
@@ -951,7 +951,7 @@ _define("Conv2DBackpropInput", "input_size filter out_backprop", "y", _conv2d_ba
          _attr("data_format", "str", "NHWC")), values="input_size")
 del _name, _aclnn, _kind
 
-from openacl.op import types_more  # noqa: E402, F401  (defines its op types into OP_TYPES)
+from openacl.aclop import types_more  # noqa: E402, F401  (defines its op types into OP_TYPES)
 
 
 # -- finding an op type ------------------------------------------------------------------------

@@ -7,10 +7,12 @@ operator library: ``OP_TYPES`` is the one table that says, per op type, its inpu
 and attributes (names and defaults from the CANN IR, ``REG_OP(...)`` in the ``*_proto.h``
 files of hicann/ops-math and hicann/ops-nn) and which aclnn calls compute it.
 
-Layout: ``attr`` (aclopAttr), ``types`` (``OP_TYPES`` and each op type's lowering),
-``lowering`` (the ``_Lowering`` machinery a lowering calls), ``program`` (binding and running
-a call; its docstring holds the design note: binding, running, value inputs, error codes)
-and this module, the public functions.
+Layout: ``attr`` (aclopAttr), ``types`` and ``types_more`` (``OP_TYPES`` and each op type's
+lowering), ``lowering`` (the ``_Lowering`` machinery a lowering calls), ``program``
+(binding and running a call; its docstring holds the design note: binding, running, value
+inputs, error codes), ``models`` (loaded single-op models and the rule that a call must
+match one), ``singleop`` (single-op description files: CANN's JSON, compiled files) and this
+module, the public functions, which ``openacl.op`` gathers.
 """
 
 from __future__ import annotations
@@ -19,15 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from openacl._api import module_dir
-from openacl.dtypes import DataType
-from openacl.errors import (
-    ACL_ERROR_OP_INPUT_NOT_MATCH,
-    ACL_ERROR_OP_OUTPUT_NOT_MATCH,
-    AclError,
-    expose,
-)
-from openacl.op import models
-from openacl.op.attr import (  # OpAttr and the kind tables are re-exported
+from openacl.aclop import models
+from openacl.aclop.attr import (  # OpAttr and the kind tables are re-exported
     ATTR_KIND_NAMES,
     ATTR_KINDS,
     COMPATIBLE_KINDS,
@@ -49,9 +44,9 @@ from openacl.op.attr import (  # OpAttr and the kind tables are re-exported
     set_attr_list_string,
     set_attr_string,
 )
-from openacl.op.lowering import _Lowering
-from openacl.op.models import load, set_model_dir
-from openacl.op.program import (
+from openacl.aclop.lowering import _Lowering
+from openacl.aclop.models import load, set_model_dir
+from openacl.aclop.program import (
     _bind_inputs,
     _bind_outputs,
     _desc,
@@ -60,7 +55,7 @@ from openacl.op.program import (
     _resolve_attrs,
     output_names,
 )
-from openacl.op.types import (  # the table's constants are re-exported
+from openacl.aclop.types import (  # the table's constants are re-exported
     CUSTOM_ATTR_KINDS,
     OP_TYPES,
     REDUCTIONS,
@@ -70,6 +65,13 @@ from openacl.op.types import (  # the table's constants are re-exported
     OpType,
     _custom_spec,
     _spec,
+)
+from openacl.dtypes import DataType
+from openacl.errors import (
+    ACL_ERROR_OP_INPUT_NOT_MATCH,
+    ACL_ERROR_OP_OUTPUT_NOT_MATCH,
+    AclError,
+    expose,
 )
 from openacl.runtime import core
 

@@ -107,7 +107,7 @@ def io_names(op_type: Any, entries: Sequence[Any], outputs: bool = False) -> lis
     Raises:
         DescriptionError: two entries with one name.
     """
-    from openacl.op import find_op_type
+    from openacl.aclop import find_op_type
 
     spec = find_op_type(op_type)
     declared = list(spec.outputs if outputs else spec.inputs) if spec else []
@@ -693,7 +693,7 @@ def _tensor_diffs(want: TensorSpec, got: TensorSpec, label: str) -> list[str]:
 
 
 def _attr_defaults(op_type: str) -> dict[str, tuple[str, Any]]:
-    from openacl.op import OP_TYPES, REQUIRED
+    from openacl.aclop import OP_TYPES, REQUIRED
 
     spec = OP_TYPES.get(op_type)
     if spec is None:

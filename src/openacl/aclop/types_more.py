@@ -4,7 +4,7 @@ AdaptiveAvgPool2d, ResizeNearestNeighborV2, RmsNorm, GroupNorm, InstanceNorm, Re
 
 Each is declared with ``types._define`` as CANN's IR has it (``REG_OP`` in the
 ``*_proto.h`` files of hicann/ops-math and hicann/ops-nn; the file named in each lowering's
-docstring) and lowered onto aclnn calls. ``openacl.op.types`` imports this module last, so
+docstring) and lowered onto aclnn calls. ``openacl.aclop.types`` imports this module last, so
 its table holds these too.
 
 Deviations, stated where they apply: TopKV2 and Sort write int64 indices (aclnnTopk and
@@ -19,9 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from openacl.dtypes import DataType
-from openacl.op.lowering import _Lowering
-from openacl.op.types import (
+from openacl.aclop.lowering import _Lowering
+from openacl.aclop.types import (
     _KEEP,
     _attr,
     _channels_last,
@@ -31,6 +30,7 @@ from openacl.op.types import (
     _nchw_output,
     _nhwc_inferred,
 )
+from openacl.dtypes import DataType
 from openacl.tensor import contiguous_strides
 
 PAD_MODES = {"reflect": "ReflectionPad", "edge": "ReplicationPad"}  # PadV3 mode -> aclnn

@@ -3,7 +3,7 @@ attributes and value inputs) and through which it issues aclnn calls, binding ea
 phase 1 into a ``_Step``; also ``_Operand`` (an input or output as its desc described it).
 
 While binding, every executor tensor is mapped to the input or output buffer it reads; see
-the design note in ``openacl.op.program``.
+the design note in ``openacl.aclop.program``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from openacl.ops.executor import find_executor, set_executor_repeatable
 from openacl.tensor import create_scalar, create_tensor, destroy_scalar, destroy_tensor
 
 if TYPE_CHECKING:
-    from openacl.op.types import OpType
+    from openacl.aclop.types import OpType
 
 
 @dataclass

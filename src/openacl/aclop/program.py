@@ -43,6 +43,9 @@ from typing import Any
 import numpy as np
 
 from openacl import dtypes
+from openacl.aclop.attr import ATTR_KIND_NAMES, COMPATIBLE_KINDS, _bad, _lookup_attr
+from openacl.aclop.lowering import _Lowering, _Operand, _Step
+from openacl.aclop.types import REQUIRED, OpType, _spec
 from openacl.dtypes import DataType
 from openacl.errors import (
     ACL_ERROR_FORMAT_NOT_MATCH,
@@ -53,9 +56,6 @@ from openacl.errors import (
     ACL_ERROR_UNSUPPORTED_DATA_TYPE,
     AclError,
 )
-from openacl.op.attr import ATTR_KIND_NAMES, COMPATIBLE_KINDS, _bad, _lookup_attr
-from openacl.op.lowering import _Lowering, _Operand, _Step
-from openacl.op.types import REQUIRED, OpType, _spec
 from openacl.ops.executor import find_executor, set_tensor_addr
 from openacl.runtime import memory, profiler
 from openacl.runtime.stream import resolve_stream
