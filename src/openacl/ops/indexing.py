@@ -122,6 +122,15 @@ def add_rows(total: np.ndarray, targets: np.ndarray, rows: np.ndarray) -> None:
         total[hit] += sums
 
 
+def take_into(view: Any, source: np.ndarray, index: np.ndarray, axis: int | None) -> None:
+    """``np.take(source, index, axis)`` of range-checked indices into the output ``view``:
+    written in place when it is a host array (no intermediate copy), else stored."""
+    if type(view) is np.ndarray and view.dtype == source.dtype:
+        np.take(source, index, axis, out=view, mode="clip")  # (clip: checked, unbuffered)
+    else:
+        store(view, np.take(source, index, axis))
+
+
 # -- data-dependent output shapes -----------------------------------------------------------------
 def report_target(c: Call, name: str) -> AclTensor | None:
     """The caller's aclTensor behind output ``name`` (None in infer mode), whose view shape
@@ -456,8 +465,9 @@ def take(c: Call) -> Kernel:
 
     def kernel(v) -> None:
         idx = _check_index_range("Take", "index", host(v["index"]), count)
-        flat = host(v["self"]).reshape(-1)
-        store(v["out"], flat[idx] if idx.size else np.zeros(index.shape, self.dtype))
+        if not idx.size:
+            return
+        take_into(v["out"], host(v["self"]).reshape(-1), idx, None)
     return kernel
 
 
@@ -488,6 +498,9 @@ def _gather_kernel(op: str, self: TensorArg, dim: int, batch: int, shape: tuple[
             idx = _check_index_range(op, "index", idx, size)
         if not size or not math.prod(shape):
             result = np.zeros(shape, self.dtype)
+        elif batch == 0 and bad is None:
+            take_into(v["out"], x, idx, dim)
+            return
         elif batch == 0:
             result = np.take(x, idx, dim)
         else:  # row b of the first batch dims gathers with index row b
