@@ -171,7 +171,14 @@ def _smooth_l1(x, y, beta: float):
     # with m = min(|d|, beta): m (|d| - m / 2) / beta is 0.5 d^2 / beta below beta and
     # |d| - beta / 2 above it, without a select
     low = np.minimum(difference, difference.dtype.type(beta))
-    return low * (difference - low * low.dtype.type(0.5)) * low.dtype.type(1.0 / beta)
+    if not difference.ndim:
+        return low * (difference - low * low.dtype.type(0.5)) * low.dtype.type(1.0 / beta)
+    half = np.multiply(low, low.dtype.type(0.5))  # fresh arrays, updated in place
+    np.subtract(difference, half, out=difference)
+    np.multiply(difference, low, out=difference)
+    if beta != 1.0:
+        np.multiply(difference, difference.dtype.type(1.0 / beta), out=difference)
+    return difference
 
 
 def softplus(z):
@@ -324,7 +331,12 @@ def logit(c: Call) -> Kernel:
         z = v.compute("input", compute)
         if eps >= 0.0:
             z = np.clip(z, compute.type(eps), compute.type(1.0 - eps))
-        v.write("out", np.log(z / (compute.type(1) - z)))
+        odds = np.subtract(compute.type(1), z)
+        if odds.ndim:  # a fresh array: divided and logged in place
+            np.divide(z, odds, out=odds)
+            v.write("out", np.log(odds, out=odds))
+        else:
+            v.write("out", np.log(z / odds))
     return kernel
 
 

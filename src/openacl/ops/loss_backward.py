@@ -237,12 +237,14 @@ def logit_grad(c: Call) -> Kernel:
     @quiet
     def kernel(v) -> None:
         x, dy = v.compute("x", compute), v.compute("dy", compute)
-        gradient = dy / (x * (compute.type(1) - x))
-        if eps < 0.0:
-            outside, fill = (x < 0) | (x > 1), compute.type(np.nan)
+        denominator = np.subtract(compute.type(1), x)
+        denominator = np.multiply(denominator, x, out=denominator if denominator.ndim else None)
+        if eps < 0.0:  # x (1 - x) < 0 exactly where x is outside [0, 1]
+            outside, fill = denominator < 0, compute.type(np.nan)
         else:
             outside, fill = (x < eps) | (x > 1.0 - eps), compute.type(0)
-        v.write("out", np.where(outside, fill, gradient))
+        gradient = np.divide(dy, denominator, out=denominator if denominator.ndim else None)
+        v.write("out", np.where(outside, fill, gradient) if outside.any() else gradient)
     return kernel
 
 
