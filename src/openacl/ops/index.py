@@ -77,7 +77,8 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "ConvolutionBackward",
     ),
     "conv_variants": (
-        "ConvDepthwise2d", "ConvTbc", "ConvTbcBackward", "QuantConvolution",
+        "ConvDepthwise2d", "ConvTbc", "ConvTbcBackward", "DeformableConv2d",
+        "QuantConvolution",
     ),
     "creation": (
         "Eye", "InplaceOne", "Linspace", "Range", "Repeat",

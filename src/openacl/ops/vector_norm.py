@@ -34,6 +34,8 @@ def order(c: Call, name: str) -> float:
     value = c[name]
     if value is None:
         raise c.fail(name, "is null", ACLNN_ERR_PARAM_NULLPTR)
+    if value.dtype.kind not in "iuf":
+        raise c.fail(name, "the norm order must be a real number")
     p = float(value.value)
     if math.isnan(p):
         raise c.fail(name, "the norm order must not be NaN")
