@@ -4,6 +4,9 @@ dtype, under CANN's precision standard."""
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -309,6 +312,94 @@ def test_quant_convolution_float32_output_and_errors():
          "'output'"),
         (dict(output=openacl.empty((1, 3, 4, 4), np.float32)), ACLNN_ERR_PARAM_INVALID,
          "'output'"),
+    ]:
+        error = _error(fn, *args(**changes))
+        assert error.code == code and name in error.message, (changes, error.message)
+
+
+# -- DeformableConv2d -----------------------------------------------------------------------------
+def _deformable_reference(x, w, offset, bias, kernel, stride, padding, dilation, groups, dg):
+    """CANN's golden loop (conv/deformable_conv2d/tests/assets/golden.py) in float64."""
+    n, channels, height, width = x.shape
+    kh, kw = kernel
+    out_h, out_w = offset.shape[2:]
+    taps = kh * kw
+    deform = np.zeros((n, channels, out_h * kh, out_w * kw))
+
+    def value(b, ch, hi, wi):
+        return x[b, ch, hi, wi] if 0 <= hi < height and 0 <= wi < width else 0.0
+    for b, ch, i, j, ki, kj in itertools.product(range(n), range(channels), range(out_h),
+                                                 range(out_w), range(kh), range(kw)):
+        tap = ch // (channels // dg) * taps + ki * kw + kj
+        ph = i * stride[2] - padding[0] + ki * dilation[2] + offset[b, dg * taps + tap, i, j]
+        pw = j * stride[3] - padding[2] + kj * dilation[3] + offset[b, tap, i, j]
+        h0, w0 = math.floor(ph), math.floor(pw)
+        fh, fw = ph - h0, pw - w0
+        top = value(b, ch, h0, w0) * (1 - fw) + value(b, ch, h0, w0 + 1) * fw
+        bottom = value(b, ch, h0 + 1, w0) * (1 - fw) + value(b, ch, h0 + 1, w0 + 1) * fw
+        deform[b, ch, i * kh + ki, j * kw + kj] = (top * (1 - fh) + bottom * fh) * offset[
+            b, 2 * dg * taps + tap, i, j]
+    out = F.conv2d(torch.from_numpy(deform), torch.from_numpy(w.astype(np.float64)),
+                   None if bias is None else torch.from_numpy(bias.astype(np.float64)),
+                   (kh, kw), 0, 1, groups)
+    return out, torch.from_numpy(deform)
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_SINGLE, ids=str)
+@pytest.mark.parametrize("geometry", [
+    ((2, 4, 7, 6), 6, (3, 2), [1, 1, 2, 1], [1, 0, 2, 1], [1, 1, 1, 2], 2, 2),
+    ((1, 2, 5, 5), 3, (3, 3), [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], 1, 1),
+], ids=str)
+def test_deformable_conv2d_matches_cann_golden(dtype, geometry):
+    x_shape, c_out, kernel, stride, padding, dilation, groups, dg = geometry
+    rng = np.random.default_rng(18)
+    x = random_array(x_shape, dtype, rng, -1, 1)
+    w = random_array((c_out, x_shape[1] // groups, *kernel), dtype, rng, -1, 1)
+    bias = random_array((c_out,), dtype, rng, -1, 1)
+    out_h = (x_shape[2] + padding[0] + padding[1] - (kernel[0] - 1) * dilation[2] - 1) \
+        // stride[2] + 1
+    out_w = (x_shape[3] + padding[2] + padding[3] - (kernel[1] - 1) * dilation[3] - 1) \
+        // stride[3] + 1
+    offset = random_array((x_shape[0], 3 * dg * kernel[0] * kernel[1], out_h, out_w), dtype,
+                          rng, -2, 2)
+    out, deform = openacl.ops.deformable_conv2d(_dev(x), _dev(w), _dev(offset), _dev(bias),
+                                                list(kernel), stride, padding, dilation,
+                                                groups, dg, True)
+    wide = [a.astype(np.float64) for a in (x, w, offset, bias)]
+    want_out, want_deform = _deformable_reference(wide[0], wide[1], wide[2], wide[3], kernel,
+                                                  stride, padding, dilation, groups, dg)
+    assert_close(out.numpy(), _rounded(want_out, dtype), f"out {geometry}")
+    assert_close(deform.numpy(), _rounded(want_deform, dtype), f"deformOut {geometry}")
+
+
+def test_deformable_conv2d_errors():
+    x, w = _dev(np.ones((1, 2, 5, 5), np.float32)), _dev(np.ones((3, 2, 3, 3), np.float32))
+    offset = _dev(np.zeros((1, 27, 3, 3), np.float32))
+    out = openacl.empty((1, 3, 3, 3), np.float32)
+    fn = aclnn.deformable_conv2d_get_workspace_size
+
+    def args(**changes):
+        base = dict(x=x, weight=w, offset=offset, biasOptional=None, kernelSize=[3, 3],
+                    stride=[1, 1, 1, 1], padding=[0, 0, 0, 0], dilation=[1, 1, 1, 1],
+                    groups=1, deformableGroups=1, modulated=True, out=out,
+                    deformOutOptional=None)
+        base.update(changes)
+        return list(base.values())
+
+    for changes, code, name in [
+        (dict(offset=None), ACLNN_ERR_PARAM_NULLPTR, "'offset'"),
+        (dict(kernelSize=[3, 2]), ACLNN_ERR_PARAM_INVALID, "'kernelSize'"),
+        (dict(stride=[2, 1, 1, 1]), ACLNN_ERR_PARAM_INVALID, "'stride'"),
+        (dict(dilation=[1, 1, 0, 1]), ACLNN_ERR_PARAM_INVALID, "'dilation'"),
+        (dict(padding=[0, 0, 0]), ACLNN_ERR_PARAM_INVALID, "'padding'"),
+        (dict(offset=_dev(np.zeros((1, 18, 3, 3), np.float32))), ACLNN_ERR_PARAM_INVALID,
+         "'offset'"),
+        (dict(modulated=False), ACLNN_ERR_PARAM_INVALID, "'modulated'"),
+        (dict(deformableGroups=3), ACLNN_ERR_PARAM_INVALID, "'deformableGroups'"),
+        (dict(groups=2), ACLNN_ERR_PARAM_INVALID, "'groups'"),
+        (dict(weight=_dev(np.ones((3, 2, 3, 3), np.float16))), ACLNN_ERR_PARAM_INVALID,
+         "'weight'"),
+        (dict(out=openacl.empty((1, 3, 4, 4), np.float32)), ACLNN_ERR_PARAM_INVALID, "'out'"),
     ]:
         error = _error(fn, *args(**changes))
         assert error.code == code and name in error.message, (changes, error.message)

@@ -112,3 +112,44 @@ def quant_convolution(dtypes, x, w, bias, scale, offset, stride, padding, dilati
     rounded = value.to(half).double()
     return torch.where(torch.isinf(rounded) & (value.abs() > torch.finfo(half).max), rounded,
                        value)
+
+
+def _bilinear(planes, ph, pw):
+    """Samples of ``planes`` (N, G, C/G, H, W) at float positions (N, G, P): zero outside,
+    each of the four neighbours checked on its own (CANN's DeformableOffsetBilinear)."""
+    n, groups, channels, height, width = planes.shape
+    flat = planes.reshape(n, groups, channels, -1)
+    h0, w0 = ph.floor(), pw.floor()
+    total = 0
+    for dh, dw in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        hi, wi = h0 + dh, w0 + dw
+        weight = (1 - (ph - h0 - dh).abs()) * (1 - (pw - w0 - dw).abs())
+        inside = (hi >= 0) & (hi < height) & (wi >= 0) & (wi < width)
+        index = (hi.clamp(0, height - 1) * width + wi.clamp(0, width - 1)).long()
+        picked = torch.gather(flat, 3, index[:, :, None, :].expand(-1, -1, channels, -1))
+        total = total + picked * (weight * inside)[:, :, None, :]
+    return total
+
+
+@golden("DeformableConv2d")
+def deformable_conv2d(x, w, offset, bias, kernel_size, stride, padding, dilation, groups=1,
+                      deformable_groups=1, modulated=True):
+    """CANN's golden (conv/deformable_conv2d/tests/assets/golden.py) in float64: the
+    x offsets, y offsets and masks of each (group, tap) sample x, then a convolution of the
+    samples with stride = the kernel; returns (out, deformOut)."""
+    n, channels, _, _ = x.shape
+    kh, kw = kernel_size
+    out_h, out_w = offset.shape[2:]
+    taps = kh * kw
+    field = offset.reshape(n, 3, deformable_groups, taps, out_h, out_w)
+    tap_h = torch.arange(kh).repeat_interleave(kw) * dilation[2]
+    tap_w = torch.arange(kw).repeat(kh) * dilation[3]
+    base_h = tap_h[:, None, None] + (torch.arange(out_h) * stride[2] - padding[0])[:, None]
+    base_w = tap_w[:, None, None] + (torch.arange(out_w) * stride[3] - padding[2])[None, :]
+    ph = (base_h + field[:, 1]).reshape(n, deformable_groups, -1)
+    pw = (base_w + field[:, 0]).reshape(n, deformable_groups, -1)
+    planes = x.reshape(n, deformable_groups, channels // deformable_groups, *x.shape[2:])
+    samples = _bilinear(planes, ph, pw) * field[:, 2].reshape(n, deformable_groups, 1, -1)
+    samples = samples.reshape(n, channels, kh, kw, out_h, out_w)
+    deform = samples.permute(0, 1, 4, 2, 5, 3).reshape(n, channels, out_h * kh, out_w * kw)
+    return F.conv2d(deform, w, bias, (kh, kw), 0, 1, groups), deform

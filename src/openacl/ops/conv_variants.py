@@ -1,7 +1,8 @@
 """Convolutions in other argument lists and layouts: aclnnConvDepthwise2d (a depthwise 2-d
 convolution with its kernel size spelled out), aclnnConvTbc / aclnnConvTbcBackward (a
 1-d convolution over (time, batch, channel) tensors, ``torch.conv_tbc``) and
-aclnnQuantConvolution (INT8 operands, per-channel scale; conv.py's im2col in float64).
+aclnnQuantConvolution (INT8 operands, per-channel scale; conv.py's im2col in float64) and
+aclnnDeformableConv2d (DCNv2: bilinear samples at learned offsets, then a product).
 
 ConvDepthwise2d is aclnnConvolution's phase 1 and kernels run under this operator's
 argument names (``self`` -> input, ``out`` -> output, groups = the input channels). ConvTbc
@@ -32,7 +33,8 @@ from openacl.ops.promotion import BFLOAT16
 from openacl.ops.quant_matmul import ENCODED_SCALE_DTYPES, decode_scale
 from openacl.ops.registry import register
 
-__all__ = ["conv_depthwise2d", "conv_tbc", "conv_tbc_backward", "quant_convolution"]
+__all__ = ["conv_depthwise2d", "conv_tbc", "conv_tbc_backward", "deformable_conv2d",
+           "quant_convolution"]
 
 DEPTHWISE_DIMS = 4  # (N, C, H, W)
 DEPTHWISE_SPATIAL = 2
@@ -50,6 +52,7 @@ QUANT_CONV_SCALE_DTYPES = frozenset({FLOAT32, np.dtype(np.int64), np.dtype(np.ui
 QUANT_CONV_BIAS_DTYPES = frozenset({BFLOAT16, FLOAT16, FLOAT32, np.dtype(np.int32)})
 QUANT_CONV_OUT_DTYPES = frozenset({BFLOAT16, FLOAT16, FLOAT32})
 QUANT_OFFSET_X_RANGE = (-128, 127)
+NCHW_LENGTH = 4  # DeformableConv2d's stride, padding and dilation
 
 
 def _as_convolution(c: Call, renames: dict[str, str], fixed: dict[str, Any]) -> Kernel:
@@ -250,4 +253,121 @@ def quant_convolution(c: Call) -> Kernel:
         if v.get("bias") is not None:
             value += as_array(v["bias"]).astype(np.float32).reshape(channels)
         v.write("output", value)
+    return kernel
+
+
+# -- DeformableConv2d ----------------------------------------------------------------------------
+def _nchw_attribute(c: Call, name: str, minimum: int) -> tuple[int, int]:
+    """stride / dilation: four values in NCHW order, N and C 1; returns (H, W)."""
+    values = c[name]
+    if len(values) != NCHW_LENGTH or values[0] != 1 or values[1] != 1 or min(values) < minimum:
+        raise c.fail(name, f"must be 4 values (N, C, H, W), N and C 1, each >= {minimum}")
+    return values[2], values[3]
+
+
+def _deformed(x, offset, g: Geometry, taps: tuple[int, int], dg: int, compute):
+    """deformOut as (N, dg, C/dg, kH * kW, outH, outW): every kernel tap's bilinear sample
+    of x at its offset position (zero outside the input), times its mask."""
+    xp = array_module(x)
+    n, channels, height, width = x.shape
+    kh, kw = taps
+    out_h, out_w = g.out_size
+    k = kh * kw
+    field = offset.reshape(n, 3, dg, k, out_h, out_w)  # (x offsets, y offsets, masks)
+    rows = (xp.arange(out_h) * g.stride[0] - g.pads[0][0])[:, None] + \
+        (xp.arange(kh) * g.dilation[0]).repeat(kw)[:, None, None]  # (k, outH, 1)
+    cols = (xp.arange(out_w) * g.stride[1] - g.pads[1][0])[None, :] + \
+        xp.tile(xp.arange(kw) * g.dilation[1], kh)[:, None, None]  # (k, 1, outW)
+    ph = rows.astype(compute) + field[:, 1]
+    pw = cols.astype(compute) + field[:, 0]
+    h0, w0 = xp.floor(ph), xp.floor(pw)
+    dh, dw = ph - h0, pw - w0
+    h0, w0 = h0.astype(np.int64), w0.astype(np.int64)
+    planes = x.reshape(n, dg, channels // dg, height * width)
+    sampled = xp.zeros((n, dg, channels // dg, k * out_h * out_w), compute)
+    for step_h, step_w, weight in ((0, 0, (1 - dh) * (1 - dw)), (0, 1, (1 - dh) * dw),
+                                   (1, 0, dh * (1 - dw)), (1, 1, dh * dw)):
+        hi, wi = h0 + step_h, w0 + step_w
+        inside = (hi >= 0) & (hi < height) & (wi >= 0) & (wi < width)
+        index = (xp.clip(hi, 0, height - 1) * width + xp.clip(wi, 0, width - 1)).reshape(
+            n, dg, 1, -1)
+        corner = xp.take_along_axis(planes, index, axis=3)
+        sampled += corner * xp.where(inside, weight, 0).reshape(n, dg, 1, -1)
+    sampled *= field[:, 2].reshape(n, dg, 1, -1)
+    return sampled.reshape(n, dg, channels // dg, k, out_h, out_w)
+
+
+@register("DeformableConv2d",
+          "x: tensor, weight: tensor, offset: tensor, biasOptional: tensor?, "
+          "kernelSize: int_array = None, stride: int_array = None, padding: int_array = None, "
+          "dilation: int_array = None, groups: int = 1, deformableGroups: int = 1, "
+          "modulated: bool = True, out: tensor!, deformOutOptional: tensor!?")
+def deformable_conv2d(c: Call) -> Kernel:
+    """Modulated deformable 2-d convolution (DCNv2): each kernel tap samples ``x``
+    bilinearly at its grid position plus its offset (zero outside), times its mask, then a
+    (grouped) convolution with ``weight``. ``offset`` is (N, 3 * deformableGroups * kH * kW,
+    outH, outW): the x offsets, the y offsets, then the masks, each indexed by
+    ``group * kH * kW + tap`` (CANN's kernel and golden). ``stride`` and ``dilation`` are
+    NCHW (N, C 1), ``padding`` (top, bottom, left, right); ``modulated`` must be true (CANN
+    supports only that). ``deformOutOptional`` gets the samples, (N, C, outH * kH,
+    outW * kW)."""
+    x, w, offset = c.tensor("x"), c.tensor("weight"), c.tensor("offset")
+    dtype = c.check_dtype("x", CONV_DTYPES)
+    for name, tensor in (("x", x), ("weight", w), ("offset", offset)):
+        if tensor.ndim != DEPTHWISE_DIMS:
+            raise c.fail(name, "must have 4 dims (NCHW)")
+        if tensor.dtype != dtype:
+            raise c.fail(name, f"dtype must equal x's ({dtype})")
+    kernel_size = c["kernelSize"]
+    if kernel_size is None or len(kernel_size) != 2 or tuple(kernel_size) != w.shape[2:]:
+        raise c.fail("kernelSize", f"must be the weight's kernel {list(w.shape[2:])}")
+    stride = _nchw_attribute(c, "stride", 1)
+    dilation = _nchw_attribute(c, "dilation", 1)
+    padding = c["padding"]
+    if len(padding) != NCHW_LENGTH or min(padding) < 0:
+        raise c.fail("padding", "must be 4 values (top, bottom, left, right), each >= 0")
+    groups, dg = c["groups"], c["deformableGroups"]
+    n, channels, height, width = x.shape
+    c_out = w.shape[0]
+    if groups < 1 or channels % groups or c_out % groups or w.shape[1] * groups != channels:
+        raise c.fail("groups", f"must divide C_in ({channels}) and C_out ({c_out}), with "
+                               f"weight's dim 1 ({w.shape[1]}) = C_in / groups")
+    if dg < 1 or channels % dg:
+        raise c.fail("deformableGroups", f"must divide C_in ({channels})")
+    if not c["modulated"]:
+        raise c.fail("modulated", "must be true (CANN supports only the modulated form)")
+    kh, kw = kernel_size
+    pads = ((padding[0], padding[1]), (padding[2], padding[3]))
+    out_size = tuple((size + b + a - (k - 1) * d - 1) // s + 1 for size, (b, a), k, d, s in zip(
+        (height, width), pads, (kh, kw), dilation, stride, strict=True))
+    if min(out_size) <= 0:
+        raise c.fail("weight", f"the output size {list(out_size)} is empty")
+    if offset.shape != (n, 3 * dg * kh * kw, *out_size):
+        raise c.fail("offset", f"must be [{n}, {3 * dg * kh * kw}, {out_size[0]}, "
+                               f"{out_size[1]}] (x offsets, y offsets, masks)")
+    if c.has("biasOptional"):
+        if c.tensor("biasOptional").shape != (c_out,) or c.dtype("biasOptional") != dtype:
+            raise c.fail("biasOptional", f"must be [{c_out}] of x's dtype")
+    c.check_out("out", (n, c_out, *out_size), dtype, exact_dtype=True)
+    c.check_out("deformOutOptional", (n, channels, out_size[0] * kh, out_size[1] * kw), dtype,
+                exact_dtype=True)
+    g = Geometry(groups, stride, dilation, pads, (0, 0), (kh, kw), out_size, False)
+    compute = promotion.compute_dtype(dtype)
+
+    def kernel(v) -> None:
+        xp = array_module(v["out"])
+        samples = _deformed(cast_operand(v["x"], compute, compute),
+                            cast_operand(v["offset"], compute, compute), g, (kh, kw), dg,
+                            compute).reshape(n, channels, kh, kw, *out_size)
+        if v.get("deformOutOptional") is not None:
+            v.write("deformOutOptional", samples.transpose(0, 1, 4, 2, 5, 3).reshape(
+                n, channels, out_size[0] * kh, out_size[1] * kw))
+        columns = samples.reshape(n, groups, channels // groups * kh * kw, -1)
+        weights = cast_operand(v["weight"], compute, compute).reshape(groups, c_out // groups,
+                                                                      -1)
+        result = xp.matmul(weights[None], columns).reshape(n, c_out, *out_size)
+        if v.get("biasOptional") is not None:
+            result = result + cast_operand(v["biasOptional"], compute, compute).reshape(
+                -1, 1, 1)
+        v.write("out", result)
     return kernel
