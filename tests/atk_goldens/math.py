@@ -401,3 +401,18 @@ def inplace_one(x):
 @golden("Repeat")
 def repeat(x, repeats):
     return x.repeat(*repeats)
+
+
+# -- statistics ------------------------------------------------------------------------------------
+@golden("Histc", with_dtypes=True)
+def histc(dtypes, x, bins=100, low=0, high=0):
+    """torch.histc with min and max rounded to self's dtype, as the aclScalars of the case's
+    dtype hold them."""
+    dtype = _torch_dtype(dtypes[0])
+    low, high = (torch.tensor(float(v), dtype=dtype).double().item() for v in (low, high))
+    return torch.histc(x.double(), bins, low, high)
+
+
+@golden("Bincount")
+def bincount(x, weights=None, minlength=0):
+    return torch.bincount(x, weights, minlength)
