@@ -2,7 +2,8 @@
 (``aclnnForeachAbs(x, out)``, ``aclnnForeachAddList(x1, x2, alpha, out)``, ...), the fused
 multi-tensor steps optimizers run over all of a model's parameters at once.
 
-All 69 operators come from the tables at the end of this module: each names the per-tensor
+The 69 operators CANN tests (plus the in-place forms and NonFiniteCheckAndUnscale it also
+documents) come from the tables at the end of this module: each names the per-tensor
 function (the very numpy kernels of the single-tensor operators in ``arithmetic.py`` and
 ``activation.py`` where those exist) and how every argument reaches it:
 
@@ -22,6 +23,7 @@ may convert float32 <-> float16/bfloat16). CANN reports a shape or a within-list
 mismatch at tiling (561002); here every refusal is phase 1's ``ACLNN_ERR_PARAM_INVALID``.
 float16 and bfloat16 are computed in float32 and rounded once into the output, as CANN's
 kernels and torch's ``_foreach_*`` do; a bfloat16 list takes a float32 scalar unrounded.
+float32 and int32 lists are computed straight into their outputs (``out=``).
 """
 
 from __future__ import annotations
