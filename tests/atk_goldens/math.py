@@ -306,17 +306,59 @@ def min_dim(x, dim, keep=False):
     return values, indices
 
 
-@golden("Prod")
+def _kind_rank(dtype: np.dtype) -> int:
+    """bool < integer < floating < complex, for torch's rule that a cast never goes down."""
+    return "biufc".index(dtype.kind) - (dtype.kind == "u") if dtype.kind in "biufc" else 2
+
+
+def _narrowing_dtype(inputs) -> str | None:
+    """Reason to skip a case whose dtype attribute is a lower kind than self's (CANN
+    documents the refusal: self's dtype cannot be converted to it)."""
+    from openacl.dtypes import DataType, to_numpy_dtype
+
+    x, dtype = inputs[0], inputs[-1]
+    if dtype is None or not isinstance(x, np.ndarray):
+        return None
+    target = to_numpy_dtype(DataType(dtype))
+    if _kind_rank(np.dtype(target)) < _kind_rank(x.dtype):
+        return "a dtype of a lower kind than self's (CANN documents the refusal)"
+    return None
+
+
+def _repeated_dims(inputs) -> str | None:
+    x, dims = inputs[0], inputs[1]
+    rank = max(x.ndim, 1)
+    if isinstance(dims, list) and len({d % rank for d in dims}) != len(dims):
+        return "a dim given twice (CANN documents the refusal)"
+    return None
+
+
+def _product(x: torch.Tensor, dims, keep: bool, dtype) -> torch.Tensor:
+    """The product in float64 (integers in int64), rounded once to the requested aclDataType
+    (an integer enum; None: self's own dtype, int64 for integers)."""
+    from openacl.dtypes import DataType, to_numpy_dtype
+
+    result = torch.prod(x, dims, keep) if dims is not None and x.dim() else torch.prod(x)
+    if dtype is None:
+        return result
+    target = _torch_dtype(to_numpy_dtype(DataType(dtype)))
+    if target.is_floating_point and not x.is_floating_point():
+        result = torch.prod(x.double(), dims, keep) if dims is not None and x.dim() else \
+            torch.prod(x.double())
+    return result.to(target).double() if target.is_floating_point else result.to(target)
+
+
+@golden("Prod", skip=_narrowing_dtype)
 def prod(x, dtype=None):
-    return torch.prod(x)
+    return _product(x, None, False, dtype)
 
 
-@golden("ProdDim")
+@golden("ProdDim", skip=_narrowing_dtype)
 def prod_dim(x, dim, keep=False, dtype=None):
-    return torch.prod(x, dim, bool(keep)) if x.dim() else x
+    return _product(x, dim, bool(keep), dtype)
 
 
-@golden("Std")
+@golden("Std", skip=_repeated_dims)
 def std(x, dims=None, correction=1, keep=False):
     return torch.std(x, _all_dims(x, dims), correction=correction, keepdim=bool(keep))
 
