@@ -66,7 +66,6 @@ def _fails_in_kernel(name, *args, match=""):
 # one-shot name -> (extra attributes after reduction, torch loss(x, y, reduction), ranges)
 POINTWISE = {
     "mse_loss": ((), lambda x, y, r: F.mse_loss(x, y, reduction=r), (-1, 1), (-1, 1)),
-    "mse_loss_out": ((), lambda x, y, r: F.mse_loss(x, y, reduction=r), (-1, 1), (-1, 1)),
     "l1_loss": ((), lambda x, y, r: F.l1_loss(x, y, reduction=r), (-5, 5), (-3, 3)),
     "smooth_l1_loss": ((1.0,), lambda x, y, r: F.smooth_l1_loss(x, y, reduction=r, beta=1.0),
                        (-5, 5), (-5, 5)),
@@ -134,6 +133,20 @@ def test_l1_loss_int64():
     mixed = openacl.ops.l1_loss(_dev(x), _dev(y.astype(np.float32)), 1).numpy()
     assert_close(mixed, np.float32(np.abs(x - y).mean()))
     _fails(lambda: openacl.ops.l1_loss(_dev(x), _dev(y), 1), argument="reduction")
+
+
+@pytest.mark.parametrize("reduction", sorted(REDUCTIONS))
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_mse_loss_out_reduces_dim_0(reduction, dtype):
+    rng = np.random.default_rng(4)
+    x = random_array((5, 3, 4), dtype, rng, -1, 1)
+    y = random_array((3, 1), dtype, rng, -1, 1)
+    ours = openacl.ops.mse_loss_out(_dev(x), _dev(y), reduction).numpy()
+    squared = F.mse_loss(*torch.broadcast_tensors(_wide(x), _wide(y)), reduction="none")
+    golden = {0: squared, 1: squared.mean(0), 2: squared.sum(0)}[reduction]
+    assert_close(ours, _rounded(golden, dtype), f"mse_loss_out {REDUCTIONS[reduction]}")
+    _fails(lambda: openacl.ops.mse_loss_out(_dev(np.float32(1)), _dev(np.float32(2)), 1),
+           argument="self")
 
 
 def test_reduced_loss_fits_a_one_element_out():

@@ -102,13 +102,15 @@ def broadcast_to(c: Call, shape: tuple[int, ...], *names: str) -> None:
             raise c.fail(name, f"shape cannot be broadcast to {list(shape)}")
 
 
-def reduce_loss(loss, reduction: int, batch: int | None = None):
-    """``loss`` itself (none), or its float64 mean, sum, or sum over ``batch`` (batchmean)."""
+def reduce_loss(loss, reduction: int, batch: int | None = None, axis: int | None = None):
+    """``loss`` itself (none), or its float64 mean, sum, or sum over ``batch`` (batchmean),
+    over every element (or along ``axis``)."""
     if reduction == REDUCTION_NONE:
         return loss
-    total = np.sum(loss, dtype=FLOAT64 if loss.dtype.kind == "f" else None)
+    total = np.sum(loss, axis=axis, dtype=FLOAT64 if loss.dtype.kind == "f" else None)
     if reduction == REDUCTION_MEAN:
-        return total / loss.size if loss.size else array_module(loss).full((), np.nan)
+        count = loss.size if axis is None else loss.shape[axis]
+        return total / count if count else array_module(loss).full(np.shape(total), np.nan)
     if reduction == REDUCTION_BATCHMEAN and batch:
         return total / batch
     return total
@@ -137,12 +139,19 @@ PointwiseLoss = Callable[..., object]  # (x, y, **attributes) -> elementwise los
 
 
 def _pointwise(c: Call, fn: PointwiseLoss, supported: frozenset = LOSS_DTYPES,
-               largest: int = REDUCTION_SUM, out: str = "out", **attributes: float) -> Kernel:
-    """``out = reduce(fn(self, target))`` over the broadcast of self and target."""
+               largest: int = REDUCTION_SUM, out: str = "out", axis: int | None = None,
+               **attributes: float) -> Kernel:
+    """``out = reduce(fn(self, target))`` over the broadcast of self and target (every
+    element, or only ``axis``)."""
     dtype = promoted(c, supported, "self", "target")
     shape = c.broadcast("self", "target")
     reduction = reduction_arg(c, largest=largest)
-    declare_loss_out(c, out, shape, dtype, reduction)
+    if axis is None:
+        declare_loss_out(c, out, shape, dtype, reduction)
+    elif not shape:
+        raise c.fail("self", "must have at least 1 dim (the reduction is along dim 0)")
+    else:
+        c.check_out(out, shape if reduction == REDUCTION_NONE else shape[1:], dtype)
     compute = promotion.compute_dtype(dtype)
     self_shape = c.tensor("self").shape
     batch = self_shape[0] if self_shape else None
@@ -150,7 +159,7 @@ def _pointwise(c: Call, fn: PointwiseLoss, supported: frozenset = LOSS_DTYPES,
     @quiet
     def kernel(v) -> None:
         loss = fn(v.compute("self", compute), v.compute("target", compute), **attributes)
-        _store(v, out, reduce_loss(as_array(loss), reduction, batch))
+        _store(v, out, reduce_loss(as_array(loss), reduction, batch, axis))
     return kernel
 
 
@@ -208,8 +217,9 @@ def mse_loss(c: Call) -> Kernel:
 
 @register("MseLossOut", "self: tensor, target: tensor, reduction: int = 1, out: tensor!")
 def mse_loss_out(c: Call) -> Kernel:
-    """aclnnMseLoss writing a given ``out``: the same loss, the same output rules."""
-    return _pointwise(c, _squared_error)
+    """Squared error ``(self - target)^2`` whose mean or sum runs along dim 0 only (CANN's
+    aclnn_mse_loss_out.cpp: out has the broadcast shape without its first dim)."""
+    return _pointwise(c, _squared_error, axis=0)
 
 
 @register("L1Loss", "self: tensor, target: tensor, reduction: int = 1, out: tensor!")
