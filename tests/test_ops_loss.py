@@ -723,3 +723,20 @@ def test_ctc_loss_bad_arguments_refused():
     bad = _dev(np.array([[1, 2, 2, 9], [3, 1, 0, 0], [4, 4, 4, 0], [2, 0, 0, 0]]))
     _fails_in_kernel("ctc_loss", log_probs, bad, CTC_INPUT_LENGTHS, CTC_TARGET_LENGTHS, 0, False,
                      out, alpha, match="argument 'targets' holds index 9")
+
+
+@pytest.mark.parametrize("name", sorted(POINTWISE))
+def test_pointwise_losses_and_backward_of_0_dim_tensors(name):
+    attributes, reference, _, _ = POINTWISE[name]
+    x, y, grad = np.float32(0.75), np.float32(0.25), np.float32(2.0)
+    for reduction in (0, 1):
+        ours = getattr(openacl.ops, name)(_dev(x), _dev(y), reduction, *attributes).numpy()
+        golden = reference(_wide(x), _wide(y), REDUCTIONS[reduction])
+        assert_close(ours, _rounded(golden, np.float32), f"{name} 0-dim")
+    backward = f"{name}_backward"
+    if hasattr(aclnn, f"{backward}_get_workspace_size"):
+        ours = getattr(openacl.ops, backward)(_dev(grad), _dev(x), _dev(y), 1,
+                                              *attributes).numpy()
+        golden = _autograd(lambda a, b: reference(a, b, "mean"), _wide(grad), _wide(x),
+                           _wide(y))
+        assert_close(ours, _rounded(golden, np.float32), f"{backward} 0-dim")

@@ -163,13 +163,19 @@ def _pointwise(c: Call, fn: PointwiseLoss, supported: frozenset = LOSS_DTYPES,
     return kernel
 
 
+def fresh(value):
+    """A ufunc's result as an array that may receive ``out=`` (numpy gives a 0-dim operand's
+    result as a scalar)."""
+    return np.asarray(value) if isinstance(value, np.generic) else value
+
+
 def _squared_error(x, y):
-    difference = np.subtract(x, y)
+    difference = fresh(np.subtract(x, y))
     return np.multiply(difference, difference, out=difference)
 
 
 def _absolute_error(x, y):
-    difference = np.subtract(x, y)
+    difference = fresh(np.subtract(x, y))
     return np.abs(difference, out=difference)
 
 

@@ -36,6 +36,7 @@ from openacl.ops.loss import (
     broadcast_to,
     check_class_index,
     check_same_dtype,
+    fresh,
     gradient_scale,
     promoted,
     reduction_arg,
@@ -87,7 +88,7 @@ def _pointwise_backward(c: Call, derivative: PointwiseGrad, grad: str = "gradOut
 
 
 def _mse_slope(x, y):
-    difference = np.subtract(x, y)
+    difference = fresh(np.subtract(x, y))
     return np.add(difference, difference, out=difference)
 
 
