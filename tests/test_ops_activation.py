@@ -788,3 +788,28 @@ def test_new_activations_over_many_chunks(name):
                      -0.99 if name == "erfinv" else -8, 0.99 if name == "erfinv" else 8)
     run, reference = ELEMENTWISE.get(name, (openacl.ops.erfinv, torch.erfinv))
     assert_close(run(_dev(a)).numpy(), _golden(reference, a), name)
+
+
+@pytest.mark.parametrize("clamp", [-1.0, 2.0])
+@pytest.mark.parametrize("dtype", FLOATS[:3], ids=str)
+def test_swiglu_group_matches_torch(clamp, dtype):
+    rng = np.random.default_rng(43)
+    x = random_array((3, 4, 10), dtype, rng, -4, 4)
+    weight = random_array((3, 4), np.float32, rng, 0, 2)
+    groups = np.array([2, 3], np.int64)
+    result = openacl.ops.swiglu_group(_dev(x), _dev(weight), _dev(groups), clamp).numpy()
+    a, b = to_torch(x).double().chunk(2, -1)
+    if clamp > 0:
+        a, b = a.clamp(max=clamp), b.clamp(-clamp, clamp)
+    golden = (F.silu(a) * b * torch.from_numpy(weight).double()[..., None]).reshape(12, 5)
+    golden[5:] = 0  # tokens past the group counts' sum
+    assert_close(result, from_torch(golden.reshape(3, 4, 5).to(to_torch(x).dtype)))
+    plain = openacl.ops.swiglu_group(_dev(x), None, None, -1.0).numpy()
+    assert_close(plain, _gated_golden(lambda t: F.silu(t.chunk(2, -1)[0]) * t.chunk(2, -1)[1],
+                                      x))
+    with pytest.raises(AclError) as info:
+        openacl.ops.swiglu_group(_dev(x), None, None, 0.0)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'clampLimit'" in info.value.message
+    with pytest.raises(AclError) as info:
+        openacl.ops.swiglu_group(_dev(x), _dev(np.ones(5, np.float32)), None, -1.0)
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "'weightOptional'" in info.value.message

@@ -402,3 +402,16 @@ def clipped_swiglu_grad(grad, x, group_index=None, dim=-1, alpha=1.702, limit=7.
                         interleaved=True):
     return _autograd(lambda t: clipped_swiglu(t, group_index, dim, alpha, limit, bias,
                                               interleaved), x, grad)
+
+
+@golden("SwigluGroup")
+def swiglu_group(x, weight=None, group_index=None, clamp_limit=-1.0):
+    a, b = x.chunk(2, -1)
+    if clamp_limit != -1.0:
+        a, b = a.clamp(max=clamp_limit), b.clamp(-clamp_limit, clamp_limit)
+    values = (F.silu(a) * b).reshape(-1, a.shape[-1])
+    if weight is not None:
+        values = values * weight.reshape(-1, 1)
+    if group_index is not None:
+        values[int(min(group_index.clamp(min=0).sum().item(), values.shape[0])):] = 0
+    return values.reshape(a.shape)

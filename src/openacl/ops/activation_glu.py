@@ -274,3 +274,45 @@ def clipped_rows(v, merged: np.ndarray) -> int:
 def clipped_split(x: np.ndarray, interleaved: bool) -> tuple[np.ndarray, np.ndarray]:
     """(A, B) of a 2-d view: even and odd columns (``interleaved``), else its halves."""
     return (x[:, 0::2], x[:, 1::2]) if interleaved else _halves(x, 1)
+
+
+NO_CLAMP = -1.0  # SwigluGroup's clampLimit that turns the clamp off
+
+
+@register("SwigluGroup", "x: tensor, weightOptional: tensor?, groupIndexOptional: tensor?, "
+                         "clampLimit: float = -1.0, out: tensor!")
+def swiglu_group(c: Call) -> Kernel:
+    """MoE's SwiGlu over the last dim's halves: ``silu(A) * B`` (A clamped above and B both
+    ways by ``clampLimit`` when it is not -1), times a float32 weight per token; with
+    ``groupIndexOptional`` only the first ``min(sum, tokens)`` tokens are computed, the rest
+    are 0."""
+    axis, compute = _float_halves(c, "x", "out", -1)
+    limit = float(c["clampLimit"])
+    if limit != NO_CLAMP and not limit > 0:
+        raise c.fail("clampLimit", f"must be -1 (no clamp) or > 0, got {limit}")
+    tokens = math.prod(c.tensor("x").shape[:-1])
+    if c.has("weightOptional"):
+        c.check_dtype("weightOptional", {np.dtype(np.float32)})
+        if c.tensor("weightOptional").numel != tokens:
+            raise c.fail("weightOptional", f"must hold one weight per token ({tokens})")
+    if c.has("groupIndexOptional"):
+        c.check_dtype("groupIndexOptional", GROUP_INDEX_DTYPES)
+        if c.tensor("groupIndexOptional").ndim != 1 or not c.tensor("groupIndexOptional").numel:
+            raise c.fail("groupIndexOptional", "must be a non-empty 1-d tensor")
+    half = c.inferred["out"][0]
+    f = compute.type
+
+    @quiet
+    def kernel(v) -> None:
+        merged = v.compute("x", compute).reshape(tokens, -1)
+        rows = clipped_rows(v, merged)
+        a, b = _halves(merged[:rows], 1)
+        if limit != NO_CLAMP:
+            a, b = np.minimum(a, f(limit)), np.clip(b, -f(limit), f(limit))
+        values = a * sigmoid(a) * b
+        if v.get("weightOptional") is not None:
+            values = values * v.compute("weightOptional", compute).reshape(-1, 1)[:rows]
+        result = array_module(merged).zeros((tokens, merged.shape[1] // 2), compute)
+        result[:rows] = values
+        v.write("out", result.reshape(half))
+    return kernel

@@ -33,7 +33,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "activation_glu": (
         "ClippedSwiglu", "FatreluMul", "GeGlu", "GeGluV3", "GeluMul", "Glu", "SituGlu",
-        "SwiGlu",
+        "SwiGlu", "SwigluGroup",
     ),
     "arithmetic": (
         "Abs", "Acos", "Acosh", "Add", "Addcdiv", "Addcmul", "Adds", "Asin", "Asinh", "Atan",
