@@ -213,3 +213,53 @@ def group_norm_swish(x, gamma, beta, group, layout=None, eps=1e-5, activate=True
 def deep_norm(x, gx, beta, gamma, alpha=0.3, eps=1e-6):
     y, mean, rstd = _layer_norm(alpha * x + gx, list(gamma.shape), gamma, beta, float(eps))
     return mean, rstd, y
+
+
+def _channel_axes(x):
+    return [a for a in range(x.dim()) if a != 1], [1, -1] + [1] * (x.dim() - 2)
+
+
+@golden("BatchNormStats")
+def batch_norm_stats(x, eps=1e-5):
+    axes, _ = _channel_axes(x)
+    return x.mean(axes), torch.rsqrt(x.var(axes, unbiased=False) + eps)
+
+
+@golden("BatchNormElemt")
+def batch_norm_elemt(x, weight, bias, mean, invstd, eps=1e-5):
+    _, per_channel = _channel_axes(x)
+    y = (x - mean.reshape(per_channel)) * invstd.reshape(per_channel)
+    if weight is not None:
+        y = y * weight.reshape(per_channel)
+    return y if bias is None else y + bias.reshape(per_channel)
+
+
+@golden("BatchNormGatherStatsWithCounts")
+def batch_norm_gather_stats_with_counts(x, mean, invstd, running_mean, running_var,
+                                        momentum=0.1, eps=1e-5, counts=None):
+    weights = counts[:, None]
+    total = counts.sum()
+    mean_all = (weights * mean).sum(0) / total
+    var_all = (weights * (1 / invstd ** 2 - eps + (mean - mean_all) ** 2)).sum(0) / total
+    return mean_all, torch.rsqrt(var_all + eps)
+
+
+@golden("BatchNormReduceBackward")
+def batch_norm_reduce_backward(dy, x, mean, invstd, weight, input_g=True, weight_g=True,
+                               bias_g=True):
+    axes, per_channel = _channel_axes(x)
+    sum_dy = dy.sum(axes)
+    sum_dy_xmu = (dy * (x - mean.reshape(per_channel))).sum(axes)
+    outputs = ([sum_dy, sum_dy_xmu] if input_g else []) + \
+        ([sum_dy_xmu * invstd] if weight_g else []) + ([sum_dy] if bias_g else [])
+    return tuple(outputs)
+
+
+@golden("BatchNormElemtBackward")
+def batch_norm_elemt_backward(dy, x, mean, invstd, weight, sum_dy, sum_dy_xmu, counter):
+    _, per_channel = _channel_axes(x)
+    n = counter.double().sum()
+    r = invstd.reshape(per_channel)
+    grad = (dy - sum_dy.reshape(per_channel) / n - (x - mean.reshape(per_channel)) * r * r *
+            sum_dy_xmu.reshape(per_channel) / n) * r
+    return grad if weight is None else grad * weight.reshape(per_channel)
