@@ -32,7 +32,7 @@ How a case runs (``run_case``):
 3. **Our run**: the one-shot helper ``openacl.ops.<op>`` (the operator infers and allocates
    its outputs, as ``aclnn*GetWorkspaceSize`` + ``aclnn*`` would with them) on device
    copies of the inputs; results are the returned tensors (in-place operators return the
-   tensors they wrote).
+   tensors they wrote), a tensor-list output expanded into its tensors.
 4. **Golden**: the golden function is called with the same inputs, tensors as torch tensors
    widened to float64 (ints to int64, complex to complex128, bools stay bool), lists as
    lists, scalars and attributes as Python values. It returns the expected output(s): one
@@ -409,6 +409,16 @@ def _fit_attributes(case: Case, op: Any, names: tuple[str, ...], inputs: list[An
     return fitted
 
 
+def _flat(result: Any) -> list[Any]:
+    """Outputs in order, a tensor-list output expanded into its tensors (a Foreach
+    operator's out list; a golden's list or tuple)."""
+    items = result if isinstance(result, (tuple, list)) else [result]
+    flat: list[Any] = []
+    for item in items:
+        flat.extend(_flat(item) if isinstance(item, (tuple, list)) else [item])
+    return flat
+
+
 def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     """Run one case against our operator and its golden; raise ``NotRun`` for a case that
     cannot run here, ``AssertionError`` for a wrong result; an ``AclError`` from our
@@ -440,8 +450,7 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
                  zip(names, inputs, strict=False)}
     try:
         result = getattr(openacl.ops, op.snake_name)(**arguments)
-        results = list(result) if isinstance(result, tuple) else [result]
-        ours = [np.asarray(r.numpy()) for r in results]
+        ours = [np.asarray(r.numpy()) for r in _flat(result)]
     finally:
         for value in arguments.values():
             _free(value)
@@ -451,7 +460,7 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     widened = [_to_torch(v) for v in inputs]
     expected = entry.fn(_dtypes_of(inputs), *widened) if entry.with_dtypes else entry.fn(
         *widened)
-    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    expected = _flat(expected)
     if len(expected) > len(ours):
         raise AssertionError(f"the golden gives {len(expected)} outputs; aclnn{case.op} "
                              f"returned {len(ours)}")

@@ -2,7 +2,8 @@
 phases on the current stream and returns the output Tensor(s).
 
 Arguments are Tensors (or aclTensor handles), numpy arrays (copied to the device for the
-call), Python numbers for aclScalar arguments, and lists for arrays. Results are defined
+call), Python numbers for aclScalar arguments (lists of them for aclScalarList ones), and
+lists for arrays. Results are defined
 after the stream is synchronized (``Tensor.numpy()`` does that).
 """
 
@@ -21,6 +22,8 @@ from openacl.ops.signature import python_signature
 from openacl.runtime import memory
 from openacl.runtime.stream import resolve_stream
 from openacl.tensor import Tensor, create_scalar, destroy_scalar, empty, to_device
+
+NUMBERS = (bool, int, float, complex, np.generic)  # Python values an aclScalar is made of
 
 
 def _scalar_dtype(value: Any) -> np.dtype:
@@ -63,11 +66,15 @@ def make_one_shot(op: OpDef, phase1: Callable, phase2: Callable) -> Callable[...
                     temporaries.extend(t for t, v in zip(converted, value, strict=True)
                                        if t is not v)
                     raw[name] = converted
-                elif kinds[name] == "scalar" and isinstance(value, (bool, int, float, complex,
-                                                                      np.generic)):
+                elif kinds[name] == "scalar" and isinstance(value, NUMBERS):
                     handle = create_scalar(value, from_numpy_dtype(_scalar_dtype(value)))
                     scalars.append(handle)
                     raw[name] = handle
+                elif kinds[name] == "scalars" and isinstance(value, (list, tuple)):
+                    made = [create_scalar(v, from_numpy_dtype(_scalar_dtype(v)))
+                            if isinstance(v, NUMBERS) else v for v in value]
+                    scalars.extend(h for h, v in zip(made, value, strict=True) if h is not v)
+                    raw[name] = made
             for name in inplace:
                 if any(raw.get(name) is temporary for temporary in temporaries):
                     raise AclError(ACLNN_ERR_PARAM_INVALID,
