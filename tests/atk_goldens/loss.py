@@ -82,6 +82,21 @@ def _chamfer_index_outside(inputs) -> str | None:
     return None
 
 
+def _nll_skip(inputs) -> str | None:
+    """NLLLoss*Backward: an ignoreIndex drawn from a list (see ``_list_attribute``), or
+    targets outside [0, C) other than ignoreIndex (the ATK draws some from [-100, 100]):
+    such a target has no defined gradient (torch raises; we fail the stream)."""
+    reason = _list_attribute(5)(inputs)
+    if reason:
+        return reason
+    x, target, ignore_index = inputs[1], inputs[2], inputs[5]
+    classes = x.shape[1] if x.ndim > 1 else x.shape[0]
+    counted = target[target != ignore_index]
+    if counted.size and (counted.min() < 0 or counted.max() >= classes):
+        return "targets outside [0, C) other than ignoreIndex (no defined result)"
+    return None
+
+
 # -- pointwise losses ---------------------------------------------------------------------------
 @golden("MseLoss")
 def mse_loss(x, y, reduction=1):
@@ -222,13 +237,13 @@ def _nll_backward(grad, x, target, weight, reduction, ignore_index, total_weight
     return result.reshape(*target.shape, classes).movedim(-1, 1)
 
 
-@golden("NLLLossBackward", skip=_list_attribute(5))
+@golden("NLLLossBackward", skip=_nll_skip)
 def nll_loss_backward(grad, x, target, weight, reduction=1, ignore_index=-100,
                       total_weight=None):
     return _nll_backward(grad, x, target, weight, reduction, ignore_index, total_weight)
 
 
-@golden("NLLLoss2dBackward", skip=_list_attribute(5))
+@golden("NLLLoss2dBackward", skip=_nll_skip)
 def nll_loss2d_backward(grad, x, target, weight, reduction=1, ignore_index=-100,
                         total_weight=None):
     return _nll_backward(grad, x, target, weight, reduction, ignore_index, total_weight)
