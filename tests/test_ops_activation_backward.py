@@ -68,6 +68,8 @@ FROM_INPUT = {
                              F.logsigmoid),
     "mish_backward": (lambda g, x: openacl.ops.mish_backward(g, x), F.mish),
     "hardswish_backward": (lambda g, x: openacl.ops.hardswish_backward(g, x), F.hardswish),
+    "hardtanh_backward": (lambda g, x: openacl.ops.hardtanh_backward(g, x, -1.5, 2.0),
+                          lambda t: F.hardtanh(t, -1.5, 2.0)),
     "hardswish_backward_v2": (lambda g, x: openacl.ops.hardswish_backward_v2(g, x),
                               F.hardswish),
     "hardsigmoid_backward": (lambda g, x: openacl.ops.hardsigmoid_backward(g, x),
@@ -362,3 +364,10 @@ def test_clipped_swiglu_grad_matches_autograd(interleaved, groups, dtype):
     golden = _grad(lambda t: _clipped_reference(t, groups_t, 1, 1.702, 4.0, 1.0, interleaved),
                    x, g, dtype)
     assert_close(result.numpy(), golden, f"ClippedSwigluGrad {interleaved} {groups}")
+
+
+def test_hardtanh_backward_counts_its_ends_in():
+    x = np.array([-1.0, 1.0, 0.5, 1.5, -2.0], np.float32)
+    g = np.full(5, 3.0, np.float32)
+    result = openacl.ops.hardtanh_backward(_dev(g), _dev(x), -1.0, 1.0).numpy()
+    np.testing.assert_array_equal(result, [3.0, 3.0, 3.0, 0.0, 0.0])  # CANN's doc, not torch's

@@ -415,3 +415,8 @@ def swiglu_group(x, weight=None, group_index=None, clamp_limit=-1.0):
     if group_index is not None:
         values[int(min(group_index.clamp(min=0).sum().item(), values.shape[0])):] = 0
     return values.reshape(a.shape)
+
+
+@golden("HardtanhBackward")
+def hardtanh_backward(grad, x, low=-1.0, high=1.0):
+    return torch.where((x < low) | (x > high), 0.0, grad)  # CANN's doc: the ends count in

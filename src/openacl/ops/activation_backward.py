@@ -225,6 +225,21 @@ register("HardsigmoidBackward", "gradOutput: tensor, self: tensor, out: tensor!"
     _simple(hardsigmoid_grad, HALF_FLOAT_DTYPES, out="out", same_shape=True))
 
 
+@register("HardtanhBackward", "gradOutput: tensor, self: tensor, min: scalar = -1.0, "
+                             "max: scalar = 1.0, out: tensor!")
+def hardtanh_backward(c: Call) -> Kernel:
+    """gradOutput where ``min <= x <= max``, else 0 (CANN's doc counts the ends in; torch's
+    kernel leaves them out)."""
+    dtype = _prepare(c, "gradOutput", "self", "out", HALF_FLOAT_DTYPES, same_dtype=True,
+                     same_shape=True, exact=True)
+    compute = promotion.compute_dtype(dtype)
+    low, high = c.scalar("min", compute), c.scalar("max", compute)
+
+    def fn(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return np.where((x < low) | (x > high), compute.type(0), g)
+    return _elementwise(c, fn, dtype, out="out")
+
+
 @register("GeluBackwardV2", "gradOutput: tensor, self: tensor, approximate: str = 'none', "
                             "gradInput: tensor!")
 def gelu_backward_v2(c: Call) -> Kernel:
