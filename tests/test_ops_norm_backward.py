@@ -199,3 +199,63 @@ def test_group_norm_backward_errors():
             None, None)
     _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, _dev(np.ones((2, 3), np.float32)), stat,
             None, 2, 4, 3, 2, mask, grad, None, None)
+
+
+# -- AddLayerNormGrad, DeepNormGrad ---------------------------------------------------------
+def _row_stats(x, dims):
+    mean = x.detach().mean(dims, keepdim=True)
+    rstd = torch.rsqrt(x.detach().var(dims, unbiased=False, keepdim=True) + 1e-5)
+    return _rounded(mean, FLOAT32), _rounded(rstd, FLOAT32)
+
+
+@pytest.mark.parametrize("shape,normalized", [((4, 16), (16,)), ((2, 3, 8), (3, 8)),
+                                              ((9,), (9,))], ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_add_layer_norm_grad_matches_autograd(shape, normalized, dtype):
+    x1, x2, dy, dsum = (_data(shape, dtype, seed) for seed in (20, 21, 22, 23))
+    gamma, beta = _data(normalized, dtype, 24), _data(normalized, dtype, 25)
+    x1t, x2t, gt, bt = _leaf(x1), _leaf(x2), _leaf(gamma), _leaf(beta)
+    x = x1t + x2t
+    y = F.layer_norm(x, normalized, gt, bt, 1e-5)
+    torch.autograd.backward([y, x], [to_torch(dy).double(), to_torch(dsum).double()])
+    dims = list(range(len(shape) - len(normalized), len(shape)))
+    mean, rstd = _row_stats(x, dims)
+    dx, dgamma, dbeta = openacl.ops.add_layer_norm_grad(
+        _dev(dy), _dev(x1), _dev(x2), _dev(rstd), _dev(mean), _dev(gamma), _dev(dsum))
+    assert_close(dx.numpy(), _rounded(x1t.grad, dtype), f"dx {dtype}")
+    assert_close(dgamma.numpy(), _rounded(gt.grad, FLOAT32), "dgamma")
+    assert_close(dbeta.numpy(), _rounded(bt.grad, FLOAT32), "dbeta")
+
+
+@pytest.mark.parametrize("shape,normalized", [((4, 16), (16,)), ((2, 3, 8), (3, 8))], ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_deep_norm_grad_matches_autograd(shape, normalized, dtype):
+    x, gx, dy = (_data(shape, dtype, seed) for seed in (26, 27, 28))
+    gamma, beta = _data(normalized, dtype, 29), _data(normalized, dtype, 30)
+    xt, gxt, gt, bt = _leaf(x), _leaf(gx), _leaf(gamma), _leaf(beta)
+    inner = 0.3 * xt + gxt
+    F.layer_norm(inner, normalized, gt, bt, 1e-5).backward(to_torch(dy).double())
+    dims = list(range(len(shape) - len(normalized), len(shape)))
+    mean, rstd = _row_stats(inner, dims)
+    dx, dgx, dbeta, dgamma = openacl.ops.deep_norm_grad(
+        _dev(dy), _dev(x), _dev(gx), _dev(gamma), _dev(mean), _dev(rstd), 0.3)
+    assert_close(dx.numpy(), _rounded(xt.grad, dtype), f"dx {dtype}")
+    assert_close(dgx.numpy(), _rounded(gxt.grad, dtype), f"dgx {dtype}")
+    assert_close(dgamma.numpy(), _rounded(gt.grad, FLOAT32), "dgamma")
+    assert_close(dbeta.numpy(), _rounded(bt.grad, FLOAT32), "dbeta")
+
+
+def test_fused_layer_norm_grad_errors():
+    x = _dev(np.ones((2, 4), np.float32))
+    gamma, stat = _dev(np.ones(4, np.float32)), _dev(np.ones((2, 1), np.float32))
+    out, g = openacl.empty((2, 4), np.float32), openacl.empty((4,), np.float32)
+    phase1 = aclnn.add_layer_norm_grad_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, x, None, x, stat, stat, gamma, None, out, g, g)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, _dev(np.ones((2, 3), np.float32)), x, stat,
+            stat, gamma, None, out, g, g)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, x, _dev(np.ones((3, 1), np.float32)), stat,
+            gamma, None, out, g, g)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, x, x, _dev(np.ones((2, 1), np.float16)), stat,
+            gamma, None, out, g, g)
+    _expect(ACLNN_ERR_PARAM_INVALID, aclnn.deep_norm_grad_get_workspace_size, x, x, x,
+            _dev(np.ones(3, np.float32)), stat, stat, 0.3, out, out, g, g)

@@ -263,3 +263,28 @@ def batch_norm_elemt_backward(dy, x, mean, invstd, weight, sum_dy, sum_dy_xmu, c
     grad = (dy - sum_dy.reshape(per_channel) / n - (x - mean.reshape(per_channel)) * r * r *
             sum_dy_xmu.reshape(per_channel) / n) * r
     return grad if weight is None else grad * weight.reshape(per_channel)
+
+
+def _row_norm_grads(dy, x, gamma, mean, rstd):
+    """(d x, dgamma, dbeta) of LayerNorm rows of ``x`` from the saved statistics."""
+    lead = x.shape[:x.dim() - gamma.dim()]
+    keep = (*lead, *[1] * gamma.dim())
+    dims = list(range(len(lead), x.dim()))
+    r = rstd.reshape(keep)
+    xhat = (x - mean.reshape(keep)) * r
+    g = dy * gamma
+    dx = r * (g - g.mean(dims, keepdim=True) - xhat * (g * xhat).mean(dims, keepdim=True))
+    axes = list(range(len(lead)))
+    return dx, (dy * xhat).sum(axes) if axes else dy * xhat, dy.sum(axes) if axes else dy
+
+
+@golden("AddLayerNormGrad")
+def add_layer_norm_grad(dy, x1, x2, rstd, mean, gamma, dsum=None):
+    dx, dgamma, dbeta = _row_norm_grads(dy, x1 + x2, gamma, mean, rstd)
+    return (dx if dsum is None else dx + dsum), dgamma, dbeta
+
+
+@golden("DeepNormGrad")
+def deep_norm_grad(dy, x, gx, gamma, mean, rstd, alpha=0.3):
+    dgx, dgamma, dbeta = _row_norm_grads(dy, alpha * x + gx, gamma, mean, rstd)
+    return alpha * dgx, dgx, dbeta, dgamma

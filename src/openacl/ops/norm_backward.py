@@ -277,3 +277,87 @@ def group_norm_backward(c: Call) -> Kernel:
         if mask[2]:
             v.write("gradBetaOut", dy.sum(axis=(0, 3)).reshape(-1))
     return kernel
+
+
+# -- AddLayerNormGrad, DeepNormGrad ---------------------------------------------------------------
+def _row_norm_geometry(c: Call, dy: str, inputs: tuple[str, ...]):
+    """Phase 1 of the fused LayerNorm gradients: ``dy`` and ``inputs`` alike, gamma their
+    trailing dims, mean / rstd float32 with one value per row; returns (dtype, shape,
+    gamma's shape, rows, width)."""
+    dtype = c.check_dtype(dy, NORM_DTYPES)
+    shape = c.tensor(dy).shape
+    for name in inputs:
+        c.check_dtype(name, {dtype})
+        if c.tensor(name).shape != shape:
+            raise c.fail(name, f"shape must equal {dy}'s {list(shape)}")
+    c.check_dtype("gamma", {dtype})
+    normalized = c.tensor("gamma").shape
+    if not normalized or len(normalized) > len(shape) or \
+            shape[len(shape) - len(normalized):] != normalized:
+        raise c.fail("gamma", f"shape must equal trailing dims of {dy} {list(shape)}")
+    rows = math.prod(shape[:len(shape) - len(normalized)])
+    for name in ("mean", "rstd"):
+        c.check_dtype(name, {FLOAT32})
+        if c.tensor(name).numel != rows:
+            raise c.fail(name, f"must hold one value per normalized row ({rows})")
+    return dtype, shape, normalized, rows, math.prod(normalized)
+
+
+def _row_norm_grads(v, x: np.ndarray, rows: int, width: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(gradient at the normalized input, dgamma, dbeta) of LayerNorm rows ``x`` (rows,
+    width) from dy, gamma and the saved mean / rstd."""
+    dy = v.compute("dy", COMPUTE).reshape(rows, width)
+    mean = v.compute("mean", COMPUTE).reshape(rows, 1)
+    rstd = v.compute("rstd", COMPUTE).reshape(rows, 1)
+    xhat = (x.reshape(rows, width) - mean) * rstd
+    g = dy * v.compute("gamma", COMPUTE).reshape(width)
+    return normalized_grad(g, xhat, rstd, 1), (dy * xhat).sum(axis=0), dy.sum(axis=0)
+
+
+@register("AddLayerNormGrad",
+          "dy: tensor, x1: tensor, x2: tensor, rstd: tensor, mean: tensor, gamma: tensor, "
+          "dsumOptional: tensor?, dxOut: tensor!, dgammaOut: tensor!, dbetaOut: tensor!")
+def add_layer_norm_grad(c: Call) -> Kernel:
+    """The gradient of AddLayerNorm at ``x = x1 + x2`` (the same for x1 and x2), plus the
+    gradient ``dsumOptional`` that reached ``x`` directly; dgamma / dbeta are float32."""
+    optional = ("dsumOptional",) if c["dsumOptional"] is not None else ()
+    dtype, shape, normalized, rows, width = _row_norm_geometry(c, "dy", ("x1", "x2", *optional))
+    c.check_out("dxOut", shape, dtype, exact_dtype=True)
+    c.check_out("dgammaOut", normalized, FLOAT32, exact_dtype=True)
+    c.check_out("dbetaOut", normalized, FLOAT32, exact_dtype=True)
+
+    def kernel(v) -> None:
+        x = v.compute("x1", COMPUTE) + v.compute("x2", COMPUTE)
+        dx, dgamma, dbeta = _row_norm_grads(v, x, rows, width)
+        dx = dx.reshape(shape)
+        if v.get("dsumOptional") is not None:
+            dx += v.compute("dsumOptional", COMPUTE)
+        v.write("dxOut", dx)
+        v.write("dgammaOut", dgamma.reshape(normalized))
+        v.write("dbetaOut", dbeta.reshape(normalized))
+    return kernel
+
+
+@register("DeepNormGrad",
+          "dy: tensor, x: tensor, gx: tensor, gamma: tensor, mean: tensor, rstd: tensor, "
+          "alpha: float = 0.3, dxOut: tensor!, dgxOut: tensor!, dbetaOut: tensor!, "
+          "dgammaOut: tensor!")
+def deep_norm_grad(c: Call) -> Kernel:
+    """The gradient of DeepNorm (LayerNorm of ``alpha * x + gx``): ``dgx`` the LayerNorm
+    input gradient, ``dx = alpha * dgx``; dbeta / dgamma are float32."""
+    dtype, shape, normalized, rows, width = _row_norm_geometry(c, "dy", ("x", "gx"))
+    c.check_out("dxOut", shape, dtype, exact_dtype=True)
+    c.check_out("dgxOut", shape, dtype, exact_dtype=True)
+    c.check_out("dbetaOut", normalized, FLOAT32, exact_dtype=True)
+    c.check_out("dgammaOut", normalized, FLOAT32, exact_dtype=True)
+    alpha = c["alpha"]
+
+    def kernel(v) -> None:
+        x = alpha * v.compute("x", COMPUTE) + v.compute("gx", COMPUTE)
+        dgx, dgamma, dbeta = _row_norm_grads(v, x, rows, width)
+        v.write("dxOut", (alpha * dgx).reshape(shape))
+        v.write("dgxOut", dgx.reshape(shape))
+        v.write("dbetaOut", dbeta.reshape(normalized))
+        v.write("dgammaOut", dgamma.reshape(normalized))
+    return kernel
