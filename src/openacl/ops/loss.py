@@ -378,11 +378,11 @@ def nll_rows(op: str, x, target, weight, ignore_index: int, compute: np.dtype | 
     return -(picked * chosen), chosen
 
 
-def _nll_prepare(c: Call, two_d: bool) -> Kernel:
-    """NLLLoss (self (N, C) or (C)) and NLLLoss2d (self (N, C, H, W))."""
-    dtype = c.check_dtype("self", LOSS_DTYPES)
+def nll_classes(c: Call, two_d: bool) -> int:
+    """The class count of an NLLLoss-family call, after its shape checks: self (N, C) with
+    target (N), or (C) with target () (``two_d``: self (N, C, H, W), target (N, H, W)), and
+    one weight per class."""
     c.check_dtype("target", CLASS_INDEX_DTYPES)
-    check_same_dtype(c, dtype, "weight")
     self, target = c.tensor("self"), c.tensor("target")
     if two_d:
         if self.ndim != 4 or target.shape != (self.shape[0], *self.shape[2:]):
@@ -394,6 +394,15 @@ def _nll_prepare(c: Call, two_d: bool) -> Kernel:
     classes = self.shape[1] if self.ndim > 1 else self.shape[0]
     if c.tensor("weight").shape != (classes,):
         raise c.fail("weight", f"shape must be [{classes}] (one weight per class)")
+    return classes
+
+
+def _nll_prepare(c: Call, two_d: bool) -> Kernel:
+    """NLLLoss (self (N, C) or (C)) and NLLLoss2d (self (N, C, H, W))."""
+    dtype = c.check_dtype("self", LOSS_DTYPES)
+    check_same_dtype(c, dtype, "weight")
+    classes = nll_classes(c, two_d)
+    target = c.tensor("target")
     reduction = reduction_arg(c)
     declare_loss_out(c, "out", target.shape, dtype, reduction)
     _declare_out(c, "totalWeightOut", (), dtype)

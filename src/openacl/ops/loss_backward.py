@@ -26,7 +26,6 @@ from openacl.ops.activation import sigmoid
 from openacl.ops.call import Call, Kernel, array_module, as_array
 from openacl.ops.fpstate import quiet
 from openacl.ops.loss import (
-    CLASS_INDEX_DTYPES,
     CROSS_ENTROPY_WEIGHT_DTYPES,
     FLOAT64,
     LOSS_DTYPES,
@@ -38,6 +37,7 @@ from openacl.ops.loss import (
     check_same_dtype,
     fresh,
     gradient_scale,
+    nll_classes,
     promoted,
     reduction_arg,
     reduction_name_arg,
@@ -255,19 +255,9 @@ def _nll_backward_prepare(c: Call, two_d: bool) -> Kernel:
     gradient is ``-weight[t] * grad`` at each row's target class (over totalWeight for a
     mean), 0 elsewhere and for ignored targets."""
     dtype = c.check_dtype("self", LOSS_DTYPES)
-    c.check_dtype("target", CLASS_INDEX_DTYPES)
     check_same_dtype(c, dtype, "gradOutput", "weight", "totalWeight")
+    classes = nll_classes(c, two_d)
     self, target, grad = c.tensor("self"), c.tensor("target"), c.tensor("gradOutput")
-    if two_d:
-        if self.ndim != 4 or target.shape != (self.shape[0], *self.shape[2:]):
-            raise c.fail("target", f"self must be 4-D (N, C, H, W) and target 3-D (N, H, W); "
-                                   f"self is {list(self.shape)}")
-    elif self.ndim not in (1, 2) or target.shape != self.shape[:-1]:
-        raise c.fail("target", f"self must be (N, C) with target (N), or (C) with target (); "
-                               f"self is {list(self.shape)}")
-    classes = self.shape[1] if self.ndim > 1 else self.shape[0]
-    if c.tensor("weight").shape != (classes,):
-        raise c.fail("weight", f"shape must be [{classes}] (one weight per class)")
     if c.tensor("totalWeight").numel != 1:
         raise c.fail("totalWeight", "must hold one element")
     reduction = reduction_arg(c)
