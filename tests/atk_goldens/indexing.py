@@ -79,16 +79,16 @@ def index_put_impl(x, indices, values, accumulate, unsafe):
 
 
 # -- along one dim ------------------------------------------------------------------------------
-@golden("IndexAdd")
-def index_add(x, dim, index, source, alpha):
+@golden("IndexAdd", with_dtypes=True)
+def index_add(dtypes, x, dim, index, source, alpha):
     x = _t(x)
-    return torch.index_add(x, dim, index.long().reshape(-1), source, alpha=alpha)
+    return _rounded(torch.index_add(x, dim, index.long().reshape(-1), source, alpha=alpha),
+                    dtypes[0])  # (a float16 sum beyond 65504 is inf, as CANN's is)
 
 
-@golden("IndexAddV2")
-def index_add_v2(x, dim, index, source, alpha, mode):
-    x = _t(x)
-    return torch.index_add(x, dim, index.long().reshape(-1), source, alpha=alpha)
+@golden("IndexAddV2", with_dtypes=True)
+def index_add_v2(dtypes, x, dim, index, source, alpha, mode):
+    return index_add(dtypes, x, dim, index, source, alpha)
 
 
 def _fill(x, dim, positions, value):
