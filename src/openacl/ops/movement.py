@@ -604,7 +604,7 @@ def unfold_grad(c: Call) -> Kernel:
     lead = (slice(None),) * dim
 
     def kernel(v) -> None:
-        g = as_array(v["gradOut"]).astype(compute)
+        g = v.compute("gradOut", dtype)  # widened once (F16C for float16)
         total = array_module(g).zeros(sizes, compute)
         if size <= count:  # one strided add per position within the window
             for k in range(size):

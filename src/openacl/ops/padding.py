@@ -239,12 +239,12 @@ def _pad_backward(kind: int, mode: str, supported: frozenset[np.dtype]):
         compute = promotion.compute_dtype(self.dtype)
 
         def kernel(v) -> None:
-            g = as_array(v["gradOutput"])
+            g = v.compute("gradOutput", self.dtype)  # widened once (F16C for float16)
             total = _zeros_like(g, self.shape, compute)
             for source, target, summed in plan.blocks:
                 part = g[source]
                 if summed:
-                    part = part.sum(axis=summed, keepdims=True, dtype=compute)
+                    part = part.sum(axis=summed, keepdims=True)
                 total[target] += part
             v.write("gradInput", total)
         return kernel
