@@ -179,11 +179,7 @@ def test_norm_matches_torch(order, dtype):
 
 def test_norm_of_large_values_does_not_overflow_and_takes_an_int64_order():
     x = [np.full((8,), 3e38, np.float32), np.array([1e-30, -2e-30], np.float32)]
-    order = create_scalar(2, openacl.ACL_INT64)
-    try:
-        ours = openacl.ops.foreach_norm(x, order)
-    finally:
-        destroy_scalar(order)
+    ours = openacl.ops.foreach_norm(x, np.int64(2))
     _check(ours, [torch.linalg.vector_norm(t, 2) for t in _wide(x)], F32, "norm")
 
 
@@ -268,12 +264,8 @@ def test_scalar_forms_match_torch(name, dtype):
     values = [value, 3 if integer else 2.5, -1 if integer else 0.5][:len(x)]
     if name == "pow" and integer:
         values = [2, 3, 0]
-    scalars = _scalar_list(values, openacl.ACL_INT64 if integer else openacl.ACL_FLOAT)
-    try:
-        ours = getattr(openacl.ops, f"foreach_{name}_scalar_list")(x, scalars)
-    finally:
-        for handle in scalars:
-            destroy_scalar(handle)
+    scalars = [np.int64(v) if integer else np.float32(v) for v in values]  # aclScalars
+    ours = getattr(openacl.ops, f"foreach_{name}_scalar_list")(x, scalars)
     _check(ours, reference(_wide(x), values), dtype, f"{name} ScalarList")
 
 
@@ -384,14 +376,14 @@ def test_bad_scalars_are_refused():
            argument="scalar")
     _error(lambda: openacl.ops.foreach_add_scalar_v2([np.ones(2, np.int8)], 300),
            argument="scalar")  # overflows int8
-    scalars = _scalar_list([1.0], openacl.ACL_FLOAT)
+    _error(lambda: openacl.ops.foreach_add_scalar_list([a, a], [1.0]), argument="scalars")
+    _error(lambda: openacl.ops.foreach_add_scalar_list([a, a], [np.float16(1), np.float16(2)]),
+           argument="scalars")  # ForeachAddScalarList's scalars: float32 or int64
+    scalars = _scalar_list([1.0, 2.0, 3.0], openacl.ACL_FLOAT)  # an aclScalarList's scalars
+    outs = [_dev(a), _dev(a)]
     try:
-        _error(lambda: openacl.ops.foreach_add_scalar_list([a, a], scalars), argument="scalars")
-    finally:
-        destroy_scalar(scalars[0])
-    scalars = _scalar_list([1.0, 2.0], openacl.ACL_FLOAT16)
-    try:
-        _error(lambda: openacl.ops.foreach_add_scalar_list([a, a], scalars), argument="scalars")
+        _error(lambda: aclnn.foreach_add_scalar_list_get_workspace_size(
+            [_dev(a), _dev(a)], scalars, outs), argument="scalars")
     finally:
         for handle in scalars:
             destroy_scalar(handle)

@@ -293,24 +293,37 @@ def _foreach(fn: Callable[..., Any], supported, operands: Sequence[Operand] = ()
 
 # -- per-tensor functions the single-tensor operators do not have ------------------------------
 # Each takes ``out=``: a float32 or int32 list computes straight into its output tensors.
+def _scratch(out: Any, *kept: Any) -> Any:
+    """``out`` when the first steps of a kernel may write there before it reads ``kept``
+    for the last time (``out`` shares no memory with them), else None: a new array."""
+    if out is None or any(np.may_share_memory(out, k) for k in kept
+                          if not isinstance(k, np.generic)):
+        return None
+    return out
+
+
 def _add(x: Any, other: Any, alpha: Any, out: Any = None) -> Any:
-    """``x + alpha * other``, as aclnnAdd's kernel computes it."""
-    return np.add(x, np.multiply(other, alpha), out=out)
+    """``x + alpha * other``, as aclnnAdd's kernel computes it (alpha 1: one pass)."""
+    if np.ndim(alpha) == 0 and alpha == 1:
+        return np.add(x, other, out=out)
+    return np.add(x, np.multiply(other, alpha, out=_scratch(out, x)), out=out)
 
 
 def _sub(x: Any, other: Any, alpha: Any, out: Any = None) -> Any:
-    return np.subtract(x, np.multiply(other, alpha), out=out)
+    if np.ndim(alpha) == 0 and alpha == 1:
+        return np.subtract(x, other, out=out)
+    return np.subtract(x, np.multiply(other, alpha, out=_scratch(out, x)), out=out)
 
 
 def _addcmul(x: Any, tensor1: Any, tensor2: Any, value: Any, out: Any = None) -> Any:
     """``x + value * (tensor1 * tensor2)``, as aclnnAddcmul's kernel computes it."""
-    term = np.multiply(tensor1, tensor2)
+    term = np.multiply(tensor1, tensor2, out=_scratch(out, x))
     term *= value
     return np.add(x, term, out=out)
 
 
 def _addcdiv(x: Any, tensor1: Any, tensor2: Any, value: Any, out: Any = None) -> Any:
-    term = np.true_divide(tensor1, tensor2)
+    term = np.true_divide(tensor1, tensor2, out=_scratch(out, x))
     term *= value
     return np.add(x, term, out=out)
 

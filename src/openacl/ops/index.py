@@ -239,7 +239,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "Modulate",
     ),
     "vector_norm": (
-        "LinalgVectorNorm", "Norm",
+        "InplaceRenorm", "LinalgVectorNorm", "Norm", "Renorm",
     ),
 }
 
