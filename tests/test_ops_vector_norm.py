@@ -99,3 +99,29 @@ def test_errors():
     with pytest.raises(AclError) as info:
         aclnn.norm_get_workspace_size(x, two, [1], False, out)
     assert info.value.code == ACLNN_ERR_PARAM_INVALID
+
+
+# -- Renorm ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("p,dim,max_norm", [(1.0, 0, 5.0), (2.0, 1, 1.0), (3.0, -1, 0.5),
+                                            (math.inf, 2, 0.3), (2.0, 0, 0.0)], ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_renorm_and_inplace_renorm_match_torch(p, dim, max_norm, dtype):
+    x = random_array((3, 4, 5), dtype, np.random.default_rng(4), -2, 2)
+    golden = from_torch(torch.renorm(to_torch(x).double(), p, dim, max_norm)
+                        .to(TORCH_DTYPES[np.dtype(dtype)]))
+    assert_close(openacl.ops.renorm(_dev(x), p, dim, max_norm).numpy(), golden)
+    target = _dev(x)
+    openacl.ops.inplace_renorm(target, p, dim, max_norm)
+    assert_close(target.numpy(), golden)
+
+
+def test_renorm_errors():
+    x = _dev(np.ones((2, 3), np.float32))
+    for args in ((x, -1.0, 0, 1.0), (x, 2.0, 2, 1.0), (x, 2.0, 0, -1.0),
+                 (_dev(np.ones((2, 3), np.int32)), 2.0, 0, 1.0)):
+        with pytest.raises(AclError) as info:
+            openacl.ops.renorm(*args)
+        assert info.value.code == ACLNN_ERR_PARAM_INVALID
+    with pytest.raises(AclError) as info:
+        openacl.ops.renorm(None, 2.0, 0, 1.0)
+    assert info.value.code == ACLNN_ERR_PARAM_NULLPTR

@@ -288,3 +288,8 @@ def add_layer_norm_grad(dy, x1, x2, rstd, mean, gamma, dsum=None):
 def deep_norm_grad(dy, x, gx, gamma, mean, rstd, alpha=0.3):
     dgx, dgamma, dbeta = _row_norm_grads(dy, alpha * x + gx, gamma, mean, rstd)
     return alpha * dgx, dgx, dbeta, dgamma
+
+
+@golden("Renorm")
+def renorm(x, p, dim, max_norm):
+    return torch.renorm(x, _order(p), dim, max_norm)

@@ -17,7 +17,7 @@ from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
 from openacl.ops import promotion
 from openacl.ops.call import Call, Kernel, array_module
 from openacl.ops.reduction import _axes, _dtype_arg, _reduced_shape
-from openacl.ops.registry import register
+from openacl.ops.registry import register, register_inplace
 
 NORM_DTYPES = frozenset({np.dtype(np.float16), promotion.BFLOAT16, np.dtype(np.float32)})
 FLOAT32 = np.dtype(np.float32)
@@ -104,3 +104,42 @@ def linalg_vector_norm(c: Call) -> Kernel:
     if c["out"] is not None and c.tensor("out").dtype != dtype:
         raise c.fail("out", f"dtype must equal the dtype argument {dtype}")
     return _prepare(c, "ord", "dims", "keepDims", dtype)
+
+
+# -- Renorm --------------------------------------------------------------------------------------
+RENORM_EPS = 1e-7  # added to a slice's norm before dividing by it (PyTorch's renorm)
+
+
+@register("Renorm", "self: tensor, p: scalar, dim: int, maxNorm: scalar, out: tensor!")
+def renorm(c: Call) -> Kernel:
+    """``torch.renorm``: every slice ``self.select(dim, i)`` whose p-norm exceeds
+    ``maxNorm`` is scaled to ``maxNorm / (norm + 1e-7)`` times itself; others stay."""
+    dtype = c.check_dtype("self", NORM_DTYPES)
+    shape = c.tensor("self").shape
+    dim = c.normalize_dim("dim", c["dim"], len(shape))
+    p = order(c, "p")
+    if p < 0:
+        raise c.fail("p", "the norm order must be >= 0")
+    limit = c["maxNorm"]
+    if limit is None:
+        raise c.fail("maxNorm", "is null", ACLNN_ERR_PARAM_NULLPTR)
+    if limit.dtype.kind not in "iuf" or not float(limit.value) >= 0:
+        raise c.fail("maxNorm", "must be a real number >= 0")
+    max_norm = float(limit.value)
+    c.check_out("out", shape, dtype, exact_dtype=True)
+    others = tuple(a for a in range(len(shape)) if a != dim)
+
+    def kernel(v) -> None:
+        x = v.compute("self", FLOAT64)
+        xp = array_module(x)
+        if x.ndim == 0 or not x.size:
+            v.write("out", x)
+            return
+        norms = vector_norm(x, p, others, keep=True)
+        scale = xp.where(norms > max_norm, max_norm / (norms + RENORM_EPS), 1.0)
+        v.write("out", x * scale)
+    return kernel
+
+
+register_inplace("InplaceRenorm", "selfRef: tensor!, p: scalar, dim: int, maxNorm: scalar",
+                 renorm, self="selfRef", out="selfRef")
