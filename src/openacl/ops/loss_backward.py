@@ -409,7 +409,9 @@ def chamfer_distance_backward(c: Call) -> Kernel:
             raise c.fail(name, f"shape must be {list(points.shape[:2])}")
     c.check_out("gradXyz1", xyz1.shape, dtype)
     c.check_out("gradXyz2", xyz2.shape, dtype)
-    compute = promotion.compute_dtype(dtype)
+    # a point may take the pushes of many others, of both signs: float32 sums lose ~1e-3
+    # relative there, so the gradients accumulate in float64 and are rounded once
+    compute = FLOAT64
     op = c.op_name
 
     def pull(points, index, size: int):
