@@ -116,3 +116,33 @@ def test_errors():
             _dev(np.ones((2, 3), np.float32)), gamma, gamma, 0.3, 1e-6, rstd, rstd, y)
     _expect(ACLNN_ERR_PARAM_INVALID, aclnn.deep_norm_get_workspace_size, x2, x2,
             _dev(np.ones(4, np.float16)), gamma, 0.3, 1e-6, rstd, rstd, y)
+
+
+@pytest.mark.parametrize("shape,modulation", [((2, 5, 8), (2, 8)), ((2, 5, 8), (2, 1, 8)),
+                                              ((5, 8), (8,)), ((2, 3, 4, 6), (2, 3, 6))],
+                         ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_ada_layer_norm(shape, modulation, affine, dtype):
+    x = _data(shape, dtype, 11)
+    scale, shift = _data(modulation, dtype, 12), _data(modulation, dtype, 13)
+    weight = _data(shape[-1:], dtype, 14) if affine else None
+    bias = _data(shape[-1:], dtype, 15) if affine else None
+    y = openacl.ops.ada_layer_norm(_dev(x), _dev(scale), _dev(shift), _dev(weight), _dev(bias),
+                                   1e-5)
+    rows = (*shape[:-2], 1, shape[-1])
+    golden = F.layer_norm(_wide(x), shape[-1:], _wide(weight), _wide(bias), 1e-5)
+    golden = golden * (1 + _wide(scale).reshape(rows)) + _wide(shift).reshape(rows)
+    assert_close(y.numpy(), _rounded(golden, dtype), f"ada_layer_norm {dtype}")
+
+
+def test_ada_layer_norm_errors():
+    x = _dev(np.ones((2, 5, 8), np.float32))
+    mod = _dev(np.ones((2, 8), np.float32))
+    for args in ((x, _dev(np.ones((3, 8), np.float32)), mod, None, None, 1e-5),
+                 (x, mod, _dev(np.ones((2, 8), np.float16)), None, None, 1e-5),
+                 (x, mod, mod, _dev(np.ones(7, np.float32)), None, 1e-5),
+                 (_dev(np.ones(8, np.float32)), mod, mod, None, None, 1e-5)):
+        with pytest.raises(AclError) as info:
+            openacl.ops.ada_layer_norm(*args)
+        assert info.value.code == ACLNN_ERR_PARAM_INVALID

@@ -293,3 +293,10 @@ def deep_norm_grad(dy, x, gx, gamma, mean, rstd, alpha=0.3):
 @golden("Renorm")
 def renorm(x, p, dim, max_norm):
     return torch.renorm(x, _order(p), dim, max_norm)
+
+
+@golden("AdaLayerNorm")
+def ada_layer_norm(x, scale, shift, weight=None, bias=None, eps=1e-5):
+    y, _, _ = _layer_norm(x, [x.shape[-1]], weight, bias, eps)
+    rows = (*x.shape[:-2], 1, x.shape[-1])
+    return y * (1 + scale.reshape(rows)) + shift.reshape(rows)

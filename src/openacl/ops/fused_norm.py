@@ -1,5 +1,6 @@
 """Fused normalization operators: GroupNormSilu, GroupNormSiluV2, GroupNormSwish (GroupNorm
-followed by ``y * sigmoid(scale * y)``) and DeepNorm (LayerNorm of ``alpha * x + gx``).
+followed by ``y * sigmoid(scale * y)``), DeepNorm (LayerNorm of ``alpha * x + gx``) and
+AdaLayerNorm (LayerNorm modulated by ``1 + scale`` and ``shift``).
 
 Each is its unfused composition (``torch.nn.functional.group_norm`` then ``silu``; the
 residual-scaled LayerNorm of DeepNet), computed by the kernels of ``normalization.py``
@@ -147,4 +148,45 @@ def deep_norm(c: Call) -> Kernel:
         v.write("yOut", y.reshape(shape))
         v.write("meanOut", mean.reshape(stat_shape))
         v.write("rstdOut", rstd.reshape(stat_shape))
+    return kernel
+
+
+@register("AdaLayerNorm", "x: tensor, scale: tensor, shift: tensor, weightOptional: tensor?, "
+                          "biasOptional: tensor?, epsilon: float = 1e-05, out: tensor!")
+def ada_layer_norm(c: Call) -> Kernel:
+    """Adaptive LayerNorm (DiT): ``LayerNorm(x) * (1 + scale) + shift`` over the last dim H
+    of ``x`` (B..., S, H); scale and shift are (B..., H) or (B..., 1, H), one row per batch
+    shared by its S tokens; the optional LayerNorm weight / bias are (H,)."""
+    dtype = c.check_dtype("x", NORM_DTYPES)
+    shape = c.tensor("x").shape
+    if len(shape) < 2:
+        raise c.fail("x", "must be (B..., S, H): at least 2 dims")
+    batch, hidden = shape[:-2], shape[-1]
+    for name in ("scale", "shift"):
+        c.check_dtype(name, {dtype})
+        if c.tensor(name).shape not in ((*batch, hidden), (*batch, 1, hidden)):
+            raise c.fail(name, f"shape must be {[*batch, hidden]} or {[*batch, 1, hidden]}")
+    for name in ("weightOptional", "biasOptional"):
+        if c[name] is not None:
+            c.check_dtype(name, {dtype})
+            if c.tensor(name).shape != (hidden,):
+                raise c.fail(name, f"shape must be [{hidden}]")
+    c.check_out("out", shape, dtype, exact_dtype=True)
+    rows, eps = math.prod(shape[:-1]), c["epsilon"]
+    modulation = (*batch, 1, hidden)
+
+    def kernel(v) -> None:
+        x = v.compute("x", dtype).reshape(rows, hidden)
+        if array_module(x) is np and x.size:
+            y = np.empty_like(x)
+            _row_moments_blas(x, y, np.full(hidden, 1.0 / hidden, FLOAT32), eps)
+        else:
+            _, centred, variance = _moments(x, 1)
+            y = centred * _rsqrt(variance, eps)
+        if v.get("weightOptional") is not None:
+            y *= v.compute("weightOptional", FLOAT32)
+        if v.get("biasOptional") is not None:
+            y += v.compute("biasOptional", FLOAT32)
+        y = y.reshape(shape) * (1 + v.compute("scale", FLOAT32).reshape(modulation))
+        v.write("out", y + v.compute("shift", FLOAT32).reshape(modulation))
     return kernel

@@ -124,7 +124,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "FusedLinearCrossEntropyLossGrad", "FusedLinearOnlineMaxSum",
     ),
     "fused_norm": (
-        "DeepNorm", "GroupNormSilu", "GroupNormSiluV2", "GroupNormSwish",
+        "AdaLayerNorm", "DeepNorm", "GroupNormSilu", "GroupNormSiluV2", "GroupNormSwish",
     ),
     "indexing": (
         "ExpandIntoJaggedPermute", "GatherV2", "GatherV3", "Index", "IndexAdd", "IndexAddV2",
