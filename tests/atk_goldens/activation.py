@@ -255,7 +255,8 @@ def swish_backward(grad, x, beta=1.0):
 
 @golden("SoftplusBackward")
 def softplus_backward(grad, x, beta=1.0, threshold=20.0):
-    return torch.ops.aten.softplus_backward(grad, x.double(), beta, threshold)
+    x = torch.as_tensor(x).double()  # (a 0-d bool input reaches here as a numpy bool)
+    return torch.ops.aten.softplus_backward(grad, x, beta, threshold)
 
 
 @golden("SoftshrinkBackward")
