@@ -8,13 +8,49 @@ the same operators against torch.autograd."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 
-from atk_driver import golden
+import atk_driver
 
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum", 3: "batchmean"}
 BCE_GRAD_EPSILON = 1e-12  # torch's clamp of x (1 - x) in binary_cross_entropy_backward
+FLOAT_NAMES = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def _result_dtype(dtypes) -> torch.dtype | None:
+    """The promoted dtype of the case's floating tensor inputs (None when it has none)."""
+    result = None
+    for dtype in dtypes:
+        if dtype is None or isinstance(dtype, list) or str(dtype) not in FLOAT_NAMES:
+            continue
+        wide = getattr(torch, str(dtype))
+        result = wide if result is None else torch.promote_types(result, wide)
+    return result
+
+
+def _round(value, dtype: torch.dtype | None):
+    """Golden output(s) rounded once into ``dtype`` (then widened back): a float64 golden
+    past float16's range is inf there, as our output is."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_round(v, dtype) for v in value)
+    if dtype is None or not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        return value
+    return value.to(dtype).double()
+
+
+def golden(op: str, **options):
+    """``atk_driver.golden`` whose outputs are rounded into the promoted dtype of the
+    floating inputs (the dtype of every loss output here, or a wider one)."""
+    def register(fn):
+        @functools.wraps(fn)
+        def rounded(dtypes, *inputs):
+            return _round(fn(*inputs), _result_dtype(dtypes))
+        atk_driver.golden(op, with_dtypes=True, **options)(rounded)
+        return fn
+    return register
 
 
 def _name(reduction) -> str:
@@ -336,15 +372,12 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_in
     return (nll if batched else nll.reshape(())), None
 
 
-@golden("CtcLossBackward", skip=_int_as_bool(8), with_dtypes=True)
-def ctc_loss_backward(dtypes, grad, log_probs, targets, input_lengths, target_lengths, nll,
-                      log_alpha, blank=0, zero_infinity=False):
-    gradient = torch.ops.aten._ctc_loss_backward(
+@golden("CtcLossBackward", skip=_int_as_bool(8))
+def ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, nll, log_alpha,
+                      blank=0, zero_infinity=False):
+    return torch.ops.aten._ctc_loss_backward(
         grad, log_probs, _integral(targets), list(input_lengths), list(target_lengths), nll,
         log_alpha, int(blank), bool(zero_infinity))
-    # rounded into the output's dtype: the ATK's random nll and logAlpha make gradients past
-    # float32's range, which are inf there (the comparison takes the golden as float64)
-    return gradient.to(getattr(torch, str(dtypes[1]))).double()
 
 
 @golden("ChamferDistanceBackward", skip=_chamfer_index_outside)
