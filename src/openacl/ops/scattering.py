@@ -326,11 +326,14 @@ def _scatter_nd(c: Call, op: str, data_name: str, out_name: str, dtypes: frozens
             table = result.reshape(rows, width)
             if reduce == NONE:
                 table[targets] = source
-            else:
+            else:  # TfScatterAdd: float sums in float64, rounded once (its cases cancel)
                 columns = like(idx, np.arange(width, dtype=np.int64))
                 flat = (targets[:, None] * width + columns[None, :]).reshape(-1)
+                if promotion.is_floating(data.dtype):
+                    result = result.astype(np.float64)
+                    source = source.astype(np.float64)
                 _reduce_into(result.reshape(-1), flat, source.reshape(-1), reduce, True)
-        np.copyto(v[out_name], result)
+        np.copyto(v[out_name], result, casting="unsafe")
     return kernel
 
 
