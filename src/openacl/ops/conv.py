@@ -197,31 +197,8 @@ def convolution(c: Call) -> Kernel:
                          tuple(out_size), c.has("bias"))
     compute = promotion.compute_dtype(dtype)
     rounded = operand_dtype(dtype, cube)
-    pointwise = (math.prod(kernel_size) == 1 and all(s == 1 for s in stride)
-                 and not any(b or a for b, a in pads))  # the input is its own columns
-    small = not pointwise and (math.prod(kernel_size) * c_in * n * math.prod(out_size)
-                               <= GATHER_MAX_COLUMNS)
-    if transposed:
-        body = transposed_conv
-    elif small and spatial != 2:  # (2-d depthwise and few-channel ones have C kernels)
-        body = functools.partial(_gathered, _gather_indices(in_size, pads, geometry))
-    elif w.shape[1] == 1 and w.shape[0] == groups:
-        flat = all(s == 1 for s in stride) and math.prod(kernel_size) <= DEPTHWISE_FLAT_MAX_TAPS
-        body = _depthwise_flat if flat else _depthwise_columns
-    elif (groups == 1 and c_in >= SHIFTED_MIN_CHANNELS and all(s == 1 for s in stride)
-          and c_in * math.prod(kernel_size) * n * math.prod(out_size) * compute.itemsize
-          >= SHIFTED_MIN_COLUMN_BYTES):
-        body = _shifted_windows
-    elif small:
-        body = functools.partial(_gathered, _gather_indices(in_size, pads, geometry))
-    else:
-        body = im2col
-
-    # the C kernels' direct tap sums: depthwise, or few input channels per group (a stem
-    # convolution's 3 colour planes), where im2col would copy more than it multiplies
-    direct = spatial == 2 and not transposed and (
-        body in _DEPTHWISE_BODIES or (w.shape[1] <= DIRECT_MAX_GROUP_CHANNELS
-                                      and w.shape[1] * math.prod(kernel_size) <= NATIVE_MAX_TAPS))
+    body, direct = choose_body((n, c_in, *in_size), tuple(w.shape), geometry, compute,
+                               transposed)
 
     gather = body.args[0] if isinstance(body, functools.partial) else None
 
@@ -252,18 +229,57 @@ def convolution(c: Call) -> Kernel:
         if type(out) is np.ndarray and out.dtype == np.float16 and compute == np.float32 \
                 and out.flags.c_contiguous and native.kernels() is not None:
             out = np.empty(out.shape, compute)
-        # on a device, one im2col matmul (grouped: depthwise too): the host-cache tilings of
-        # the other bodies only add kernel launches there
-        run = body if type(out) is np.ndarray or transposed else im2col
-        if type(xs) is not np.ndarray and isinstance(run, functools.partial):
-            run = im2col  # the gather indices are host arrays
-        if (direct and run is not transposed_conv and native.host_float32(out, xs)
-                and native.kernels() is not None):
-            run = _direct_native
-        run(out, xs, ws, bias_values, geometry, compute)
+        run_body(body, direct, out, xs, ws, bias_values, geometry, compute)
         if out is not final and not native.narrowed_into(final, out):
             np.copyto(final, out, casting="unsafe")
     return kernel
+
+
+def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
+                compute: np.dtype, transposed: bool) -> tuple[Callable, bool]:
+    """The kernel body for a convolution of these shapes (see the module notes), and whether
+    the C kernels' direct tap sums may replace it (``run_body``)."""
+    n, c_in, *in_size = x_shape
+    spatial = len(in_size)
+    taps, locations = math.prod(g.kernel_size), math.prod(g.out_size)
+    unit_stride = all(s == 1 for s in g.stride)
+    pointwise = taps == 1 and unit_stride and not any(b or a for b, a in g.pads)
+    small = not pointwise and taps * c_in * n * locations <= GATHER_MAX_COLUMNS
+    if transposed:
+        body = transposed_conv
+    elif small and spatial != 2:  # (2-d depthwise and few-channel ones have C kernels)
+        body = functools.partial(_gathered, _gather_indices(tuple(in_size), g.pads, g))
+    elif w_shape[1] == 1 and w_shape[0] == g.groups:
+        flat = unit_stride and taps <= DEPTHWISE_FLAT_MAX_TAPS
+        body = _depthwise_flat if flat else _depthwise_columns
+    elif (g.groups == 1 and c_in >= SHIFTED_MIN_CHANNELS and unit_stride
+          and c_in * taps * n * locations * compute.itemsize >= SHIFTED_MIN_COLUMN_BYTES):
+        body = _shifted_windows
+    elif small:
+        body = functools.partial(_gathered, _gather_indices(tuple(in_size), g.pads, g))
+    else:
+        body = im2col
+    # the C kernels' direct tap sums: depthwise, or few input channels per group (a stem
+    # convolution's 3 colour planes), where im2col would copy more than it multiplies
+    direct = spatial == 2 and not transposed and (
+        body in _DEPTHWISE_BODIES or (w_shape[1] <= DIRECT_MAX_GROUP_CHANNELS
+                                      and w_shape[1] * taps <= NATIVE_MAX_TAPS))
+    return body, direct
+
+
+def run_body(body: Callable, direct: bool, out, xs, ws, bias, g: Geometry,
+             compute: np.dtype) -> None:
+    """``out`` = the convolution by ``body`` (``choose_body``), on the arrays' own module:
+    on a device one im2col matmul (grouped: depthwise too), as the host-cache tilings of
+    the other bodies only add kernel launches there; the C direct tap sums where allowed."""
+    transposed = body is transposed_conv
+    run = body if type(out) is np.ndarray or transposed else im2col
+    if type(xs) is not np.ndarray and isinstance(run, functools.partial):
+        run = im2col  # the gather indices are host arrays
+    if (direct and not transposed and native.host_float32(out, xs)
+            and native.kernels() is not None):
+        run = _direct_native
+    run(out, xs, ws, bias, g, compute)
 
 
 class Geometry:
@@ -328,13 +344,17 @@ def im2col(out, x, w, bias, g: Geometry, compute) -> None:
         return
     locations = math.prod(g.out_size)
     lib = native.kernels()
-    if (n == 1 and groups == 1 and spatial == 2 and lib is not None and out.flags.c_contiguous
+    if (groups == 1 and spatial == 2 and lib is not None and out.flags.c_contiguous
             and native.host_float32(x, out) and c_in * taps * locations * compute.itemsize
             <= IM2COL_BLOCK_MIN_BYTES):  # the C im2col: no padded copy, rows as memcpy runs
+        # image by image (a batch too: one image's columns stay in cache, where the strided
+        # copy of the whole batch's was 15x slower than torch at 8 x 64 ch 28x28)
         columns = np.empty((c_in * taps, locations), compute)
-        lib.im2col(x, columns, x.shape[1:], g.kernel_size, g.stride,
-                   tuple(b for b, _ in g.pads), g.dilation, g.out_size)
-        np.matmul(w.reshape(c_out, c_in * taps), columns, out=out.reshape(c_out, locations))
+        weights = w.reshape(c_out, c_in * taps)
+        for image in range(n):
+            lib.im2col(x[image:image + 1], columns, x.shape[1:], g.kernel_size, g.stride,
+                       tuple(b for b, _ in g.pads), g.dilation, g.out_size)
+            np.matmul(weights, columns, out=out[image].reshape(c_out, locations))
         _finish(out, out, bias, compute)
         return
     windows = windows_of(x, g, compute)

@@ -21,10 +21,12 @@ forward (USE_FP16 rounds float32 operands to float16).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
-from openacl.ops import promotion
+from openacl.ops import native, promotion
 from openacl.ops.call import Call, Kernel, TensorArg, array_module, as_array
 from openacl.ops.conv import (
     CONV_DTYPES,
@@ -33,11 +35,11 @@ from openacl.ops.conv import (
     MIN_DIMS,
     Geometry,
     cast_operand,
+    choose_body,
     columns_of,
-    im2col,
     int_list,
     padding_pairs,
-    transposed_conv,
+    run_body,
     windows_of,
 )
 from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
@@ -46,6 +48,7 @@ from openacl.ops.registry import register
 __all__ = ["back_geometry", "convolution_backward", "gradients"]
 
 MASK_LENGTH = 3  # outputMask: (gradInput, gradWeight, gradBias)
+NATIVE_DIMS = 4  # the C im2col takes 2-d convolutions
 GRADIENTS = ("gradInput", "gradWeight", "gradBias")
 
 
@@ -152,8 +155,15 @@ def gradients(grad_output, x, w, targets, g: Geometry, back: Geometry, transpose
     dy = cast_operand(grad_output, rounded, compute)
     if grad_input is not None:
         weights = cast_operand(w, rounded, compute)
-        _into(grad_input, lambda out: (im2col if transposed else transposed_conv)(
-            out, dy, weights, None, back, compute), compute)
+        flipped = None if transposed else _flipped_geometry(g, back)
+        if flipped is not None:  # stride 1: a plain convolution with the flipped kernel
+            weights, back, plain = _flipped_weights(weights, g.groups), flipped, True
+        else:  # the transposed convolution (of a transposed one: the plain one)
+            plain = transposed
+        body, direct = choose_body(tuple(dy.shape), tuple(weights.shape), back, compute,
+                                   not plain)
+        _into(grad_input, lambda out: run_body(body, direct, out, dy, weights, None, back,
+                                               compute), compute)
     if grad_weight is not None:
         inputs = cast_operand(x, rounded, compute)
         _into(grad_weight, lambda out: _weight_gradient(out, inputs, dy, g, back, transposed,
@@ -172,6 +182,31 @@ def back_geometry(g: Geometry, in_size: tuple[int, ...], transposed: bool) -> Ge
         in_size, g.pads, g.out_size, g.stride, g.dilation, g.kernel_size, strict=True))
     return Geometry(g.groups, g.stride, g.dilation, g.pads,
                     (0,) * len(cover) if transposed else cover, g.kernel_size, in_size, False)
+
+
+def _flipped_geometry(g: Geometry, back: Geometry) -> Geometry | None:
+    """A stride-1 convolution's gradInput as a plain convolution of gradOutput with the
+    flipped, transposed kernel: padded by ``d (k - 1) - padding`` on each side. None when a
+    stride is not 1 or a padding exceeds the dilated kernel (the transposed form is used)."""
+    if any(s != 1 for s in g.stride):
+        return None
+    pads = tuple((d * (k - 1) - b, d * (k - 1) - a) for d, k, (b, a) in zip(
+        g.dilation, g.kernel_size, g.pads, strict=True))
+    if any(v < 0 for pair in pads for v in pair):
+        return None
+    return Geometry(g.groups, g.stride, g.dilation, pads, (0,) * len(pads), g.kernel_size,
+                    back.out_size, False)
+
+
+def _flipped_weights(w, groups: int):
+    """(C_out, C_in/G, *k) -> (C_in, C_out/G, *k) with every spatial dim reversed: the
+    kernel of the adjoint convolution, group by group."""
+    c_out, c_group, *kernel = w.shape
+    spatial = tuple(range(3, 3 + len(kernel)))
+    per_group = w.reshape(groups, c_out // groups, c_group, *kernel).swapaxes(1, 2)
+    flipped = array_module(w).flip(per_group, axis=spatial)
+    return array_module(w).ascontiguousarray(flipped).reshape(groups * c_group,
+                                                              c_out // groups, *kernel)
 
 
 def _into(target, run, compute: np.dtype) -> None:
@@ -200,9 +235,32 @@ def _weight_gradient(out, x, dy, g: Geometry, back: Geometry, transposed: bool,
     if 0 in source.shape or 0 in rows.shape:
         out[...] = 0
         return
+    lib = native.kernels()
+    if (lib is not None and groups == 1 and source.ndim == NATIVE_DIMS and compute == np.float32
+            and native.host_float32(out) and type(source) is np.ndarray
+            and type(rows) is np.ndarray):
+        _weight_gradient_by_image(lib, out, np.ascontiguousarray(source, np.float32),
+                                  np.ascontiguousarray(rows, np.float32), geometry)
+        return
     columns = columns_of(windows_of(source, geometry, compute), geometry, compute)
     n, channels = rows.shape[:2]
     flat = xp.ascontiguousarray(rows.reshape(n, groups, channels // groups, -1)
                                 .transpose(1, 2, 0, 3)).reshape(groups, channels // groups, -1)
     product = xp.matmul(flat, columns.transpose(0, 2, 1))  # (G, rows/G, other/G * taps)
     xp.copyto(out, product.reshape(out.shape[0], -1, *g.kernel_size), casting="unsafe")
+
+
+def _weight_gradient_by_image(lib, out, source, rows, g: Geometry) -> None:
+    """gradWeight of a 2-d float32 convolution with one group: per image, the C kernels'
+    im2col of ``source`` (no padded copy, rows as memcpy runs) and one product with that
+    image's ``rows``, accumulated (the columns of one image stay in cache)."""
+    channels, taps = source.shape[1], math.prod(g.kernel_size)
+    locations = math.prod(g.out_size)
+    columns = np.empty((channels * taps, locations), np.float32)
+    total = np.zeros((rows.shape[1], channels * taps), np.float32)
+    for image in range(source.shape[0]):
+        lib.im2col(source[image:image + 1], columns, source.shape[1:], g.kernel_size,
+                   g.stride, tuple(b for b, _ in g.pads), g.dilation, g.out_size)
+        total += rows[image].reshape(rows.shape[1], locations) @ columns.T
+    # plain: (C_out, C_in * taps); transposed: (C_in, C_out * taps): the weight's order
+    np.copyto(out, total.reshape(out.shape))

@@ -6,8 +6,9 @@ aclnnDeformableConv2d (DCNv2: bilinear samples at learned offsets, then a produc
 
 ConvDepthwise2d is aclnnConvolution's phase 1 and kernels run under this operator's
 argument names (``self`` -> input, ``out`` -> output, groups = the input channels). ConvTbc
-runs ``conv.py``'s im2col kernel, and ConvTbcBackward ``conv_backward.py``'s gradients, on
-(batch, channel, time) views of the TBC tensors: no copies into the NCL layout.
+is one (time * batch, C_in) @ (C_in, C_out) product per kernel tap over contiguous slabs of
+the zero-padded input (no column buffer), and ConvTbcBackward runs ``conv_backward.py``'s
+gradients on (batch, channel, time) views of the TBC tensors.
 """
 
 from __future__ import annotations
@@ -143,14 +144,26 @@ def conv_tbc(c: Call) -> Kernel:
     c.check_dtype("bias", CONV_DTYPES)
     c.check_out("out", (g.out_size[0], x.shape[1], w.shape[2]), dtype)
 
+    pad, taps, length = c["pad"], w.shape[0], g.out_size[0]
+
     def kernel(v) -> None:
         out = v["out"]
         if out.size == 0:
             return
-        xs = cast_operand(v["self"], rounded, compute).transpose(NCL_OF_TBC)
-        ws = cast_operand(v["weight"], rounded, compute).transpose(OIK_OF_KIO)
-        bias = cast_operand(v["bias"], compute, compute)
-        im2col(out.transpose(NCL_OF_TBC), xs, ws, bias, g, compute)
+        xp = array_module(out)
+        xs = cast_operand(v["self"], rounded, compute)
+        ws = cast_operand(v["weight"], rounded, compute)
+        steps, batch, channels = xs.shape
+        # tap k reads padded rows [k, k + length): one contiguous (length * B, C_in) slab
+        padded = xp.zeros((steps + 2 * pad, batch, channels), compute)
+        padded[pad:pad + steps] = xs
+        flat = padded.reshape(-1, channels)
+        rows = length * batch
+        total = flat[:rows] @ ws[0]
+        for tap in range(1, taps):
+            total += flat[tap * batch:tap * batch + rows] @ ws[tap]
+        total += cast_operand(v["bias"], compute, compute)
+        v.write("out", total.reshape(out.shape))
     return kernel
 
 

@@ -9,8 +9,8 @@ transposeX2, out)`` (V3: without the per-token scale) computes, as CANN's formul
 * ``pertokenScaleOptional`` (m,) multiplies each row after ``scale`` (n or 1,);
 * ``offset`` (FLOAT32, n or 1) is added last, for an INT8 ``out`` only.
 
-The arithmetic after the product runs in float32 (the product itself is exact: int8 and
-int4 sums stay far below 2^53 in float64); an INT8 or INT32 ``out`` is rounded half to even
+The arithmetic after the product runs in float32 (the product itself is exact: in float32
+while k * 128 * 128 < 2^24, else in float64); an INT8 or INT32 ``out`` is rounded half to even
 and saturated. ``scale`` is FLOAT32, BFLOAT16, or INT64/UINT64 as TransQuantParamV2 encodes
 it (the float32's 19 high bits in bits 0-31, bit 46 set, a 9-bit offset in bits 37-45,
 which applies to an INT8 ``out``). x1 and x2 are INT8, or INT32 carrying eight int4 values
@@ -64,6 +64,9 @@ ACTIVATION_DTYPES = frozenset({FLOAT16, BFLOAT16})
 ANTIQUANT_OFFSET_DTYPES = ACTIVATION_DTYPES | {INT32}
 WQ_BIAS_DTYPES = frozenset({FLOAT16, BFLOAT16, FLOAT32})
 GROUP_MULTIPLE = 32  # antiquantGroupSize: 0, or a multiple of 32 in [32, k - 1]
+FLOAT32_EXACT_INTEGER = 1 << 24  # every integer below this is exact in float32
+INT8_PRODUCT_MAX = 128 * 128  # the largest |product| of two int8 values
+INT4_PRODUCT_MAX = 8 * 8
 
 
 # -- TransQuantParamV2 ------------------------------------------------------------------------
@@ -169,18 +172,22 @@ def _quant_matmul(c: Call, pertoken: bool) -> Kernel:
     encoded = scale.dtype in ENCODED_SCALE_DTYPES
     integer_bias = bias is not None and bias.dtype == INT32
 
+    # the integer product is exact in float32 while |sum| < 2^24, else in float64
+    largest = (INT4_PRODUCT_MAX if c.dtype("x1") == INT32 else INT8_PRODUCT_MAX) * k
+    exact = FLOAT32 if largest < FLOAT32_EXACT_INTEGER else np.dtype(np.float64)
+
     def operand(v, name: str, transpose: bool):
         values = as_array(v[name])
         if values.dtype == INT32:
             values = unpack_int4(values)
-        values = values.astype(np.float64)
+        values = values.astype(exact)
         return values.swapaxes(-1, -2) if transpose else values
 
     def kernel(v) -> None:
         xp = array_module(v["out"])
         product = xp.matmul(operand(v, "x1", trans_a), operand(v, "x2", trans_b))
-        if integer_bias:
-            product += as_array(v["bias"]).astype(np.float64).reshape(bias.shape)
+        if integer_bias:  # (exactly: a float32 product is below 2^24, the bias int32)
+            product = product.astype(np.float64) + as_array(v["bias"]).reshape(bias.shape)
         factor = as_array(v["scale"])
         shift = None
         if encoded:

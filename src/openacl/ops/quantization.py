@@ -139,8 +139,8 @@ def unpack_int4(packed: np.ndarray) -> np.ndarray:
 
 def _saturate(values: np.ndarray, low: int, high: int, dtype: np.dtype) -> np.ndarray:
     """Rounded float32 values clipped into [low, high] (NaN -> 0) as ``dtype``; int4
-    targets come back packed into INT32."""
-    clipped = np.clip(np.nan_to_num(values, nan=0.0), low, high)
+    targets come back packed into INT32. ``values`` is overwritten."""
+    clipped = np.clip(np.nan_to_num(values, copy=False, nan=0.0), low, high, out=values)
     if dtype == INT32:
         return pack_int4(clipped.astype(np.int8))
     return clipped.astype(dtype)
@@ -211,13 +211,14 @@ def _ascend_quant(c: Call, axis_name: str | None) -> Kernel:
 
     def kernel(v) -> None:
         factor = as_array(v["scale"]).astype(FLOAT32).reshape(shape)
-        with np.errstate(all="ignore"):
-            value = as_array(v["x"]).astype(FLOAT32) * factor
+        with np.errstate(all="ignore"):  # one float32 buffer, updated in place
+            value = np.multiply(as_array(v["x"]), factor, dtype=FLOAT32)
             if sqrt_mode:
-                value = value * factor
+                value *= factor
             if v.get("offset") is not None:
-                value = value + as_array(v["offset"]).astype(FLOAT32).reshape(shape)
-            v.write("y", _saturate(round_mode(value), low, high, dtype))
+                value += as_array(v["offset"]).astype(FLOAT32).reshape(shape)
+            round_mode(value, out=value)
+            v.write("y", _saturate(value, low, high, dtype))
     return kernel
 
 
@@ -319,7 +320,7 @@ def dynamic_quant(c: Call) -> Kernel:
             scale = np.abs(values).max(axis=-1, keepdims=True, initial=0.0) / FLOAT32.type(
                 bound)
             quotient = values * (FLOAT32.type(1) / scale)
-        v.write("yOut", _saturate(np.rint(quotient), low, bound, dtype))
+        v.write("yOut", _saturate(np.rint(quotient, out=quotient), low, bound, dtype))
         v.write("scaleOut", scale.reshape(x.shape[:-1]))
     return kernel
 
