@@ -25,9 +25,12 @@ How a case runs (``run_case``):
 2. **Binding**: the inputs bind in order to the operator's input arguments (those the
    caller provides, in declaration order; ``@golden(params=...)`` names them instead when
    CANN's ATK order differs from the aclnn argument order). Arguments left over keep their
-   declared defaults. An attribute's value is then read by its argument's kind: ``[lo,
-   hi]`` for an int or float argument (a seed, a probability) is a range to draw from, a
-   dtype name (``"bfloat16"`` / ``["float16"]``) for an aclDataType argument that type.
+   declared defaults; an ATK input bound to an output argument (some suites list the
+   output among the inputs) goes to the golden only. An attribute's value is then read
+   by its argument's kind: ``[lo, hi]`` for an int or float argument (a seed, a
+   probability) is a range to draw from; a one-element list is its element; 0 / 1 for a
+   bool argument is False / True; a dtype name (``"bfloat16"`` / ``["float16"]``) for an
+   aclDataType argument is that type.
    The golden receives the values as bound.
 3. **Our run**: the one-shot helper ``openacl.ops.<op>`` (the operator infers and allocates
    its outputs, as ``aclnn*GetWorkspaceSize`` + ``aclnn*`` would with them) on device
@@ -102,6 +105,7 @@ LIST_TENSORS = frozenset({"tensors", "tensor_tuple"})
 LIST_SCALARS = frozenset({"scalars"})
 INTERVAL = re.compile(r"^\s*([\[(])\s*([-+\w.]+)\s*,\s*([-+\w.]+)\s*([\])])\s*$")
 EXACT_STANDARDS = frozenset({"md5", "equal"})
+ABSENT = "default"  # a tensor's range_values meaning: an optional tensor left out
 
 
 # -- goldens ----------------------------------------------------------------------------
@@ -222,6 +226,8 @@ def _draw(rng: np.random.Generator, spec: Any, dtype: np.dtype,
     """Values of ``dtype`` and ``shape`` as ``range_values`` describes them."""
     if isinstance(spec, list) and spec and all(isinstance(v, bool) for v in spec):
         spec = [int(min(spec)), int(max(spec))]  # [False, True]: either
+    if isinstance(spec, list) and len(spec) == 1:
+        spec = spec[0]  # ["inf"], [3]: that one value
     bounds = _bounds(spec)
     if isinstance(spec, dict):  # {"name": "nd", "mean": [..], "std": [..]}
         mean = rng.uniform(*spec.get("mean", (0.0, 0.0)))
@@ -239,7 +245,7 @@ def _draw(rng: np.random.Generator, spec: Any, dtype: np.dtype,
     else:
         values = rng.uniform(-1.0, 1.0, shape)
     if dtype.kind == "b":
-        return (values != 0) if not isinstance(spec, list) else values.astype(bool)
+        return np.asarray((values != 0) if not isinstance(spec, list) else values.astype(bool))
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         values = np.clip(np.rint(values), info.min, info.max)
@@ -263,7 +269,7 @@ def _scalar(rng: np.random.Generator, spec: Any, dtype: np.dtype) -> Any:
 def _entry(rng: np.random.Generator, entry: dict[str, Any]) -> Any:
     kind, spec = entry.get("type"), entry.get("range_values")
     if kind in ("tensor", "tensors", "tensor_tuple"):
-        if entry.get("shape") is None:
+        if entry.get("shape") is None or spec == ABSENT:
             return None
         return _draw(rng, spec, _dtype(entry["dtype"]), tuple(int(d) for d in entry["shape"]))
     if kind in ("scalar", "scalars"):
@@ -324,7 +330,7 @@ def _to_torch(value: Any) -> Any:
             wide = value.astype(np.int64)
         elif value.dtype.kind == "c":
             wide = value.astype(np.complex128)
-        return torch.from_numpy(np.ascontiguousarray(wide))
+        return torch.from_numpy(np.ascontiguousarray(wide).reshape(wide.shape))  # 0-d stays
     if isinstance(value, list):
         return [_to_torch(v) for v in value]
     return value
@@ -363,6 +369,15 @@ def _free(value: Any) -> None:
             item.free()
 
 
+def _saturated(expected: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The golden with values beyond ``dtype``'s range made infinite, as rounding into the
+    output dtype makes them (a float16 result of 70000 is inf on every device)."""
+    wide = np.asarray(expected, np.float64)
+    limit = float(ml_dtypes.finfo(dtype).max)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(wide) > limit, np.copysign(np.inf, wide), wide)
+
+
 def _compare(ours: np.ndarray, expected: np.ndarray, standard: str, what: str) -> None:
     from openacl.verify import verify
 
@@ -378,6 +393,8 @@ def _compare(ours: np.ndarray, expected: np.ndarray, standard: str, what: str) -
     if ours.dtype.kind in "iub":
         expected = expected.astype(ours.dtype) if expected.dtype.kind != "f" or np.all(
             np.isfinite(expected)) else expected
+    if ours.dtype.kind == "f" or ours.dtype == BF16:
+        expected = _saturated(expected, ours.dtype)
     rule = "exact" if standard in EXACT_STANDARDS else "single_benchmark"
     report = verify(ours, expected, ours.dtype, rule)
     if not report.passed:
@@ -397,6 +414,12 @@ def _fit_attributes(case: Case, op: Any, names: tuple[str, ...], inputs: list[An
     fitted = list(inputs)
     for position, (name, value) in enumerate(zip(names, inputs, strict=False)):
         kind = kinds.get(name)
+        if kind in ("int", "float", "bool", "str") and isinstance(value, list) and len(
+                value) == 1:
+            value = fitted[position] = value[0]  # one value written as a list
+        if kind == "bool" and isinstance(value, int) and value in (0, 1):
+            fitted[position] = bool(value)  # a bool written as 0 / 1
+            continue
         if kind in ("int", "float") and isinstance(value, list) and len(value) == 2 and all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
             low, high = sorted(value)
@@ -446,8 +469,9 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
         raise AssertionError(f"the case has {len(inputs)} inputs; aclnn{case.op} takes "
                              f"{len(names)} ({', '.join(names)}): give the golden params=")
     inputs = _fit_attributes(case, op, names, inputs)
+    written = {p.name for p in op.outputs} - {p.name for p in op.inputs}
     arguments = {name: _device(value) for name, value in  # later arguments keep their defaults
-                 zip(names, inputs, strict=False)}
+                 zip(names, inputs, strict=False) if name not in written}
     try:
         result = getattr(openacl.ops, op.snake_name)(**arguments)
         ours = [np.asarray(r.numpy()) for r in _flat(result)]
