@@ -300,3 +300,17 @@ def ada_layer_norm(x, scale, shift, weight=None, bias=None, eps=1e-5):
     y, _, _ = _layer_norm(x, [x.shape[-1]], weight, bias, eps)
     rows = (*x.shape[:-2], 1, x.shape[-1])
     return y * (1 + scale.reshape(rows)) + shift.reshape(rows)
+
+
+@golden("QuantizedBatchNorm", with_dtypes=True)
+def quantized_batch_norm(dtypes, x, mean, var, in_scale, in_zero, out_scale, out_zero,
+                         weight=None, bias=None, eps=1e-5):
+    shape = (1, -1, 1, 1)
+    y = ((x.double() - in_zero) * in_scale - mean.reshape(shape)) / torch.sqrt(
+        var.reshape(shape) + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    info = np.iinfo(dtypes[0])
+    return torch.clamp(torch.round(y / out_scale + out_zero), info.min, info.max)

@@ -200,6 +200,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "FakeQuantPerChannelAffineCachemask", "FakeQuantPerTensorAffineCachemask",
         "GroupQuant", "Quantize",
     ),
+    "quantized_norm": (
+        "QuantizedBatchNorm",
+    ),
     "random": (
         "Bernoulli", "BernoulliTensor", "Dropout", "DropoutBackward", "DropoutDoMask",
         "DropoutGenMask", "DropoutGenMaskV2", "DropoutGenMaskV2Tensor", "InplaceBernoulli",
