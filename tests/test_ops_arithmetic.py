@@ -436,3 +436,42 @@ def test_floor_divide_refusals():
                  openacl.empty((2, 3), np.int32)) == ACLNN_ERR_PARAM_INVALID
     assert _code(openacl.ops.atan2, _dev(np.ones(2, np.complex64)),
                  _dev(np.ones(2, np.complex64))) == ACLNN_ERR_PARAM_INVALID
+
+
+@pytest.mark.parametrize("mode,torch_mode", [(0, None), (1, "trunc"), (2, "floor")])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16, np.int64], ids=str)
+def test_div_mods_and_inplace_forms(mode, torch_mode, dtype):
+    dtype = np.dtype(dtype)
+    a = random_array((4, 5), dtype, np.random.default_rng(13), -9, 9)
+    divisor = 3 if dtype.kind == "i" else 2.5
+    expected = _golden(lambda x: torch.div(x, divisor, rounding_mode=torch_mode), a,
+                       dtype=np.float32 if mode == 0 and dtype.kind == "i" else dtype)
+    assert_close(openacl.ops.div_mods(_dev(a), divisor, mode).numpy(), expected)
+    if mode or dtype.kind == "f":
+        x = _dev(a)
+        openacl.ops.inplace_div_mods(x, divisor, mode)
+        assert_close(x.numpy(), expected, "inplace")
+    assert _code(openacl.ops.div_mods, _dev(a), 2, 3) == ACLNN_ERR_PARAM_INVALID
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), FLOATS[1],
+                                   np.dtype(np.int32), np.dtype(np.int8)], ids=str)
+def test_add_v3_matches_torch(dtype):
+    other = random_array((3, 4), dtype, np.random.default_rng(14))
+    alpha = 2 if dtype.kind == "i" else 1.5
+    expected = _golden(lambda y: torch.add(3, y, alpha=alpha), other, dtype=dtype)
+    assert_close(openacl.ops.add_v3(3, _dev(other), alpha).numpy(), expected)
+    target = _dev(other)
+    openacl.ops.inplace_add_v3(3, target, alpha)
+    assert_close(target.numpy(), expected, "inplace")
+
+
+def test_add_v3_refusals():
+    other = _dev(np.ones(3, np.int16))
+    assert _code(openacl.ops.add_v3, 1, other) == ACLNN_ERR_PARAM_INVALID  # int16: not CANN's
+    floats = _dev(np.ones(3, np.float32))
+    assert _code(aclnn.add_v3_get_workspace_size, None, floats, None,
+                 openacl.empty((3,), np.float32)) == ACLNN_ERR_PARAM_NULLPTR
+    assert _code(aclnn.add_v3_get_workspace_size, openacl.create_scalar(1.0, openacl.ACL_FLOAT),
+                 floats, openacl.create_scalar(1.0, openacl.ACL_FLOAT),
+                 openacl.empty((4,), np.float32)) == ACLNN_ERR_PARAM_INVALID

@@ -177,3 +177,26 @@ def test_nan_to_num_refusals():
                  openacl.empty((3,), np.float32)) == ACLNN_ERR_PARAM_NULLPTR
     assert _code(openacl.ops.nan_to_num, _dev(np.ones(3, np.float64)), 0.0, 1.0, -1.0) == \
         ACLNN_ERR_PARAM_INVALID
+
+
+# -- cross product -----------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF_FLOATS + [np.dtype(np.float64)] + INTS, ids=str)
+def test_linalg_cross_matches_torch(dtype):
+    rng = np.random.default_rng(4)
+    a, b = random_array((4, 3, 2), dtype, rng), random_array((1, 3, 2), dtype, rng)
+    golden_dtype = dtype
+    expected = _golden(lambda x, y: torch.linalg.cross(*torch.broadcast_tensors(x, y), dim=1),
+                       a, b, dtype=golden_dtype)
+    assert_close(openacl.ops.linalg_cross(_dev(a), _dev(b), 1).numpy(), expected, str(dtype))
+
+
+def test_linalg_cross_refusals():
+    a = _dev(np.ones((2, 3), np.float32))
+    assert _code(openacl.ops.linalg_cross, a, _dev(np.ones((2, 3), np.float16))) == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _code(openacl.ops.linalg_cross, a, a, 0) == ACLNN_ERR_PARAM_INVALID  # size 2
+    assert _code(openacl.ops.linalg_cross, a, a, 2) == ACLNN_ERR_PARAM_INVALID
+    assert _code(openacl.ops.linalg_cross, _dev(np.ones((2, 3), np.bool_)),
+                 _dev(np.ones((2, 3), np.bool_))) == ACLNN_ERR_PARAM_INVALID
+    assert _code(aclnn.linalg_cross_get_workspace_size, a, a, -1, None) == \
+        ACLNN_ERR_PARAM_NULLPTR

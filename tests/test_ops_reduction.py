@@ -760,3 +760,31 @@ def test_dot_refusals(dev):
                   dev(np.ones((3, 1), np.float32)), dev(np.ones((3, 1), np.float32)))
     _expect_error(ACLNN_ERR_PARAM_NULLPTR, "tensor", aclnn.dot_get_workspace_size, x, None,
                   dev.empty((), np.float32))
+
+
+# -- StdMeanCorrection ----------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+@pytest.mark.parametrize("dims", DIM_CASES + [None], ids=str)
+@pytest.mark.parametrize("correction,keep", [(1, False), (0, True), (2, False)])
+def test_std_mean_correction_matches_torch(dev, dtype, dims, correction, keep):
+    x = random_array(SHAPE, dtype, np.random.default_rng(49))
+    spread, average = _run(dev, "std_mean_correction", x, dims, correction, keep)
+    axes = dims or list(range(3))
+    wide = to_torch(x).double()
+    golden_std, golden_mean = torch.std_mean(wide, axes, correction=correction, keepdim=keep)
+    torch_dtype = to_torch(np.zeros(1, dtype)).dtype
+    assert_close(spread, from_torch(golden_std.to(torch_dtype)), "std")
+    assert_close(average, from_torch(golden_mean.to(torch_dtype)), "mean")
+
+
+def test_std_mean_correction_refusals(dev):
+    x = dev(np.ones(SHAPE, np.float32))
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "dim", openacl.ops.std_mean_correction, x, [0, 0])
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "self", openacl.ops.std_mean_correction,
+                  dev(np.ones(SHAPE, np.float64)), [0])
+    _expect_error(ACLNN_ERR_PARAM_INVALID, "meanOut",
+                  aclnn.std_mean_correction_get_workspace_size, x, [0], 1, False,
+                  dev.empty((4, 5), np.float32), dev.empty((3, 5), np.float32))
+    _expect_error(ACLNN_ERR_PARAM_NULLPTR, "stdOut",
+                  aclnn.std_mean_correction_get_workspace_size, x, [0], 1, False, None,
+                  dev.empty((4, 5), np.float32))

@@ -153,6 +153,20 @@ def div_mod(x, y, mode):
     return torch.div(x, y, rounding_mode={0: None, 1: "trunc", 2: "floor"}[int(mode)])
 
 
+rounded("DivMods", div_mod)
+
+
+@rounded("AddV3")
+def add_v3(x, y, alpha=1):
+    return x + (1 if alpha is None else alpha) * y
+
+
+@rounded("LinalgCross")
+def linalg_cross(x, y, dim=-1):
+    x, y = torch.broadcast_tensors(x, y)
+    return torch.linalg.cross(x, y, dim=dim)
+
+
 rounded("PowTensorTensor", torch.pow)
 rounded("PowTensorScalar", torch.pow)
 
@@ -361,6 +375,13 @@ def prod_dim(x, dim, keep=False, dtype=None):
 @golden("Std", skip=_repeated_dims)
 def std(x, dims=None, correction=1, keep=False):
     return torch.std(x, _all_dims(x, dims), correction=correction, keepdim=bool(keep))
+
+
+@golden("StdMeanCorrection", skip=_repeated_dims)
+def std_mean_correction(x, dims=None, correction=1, keep=False):
+    spread, average = torch.std_mean(x, _all_dims(x, dims), correction=correction,
+                                     keepdim=bool(keep))
+    return spread, average
 
 
 @golden("Cumsum")

@@ -30,6 +30,8 @@ from openacl.ops.registry import register, register_inplace
 
 ARITH_DTYPES = NUMERIC_DTYPES | COMPLEX_DTYPES
 DIV_MODE_NONE, DIV_MODE_TRUNC, DIV_MODE_FLOOR = 0, 1, 2  # aclnnDivMod's mode
+ADD_V3_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int8)) | \
+    {promotion.BFLOAT16}
 
 
 def _float_result(dtype: np.dtype) -> np.dtype:
@@ -92,13 +94,19 @@ def _ufunc_kernel(c: Call, fn: np.ufunc, left: Callable, right: Callable, out: s
     return kernel
 
 
-def _add_like(sign: int, allow_bool: bool, reverse: bool = False):
+def _add_like(sign: int, allow_bool: bool, reverse: bool = False,
+              dtypes: frozenset[np.dtype] | None = None):
     """``self + alpha * other`` (``sign`` -1: minus); ``reverse``: ``other - alpha * self``
-    (aclnnRsub, aclnnRsubs)."""
+    (aclnnRsub, aclnnRsubs); ``dtypes``: a narrower dtype list than the arithmetic one."""
     first, second = ("other", "self") if reverse else ("self", "other")
 
     def prepare(c: Call) -> Kernel:
         supported = ARITH_DTYPES if allow_bool else ARITH_DTYPES - BOOL_DTYPES
+        if dtypes is not None:  # the tensor's own dtype, and the promoted one (_binary)
+            supported = dtypes
+            for name in ("self", "other"):
+                if isinstance(c[name], TensorArg):
+                    c.check_dtype(name, supported)
         if not allow_bool:  # torch refuses a bool operand in subtraction, not just bool - bool
             for name in ("self", "other"):
                 c.check_dtype(name, supported)
@@ -128,6 +136,11 @@ sub = register("Sub", "self: tensor, other: tensor, alpha: scalar?, out: tensor!
     _add_like(-1, False))
 subs = register("Subs", "self: tensor, other: scalar, alpha: scalar?, out: tensor!")(
     _add_like(-1, False))
+# aclnnAddV3: a scalar self plus alpha times a tensor (the in-place form writes other)
+add_v3 = register("AddV3", "self: scalar, other: tensor, alpha: scalar = 1, out: tensor!")(
+    _add_like(+1, True, dtypes=ADD_V3_DTYPES))
+register_inplace("InplaceAddV3", "selfRef: scalar, other: tensor!, alpha: scalar = 1", add_v3,
+                 self="selfRef", out="other")
 rsub = register("Rsub", "self: tensor, other: tensor, alpha: scalar = 1, out: tensor!")(
     _add_like(-1, False, reverse=True))
 rsubs = register("Rsubs", "self: tensor, other: scalar, alpha: scalar = 1, out: tensor!")(
@@ -208,9 +221,9 @@ register_inplace("InplaceDivs", "selfRef: tensor!, other: scalar", divs, self="s
                  out="selfRef")
 
 
-@register("DivMod", "self: tensor, other: tensor, mode: int, out: tensor!")
-def div_mod(c: Call) -> Kernel:
-    """Division with a rounding mode: 0 true division, 1 truncate, 2 floor."""
+def _div_mod(c: Call) -> Kernel:
+    """Division with a rounding mode: 0 true division, 1 truncate, 2 floor (DivMod; DivMods
+    divides by a scalar)."""
     mode = c["mode"]
     if mode not in (DIV_MODE_NONE, DIV_MODE_TRUNC, DIV_MODE_FLOOR):
         raise c.fail("mode", "expected 0 (true division), 1 (trunc) or 2 (floor)")
@@ -218,9 +231,10 @@ def div_mod(c: Call) -> Kernel:
     result = _float_result(promoted) if mode == DIV_MODE_NONE else promoted
     _binary(c, "self", "other", "out", REAL_DTYPES, result)
     integer = promotion.category(result) <= promotion.INTEGER
+    left, right = _operand(c, "self", result), _operand(c, "other", result)
 
     def kernel(v) -> None:
-        x, y = v.compute("self", result), v.compute("other", result)
+        x, y = left(v), right(v)
         if mode == DIV_MODE_NONE:
             value = np.true_divide(x, y)
         elif integer:
@@ -230,6 +244,14 @@ def div_mod(c: Call) -> Kernel:
             value = np.floor(q) if mode == DIV_MODE_FLOOR else np.trunc(q)
         v.write("out", value)
     return kernel
+
+
+div_mod = register("DivMod", "self: tensor, other: tensor, mode: int, out: tensor!")(_div_mod)
+div_mods = register("DivMods", "self: tensor, other: scalar, mode: int, out: tensor!")(_div_mod)
+register_inplace("InplaceDivMod", "selfRef: tensor!, other: tensor, mode: int", div_mod,
+                 self="selfRef", out="selfRef")
+register_inplace("InplaceDivMods", "selfRef: tensor!, other: scalar, mode: int", div_mods,
+                 self="selfRef", out="selfRef")
 
 
 def _trunc_div_int(x: np.ndarray, y: np.ndarray) -> np.ndarray:

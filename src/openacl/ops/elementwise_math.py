@@ -1,5 +1,5 @@
-"""Elementwise math beyond the arithmetic basics: lerp, log-add-exp, xlogy and
-nan_to_num.
+"""Elementwise math beyond the arithmetic basics: lerp, log-add-exp, xlogy, nan_to_num
+and the cross product of 3-vectors.
 
 Argument lists and dtype lists are CANN's (``hicann/ops-math`` ``math/<op>/docs``);
 semantics are PyTorch's: operands promote as in ``promotion.py``, integer and bool operands
@@ -17,6 +17,7 @@ from openacl.ops import promotion
 from openacl.ops.arithmetic import _float_result, _operand
 from openacl.ops.call import (
     BOOL_DTYPES,
+    COMPLEX_DTYPES,
     FLOAT_DTYPES,
     INT_DTYPES,
     NUMERIC_DTYPES,
@@ -41,6 +42,8 @@ LOG_ADD_EXP_OUT_DTYPES = LERP_DTYPES  # FLOAT, FLOAT16, BFLOAT16
 XLOGY_DTYPES = REAL_DTYPES | BOOL_DTYPES
 NAN_TO_NUM_DTYPES = (FLOAT_DTYPES - {np.dtype(np.float64)}) | INT_DTYPES | BOOL_DTYPES
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # NanToNum's default replacement of +inf
+CROSS_DTYPES = REAL_DTYPES | COMPLEX_DTYPES
+CROSS_SIZE = 3  # LinalgCross multiplies 3-vectors
 
 
 def _tensor_names(c: Call, *names: str) -> list[str]:
@@ -171,3 +174,27 @@ register_inplace("InplaceNanToNum", "selfRef: tensor!, nan: float = 0.0, "
                                     f"posinf: float = {FLOAT32_MAX!r}, "
                                     f"neginf: float = {-FLOAT32_MAX!r}", nan_to_num,
                  self="selfRef", out="selfRef")
+
+
+# -- cross product ------------------------------------------------------------------------------
+@register("LinalgCross", "self: tensor, other: tensor, dim: int = -1, out: tensor!")
+def linalg_cross(c: Call) -> Kernel:
+    """The cross product of 3-vectors along ``dim`` of self and other broadcast together
+    (torch.linalg.cross); self, other and out share one dtype."""
+    dtype = c.check_dtype("self", CROSS_DTYPES)
+    if c.tensor("other").dtype != dtype:
+        raise c.fail("other", f"dtype must equal self's ({dtype})")
+    shape = c.broadcast("self", "other")
+    dim = c.normalize_dim("dim", c["dim"], len(shape))
+    if not shape or shape[dim] != CROSS_SIZE:
+        raise c.fail("dim", f"the broadcast shape {list(shape)} must have {CROSS_SIZE} "
+                            f"elements along dim {c['dim']}")
+    c.check_out("out", shape, dtype, exact_dtype=True)
+    compute = promotion.compute_dtype(dtype)
+
+    def kernel(v) -> None:
+        x = as_array(v["self"]).astype(compute, copy=False)
+        y = as_array(v["other"]).astype(compute, copy=False)
+        x, y = np.broadcast_arrays(x, y)
+        v.write("out", np.cross(x, y, axis=dim))
+    return kernel

@@ -458,6 +458,36 @@ var_correction = register("VarCorrection", "self: tensor, dim: int_array?, corre
     _moment(False, _correction))
 
 
+@register("StdMeanCorrection", "self: tensor, dim: int_array?, correction: int = 1, "
+                              "keepdim: bool = False, stdOut: tensor!, meanOut: tensor!")
+def std_mean_correction(c: Call) -> Kernel:
+    """The standard deviation (divisor ``max(0, N - correction)``) and the mean over ``dim``
+    (null or empty: every dim), as torch.std_mean."""
+    self = c.tensor("self")
+    source = c.check_dtype("self", MOMENT_DTYPES)
+    axes = _axes(c, "dim", self.ndim)
+    keep = bool(c["keepdim"])
+    shape = _reduced_shape(self.shape, axes, keep)
+    for name in ("stdOut", "meanOut"):
+        _declare_out(c, name, shape, source)
+        _check_out_dtype(c, name, MOMENT_DTYPES)
+    count = _count(self.shape, axes)
+    divisor = max(0, count - int(c["correction"]))
+
+    def kernel(v) -> None:
+        x = as_array(v["self"]).astype(FLOAT64)
+
+        def compute() -> tuple[np.ndarray, np.ndarray]:
+            mean_kept = np.sum(x, axis=axes, keepdims=True) / count
+            centred = x - mean_kept
+            spread = np.sqrt(np.sum(centred * centred, axis=axes, keepdims=keep) / divisor)
+            return spread, mean_kept if keep else np.sum(x, axis=axes) / count
+        spread, average = quiet(compute)()
+        _store(v, "stdOut", spread)
+        _store(v, "meanOut", average)
+    return kernel
+
+
 # -- cumulative sum ------------------------------------------------------------------------------
 @register("Cumsum", "self: tensor, dim: int, dtype: dtype?, out: tensor!")
 def cumsum(c: Call) -> Kernel:
@@ -682,5 +712,5 @@ def dot(c: Call) -> Kernel:
     def kernel(v) -> None:
         x = as_array(v["self"]).astype(accumulate)
         y = as_array(v["tensor"]).astype(accumulate)
-        _store(v, "out", np.sum(x * y))
+        _store(v, "out", np.dot(x, y))
     return kernel
