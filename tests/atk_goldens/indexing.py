@@ -20,7 +20,6 @@ from atk_driver import _to_torch, golden
 SCATTER_REDUCE = {1: "add", 2: "multiply"}  # aclnnScatter / ScatterValue reduce values
 SCATTER_REDUCE_TORCH = {0: "sum", 1: "sum", 2: "prod", 3: "amax", 4: "amin", 5: "mean"}
 GATHER_OUT_OF_RANGE_MODE = 2  # aclnnGatherV3's mode that gathers zeros out of range
-DRIVER_TAKES_NO_LIST_RESULTS = True  # ScatterList's in-place list: see _scatter_list_skip
 
 
 def _t(value):
@@ -45,7 +44,7 @@ def _out_of_range(index: torch.Tensor, size: int, negative: bool = False) -> str
     if index.numel() and (int(index.min()) < low or int(index.max()) >= size):
         return (f"the drawn indices reach [{int(index.min())}, {int(index.max())}] for a dim "
                 f"of size {size}: out of range, which CANN documents as unsupported (the "
-                f"driver draws ranges closed, and a one-value list like [0] at random)")
+                f"driver draws an integer range closed)")
     return None
 
 
@@ -164,14 +163,7 @@ def scatter(dtypes, x, dim, index, src, reduce):
     return _rounded(out, dtypes[0])
 
 
-def _include_self_skip(inputs) -> str | None:
-    if not isinstance(inputs[5], bool):
-        return (f"the ATK file gives include_self as {inputs[5]!r}, not a bool, and the "
-                f"driver binds it to the bool argument unconverted")
-    return None
-
-
-@golden("ScatterReduce", skip=_include_self_skip)
+@golden("ScatterReduce")
 def scatter_reduce(x, dim, index, src, reduce, include_self):
     return x.scatter_reduce(dim, index.long(), src, SCATTER_REDUCE_TORCH[reduce],
                             include_self=bool(include_self))
@@ -317,25 +309,39 @@ def kthvalue(x, k, dim, keepdim):
 
 
 # -- repeat_interleave --------------------------------------------------------------------------
+def _candidates(value) -> list[int]:
+    """The values an attribute may take: itself, or every int of a [lo, hi] range (the
+    driver draws ranges after this check)."""
+    if isinstance(value, list):
+        low, high = sorted(int(v) for v in (value * 2)[:2])
+        return list(range(low, high + 1))
+    return [int(value)]
+
+
 def _repeat_skip(length_of, repeats_at: int, dim_at: int | None = None):
-    """A skip for a repeat_interleave case whose ``outputSize`` (the last input) is not the
-    repeats' sum, or whose dim is not an int: the ATK harness computes outputSize from the
-    drawn repeats and draws dim from the range the file gives; this driver passes the
-    file's values as written."""
+    """A skip for a repeat_interleave case whose ``outputSize`` (the last input) cannot be
+    the repeats' sum: the ATK harness computes outputSize from the drawn repeats; the file
+    holds a placeholder, which matches only by chance."""
     def skip(inputs) -> str | None:
-        for at, name in ((dim_at, "dim"), (repeats_at, "repeats")):
-            if at is not None and isinstance(inputs[at], list):
-                return (f"{name} is given as {inputs[at]!r}, a range the driver does not "
-                        f"draw from")
-        repeats = np.asarray(inputs[repeats_at]).astype(np.int64).reshape(-1)
-        dim = inputs[dim_at] if dim_at is not None else None
-        length = length_of(inputs, dim)
-        total = int(repeats.sum()) if repeats.size != 1 else int(repeats[0]) * length
-        if repeats.size not in (1, length):
-            return None  # the operator refuses it (phase 1)
-        if inputs[-1] != total:
-            return (f"outputSize {inputs[-1]} is not the repeats' sum {total} (the ATK "
-                    f"harness computes it from the drawn repeats)")
+        repeats = inputs[repeats_at]
+        counts = [np.asarray(repeats).astype(np.int64).reshape(-1)] if not isinstance(
+            repeats, (list, int)) else [np.array([r]) for r in _candidates(repeats)]
+        dims = _candidates(inputs[dim_at]) if dim_at is not None else [None]
+        sizes = _candidates(inputs[-1])
+        totals = set()
+        for dim in dims:
+            try:
+                length = length_of(inputs, dim)
+            except IndexError:
+                continue
+            for c in counts:
+                if c.size not in (1, length):
+                    return None  # the operator refuses it (phase 1)
+                totals.add(int(c.sum()) if c.size != 1 else int(c[0]) * length)
+        if not totals & set(sizes):
+            return (f"outputSize {inputs[-1]!r} cannot be the repeats' sum "
+                    f"({sorted(totals)[:4]}...): the ATK harness computes it from the drawn "
+                    f"repeats")
         return None
     return skip
 
@@ -517,9 +523,6 @@ def apply_top_k_top_p(logits, p, k):
 # -- ScatterList ------------------------------------------------------------------------------
 def _scatter_list_skip(inputs) -> str | None:
     var, indice, updates, mask = inputs[:4]
-    if DRIVER_TAKES_NO_LIST_RESULTS:
-        return ("aclnnScatterList writes a tensor list in place; atk_driver.run_case reads "
-                "each result with .numpy() and takes no list yet")
     if mask is not None and np.asarray(mask).dtype != np.uint8:
         return (f"the file's mask is {np.asarray(mask).dtype}; CANN's document takes UINT8 "
                 f"only")
