@@ -101,17 +101,20 @@ def conv_tbc_backward(grad, x, w, bias, pad, cube=0):
 def quant_convolution(dtypes, x, w, bias, scale, offset, stride, padding, dilation,
                       transposed=False, output_padding=None, groups=1, offsetx=0,
                       round_mode=None):
-    """conv(x, w) * scale + bias; the result dtype is the one-shot's (BFLOAT16 for a
-    BFLOAT16 bias, else FLOAT16), what overflows it made its infinity."""
+    """conv(x, w) * scale + bias: the convolution exact, the rest in float32 as CANN's
+    golden computes it (a float64 sum could round past float16's range where float32's
+    does not); the result dtype is the one-shot's (BFLOAT16 for a BFLOAT16 bias, else
+    FLOAT16)."""
     channels = (1, -1) + (1,) * (x.dim() - 2)
-    value = _forward(x, w, None, stride, padding, dilation, groups=groups)
-    value = value * scale.float().double().reshape(channels)
+    value = _forward(x, w, None, stride, padding, dilation, groups=groups).float()
+    value = value * scale.float().reshape(channels)
     if bias is not None:
-        value = value + bias.float().double().reshape(channels)
+        value = value + bias.float().reshape(channels)
     half = torch.bfloat16 if dtypes[2] == BF16 else torch.float16
-    rounded = value.to(half).double()
-    return torch.where(torch.isinf(rounded) & (value.abs() > torch.finfo(half).max), rounded,
-                       value)
+    # past the largest finite value rounding still gives it up to half an ulp further
+    # (65504 up to 65520 in float16): those elements are given rounded
+    beyond = value.abs() > torch.finfo(half).max
+    return torch.where(beyond, value.to(half).double(), value.double())
 
 
 def _bilinear(planes, ph, pw):

@@ -74,7 +74,14 @@ def ascend_quant_v3(x, scale, offset, sqrt_mode=False, round_mode="round", dst_t
     return _ascend_quant(x, scale, offset, sqrt_mode, round_mode, dst_type, axis)
 
 
-@golden("AscendAntiQuant", with_dtypes=True)
+def _non_bool_sqrt_mode(inputs) -> str | None:
+    if not isinstance(inputs[4], bool):
+        return (f"sqrtMode {inputs[4]!r}: the ATK's boundary value for a C bool (true there, "
+                f"as any non-zero value) reaches the operator as that value, not a bool")
+    return None
+
+
+@golden("AscendAntiQuant", with_dtypes=True, skip=_non_bool_sqrt_mode)
 def ascend_anti_quant(dtypes, x, scale, offset, dst_type=DST_FLOAT16, sqrt_mode=False):
     values = torch.from_numpy(_unpack(x.numpy())) if dtypes[0] == np.int32 else x
     values = values.double() + (0 if offset is None else offset)
@@ -251,8 +258,9 @@ def dequant_bias(dtypes, x, weight_scale, activate_scale=None, bias=None, output
 
 
 def _overflowing(value, dst_type):
-    """``value`` with what overflows the output dtype (dstType 1 FLOAT16, 27 BFLOAT16) made
-    its infinities, as the rounding into it does (finite elsewhere: still float64)."""
-    limit = torch.finfo(torch.float16 if dst_type == DST_FLOAT16 else torch.bfloat16).max
-    rounded = value.to(torch.float16 if dst_type == DST_FLOAT16 else torch.bfloat16).double()
-    return torch.where(torch.isinf(rounded) & (value.abs() > limit), rounded, value)
+    """``value`` with what lies past the output dtype's largest finite value (dstType 1
+    FLOAT16, 27 BFLOAT16) given rounded into it: infinite, or the largest value itself up
+    to half an ulp beyond it, as rounding gives."""
+    half = torch.float16 if dst_type == DST_FLOAT16 else torch.bfloat16
+    beyond = value.abs() > torch.finfo(half).max
+    return torch.where(beyond, value.to(half).double(), value)
