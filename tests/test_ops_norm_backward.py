@@ -259,3 +259,41 @@ def test_fused_layer_norm_grad_errors():
             gamma, None, out, g, g)
     _expect(ACLNN_ERR_PARAM_INVALID, aclnn.deep_norm_grad_get_workspace_size, x, x, x,
             _dev(np.ones(3, np.float32)), stat, stat, 0.3, out, out, g, g)
+
+
+# -- GroupNormSwishGrad -------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,group", [((2, 4, 3), 2), ((2, 6, 2, 2), 3), ((3, 4), 1)],
+                         ids=str)
+@pytest.mark.parametrize("scale", [1.0, -1.5])
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_group_norm_swish_grad_matches_autograd(shape, group, scale, dtype):
+    batch, channels = shape[:2]
+    x, dy = _data(shape, dtype, 31), _data(shape, dtype, 32)
+    gamma, beta = _data((channels,), dtype, 33), _data((channels,), dtype, 34)
+    xt, gt, bt = _leaf(x), _leaf(gamma), _leaf(beta)
+    grouped = xt.detach().reshape(batch, group, -1)
+    mean = grouped.mean(-1)
+    rstd = torch.rsqrt(grouped.var(-1, unbiased=False) + 1e-5)
+    y = F.group_norm(xt, group, gt, bt, 1e-5)
+    (y * torch.sigmoid(scale * y)).backward(to_torch(dy).double())
+    dx, dgamma, dbeta = openacl.ops.group_norm_swish_grad(
+        _dev(dy), _dev(_rounded(mean, FLOAT32)), _dev(_rounded(rstd, FLOAT32)), _dev(x),
+        _dev(gamma), _dev(beta), group, "NCHW", scale, True, True)
+    assert_close(dx.numpy(), _rounded(xt.grad, dtype), f"dx {dtype}")
+    assert_close(dgamma.numpy(), _rounded(gt.grad, dtype), "dgamma")
+    assert_close(dbeta.numpy(), _rounded(bt.grad, dtype), "dbeta")
+
+
+def test_group_norm_swish_grad_errors():
+    x = _dev(np.ones((2, 4, 3), np.float32))
+    stat, c4 = _dev(np.ones((2, 2), np.float32)), _dev(np.ones(4, np.float32))
+    out = openacl.empty((2, 4, 3), np.float32)
+    phase1 = aclnn.group_norm_swish_grad_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, stat, stat, x, c4, c4, 3, None, 1.0, False,
+            False, out, None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, stat, stat, x, c4, c4, 2, "NHWC", 1.0, False,
+            False, out, None, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, x, _dev(np.ones(3, np.float32)), stat, x, c4, c4,
+            2, None, 1.0, False, False, out, None, None)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, x, stat, stat, x, c4, c4, 2, None, 1.0, True,
+            False, out, None, None)

@@ -370,3 +370,24 @@ def quantized_batch_norm(dtypes, x, mean, var, in_scale, in_zero, out_scale, out
         y = y + bias.reshape(shape)
     info = np.iinfo(dtypes[0])
     return torch.clamp(torch.round(y / out_scale + out_zero), info.min, info.max)
+
+
+@golden("GroupNormSwishGrad")
+def group_norm_swish_grad(dy, mean, rstd, x, gamma, beta, group, layout=None, scale=1.0,
+                          need_gamma=True, need_beta=True):
+    n, c = x.shape[:2]
+    grouped = (n, group, c // group, -1)
+    per_channel = (1, group, c // group, 1)
+    xhat = (x.reshape(grouped) - mean.reshape(n, group, 1, 1)) * rstd.reshape(n, group, 1, 1)
+    y = xhat * gamma.reshape(per_channel) + beta.reshape(per_channel)
+    gate = torch.sigmoid(scale * y)
+    dnorm = dy.reshape(grouped) * (gate + scale * y * gate * (1 - gate))
+    g = dnorm * gamma.reshape(per_channel)
+    r = rstd.reshape(n, group, 1, 1)
+    dx = r * (g - g.mean((2, 3), keepdim=True) - xhat * (g * xhat).mean((2, 3), keepdim=True))
+    outputs = [dx.reshape(x.shape)]
+    if need_gamma:
+        outputs.append((dnorm * xhat).sum((0, 3)).reshape(-1))
+    if need_beta:
+        outputs.append(dnorm.sum((0, 3)).reshape(-1))
+    return tuple(outputs)

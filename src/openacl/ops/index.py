@@ -163,14 +163,15 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "norm_backward": (
         "AddLayerNormGrad", "BatchNormBackward", "DeepNormGrad", "GroupNormBackward",
-        "LayerNormBackward", "RmsNormGrad",
+        "GroupNormSwishGrad", "LayerNormBackward", "RmsNormGrad",
     ),
     "normalization": (
         "AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm",
         "InstanceNorm", "LayerNorm", "LayerNormWithImplMode", "RmsNorm",
     ),
     "optim": (
-        "ApplyAdamW", "ApplyAdamWV2", "ApplyFusedEmaAdam",
+        "AdvanceStep", "AdvanceStepV2", "ApplyAdamW", "ApplyAdamWQuant", "ApplyAdamWV2",
+        "ApplyFusedEmaAdam",
     ),
     "padding": (
         "CircularPad2d", "CircularPad2dBackward", "CircularPad3d", "CircularPad3dBackward",

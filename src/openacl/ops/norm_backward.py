@@ -361,3 +361,59 @@ def deep_norm_grad(c: Call) -> Kernel:
         v.write("dbetaOut", dbeta.reshape(normalized))
         v.write("dgammaOut", dgamma.reshape(normalized))
     return kernel
+
+
+# -- GroupNormSwishGrad ------------------------------------------------------------------------
+@register("GroupNormSwishGrad",
+          "dy: tensor, mean: tensor, rstd: tensor, x: tensor, gamma: tensor, beta: tensor, "
+          "numGroups: int, dataFormatOptional: str? = None, swishScale: float = 1.0, "
+          "dgammaIsRequire: bool = True, dbetaIsRequire: bool = True, dxOut: tensor!, "
+          "dgammaOut: tensor!?, dbetaOut: tensor!?")
+def group_norm_swish_grad(c: Call) -> Kernel:
+    """The gradient of GroupNormSwish (``z = y * sigmoid(s * y)``, ``y = GroupNorm(x) *
+    gamma + beta``) from the saved (N, numGroups) mean and rstd: the swish's derivative
+    ``sig + s * y * sig * (1 - sig)`` times dy, then GroupNorm's backward."""
+    dtype, shape, channels = _channel_input(c, "x", NORM_DTYPES)
+    c.check_dtype("dy", {dtype})
+    if c.tensor("dy").shape != shape:
+        raise c.fail("dy", f"shape must equal x's {list(shape)}")
+    group = c["numGroups"]
+    if group <= 0 or channels % group:
+        raise c.fail("numGroups", f"must be positive and divide C = {channels}")
+    batch = shape[0]
+    for name in ("mean", "rstd"):
+        _stat_dtype(c, name, dtype)
+        if c.tensor(name).numel != batch * group:
+            raise c.fail(name, f"must hold N * numGroups = {batch * group} elements")
+    for name in ("gamma", "beta"):
+        c.check_dtype(name, NORM_DTYPES)
+        _param_dtype(c, name, dtype)
+        _param_shape(c, name, (channels,))
+    layout = c["dataFormatOptional"]
+    if layout is not None and layout not in ("NCHW", "ND", "NCL", "NCDHW"):
+        raise c.fail("dataFormatOptional", "must be a layout with C at axis 1 (NCHW, ND)")
+    param_dtype = c.tensor("gamma").dtype
+    c.check_out("dxOut", shape, dtype, exact_dtype=True)
+    wanted = (bool(c["dgammaIsRequire"]), bool(c["dbetaIsRequire"]))
+    _masked_out(c, "dgammaOut", wanted[0], (channels,), param_dtype)
+    _masked_out(c, "dbetaOut", wanted[1], (channels,), param_dtype)
+    scale, per_group = c["swishScale"], channels // group
+
+    def kernel(v) -> None:
+        grouped = (batch, group, per_group, -1)
+        per_channel = (1, group, per_group, 1)
+        x = v.compute("x", COMPUTE).reshape(grouped)
+        mean = v.compute("mean", COMPUTE).reshape(batch, group, 1, 1)
+        rstd = v.compute("rstd", COMPUTE).reshape(batch, group, 1, 1)
+        gamma = v.compute("gamma", COMPUTE).reshape(per_channel)
+        xhat = (x - mean) * rstd
+        y = xhat * gamma + v.compute("beta", COMPUTE).reshape(per_channel)
+        gate = 1.0 / (1.0 + np.exp(-scale * y))
+        dnorm = v.compute("dy", COMPUTE).reshape(grouped) * (gate + scale * y * gate *
+                                                            (1.0 - gate))
+        v.write("dxOut", normalized_grad(dnorm * gamma, xhat, rstd, (2, 3)).reshape(shape))
+        if wanted[0]:
+            v.write("dgammaOut", (dnorm * xhat).sum(axis=(0, 3)).reshape(-1))
+        if wanted[1]:
+            v.write("dbetaOut", dnorm.sum(axis=(0, 3)).reshape(-1))
+    return kernel
