@@ -370,12 +370,13 @@ def _free(value: Any) -> None:
 
 
 def _saturated(expected: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The golden with values beyond ``dtype``'s range made infinite, as rounding into the
-    output dtype makes them (a float16 result of 70000 is inf on every device)."""
+    """The golden with the values that round past ``dtype``'s range made infinite, as
+    rounding into the output dtype makes them (float16: 65520 and up; 65519 stays finite)."""
     wide = np.asarray(expected, np.float64)
-    limit = float(ml_dtypes.finfo(dtype).max)
-    with np.errstate(invalid="ignore"):
-        return np.where(np.abs(wide) > limit, np.copysign(np.inf, wide), wide)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = wide.astype(dtype)
+    overflow = np.isinf(rounded.astype(np.float64)) & np.isfinite(wide)
+    return np.where(overflow, np.copysign(np.inf, wide), wide)
 
 
 def _compare(ours: np.ndarray, expected: np.ndarray, standard: str, what: str) -> None:
