@@ -111,9 +111,9 @@ def erf(x: np.ndarray) -> np.ndarray:
         return special.erf(x)
     if x.dtype == np.float64:
         return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
-    wide = x.astype(np.float64)
+    wide = np.atleast_1d(x.astype(np.float64))  # (a 0-d array indexes as a 1-element one)
     upper = _erfc_abs(np.abs(wide))
     result = np.copysign(1.0 - upper, wide)  # erf is odd; copysign does not branch
     small = np.abs(wide) < TAYLOR_LIMIT  # where 1 - erfc would lose the relative precision
     result[small] = _erf_series(wide[small])
-    return result.astype(x.dtype)
+    return result.reshape(x.shape).astype(x.dtype)

@@ -42,6 +42,11 @@ from openacl.runtime.stream import resolve_stream
 from openacl.tensor import AclTensor, tensor_view, view_span
 
 
+def _argument(tensor_name: str) -> str:
+    """The argument a tensor belongs to: ``x1`` for ``x1`` and for list element ``x1[0]``."""
+    return tensor_name.split("[", 1)[0]
+
+
 class OpExecutor:
     """A bound operator call (aclOpExecutor)."""
 
@@ -51,10 +56,13 @@ class OpExecutor:
         self.kernel = kernel
         self.workspace_bytes = call.workspace_bytes
         declared = call.tensors()
-        in_out = set(call.aliases.values())  # in-place arguments (selfRef) are read and written
-        self.inputs = [t for t in declared if not t.output or t.name in in_out]
+        # in-place arguments (selfRef; a tensor list's elements are named x[0], x[1]...) are
+        # read and written
+        in_out = set(call.aliases.values())
+        self.inputs = [t for t in declared if not t.output or _argument(t.name) in in_out]
         self.outputs = [t for t in declared if t.output]
-        self.tensors = self.inputs + [t for t in self.outputs if t.name not in in_out]
+        self.tensors = self.inputs + [t for t in self.outputs
+                                      if _argument(t.name) not in in_out]
         self.repeatable = False
         self._cache: tuple[Views, list, Any] | None = None  # views, keep, stream
         self.handle = core.current().handles.add(self)
