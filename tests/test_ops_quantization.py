@@ -644,3 +644,21 @@ def test_group_quant_and_dequant_bias_errors():
     ]:
         error = _error(fn, *args)
         assert error.code == code and name in error.message, (args, error.message)
+
+
+# -- Quantize: CANN's dtype combinations -------------------------------------------------------
+def test_quantize_mixes_float_dtypes_and_treats_a_zero_scale_as_one():
+    """CANN's aclnnQuantize: x and scales combine freely unless one of scales / zeroPoints
+    is BFLOAT16 (then all three are); a scale of 0 acts as 1 (no inf or NaN)."""
+    x = np.array([[1.25, -2.5, 3.5], [0.5, 7.0, -9.0]], np.float16)
+    scales = np.array([0.5, 0.0, 2.0], np.float32)
+    got = openacl.ops.quantize(_dev(x), _dev(scales), None, dtype=np.int8, axis=1).numpy()
+    divisor = torch.tensor([0.5, 1.0, 2.0])
+    want = torch.round(torch.from_numpy(x.astype(np.float32)) / divisor).to(torch.int8).numpy()
+    assert np.array_equal(got, want)
+    mixed = openacl.ops.quantize(_dev(x.astype(BF16)), _dev(np.array([0.25], np.float16)),
+                                 None, dtype=np.int8, axis=0).numpy()
+    assert np.array_equal(mixed, np.clip(np.rint(x.astype(np.float32) / 0.25), -128, 127))
+    error = _error(aclnn.quantize_get_workspace_size, _dev(x), _dev(np.ones(3, BF16)), None,
+                   np.int8, 1, openacl.empty((2, 3), np.int8))
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'scales'" in error.message

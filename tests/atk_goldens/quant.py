@@ -264,3 +264,24 @@ def _overflowing(value, dst_type):
     half = torch.float16 if dst_type == DST_FLOAT16 else torch.bfloat16
     beyond = value.abs() > torch.finfo(half).max
     return torch.where(beyond, value.to(half).double(), value)
+
+
+@golden("Quantize", with_dtypes=True)
+def quantize(dtypes, x, scales, zero_points, dtype, axis):
+    """round(x / scales + zeroPoints) in float32 (CANN's golden), saturated into ``dtype``;
+    scales per tensor or along ``axis``, a zero scale acting as 1; NaN is 0."""
+    from openacl import dtypes as acl_dtypes
+
+    target = np.dtype(acl_dtypes.to_numpy_dtype(dtype))
+    values = _f32(x)
+    shape = [1] * values.ndim
+    if scales.numel() > 1:
+        shape[axis] = -1
+    divisor = _f32(scales).reshape(shape if scales.numel() > 1 else ())
+    value = values / np.where(divisor == 0, np.float32(1), divisor)  # CANN: 0 acts as 1
+    if zero_points is not None:
+        points = zero_points.numpy().astype(dtypes[2]).astype(np.float32)
+        value = value + points.reshape(shape if scales.numel() > 1 else ())
+    info = np.iinfo(target)
+    return np.clip(np.nan_to_num(np.rint(value).astype(np.float64)), info.min,
+                   info.max).astype(target)

@@ -7,11 +7,12 @@ CANN's argument lists.
 zeroPoints)`` saturated into ``dtype`` (CANN's formula and golden: the quotient and the sum
 in float32, rounded half to even, clipped to the integer range; NaN becomes 0 in INT32).
 ``scales`` and ``zeroPoints`` are 1-d, of size 1 (per tensor) or of the size of ``x``'s dim
-``axis`` (per channel, broadcast over the other dims). Dtypes as CANN documents them:
-``x`` FLOAT32, FLOAT16, BFLOAT16; ``scales`` the same (equal to ``x``'s unless ``x`` is
-FLOAT32); ``zeroPoints`` INT32, INT8, UINT8, FLOAT32, BFLOAT16 or null; ``dtype`` INT8,
-UINT8 or INT32 (the float8 and hifloat8 outputs are storage formats no kernel here computes
-in, so they are refused).
+``axis`` (per channel, broadcast over the other dims); a scale of 0 acts as 1 (CANN's
+rule: no inf or NaN). Dtypes as CANN documents them: ``x`` FLOAT32, FLOAT16, BFLOAT16;
+``scales`` the same (any combination, except that a BFLOAT16 ``scales`` or ``zeroPoints``
+needs all three BFLOAT16); ``zeroPoints`` INT32, INT8, UINT8, FLOAT32, BFLOAT16 or null;
+``dtype`` INT8, UINT8 or INT32 (the float8 and hifloat8 outputs are storage formats no
+kernel here computes in, so they are refused).
 
 The ONNX converter calls it with ``zeroPoints`` null and an INT32 output, and adds ONNX's
 zero point after the rounding (``QuantizeLinear`` rounds ``x / scale`` alone): the two
@@ -73,8 +74,10 @@ def quantize(c: Call) -> Kernel:
         raise c.fail("x", f"must have 1 to {MAX_QUANTIZE_DIMS} dims")
     scales = c.tensor("scales")
     c.check_dtype("scales", QUANTIZE_X_DTYPES)
-    if x.dtype != FLOAT32 and scales.dtype != x.dtype:
-        raise c.fail("scales", f"dtype must equal x's ({x.dtype}) when x is not float32")
+    given = [t for t in (x, scales, c["zeroPoints"]) if t is not None]
+    if any(t.dtype == BFLOAT16 for t in given[1:]) and any(t.dtype != BFLOAT16 for t in given):
+        raise c.fail("scales", "x, scales and zeroPoints must all be BFLOAT16 when scales or "
+                               "zeroPoints is (CANN's rule; other float combinations are free)")
     axis = c.normalize_dim("axis", c["axis"], x.ndim)
     if scales.ndim != 1 or scales.shape[0] not in (1, x.shape[axis]):
         raise c.fail("scales", f"must be 1-d of size 1 or {x.shape[axis]} (x's dim {axis})")
@@ -100,7 +103,9 @@ def quantize(c: Call) -> Kernel:
             return value.reshape(shape) if per_channel else value.reshape(())
 
         with np.errstate(all="ignore"):
-            quotient = as_array(v["x"]).astype(FLOAT32) / broadcast("scales")
+            divisor = broadcast("scales")
+            divisor = np.where(divisor == 0, FLOAT32.type(1), divisor)  # CANN: 0 acts as 1
+            quotient = as_array(v["x"]).astype(FLOAT32) / divisor
             if v.get("zeroPoints") is not None:
                 quotient = quotient + broadcast("zeroPoints")
             rounded = np.rint(quotient).astype(np.float64)  # int32's bounds are exact here
