@@ -146,3 +146,39 @@ def test_ada_layer_norm_errors():
         with pytest.raises(AclError) as info:
             openacl.ops.ada_layer_norm(*args)
         assert info.value.code == ACLNN_ERR_PARAM_INVALID
+
+
+# -- MaskedSoftmaxWithRelPosBias ----------------------------------------------------------------
+@pytest.mark.parametrize("shape,mask,bias", [((2, 3, 4, 5, 6), (3, 5, 6), (4, 5, 6)),
+                                             ((2, 3, 4, 5, 6), None, (1, 4, 5, 6)),
+                                             ((6, 4, 5, 6), (3, 1, 5, 6), (1, 1, 4, 5, 6))],
+                         ids=str)
+@pytest.mark.parametrize("dtype", NORM_FLOATS, ids=str)
+def test_masked_softmax_with_rel_pos_bias(shape, mask, bias, dtype):
+    x = _data(shape, dtype, 16)
+    m = _data(mask, dtype, 17) if mask else None
+    b = _data(bias, dtype, 18)
+    out = openacl.ops.masked_softmax_with_rel_pos_bias(_dev(x), _dev(m), relativePosBias=_dev(b),
+                                                     scaleValue=0.5, innerPrecisionMode=0)
+    s1, s2 = shape[-2:]
+    five = _wide(x).reshape(-1, 3, 4, s1, s2)
+    logits = five * 0.5 + _wide(b).reshape(1, 1, -1, s1, s2)
+    if m is not None:
+        logits = logits + _wide(m).reshape(1, -1, 1, s1, s2)
+    golden = torch.softmax(logits, -1).reshape(shape)
+    assert_close(out.numpy(), _rounded(golden, dtype), f"masked softmax {dtype}")
+
+
+def test_masked_softmax_with_rel_pos_bias_errors():
+    x = _dev(np.ones((2, 3, 4, 5, 6), np.float32))
+    bias = _dev(np.ones((4, 5, 6), np.float32))
+    for source, mask, rel in ((_dev(np.ones((5, 6), np.float32)), None, bias),
+                              (x, _dev(np.ones((2, 5, 6), np.float32)), bias),
+                              (x, None, _dev(np.ones((4, 5, 7), np.float32))),
+                              (x, None, _dev(np.ones((4, 5, 6), np.float16)))):
+        with pytest.raises(AclError) as info:
+            openacl.ops.masked_softmax_with_rel_pos_bias(source, mask, relativePosBias=rel)
+        assert info.value.code == ACLNN_ERR_PARAM_INVALID
+    with pytest.raises(AclError) as info:
+        openacl.ops.masked_softmax_with_rel_pos_bias(x, None, relativePosBias=None)
+    assert info.value.code == ACLNN_ERR_PARAM_NULLPTR

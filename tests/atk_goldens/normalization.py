@@ -391,3 +391,14 @@ def group_norm_swish_grad(dy, mean, rstd, x, gamma, beta, group, layout=None, sc
     if need_beta:
         outputs.append(dnorm.sum((0, 3)).reshape(-1))
     return tuple(outputs)
+
+
+@golden("MaskedSoftmaxWithRelPosBias")
+def masked_softmax_with_rel_pos_bias(x, mask, bias, scale=1.0, mode=0):
+    s1, s2 = x.shape[-2:]
+    windows = 1 if mask is None else mask.numel() // (s1 * s2)
+    five = x.reshape(-1, windows, *x.shape[-3:]) if x.dim() == 4 else x
+    logits = five * scale + bias.reshape(1, 1, -1, s1, s2)
+    if mask is not None:
+        logits = logits + mask.reshape(1, -1, 1, s1, s2)
+    return torch.softmax(logits, -1).reshape(x.shape)

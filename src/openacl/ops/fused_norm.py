@@ -190,3 +190,61 @@ def ada_layer_norm(c: Call) -> Kernel:
         y = y.reshape(shape) * (1 + v.compute("scale", FLOAT32).reshape(modulation))
         v.write("out", y + v.compute("shift", FLOAT32).reshape(modulation))
     return kernel
+
+
+# -- MaskedSoftmaxWithRelPosBias --------------------------------------------------------------
+ATTENTION_RANKS = (4, 5)  # (B*W, N, S1, S2) or (B, W, N, S1, S2)
+
+
+def _window_shape(c: Call, name: str, kept: int, s1: int, s2: int) -> tuple[int, ...] | None:
+    """A mask (``kept`` = 1: W kept) or bias (``kept`` = 2: N kept) as its 5-D broadcast
+    shape (1, W, 1, S1, S2) / (1, 1, N, S1, S2), or None when absent."""
+    if c[name] is None:
+        return None
+    shape = c.tensor(name).shape
+    if len(shape) not in (3, 4, 5) or shape[-2:] != (s1, s2):
+        raise c.fail(name, f"must be 3-D to 5-D ending in (S1, S2) = ({s1}, {s2})")
+    lead = shape[:-2]  # (W), (W, 1), (1, W, 1) for a mask; (N), (1, N), (1, 1, N) for a bias
+    if sum(d != 1 for d in lead) > 1:
+        raise c.fail(name, "only its W (mask) or N (bias) dim may exceed 1")
+    return tuple(math.prod(lead) if i == kept else 1 for i in range(3)) + (s1, s2)
+
+
+@register("MaskedSoftmaxWithRelPosBias",
+          "x: tensor, attenMaskOptional: tensor?, relativePosBias: tensor, "
+          "scaleValue: float = 1.0, innerPrecisionMode: int = 0, out: tensor!")
+def masked_softmax_with_rel_pos_bias(c: Call) -> Kernel:
+    """``softmax(scaleValue * x + attenMask + relativePosBias)`` over the last dim (Swin
+    Transformer's window attention): the mask is per window W, the bias per head N."""
+    dtype = c.check_dtype("x", NORM_DTYPES)
+    shape = c.tensor("x").shape
+    if len(shape) not in ATTENTION_RANKS:
+        raise c.fail("x", "must be (B*W, N, S1, S2) or (B, W, N, S1, S2)")
+    s1, s2 = shape[-2:]
+    for name in ("attenMaskOptional", "relativePosBias"):
+        if c[name] is not None:
+            c.check_dtype(name, {dtype})
+    mask = _window_shape(c, "attenMaskOptional", 1, s1, s2)
+    bias = _window_shape(c, "relativePosBias", 2, s1, s2)
+    heads = shape[-3]
+    windows = mask[1] if mask is not None else (shape[1] if len(shape) == 5 else 1)
+    if len(shape) == 4 and shape[0] % windows:
+        raise c.fail("attenMaskOptional", f"its W = {windows} must divide B*W = {shape[0]}")
+    if len(shape) == 5 and mask is not None and mask[1] not in (1, shape[1]):
+        raise c.fail("attenMaskOptional", f"its W must be 1 or x's {shape[1]}")
+    if bias[2] not in (1, heads):
+        raise c.fail("relativePosBias", f"its N must be 1 or x's {heads}")
+    c.check_out("out", shape, dtype, exact_dtype=True)
+    five = shape if len(shape) == 5 else (shape[0] // windows, windows, *shape[1:])
+    scale = c["scaleValue"]
+
+    def kernel(v) -> None:
+        xp = array_module(v["x"])
+        logits = v.compute("x", dtype).reshape(five) * FLOAT32.type(scale)
+        if mask is not None:
+            logits = logits + v.compute("attenMaskOptional", FLOAT32).reshape(mask)
+        logits = logits + v.compute("relativePosBias", FLOAT32).reshape(bias)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        exp = xp.exp(shifted)
+        v.write("out", (exp / exp.sum(axis=-1, keepdims=True)).reshape(shape))
+    return kernel

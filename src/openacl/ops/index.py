@@ -125,6 +125,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "fused_norm": (
         "AdaLayerNorm", "DeepNorm", "GroupNormSilu", "GroupNormSiluV2", "GroupNormSwish",
+        "MaskedSoftmaxWithRelPosBias",
     ),
     "indexing": (
         "ExpandIntoJaggedPermute", "GatherV2", "GatherV3", "Index", "IndexAdd", "IndexAddV2",
