@@ -161,10 +161,13 @@ def add_v3(x, y, alpha=1):
     return x + (1 if alpha is None else alpha) * y
 
 
-@rounded("LinalgCross")
-def linalg_cross(x, y, dim=-1):
+@golden("LinalgCross", with_dtypes=True)
+def linalg_cross(dtypes, x, y, dim=-1):
+    """In float64 (integers in int64), rounded once to the operands' one dtype."""
     x, y = torch.broadcast_tensors(x, y)
-    return torch.linalg.cross(x, y, dim=dim)
+    result = torch.linalg.cross(x, y, dim=dim)
+    dtype = _torch_dtype(dtypes[0])
+    return result.to(dtype).double() if dtype.is_floating_point else result.to(dtype)
 
 
 rounded("PowTensorTensor", torch.pow)
