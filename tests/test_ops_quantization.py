@@ -662,3 +662,40 @@ def test_quantize_mixes_float_dtypes_and_treats_a_zero_scale_as_one():
     error = _error(aclnn.quantize_get_workspace_size, _dev(x), _dev(np.ones(3, BF16)), None,
                    np.int8, 1, openacl.empty((2, 3), np.int8))
     assert error.code == ACLNN_ERR_PARAM_INVALID and "'scales'" in error.message
+
+
+# -- FlatQuant ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("ratio", [1.0, 0.5])
+def test_flat_quant_matches_torch(dtype, ratio):
+    rng = np.random.default_rng(19)
+    x = random_array((5, 4, 16), dtype, rng, -3, 3)
+    p1, p2 = random_array((4, 4), dtype, rng, -1, 1), random_array((16, 16), dtype, rng, -1, 1)
+    out, scale = openacl.ops.flat_quant(_dev(x), _dev(p1), _dev(p2), ratio)
+    product = (to_torch(p1).float() @ (to_torch(x).float() @ to_torch(p2).float())).half(
+        ).float()
+    want_scale = product.flatten(1).abs().amax(1) / (7 / ratio)
+    assert_close(scale.numpy(), want_scale.numpy())
+    want = torch.round(product / want_scale[:, None, None]).clamp(-8, 7)
+    got = unpack_int4(out.numpy()).astype(np.int64)
+    assert out.numpy().shape == (5, 4, 2) and np.abs(got - want.numpy()).max() <= 1
+
+
+def test_flat_quant_errors():
+    x, p1, p2 = (_dev(np.ones(s, np.float16)) for s in ((2, 4, 16), (4, 4), (16, 16)))
+    outs = [openacl.empty((2, 4, 2), np.int32), openacl.empty((2,), np.float32)]
+    fn = aclnn.flat_quant_get_workspace_size
+    for args, code, name in [
+        ((None, p1, p2, 1.0, *outs), ACLNN_ERR_PARAM_NULLPTR, "'x'"),
+        ((_dev(np.ones((2, 4, 16), np.float32)), p1, p2, 1.0, *outs), ACLNN_ERR_PARAM_INVALID,
+         "'x'"),
+        ((x, _dev(np.ones((3, 3), np.float16)), p2, 1.0, *outs), ACLNN_ERR_PARAM_INVALID,
+         "'kroneckerP1'"),
+        ((x, p1, _dev(np.ones((16, 16), BF16)), 1.0, *outs), ACLNN_ERR_PARAM_INVALID,
+         "'kroneckerP2'"),
+        ((x, p1, p2, 0.0, *outs), ACLNN_ERR_PARAM_INVALID, "'clipRatio'"),
+        ((x, p1, p2, 1.0, openacl.empty((2, 4, 16), np.int8), outs[1]),
+         ACLNN_ERR_PARAM_INVALID, "'out'"),
+    ]:
+        error = _error(fn, *args)
+        assert error.code == code and name in error.message, (args, error.message)

@@ -285,3 +285,13 @@ def quantize(dtypes, x, scales, zero_points, dtype, axis):
     info = np.iinfo(target)
     return np.clip(np.nan_to_num(np.rint(value).astype(np.float64)), info.min,
                    info.max).astype(target)
+
+
+@golden("FlatQuant")
+def flat_quant(x, p1, p2, clip_ratio=1.0):
+    """CANN's golden: P1 @ (x @ P2) in float32 rounded to float16, each row's scale
+    max |x''| / (7 / clipRatio); out = round(x'' / scale) in int4, packed into int32."""
+    product = torch.matmul(p1.float(), torch.matmul(x.float(), p2.float())).half().float()
+    scale = product.flatten(1).abs().max(dim=1)[0] / (7 / clip_ratio)
+    quotient = (product / scale[:, None, None]).numpy()
+    return _pack(np.clip(np.nan_to_num(np.rint(quotient), nan=0.0), *INT4_RANGE)), scale

@@ -200,7 +200,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "quantization": (
         "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DequantBias", "DynamicQuant",
         "FakeQuantPerChannelAffineCachemask", "FakeQuantPerTensorAffineCachemask",
-        "GroupQuant", "Quantize",
+        "FlatQuant", "GroupQuant", "Quantize",
     ),
     "quantized_norm": (
         "QuantizedBatchNorm",

@@ -1,5 +1,5 @@
 """Quantization operators: aclnnQuantize, AscendQuant, AscendQuantV3, AscendAntiQuant,
-DynamicQuant, GroupQuant, DequantBias and FakeQuantPerTensorAffineCachemask /
+DynamicQuant, GroupQuant, DequantBias, FlatQuant and FakeQuantPerTensorAffineCachemask /
 FakeQuantPerChannelAffineCachemask (quantization-aware training's fake quantizers) with
 CANN's argument lists.
 
@@ -61,6 +61,7 @@ FAKE_QUANT_DTYPES = frozenset({FLOAT16, FLOAT32})
 GROUP_INDEX_DTYPES = frozenset({INT32, np.dtype(np.int64)})
 DEQUANT_SCALE_DTYPES = frozenset({FLOAT32, BFLOAT16})
 DEQUANT_BIAS_DTYPES = frozenset({FLOAT32, BFLOAT16, FLOAT16, INT32})
+FLAT_QUANT_DIMS = 3  # x (M, N1, N2)
 
 
 @register("Quantize", "x: tensor, scales: tensor, zeroPoints: tensor?, dtype: dtype, "
@@ -470,4 +471,46 @@ def dequant_bias(c: Call) -> Kernel:
         if bias is not None and not integer_bias:
             values = values + as_array(bias).astype(FLOAT32)
         v.write("out", values)
+    return kernel
+
+
+# -- FlatQuant --------------------------------------------------------------------------------
+@register("FlatQuant", "x: tensor, kroneckerP1: tensor, kroneckerP2: tensor, "
+                       "clipRatio: float = 1.0, out: tensor!, quantScale: tensor!")
+def flat_quant(c: Call) -> Kernel:
+    """Per-token int4 quantization after two Kronecker factors: ``x'' = P1 @ (x @ P2)`` for
+    x (M, N1, N2), rounded to FLOAT16 as CANN's golden does, ``quantScale[m] = max |x''[m]|
+    * clipRatio / 7`` and ``out = round(x'' / quantScale)`` in -8..7, packed eight to an
+    INT32 (M, N1, N2 / 8). The INT4 and FLOAT4_E2M1 outputs (and the per-group mode they
+    take) are refused: no host dtype holds them."""
+    x = c.tensor("x")
+    c.check_dtype("x", DYNAMIC_QUANT_X_DTYPES)
+    if x.ndim != FLAT_QUANT_DIMS:
+        raise c.fail("x", "must have 3 dims (M, N1, N2)")
+    _, n1, n2 = x.shape
+    for name, size in (("kroneckerP1", n1), ("kroneckerP2", n2)):
+        if c.tensor(name).shape != (size, size) or c.dtype(name) != x.dtype:
+            raise c.fail(name, f"must be [{size}, {size}] of x's dtype ({x.dtype})")
+    ratio = c["clipRatio"]
+    if not 0 < ratio <= 1:
+        raise c.fail("clipRatio", "must be in (0, 1]")
+    given = c["out"]
+    if given is not None and given.dtype != INT32:
+        raise c.fail("out", "dtype must be INT32 (int4 packed eight to an element); INT4 and "
+                            "FLOAT4_E2M1 have no host dtype here")
+    c.check_out("out", _packed_shape(c, "x", x.shape), INT32, exact_dtype=True)
+    c.check_out("quantScale", x.shape[:1], FLOAT32, exact_dtype=True)
+    divisor = FLOAT32.type(INT4_MAX / ratio)
+
+    def kernel(v) -> None:
+        xp = array_module(v["out"])
+        values = as_array(v["x"]).astype(FLOAT32)
+        product = xp.matmul(as_array(v["kroneckerP1"]).astype(FLOAT32),
+                            xp.matmul(values, as_array(v["kroneckerP2"]).astype(FLOAT32)))
+        product = product.astype(FLOAT16).astype(FLOAT32)
+        scale = np.abs(product).reshape(product.shape[0], -1).max(axis=1, initial=0.0) / divisor
+        with np.errstate(all="ignore"):
+            quotient = product / scale[:, None, None]
+        v.write("quantScale", scale)
+        v.write("out", _saturate(np.rint(quotient, out=quotient), INT4_MIN, INT4_MAX, INT32))
     return kernel
