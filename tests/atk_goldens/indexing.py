@@ -200,8 +200,13 @@ def _nd_skip(inputs) -> str | None:
 
 @golden("ScatterNdUpdate", skip=_nd_skip)
 def scatter_nd_update(var, indices, updates):
+    """CANN updates "one by one": where indices repeat, the last update stays."""
     out = var.clone()
-    out[_nd_key(indices)] = updates
+    depth = indices.shape[-1]
+    rows = indices.long().reshape(-1, depth)
+    values = updates.reshape(rows.shape[0], *var.shape[depth:])
+    for i in range(rows.shape[0]):
+        out[tuple(rows[i].tolist())] = values[i]
     return out
 
 
@@ -526,6 +531,9 @@ def _scatter_list_skip(inputs) -> str | None:
     if mask is not None and np.asarray(mask).dtype != np.uint8:
         return (f"the file's mask is {np.asarray(mask).dtype}; CANN's document takes UINT8 "
                 f"only")
+    if np.asarray(indice).ndim not in (1, 2):
+        return (f"indice has {np.asarray(indice).ndim} dims; CANN's document takes 1 or 2 "
+                f"(an abnormal case)")
     starts = np.asarray(indice).astype(np.int64).reshape(len(var), -1)
     axis = inputs[5] % np.asarray(updates).ndim
     room, span = np.asarray(var[0]).shape[axis - 1], np.asarray(updates).shape[axis]
