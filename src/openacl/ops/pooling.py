@@ -538,11 +538,13 @@ def _global_pool(c: Call, supported, reduce) -> Kernel:
                              f"{len(shape)}")
     if any(d <= 0 for d in shape[2:]):
         raise c.fail("self", "its spatial dims must be positive")
-    c.check_out("out", (*shape[:2], *(1,) * (len(shape) - 2)), dtype, exact_dtype=True)
-    axes = tuple(range(2, len(shape)))
+    c_shape = (*shape[:2], *(1,) * (len(shape) - 2))
+    c.check_out("out", c_shape, dtype, exact_dtype=True)
 
     def kernel_fn(v) -> None:
-        v.write("out", reduce(v.compute("self", dtype), axis=axes, keepdims=True))
+        x = v.compute("self", dtype)
+        planes = x.reshape(*shape[:2], -1)  # one contiguous reduction per (N, C) plane
+        v.write("out", reduce(planes, axis=-1).reshape(c_shape))
     return kernel_fn
 
 
