@@ -699,3 +699,19 @@ def test_flat_quant_errors():
     ]:
         error = _error(fn, *args)
         assert error.code == code and name in error.message, (args, error.message)
+
+
+def test_weight_quant_batch_matmul_v3_takes_inner_precise():
+    rng = np.random.default_rng(20)
+    x = random_array((3, 64), F16, rng, -1, 1)
+    weight = rng.integers(-128, 128, (64, 8)).astype(np.int8)
+    scale = random_array((8,), F16, rng, 0.01, 0.05)
+    want = _wq_reference(x, weight, scale, None, None, 0, F16)
+    for mode in (0, 1):
+        got = openacl.ops.weight_quant_batch_matmul_v3(_dev(x), _dev(weight), _dev(scale), None,
+                                                       None, None, None, 0, mode).numpy()
+        assert_close(got, want)
+    error = _error(aclnn.weight_quant_batch_matmul_v3_get_workspace_size, _dev(x),
+                   _dev(weight), _dev(scale), None, None, None, None, 0, 2,
+                   openacl.empty((3, 8), np.float16))
+    assert error.code == ACLNN_ERR_PARAM_INVALID and "'innerPrecise'" in error.message

@@ -193,6 +193,13 @@ def weight_quant_batch_matmul_v2(dtypes, x, weight, scale, offset=None, quant_sc
     return value
 
 
+@golden("WeightQuantBatchMatmulV3", with_dtypes=True)
+def weight_quant_batch_matmul_v3(dtypes, x, weight, scale, offset=None, quant_scale=None,
+                                 quant_offset=None, bias=None, group=0, inner_precise=0):
+    return weight_quant_batch_matmul_v2(dtypes, x, weight, scale, offset, quant_scale,
+                                        quant_offset, bias, group)
+
+
 # -- fake quantizers ------------------------------------------------------------------------------
 def _inverted_range(inputs) -> str | None:
     low, high = inputs[4], inputs[5]

@@ -196,6 +196,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "quant_matmul": (
         "QuantMatmulV3", "QuantMatmulV4", "TransQuantParamV2", "WeightQuantBatchMatmulV2",
+        "WeightQuantBatchMatmulV3",
     ),
     "quantization": (
         "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DequantBias", "DynamicQuant",

@@ -1,5 +1,5 @@
-"""Quantized matrix products: aclnnQuantMatmulV3, QuantMatmulV4, WeightQuantBatchMatmulV2
-and the scale encoder aclnnTransQuantParamV2, with CANN's argument lists.
+"""Quantized matrix products: aclnnQuantMatmulV3, QuantMatmulV4, WeightQuantBatchMatmulV2 /
+V3 and the scale encoder aclnnTransQuantParamV2, with CANN's argument lists.
 
 ``QuantMatmulV4(x1, x2, scale, offset, pertokenScaleOptional, bias, transposeX1,
 transposeX2, out)`` (V3: without the per-token scale) computes, as CANN's formulas say:
@@ -37,7 +37,7 @@ from openacl.ops.quantization import INT4_PER_INT32, unpack_int4
 from openacl.ops.registry import register
 
 __all__ = ["quant_matmul_v3", "quant_matmul_v4", "trans_quant_param_v2",
-           "weight_quant_batch_matmul_v2"]
+           "weight_quant_batch_matmul_v2", "weight_quant_batch_matmul_v3"]
 
 FLOAT32 = np.dtype(np.float32)
 FLOAT16 = np.dtype(np.float16)
@@ -67,6 +67,7 @@ GROUP_MULTIPLE = 32  # antiquantGroupSize: 0, or a multiple of 32 in [32, k - 1]
 FLOAT32_EXACT_INTEGER = 1 << 24  # every integer below this is exact in float32
 INT8_PRODUCT_MAX = 128 * 128  # the largest |product| of two int8 values
 INT4_PRODUCT_MAX = 8 * 8
+INNER_PRECISE_MODES = (0, 1)  # WeightQuantBatchMatmulV3: high precision, high performance
 
 
 # -- TransQuantParamV2 ------------------------------------------------------------------------
@@ -327,3 +328,16 @@ def weight_quant_batch_matmul_v2(c: Call) -> Kernel:
             value = xp.clip(xp.nan_to_num(xp.rint(value), nan=0.0), -128, 127)
         v.write("y", value)
     return kernel
+
+
+@register("WeightQuantBatchMatmulV3",
+          "x: tensor, weight: tensor, antiquantScale: tensor, "
+          "antiquantOffsetOptional: tensor?, quantScaleOptional: tensor?, "
+          "quantOffsetOptional: tensor?, biasOptional: tensor?, antiquantGroupSize: int = 0, "
+          "innerPrecise: int = 0, y: tensor!")
+def weight_quant_batch_matmul_v3(c: Call) -> Kernel:
+    """WeightQuantBatchMatmulV2 with ``innerPrecise``: 0 (high precision) or 1 (high
+    performance) selects the NPU's computation; on CPU both compute in float32."""
+    if c["innerPrecise"] not in INNER_PRECISE_MODES:
+        raise c.fail("innerPrecise", "must be 0 (high precision) or 1 (high performance)")
+    return weight_quant_batch_matmul_v2(c)
