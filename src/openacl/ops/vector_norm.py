@@ -61,6 +61,12 @@ def vector_norm(x: np.ndarray, p: float, axes: tuple[int, ...], keep: bool) -> n
     if p == 1:
         return magnitude.sum(axis=axes, keepdims=keep)
     if p == 2:
+        trailing = tuple(range(x.ndim - len(axes), x.ndim))
+        if xp is np and axes == trailing:  # one pass: a row-wise dot product (BLAS-fast)
+            rows = x.reshape(-1, math.prod(x.shape[a] for a in axes))
+            norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+            return norms.reshape(tuple(1 if a in axes else d for a, d in enumerate(x.shape))
+                                 if keep else x.shape[:x.ndim - len(axes)])
         return xp.sqrt(xp.square(magnitude).sum(axis=axes, keepdims=keep))
     return xp.power(xp.power(magnitude, p).sum(axis=axes, keepdims=keep), 1.0 / p)
 
