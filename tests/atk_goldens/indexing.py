@@ -328,6 +328,12 @@ def _repeat_skip(length_of, repeats_at: int, dim_at: int | None = None):
     the repeats' sum: the ATK harness computes outputSize from the drawn repeats; the file
     holds a placeholder, which matches only by chance."""
     def skip(inputs) -> str | None:
+        ranged = [name for at, name in ((repeats_at, "repeats"), (dim_at, "dim"),
+                                        (len(inputs) - 1, "outputSize"))
+                  if at is not None and isinstance(inputs[at], list)]
+        if ranged:
+            return (f"{', '.join(ranged)} given as ranges: the driver draws each on its own, "
+                    f"while CANN's harness derives outputSize from the drawn repeats")
         repeats = inputs[repeats_at]
         counts = [np.asarray(repeats).astype(np.int64).reshape(-1)] if not isinstance(
             repeats, (list, int)) else [np.array([r]) for r in _candidates(repeats)]
