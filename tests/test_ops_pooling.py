@@ -356,3 +356,17 @@ def test_global_pool_propagates_nan_and_errors():
     with pytest.raises(AclError) as info:
         aclnn.global_average_pool_get_workspace_size(source, out)
     assert info.value.code == ACLNN_ERR_PARAM_INVALID
+
+
+def test_max_pool_indices_of_nan_windows_are_torch_s_last_nan():
+    """PyTorch's CPU pools scan ``val > max || isnan(val)``: a window holding NaN reports its
+    last NaN."""
+    x = _data((2, 3, 9, 4), np.float32, 10)
+    x[0, 0, 2, 1] = x[0, 0, 5, 3] = np.nan
+    x[1, 1] = np.nan
+    _, idx = openacl.ops.max_pool2d_with_indices(_dev(x), [3], [2], [1], [1], False)
+    _, golden = F.max_pool2d(to_torch(x), 3, 2, 1, return_indices=True)
+    np.testing.assert_array_equal(idx.numpy(), from_torch(golden))
+    _, idx = openacl.ops.adaptive_max_pool2d(_dev(x), [2, 3])
+    _, golden = F.adaptive_max_pool2d(to_torch(x), (2, 3), return_indices=True)
+    np.testing.assert_array_equal(idx.numpy(), from_torch(golden))

@@ -217,6 +217,19 @@ def _first_valid(axis: Axis) -> np.ndarray:
     return starts + -(-skip // axis.dilation) * axis.dilation
 
 
+def torch_argmax(windows: np.ndarray) -> np.ndarray:
+    """Per window (last axis), the index PyTorch's CPU pools pick: the first maximum, but
+    the last NaN when the window holds one (their ``val > max || isnan(val)`` scan)."""
+    xp = array_module(windows)
+    arg = windows.argmax(axis=-1)
+    if windows.dtype.kind == "f":
+        nan = xp.isnan(windows)
+        if bool(nan.any()):
+            last = windows.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)
+            arg = xp.where(nan.any(axis=-1), last, arg)
+    return arg
+
+
 def unravel(flat: np.ndarray, dims: Sequence[int]) -> list[np.ndarray]:
     """``np.unravel_index(flat, dims)`` by integer division (numpy 2.4's unravel_index
     returns wrong coordinates past its first 8192 elements for a multi-dim ``flat``)."""
@@ -234,7 +247,7 @@ def _max_with_indices(x: np.ndarray, axes: Sequence[Axis]) -> tuple[np.ndarray, 
     n = len(axes)
     windows = _windows(x, axes, _max_fill(x.dtype))
     flat = windows.reshape(*windows.shape[:-n], math.prod(a.kernel for a in axes))
-    arg = flat.argmax(axis=-1)
+    arg = torch_argmax(flat)
     values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
     offsets = unravel(arg, tuple(a.kernel for a in axes))
     index, outside = None, None
@@ -502,7 +515,7 @@ def adaptive_max(x: np.ndarray, sizes: Sequence[int], out_size: Sequence[int]
     order = [*range(lead), *(lead + 2 * k for k in range(n)), *(lead + 2 * k + 1
                                                                 for k in range(n))]
     windows = gathered.transpose(order).reshape(*gathered.shape[:lead], *out_size, -1)
-    arg = windows.argmax(axis=-1)
+    arg = torch_argmax(windows)
     values = np.take_along_axis(windows, arg[..., None], axis=-1)[..., 0]
     offsets = unravel(arg, tuple(m.shape[1] for m in members))
     flat = None
