@@ -125,6 +125,24 @@ def padding_pairs(c: Call, spatial: int, transposed: bool) -> tuple[tuple[int, i
     return pairs
 
 
+def conv_attributes(c: Call, spatial: int, transposed: bool):
+    """aclnnConvolution's ``stride``, ``dilation``, ``padding`` ((begin, end) pairs),
+    ``outputPadding`` (zeros unless transposed) and ``groups``, validated."""
+    stride = int_list(c, "stride", spatial, 1, 1)
+    dilation = int_list(c, "dilation", spatial, 1, 1)
+    pads = padding_pairs(c, spatial, transposed)
+    output_padding = (int_list(c, "outputPadding", spatial, 0, 0) if transposed
+                      else (0,) * spatial)
+    for op, s, d in zip(output_padding, stride, dilation, strict=True):
+        if op >= max(s, d):
+            raise c.fail("outputPadding", "each value must be smaller than the stride or the "
+                                          "dilation of its dim")
+    groups = c["groups"]
+    if groups is None or not 1 <= groups <= MAX_GROUPS:
+        raise c.fail("groups", f"must be in [1, {MAX_GROUPS}]")
+    return stride, dilation, pads, output_padding, groups
+
+
 @register("Convolution", "input: tensor, weight: tensor, bias: tensor?, "
                          "stride: int_array = None, padding: int_array = None, "
                          "dilation: int_array = None, transposed: bool = False, "
@@ -143,18 +161,7 @@ def convolution(c: Call) -> Kernel:
     transposed = bool(c["transposed"])
     cube = check_cube_math_type(c, CUBE_MATH_TYPES_NO_FP32_ADD)
     spatial = x.ndim - 2
-    stride = int_list(c, "stride", spatial, 1, 1)
-    dilation = int_list(c, "dilation", spatial, 1, 1)
-    pads = padding_pairs(c, spatial, transposed)
-    output_padding = (int_list(c, "outputPadding", spatial, 0, 0) if transposed
-                      else (0,) * spatial)
-    for op, s, d in zip(output_padding, stride, dilation, strict=True):
-        if op >= max(s, d):
-            raise c.fail("outputPadding", "each value must be smaller than the stride or the "
-                                          "dilation of its dim")
-    groups = c["groups"]
-    if groups is None or not 1 <= groups <= MAX_GROUPS:
-        raise c.fail("groups", f"must be in [1, {MAX_GROUPS}]")
+    stride, dilation, pads, output_padding, groups = conv_attributes(c, spatial, transposed)
 
     n, c_in, in_size = x.shape[0], x.shape[1], x.shape[2:]
     kernel_size = w.shape[2:]

@@ -31,14 +31,12 @@ from openacl.ops.call import Call, Kernel, TensorArg, array_module, as_array
 from openacl.ops.conv import (
     CONV_DTYPES,
     MAX_DIMS,
-    MAX_GROUPS,
     MIN_DIMS,
     Geometry,
     cast_operand,
     choose_body,
     columns_of,
-    int_list,
-    padding_pairs,
+    conv_attributes,
     run_body,
     windows_of,
 )
@@ -61,19 +59,8 @@ def _check_geometry(c: Call, x: TensorArg, w: TensorArg, grad: TensorArg, transp
     for name in ("weight", "gradOutput"):
         if c.tensor(name).ndim != x.ndim:
             raise c.fail(name, f"must have as many dims as 'input' ({x.ndim})")
-    spatial = x.ndim - 2
-    stride = int_list(c, "stride", spatial, 1, 1)
-    dilation = int_list(c, "dilation", spatial, 1, 1)
-    pads = padding_pairs(c, spatial, transposed)
-    output_padding = (int_list(c, "outputPadding", spatial, 0, 0) if transposed
-                      else (0,) * spatial)
-    for op, s, d in zip(output_padding, stride, dilation, strict=True):
-        if op >= max(s, d):
-            raise c.fail("outputPadding", "each value must be smaller than the stride or the "
-                                          "dilation of its dim")
-    groups = c["groups"]
-    if not 1 <= groups <= MAX_GROUPS:
-        raise c.fail("groups", f"must be in [1, {MAX_GROUPS}]")
+    stride, dilation, pads, output_padding, groups = conv_attributes(c, x.ndim - 2,
+                                                                     transposed)
     c_in, kernel = x.shape[1], w.shape[2:]
     if transposed:
         if w.shape[0] != c_in or c_in % groups:

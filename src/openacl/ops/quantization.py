@@ -177,6 +177,15 @@ def _factor_shape(c: Call, name: str, x: TensorArg, axis: int) -> tuple[int, ...
                        f"size 1 or {size} and every other dim 1 (x {list(x.shape)})")
 
 
+def _check_like_scale(c: Call, name: str, scale: TensorArg) -> None:
+    """Optional ``name`` (an offset) must have ``scale``'s dtype and shape."""
+    if c.has(name):
+        tensor = c.tensor(name)
+        if tensor.dtype != scale.dtype or tensor.shape != scale.shape:
+            raise c.fail(name, f"dtype and shape must equal scale's ({scale.dtype}, "
+                               f"{list(scale.shape)})")
+
+
 def _quant_target(c: Call, name: str) -> tuple[np.dtype, int, int]:
     value = c[name]
     target = QUANT_TARGETS.get(value)
@@ -202,11 +211,7 @@ def _ascend_quant(c: Call, axis_name: str | None) -> Kernel:
     if scale.dtype != x.dtype and (axis_name is not None or x.dtype != FLOAT32):
         raise c.fail("scale", f"dtype must equal x's ({x.dtype})")
     shape = _factor_shape(c, "scale", x, axis)
-    if c.has("offset"):
-        offset = c.tensor("offset")
-        if offset.dtype != scale.dtype or offset.shape != scale.shape:
-            raise c.fail("offset", f"dtype and shape must equal scale's ({scale.dtype}, "
-                                   f"{list(scale.shape)})")
+    _check_like_scale(c, "offset", scale)
     round_mode = ROUND_MODES.get(c["roundMode"])
     if round_mode is None:
         raise c.fail("roundMode", f"expected one of {', '.join(ROUND_MODES)}")
@@ -264,11 +269,7 @@ def ascend_anti_quant(c: Call) -> Kernel:
     if scale.ndim != 1 or scale.shape[0] not in (1, shape[-1]):
         raise c.fail("scale", f"must be 1-d of size 1 or {shape[-1]} (x's last dim"
                               f"{', unpacked' if packed else ''})")
-    if c.has("offset"):
-        offset = c.tensor("offset")
-        if offset.dtype != scale.dtype or offset.shape != scale.shape:
-            raise c.fail("offset", f"dtype and shape must equal scale's ({scale.dtype}, "
-                                   f"{list(scale.shape)})")
+    _check_like_scale(c, "offset", scale)
     target = ANTI_QUANT_TARGETS.get(c["dstType"])
     if target is None:
         raise c.fail("dstType", "expected 1 (FLOAT16) or 27 (BFLOAT16)")
