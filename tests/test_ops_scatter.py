@@ -230,8 +230,9 @@ def test_quantize_refusals_name_the_argument():
     _error(lambda: aclnn.quantize_get_workspace_size(x, scales, None, np.int16, 1,
                                                      openacl.empty((2, 3), np.int16)), "dtype")
     _error(lambda: aclnn.quantize_get_workspace_size(x, scales, None, np.int8, 2, out), "axis")
-    _error(lambda: aclnn.quantize_get_workspace_size(
-        _dev(np.ones((2, 3), np.float16)), scales, None, np.int8, 1, out), "scales")
+    _error(lambda: aclnn.quantize_get_workspace_size(  # bfloat16 scales: all three must be
+        _dev(np.ones((2, 3), np.float16)), _dev(np.ones(3, BF16)), None, np.int8, 1, out),
+        "scales")
 
 
 # -- ScatterAdd, ScatterValue, ScatterNdUpdate, TfScatterAdd ---------------------------------------
