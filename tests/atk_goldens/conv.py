@@ -15,6 +15,8 @@ import torch.nn.functional as F
 
 from atk_driver import BF16, golden
 
+USE_FP16 = 2  # cubeMathType: the Cube's operands rounded to float16
+
 
 def _pairs(padding, spatial: int) -> list[tuple[int, int]]:
     values = list(padding) if isinstance(padding, (list, tuple)) else [padding] * spatial
@@ -64,12 +66,16 @@ def convolution(x, w, bias, stride, padding, dilation, transposed=False, output_
 @golden("ConvolutionBackward")
 def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed=False,
                          output_padding=None, groups=1, mask=(True, True, True), cube=0):
+    """torch.autograd through the forward; cubeMathType 2 (USE_FP16) rounds the Cube's
+    operands to float16 first, as CANN's executors do (the bias gradient is a plain sum)."""
+    bias_grad = grad.sum(dim=(0, *range(2, grad.dim())))
+    if cube == USE_FP16:
+        grad, x, w = (t.half().double() for t in (grad, x, w))
     x, w = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
-    channels = w.shape[1] * groups if transposed else w.shape[0]
-    bias = torch.zeros(channels, dtype=x.dtype, requires_grad=True)
-    _forward(x, w, bias, stride, padding, dilation, transposed, output_padding,
+    _forward(x, w, None, stride, padding, dilation, transposed, output_padding,
              groups).backward(grad)
-    return tuple(t.grad for t, wanted in zip((x, w, bias), mask, strict=True) if wanted)
+    return tuple(t for t, wanted in zip((x.grad, w.grad, bias_grad), mask, strict=True)
+                 if wanted)
 
 
 def _nested_kernel_size(inputs) -> str | None:

@@ -155,8 +155,9 @@ def gradients(grad_output, x, w, targets, g: Geometry, back: Geometry, transpose
         inputs = cast_operand(x, rounded, compute)
         _into(grad_weight, lambda out: _weight_gradient(out, inputs, dy, g, back, transposed,
                                                         compute), compute)
-    if grad_bias is not None:
-        total = as_array(dy).sum(axis=(0, *range(2, dy.ndim)), dtype=compute)
+    if grad_bias is not None:  # a plain sum (no Cube: cubeMathType's rounding not applied)
+        wide = cast_operand(grad_output, compute, compute)
+        total = as_array(wide).sum(axis=(0, *range(2, dy.ndim)), dtype=compute)
         array_module(grad_bias).copyto(grad_bias, total, casting="unsafe")
 
 
