@@ -105,7 +105,7 @@ LIST_TENSORS = frozenset({"tensors", "tensor_tuple"})
 LIST_SCALARS = frozenset({"scalars"})
 INTERVAL = re.compile(r"^\s*([\[(])\s*([-+\w.]+)\s*,\s*([-+\w.]+)\s*([\])])\s*$")
 EXACT_STANDARDS = frozenset({"md5", "equal"})
-ABSENT = "default"  # a tensor's range_values meaning: an optional tensor left out
+ABSENT = ("default", "null")  # a tensor's range_values meaning: an optional one left out
 
 
 # -- goldens ----------------------------------------------------------------------------
@@ -269,7 +269,8 @@ def _scalar(rng: np.random.Generator, spec: Any, dtype: np.dtype) -> Any:
 def _entry(rng: np.random.Generator, entry: dict[str, Any]) -> Any:
     kind, spec = entry.get("type"), entry.get("range_values")
     if kind in ("tensor", "tensors", "tensor_tuple"):
-        if entry.get("shape") is None or spec == ABSENT:
+        if entry.get("shape") is None or spec in ABSENT or (
+                isinstance(spec, list) and len(spec) == 1 and spec[0] in ABSENT):
             return None
         return _draw(rng, spec, _dtype(entry["dtype"]), tuple(int(d) for d in entry["shape"]))
     if kind in ("scalar", "scalars"):
