@@ -26,6 +26,7 @@ from openacl.ops.normalization import (
 )
 from openacl.ops.registry import register
 
+FLOAT64 = np.dtype(np.float64)
 SWISH_FORMATS = ("NCHW", "ND", "NCL", "NCDHW")  # layouts with C at axis 1
 
 
@@ -176,19 +177,16 @@ def ada_layer_norm(c: Call) -> Kernel:
     modulation = (*batch, 1, hidden)
 
     def kernel(v) -> None:
-        x = v.compute("x", dtype).reshape(rows, hidden)
-        if array_module(x) is np and x.size:
-            y = np.empty_like(x)
-            _row_moments_blas(x, y, np.full(hidden, 1.0 / hidden, FLOAT32), eps)
-        else:
-            _, centred, variance = _moments(x, 1)
-            y = centred * _rsqrt(variance, eps)
+        # float64: the modulation's shift can cancel most of the normalized value
+        x = v.compute("x", FLOAT64).reshape(rows, hidden)
+        _, centred, variance = _moments(x, 1)
+        y = centred * _rsqrt(variance, eps)
         if v.get("weightOptional") is not None:
-            y *= v.compute("weightOptional", FLOAT32)
+            y *= v.compute("weightOptional", FLOAT64)
         if v.get("biasOptional") is not None:
-            y += v.compute("biasOptional", FLOAT32)
-        y = y.reshape(shape) * (1 + v.compute("scale", FLOAT32).reshape(modulation))
-        v.write("out", y + v.compute("shift", FLOAT32).reshape(modulation))
+            y += v.compute("biasOptional", FLOAT64)
+        y = y.reshape(shape) * (1 + v.compute("scale", FLOAT64).reshape(modulation))
+        v.write("out", y + v.compute("shift", FLOAT64).reshape(modulation))
     return kernel
 
 
