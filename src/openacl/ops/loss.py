@@ -350,12 +350,12 @@ def logit(c: Call) -> Kernel:
         z = v.compute("input", compute)
         if eps >= 0.0:
             z = np.clip(z, compute.type(eps), compute.type(1.0 - eps))
-        odds = np.subtract(compute.type(1), z)
-        if odds.ndim:  # a fresh array: divided and logged in place
-            np.divide(z, odds, out=odds)
-            v.write("out", np.log(odds, out=odds))
-        else:
-            v.write("out", np.log(z / odds))
+        rest = np.subtract(compute.type(1), z)
+        # near z = 1/2 the odds are near 1 and their log cancels: there log1p of
+        # (2z - 1) / (1 - z) (2z - 1 is exact) keeps the relative precision
+        centered = np.subtract(np.add(z, z), compute.type(1))
+        near = np.abs(centered) < compute.type(0.5)
+        v.write("out", np.where(near, np.log1p(centered / rest), np.log(z / rest)))
     return kernel
 
 
