@@ -29,8 +29,10 @@ How a case runs (``run_case``):
    output among the inputs) goes to the golden only. An attribute's value is then read
    by its argument's kind: ``[lo, hi]`` for an int or float argument (a seed, a
    probability) is a range to draw from; a one-element list is its element; 0 / 1 for a
-   bool argument is False / True; a dtype name (``"bfloat16"`` / ``["float16"]``) for an
-   aclDataType argument is that type.
+   bool argument is False / True (a number written as a string: nonzero); a dtype name
+   (``"bfloat16"`` / ``["float16"]``) for an aclDataType argument is that type; an array
+   written as one-element lists is their elements; a tensor of shape [] bound to an
+   optional tensor argument is absent (CANN's harness passes "no bias" so).
    The golden receives the values as bound.
 3. **Our run**: the one-shot helper ``openacl.ops.<op>`` (the operator infers and allocates
    its outputs, as ``aclnn*GetWorkspaceSize`` + ``aclnn*`` would with them) on device
@@ -412,10 +414,22 @@ def _fit_attributes(case: Case, op: Any, names: tuple[str, ...], inputs: list[An
     from openacl import dtypes
 
     kinds = {p.name: p.kind for p in op.params}
+    optional = {p.name for p in op.params if p.optional}
     rng = np.random.default_rng((int(case.data.get("id", case.index)) + 1) & 0xFFFFFFFF)
     fitted = list(inputs)
     for position, (name, value) in enumerate(zip(names, inputs, strict=False)):
         kind = kinds.get(name)
+        if kind == "tensor" and name in optional and isinstance(value, np.ndarray) and \
+                value.ndim == 0:
+            fitted[position] = None  # shape [] for an optional tensor: CANN's "absent"
+            continue
+        if kind in ("int_array", "float_array", "bool_array") and isinstance(value, list) and \
+                value and all(isinstance(v, list) and len(v) == 1 for v in value):
+            fitted[position] = [v[0] for v in value]  # [[1], [7]]: the elements
+            continue
+        if kind == "bool" and isinstance(value, str):
+            fitted[position] = _number(value) != 0  # "inf" / "nan": nonzero, true in C
+            continue
         if kind in ("int", "float", "bool", "str") and isinstance(value, list) and len(
                 value) == 1:
             value = fitted[position] = value[0]  # one value written as a list
