@@ -59,8 +59,11 @@ Writing a golden::
     def celu(x, alpha):
         return torch.nn.functional.celu(x, alpha)
 
-``golden(op, *, params=None, check=None, skip=None, with_dtypes=False)``:
-``params`` the aclnn argument names the ATK inputs bind to, in ATK order; ``check(outputs,
+``golden(op, *, params=None, check=None, skip=None, with_dtypes=False, prepare=None)``:
+``params`` the aclnn argument names the ATK inputs bind to, in ATK order (a name starting
+with ``_`` marks an input that is no aclnn argument: the golden gets it, the operator
+not); ``prepare(inputs) -> inputs`` derives inputs the suite's harness derives (indices
+from a forward pool, sorted maps) before both runs; ``check(outputs,
 inputs)`` an assertion over our outputs (numpy arrays) instead of a golden comparison, for
 random operators (the decorated function is then not called and may just ``pass``);
 ``skip(inputs)`` returns a reason string for a case the operator is documented not to
@@ -107,6 +110,7 @@ LIST_TENSORS = frozenset({"tensors", "tensor_tuple"})
 LIST_SCALARS = frozenset({"scalars"})
 INTERVAL = re.compile(r"^\s*([\[(])\s*([-+\w.]+)\s*,\s*([-+\w.]+)\s*([\])])\s*$")
 EXACT_STANDARDS = frozenset({"md5", "equal"})
+GOLDEN_ONLY = "_"  # a params name starting so: an ATK input that is no aclnn argument
 ABSENT = ("default", "null")  # a tensor's range_values meaning: an optional one left out
 
 
@@ -121,6 +125,7 @@ class Golden:
     check: Callable[[list[np.ndarray], list[Any]], None] | None = None
     skip: Callable[[list[Any]], str | None] | None = None
     with_dtypes: bool = False
+    prepare: Callable[[list[Any]], list[Any]] | None = None
 
 
 GOLDENS: dict[str, Golden] = {}
@@ -129,7 +134,9 @@ GOLDENS: dict[str, Golden] = {}
 def golden(op: str, *, params: Iterable[str] | None = None,
            check: Callable[[list[np.ndarray], list[Any]], None] | None = None,
            skip: Callable[[list[Any]], str | None] | None = None,
-           with_dtypes: bool = False) -> Callable[[Callable], Callable]:
+           with_dtypes: bool = False,
+           prepare: Callable[[list[Any]], list[Any]] | None = None
+           ) -> Callable[[Callable], Callable]:
     """Register the golden of aclnn operator ``op`` (CANN's name without the prefix)."""
 
     def register(fn: Callable) -> Callable:
@@ -137,7 +144,7 @@ def golden(op: str, *, params: Iterable[str] | None = None,
             raise ValueError(f"a golden for {op!r} is already registered "
                              f"({GOLDENS[op].fn.__module__})")
         GOLDENS[op] = Golden(op, fn, tuple(params) if params is not None else None, check,
-                             skip, with_dtypes)
+                             skip, with_dtypes, prepare)
         return fn
 
     return register
@@ -485,9 +492,12 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
         raise AssertionError(f"the case has {len(inputs)} inputs; aclnn{case.op} takes "
                              f"{len(names)} ({', '.join(names)}): give the golden params=")
     inputs = _fit_attributes(case, op, names, inputs)
+    if entry.prepare is not None:
+        inputs = entry.prepare(inputs)
     written = {p.name for p in op.outputs} - {p.name for p in op.inputs}
     arguments = {name: _device(value) for name, value in  # later arguments keep their defaults
-                 zip(names, inputs, strict=False) if name not in written}
+                 zip(names, inputs, strict=False)
+                 if name not in written and not name.startswith(GOLDEN_ONLY)}
     try:
         result = getattr(openacl.ops, op.snake_name)(**arguments)
         ours = [np.asarray(r.numpy()) for r in _flat(result)]
