@@ -12,12 +12,14 @@ How a case runs (``run_case``):
 1. **Inputs** (``make_inputs``), in ATK order, entries of dtype ``non_param`` (layout
    notes such as "NCHW") dropped:
    - ``tensor``: an array of ``shape`` and ``dtype``; ``range_values`` ``[lo, hi]`` draws
-     uniformly (integers: inclusive), a number / ``"inf"`` / ``"nan"`` / a bool fills the
-     tensor with it, ``{"name": "nd", "mean": [..], "std": [..]}`` draws a normal
-     distribution whose mean and spread are drawn from those ranges. A tensor with no
+     uniformly (integers: ``hi`` excluded, as numpy's randint; bools: either), a number /
+     ``"inf"`` / ``"nan"`` / a bool fills the tensor with it, ``{"name": "nd", "mean":
+     [..], "std": [..]}`` draws a normal distribution whose mean and spread are drawn
+     from those ranges. A tensor with no
      shape (an optional one left out) is ``None``.
-   - ``scalar``: a Python number (an aclScalar of the entry's dtype): a number is taken as
-     it is, ``[lo, hi]`` or an interval string ``"( 0, 5 ]"`` draws one inside.
+   - ``scalar``: a Python number (the operator gets it as an aclScalar of the entry's
+     dtype): a number is taken as it is, ``[lo, hi]`` or an interval string ``"( 0, 5 ]"``
+     draws one inside.
    - ``attr``: the value as written (int, float, bool, str, list).
    - a list entry (``tensors``, ``tensor_tuple``): a tensor list; (``attrs``,
      ``attr_tuple``): an int/bool/float array; (``scalars``): a scalar list.
@@ -218,10 +220,12 @@ def _number(text: str) -> float:
 
 
 def _bounds(spec: Any) -> tuple[float, float, bool, bool] | None:
-    """(low, high, low closed, high closed) of a ``[lo, hi]`` list or interval string."""
+    """(low, high, low closed, high closed) of a ``[lo, hi]`` list or interval string. A
+    list's high end is open for integers (the ATK harness draws them with numpy's randint:
+    an index range [0, n] holds valid indices only) and closed for floats."""
     if isinstance(spec, list) and len(spec) == 2 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec):
-        return float(spec[0]), float(spec[1]), True, True
+        return float(spec[0]), float(spec[1]), True, not all(isinstance(v, int) for v in spec)
     if isinstance(spec, str):
         match = INTERVAL.match(spec)
         if match:
@@ -244,8 +248,9 @@ def _draw(rng: np.random.Generator, spec: Any, dtype: np.dtype,
         values = rng.normal(mean, std, shape)
     elif bounds is not None:
         low, high, _, high_closed = bounds
-        if dtype.kind in "iub":
-            values = rng.integers(math.ceil(low), math.floor(high) + (1 if high_closed else 0),
+        if dtype.kind in "iub":  # [lo, hi] of an integer tensor: numpy's randint, hi excluded
+            closed = high_closed or dtype.kind == "b"  # [0, 1] of a bool tensor: either
+            values = rng.integers(math.ceil(low), math.floor(high) + (1 if closed else 0),
                                   shape, endpoint=False) if high > low else np.full(shape, low)
         else:
             values = rng.uniform(low, high, shape)
@@ -305,6 +310,17 @@ def make_inputs(case: Case) -> list[Any]:
         else:
             inputs.append(_entry(rng, entry))
     return inputs
+
+
+def scalar_dtypes(case: Case) -> list[np.dtype | None]:
+    """Per input (in ``make_inputs``' order), the dtype of an aclScalar entry, else None."""
+    found: list[np.dtype | None] = []
+    for entry in case.data["inputs"]:
+        if _is_non_param(entry):
+            continue
+        found.append(_dtype(entry["dtype"]) if isinstance(entry, dict) and
+                     entry.get("type") == "scalar" else None)
+    return found
 
 
 def input_bytes(case: Case) -> int:
@@ -412,6 +428,16 @@ def _compare(ours: np.ndarray, expected: np.ndarray, standard: str, what: str) -
         raise AssertionError(f"{what}:\n{report.format()}")
 
 
+def _typed_scalar(value: Any, dtype: np.dtype | None) -> Any:
+    """An aclScalar entry's value as a numpy scalar of its ATK dtype (a Python float would
+    become an ACL_FLOAT scalar and lose an fp64 value's precision)."""
+    if dtype is None or value is None or isinstance(value, (np.ndarray, list, str)):
+        return value
+    if dtype.kind == "b" or isinstance(value, bool):
+        return np.bool_(value)
+    return dtype.type(value)
+
+
 def _fit_attributes(case: Case, op: Any, names: tuple[str, ...], inputs: list[Any]
                     ) -> list[Any]:
     """Attribute values read by the kind of the argument they bind to: a ``[lo, hi]`` given
@@ -469,6 +495,7 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     """Run one case against our operator and its golden; raise ``NotRun`` for a case that
     cannot run here, ``AssertionError`` for a wrong result; an ``AclError`` from our
     operator propagates (a case CANN runs that we refuse is a failure)."""
+    import openacl
     import openacl.ops
     from openacl.ops import REGISTRY
 
@@ -495,12 +522,17 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     if entry.prepare is not None:
         inputs = entry.prepare(inputs)
     written = {p.name for p in op.outputs} - {p.name for p in op.inputs}
+    typed = [_typed_scalar(value, dtype) for value, dtype in
+             zip(inputs, scalar_dtypes(case) + [None] * len(inputs), strict=False)]
     arguments = {name: _device(value) for name, value in  # later arguments keep their defaults
-                 zip(names, inputs, strict=False)
+                 zip(names, typed, strict=False)
                  if name not in written and not name.startswith(GOLDEN_ONLY)}
     try:
-        result = getattr(openacl.ops, op.snake_name)(**arguments)
-        ours = [np.asarray(r.numpy()) for r in _flat(result)]
+        # a stream of the case's own: a kernel that fails poisons its stream for good (as on
+        # a device), and the next case must not inherit that
+        with openacl.Stream():
+            result = getattr(openacl.ops, op.snake_name)(**arguments)
+            ours = [np.asarray(r.numpy()) for r in _flat(result)]
     finally:
         for value in arguments.values():
             _free(value)

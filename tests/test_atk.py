@@ -57,3 +57,23 @@ def test_a_golden_that_disagrees_fails_the_case(inline_runtime):
     atk_driver.run_case(case, right)
     with pytest.raises(AssertionError, match="MERE|MARE"):
         atk_driver.run_case(case, wrong)
+
+
+def test_a_case_whose_kernel_fails_does_not_fail_the_next(inline_runtime):
+    """Each case runs on a stream of its own: a kernel that fails poisons its stream for
+    good (as on a device), and the next case must not inherit that."""
+    import numpy as np
+    import torch
+
+    case = next(c for c in CASES if c.op == "Gather")
+
+    def out_of_range(inputs):
+        index = np.full_like(inputs[2], 10 ** 6)  # the kernel fails on the stream
+        return [inputs[0], inputs[1], index]
+
+    gather = lambda x, dim, index: torch.gather(x, dim, index)  # noqa: E731
+    tally = atk_driver.run_suite([case], {"Gather": atk_driver.Golden(
+        "Gather", gather, prepare=out_of_range)})
+    assert tally.run == 1 and tally.passed == 0 and "507015" in tally.failures[0]
+    right = {"Gather": atk_driver.Golden("Gather", gather)}
+    assert atk_driver.run_suite([case, case], right).passed == 2
