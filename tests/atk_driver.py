@@ -44,6 +44,8 @@ How a case runs (``run_case``):
    widened to float64 (ints to int64, complex to complex128, bools stay bool), lists as
    lists, scalars and attributes as Python values. It returns the expected output(s): one
    tensor / array, or a tuple in the order of the operator's results.
+   A case that leaves a required tensor out (``"null"``) is one of CANN's error cases: it
+   passes when phase 1 refuses with ACLNN_ERR_PARAM_NULLPTR (161001).
 5. **Comparison**, per output: same shape; then ``openacl.verify`` with the standard the
    case names, at our output's dtype: ``single_bm`` / ``default`` / ``double_benchmark`` /
    the fused variants -> CANN's single-benchmark MERE/MARE standard (with the float64
@@ -460,12 +462,12 @@ def _fit_attributes(case: Case, op: Any, names: tuple[str, ...], inputs: list[An
                 value and all(isinstance(v, list) and len(v) == 1 for v in value):
             fitted[position] = [v[0] for v in value]  # [[1], [7]]: the elements
             continue
-        if kind == "bool" and isinstance(value, str):
-            fitted[position] = _number(value) != 0  # "inf" / "nan": nonzero, true in C
-            continue
         if kind in ("int", "float", "bool", "str") and isinstance(value, list) and len(
                 value) == 1:
             value = fitted[position] = value[0]  # one value written as a list
+        if kind == "bool" and isinstance(value, str):
+            fitted[position] = _number(value) != 0  # "inf" / "nan": nonzero, true in C
+            continue
         if kind == "bool" and isinstance(value, int) and value in (0, 1):
             fitted[position] = bool(value)  # a bool written as 0 / 1
             continue
@@ -489,6 +491,24 @@ def _flat(result: Any) -> list[Any]:
     for item in items:
         flat.extend(_flat(item) if isinstance(item, (tuple, list)) else [item])
     return flat
+
+
+def _expect_null_error(op: Any, arguments: dict[str, Any], missing: list[str]) -> None:
+    """A required tensor is null: phase 1 must refuse with ACLNN_ERR_PARAM_NULLPTR."""
+    import openacl.ops
+    from openacl.errors import ACLNN_ERR_PARAM_NULLPTR, AclError
+
+    try:
+        getattr(openacl.ops, op.snake_name)(**arguments)
+    except AclError as exc:
+        if exc.code != ACLNN_ERR_PARAM_NULLPTR:
+            raise AssertionError(f"aclnn{op.name} with {', '.join(missing)} null raised "
+                                 f"{exc.code}, not ACLNN_ERR_PARAM_NULLPTR") from exc
+        return
+    finally:
+        for value in arguments.values():
+            _free(value)
+    raise AssertionError(f"aclnn{op.name} ran with the required {', '.join(missing)} null")
 
 
 def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
@@ -527,6 +547,12 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     arguments = {name: _device(value) for name, value in  # later arguments keep their defaults
                  zip(names, typed, strict=False)
                  if name not in written and not name.startswith(GOLDEN_ONLY)}
+    kinds = {p.name: p for p in op.params}
+    missing = [name for name, value in arguments.items() if value is None and
+               name in kinds and kinds[name].is_tensor and not kinds[name].optional]
+    if missing:  # a required tensor given as "null": CANN's case expects the null error
+        _expect_null_error(op, arguments, missing)
+        return
     try:
         # a stream of the case's own: a kernel that fails poisons its stream for good (as on
         # a device), and the next case must not inherit that
