@@ -200,3 +200,31 @@ def test_linalg_cross_refusals():
                  _dev(np.ones((2, 3), np.bool_))) == ACLNN_ERR_PARAM_INVALID
     assert _code(aclnn.linalg_cross_get_workspace_size, a, a, -1, None) == \
         ACLNN_ERR_PARAM_NULLPTR
+
+
+# -- angle and polar ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF_FLOATS + INTS + BOOL + [np.dtype(np.complex64)], ids=str)
+def test_angle_v2_matches_torch(dtype):
+    x = random_array((4, 5), dtype, np.random.default_rng(5))
+    if dtype in FLOATS:
+        x[0, :4] = [np.nan, -0.0, -np.inf, np.inf]
+    expected = from_torch(torch.angle(to_torch(x)))
+    out_dtype = np.dtype(np.float32) if expected.dtype == np.float32 else dtype
+    assert_close(openacl.ops.angle_v2(_dev(x)).numpy(),
+                 _golden(torch.angle, x, dtype=out_dtype) if dtype in FLOATS else expected,
+                 str(dtype))
+
+
+def test_polar_matches_torch_and_refusals():
+    rng = np.random.default_rng(6)
+    modulus, argument = random_array((3, 4), np.float32, rng, 0, 3), random_array(
+        (4,), np.float32, rng)
+    expected = torch.polar(*torch.broadcast_tensors(to_torch(modulus).double(),
+                                                    to_torch(argument).double()))
+    assert_close(openacl.ops.polar(_dev(modulus), _dev(argument)).numpy(),
+                 from_torch(expected.to(torch.complex64)))
+    assert _code(openacl.ops.polar, _dev(modulus.astype(np.float16)), _dev(argument)) == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _code(aclnn.polar_get_workspace_size, _dev(modulus), _dev(argument),
+                 openacl.empty((3, 4), np.complex128)) == ACLNN_ERR_PARAM_INVALID
+    assert _code(openacl.ops.angle_v2, _dev(np.ones(2, np.float64))) == ACLNN_ERR_PARAM_INVALID

@@ -219,6 +219,22 @@ def xlogy_scalar_self(x, y):
     return torch.xlogy(x, y)
 
 
+@golden("AngleV2", with_dtypes=True)
+def angle_v2(dtypes, x):
+    """torch.angle in float64, rounded to the output dtype (float32 for integers, bools and
+    complex64)."""
+    dtype = _torch_dtype(dtypes[0])
+    result = torch.angle(x.double() if not x.is_complex() else x)
+    target = dtype if dtype.is_floating_point else torch.float32
+    return result.to(target).double()
+
+
+@golden("Polar")
+def polar(modulus, argument):
+    modulus, argument = torch.broadcast_tensors(modulus, argument)
+    return torch.polar(modulus, argument)
+
+
 @golden("NanToNum", with_dtypes=True)
 def nan_to_num(dtypes, x, nan, posinf, neginf):
     (native,) = _native(dtypes[:1], x)

@@ -1,5 +1,5 @@
-"""Elementwise math beyond the arithmetic basics: lerp, log-add-exp, xlogy, nan_to_num
-and the cross product of 3-vectors.
+"""Elementwise math beyond the arithmetic basics: lerp, log-add-exp, xlogy, nan_to_num,
+the cross product of 3-vectors, angle and polar.
 
 Argument lists and dtype lists are CANN's (``hicann/ops-math`` ``math/<op>/docs``);
 semantics are PyTorch's: operands promote as in ``promotion.py``, integer and bool operands
@@ -44,6 +44,10 @@ NAN_TO_NUM_DTYPES = (FLOAT_DTYPES - {np.dtype(np.float64)}) | INT_DTYPES | BOOL_
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # NanToNum's default replacement of +inf
 CROSS_DTYPES = REAL_DTYPES | COMPLEX_DTYPES
 CROSS_SIZE = 3  # LinalgCross multiplies 3-vectors
+COMPLEX64 = np.dtype(np.complex64)
+ANGLE_DTYPES = (NUMERIC_DTYPES - {FLOAT64}) | {COMPLEX64}
+ANGLE_OUT_DTYPES = LERP_DTYPES  # FLOAT, FLOAT16, BFLOAT16
+POLAR_DTYPES = frozenset({np.dtype(np.float32)})
 
 
 def _tensor_names(c: Call, *names: str) -> list[str]:
@@ -197,4 +201,51 @@ def linalg_cross(c: Call) -> Kernel:
         y = as_array(v["other"]).astype(compute, copy=False)
         x, y = np.broadcast_arrays(x, y)
         v.write("out", np.cross(x, y, axis=dim))
+    return kernel
+
+
+# -- angle and polar ------------------------------------------------------------------------------
+@register("AngleV2", "x: tensor, out: tensor!")
+def angle_v2(c: Call) -> Kernel:
+    """The argument of each element (torch.angle): pi for a negative real, 0 otherwise, NaN
+    kept; a complex element's atan2(imag, real). Integers and bools give float32."""
+    dtype = c.check_dtype("x", ANGLE_DTYPES)
+    complex_input = promotion.category(dtype) == promotion.COMPLEX
+    result = FLOAT32 if complex_input else _float_result(dtype)
+    c.check_out("out", c.tensor("x").shape, result)
+    if c["out"] is not None:
+        c.check_dtype("out", ANGLE_OUT_DTYPES)
+    compute = promotion.compute_dtype(result)
+
+    @quiet
+    def kernel(v) -> None:
+        x = as_array(v["x"])
+        if complex_input:
+            v.write("out", np.angle(x))
+            return
+        x = x.astype(compute)
+        xp = array_module(x)
+        v.write("out", xp.where(xp.isnan(x), x, xp.where(x < 0, np.pi, 0.0).astype(compute)))
+    return kernel
+
+
+@register("Polar", "input: tensor, angle: tensor, out: tensor!")
+def polar(c: Call) -> Kernel:
+    """The complex number of modulus ``input`` and argument ``angle``:
+    input * (cos(angle) + i sin(angle)) (torch.polar), float32 in, complex64 out."""
+    for name in ("input", "angle"):
+        c.check_dtype(name, POLAR_DTYPES)
+    c.check_out("out", c.broadcast("input", "angle"), COMPLEX64, exact_dtype=True)
+
+    @quiet
+    def kernel(v) -> None:
+        modulus = as_array(v["input"]).astype(FLOAT64)
+        argument = as_array(v["angle"]).astype(FLOAT64)
+        real, imag = np.broadcast_arrays(modulus * np.cos(argument), modulus * np.sin(argument))
+        if type(real) is not np.ndarray:  # a device array: its module's complex build
+            v.write("out", real + 1j * imag)
+            return
+        value = np.empty(real.shape, np.complex128)
+        value.real, value.imag = real, imag  # (not real + 1j * imag: 1j * inf is nan + inf j)
+        v.write("out", value)
     return kernel

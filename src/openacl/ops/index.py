@@ -88,9 +88,10 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "CtcLoss", "CtcLossBackward",
     ),
     "elementwise_math": (
-        "InplaceLerp", "InplaceLerps", "InplaceNanToNum", "InplaceXLogYScalarOther",
-        "InplaceXLogYTensor", "Lerp", "Lerps", "LinalgCross", "LogAddExp", "LogAddExp2",
-        "NanToNum", "XLogYScalarOther", "XLogYScalarSelf", "XLogYTensor",
+        "AngleV2", "InplaceLerp", "InplaceLerps", "InplaceNanToNum",
+        "InplaceXLogYScalarOther", "InplaceXLogYTensor", "Lerp", "Lerps", "LinalgCross",
+        "LogAddExp", "LogAddExp2", "NanToNum", "Polar", "XLogYScalarOther", "XLogYScalarSelf",
+        "XLogYTensor",
     ),
     "embeddings": (
         "EmbeddingBag", "EmbeddingDenseBackward", "EmbeddingRenorm",
