@@ -29,7 +29,7 @@ def test_helpers_are_made_on_first_use_only():
 
 
 def test_the_index_says_which_family_registers_each_built_in():
-    from openacl.ops.index import OPERATORS, _fresh_table
+    from openacl.ops.catalog import OPERATORS, _fresh_table
     from openacl.ops.registry import builtin_module
 
     registered = {}
@@ -39,7 +39,8 @@ def test_the_index_says_which_family_registers_each_built_in():
             registered.setdefault(module, set()).add(name)
     indexed = {family: set(names) for family, names in OPERATORS.items()}
     assert registered == indexed, (
-        "src/openacl/ops/index.py is stale; replace its table with:\n" + _fresh_table())
+        "src/openacl/ops/catalog.py is stale (python -m openacl.ops.catalog --write); its "
+        "table should be:\n" + _fresh_table())
 
 
 def _fresh_process(code: str) -> str:

@@ -16,18 +16,13 @@ import openacl
 from op_harness import BF16, FLOATS, assert_close, from_torch, random_array, strided, to_torch
 from openacl import aclnn
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
-from openacl.ops import REGISTRY
-from openacl.ops.dispatch import phase1, phase2
-from openacl.ops.oneshot import make_one_shot
 
 F32, I32, I64 = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64)
 VALUE_DTYPES = [*FLOATS[:3], np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), I32,
                 I64, np.dtype(np.bool_)]
 ADD_DTYPES = [*FLOATS[:3], np.dtype(np.int8), np.dtype(np.int16), I32, I64]
 RNG = np.random.default_rng(7)
-# openacl.ops.index is the package's operator table (ops/index.py), which shadows the
-# one-shot helper of aclnnIndex: make that helper here
-index_op = make_one_shot(REGISTRY["Index"], phase1, phase2)
+index_op = openacl.ops.index  # (ops/index.py was once the operator table, shadowing it)
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 
 Every module in this package that is not part of the framework is an operator family that
 registers its operators with ``@register`` when imported. The registry imports a family the
-first time one of its operators is looked up (``index.py`` says which registers which), or
+first time one of its operators is looked up (``catalog.py`` says which registers which), or
 all of them when it is listed whole; ``openacl.ops.<name>`` one-shot helpers are made on
 first use. The two-phase API lives in ``openacl.aclnn``. Adding an operator touches its
 family module and the index (a test says when the index is stale).
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pkgutil
 
-from openacl.ops.index import OPERATORS
+from openacl.ops.catalog import OPERATORS
 from openacl.ops.registry import REGISTRY, OpDef, register, register_inplace, snake_case
 
 # modules of the framework itself; every other module in this package is an operator family
-FRAMEWORK_MODULES = frozenset({"call", "dispatch", "executor", "fpstate", "index", "oneshot",
-                               "promotion", "registry", "signature"})
+FRAMEWORK_MODULES = frozenset({"call", "catalog", "dispatch", "executor", "faces", "fpstate",
+                               "oneshot", "promotion", "registry", "signature"})
 FAMILIES = tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)
                         if info.name not in FRAMEWORK_MODULES and not info.name.startswith("_")))
 BUILT_IN = frozenset(name for names in OPERATORS.values() for name in names)

@@ -3,8 +3,8 @@ one of its operators is first looked up (a model run loads only the families its
 the tiny model's process stays ~1.6 MB smaller), and all of them when it is listed whole.
 
 The table is checked against the families' own registrations by
-``tests/test_ops_helpers.py``; ``python -m openacl.ops.index`` prints it afresh, and
-``python -m openacl.ops.index --write`` replaces it in this file (atomically: a family that
+``tests/test_ops_helpers.py``; ``python -m openacl.ops.catalog`` prints it afresh, and
+``python -m openacl.ops.catalog --write`` replaces it in this file (atomically: a family that
 fails to import leaves the file as it was).
 """
 
