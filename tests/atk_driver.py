@@ -46,7 +46,7 @@ How a case runs (``run_case``):
    tensor / array, or a tuple in the order of the operator's results.
    A case that leaves a required tensor out (``"null"``) is one of CANN's error cases: it
    passes when phase 1 refuses with ACLNN_ERR_PARAM_NULLPTR (161001).
-5. **Comparison**, per output: same shape; then ``openacl.verify`` with the standard the
+5. **Comparison**, per output: same shape; then ``openacl.tools.verify`` with the standard the
    case names, at our output's dtype: ``single_bm`` / ``default`` / ``double_benchmark`` /
    the fused variants -> CANN's single-benchmark MERE/MARE standard (with the float64
    golden as the only benchmark, which is stricter than the double benchmark's
@@ -408,7 +408,7 @@ def _saturated(expected: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _compare(ours: np.ndarray, expected: np.ndarray, standard: str, what: str) -> None:
-    from openacl.verify import verify
+    from openacl.tools.verify import verify
 
     if ours.shape != expected.shape:
         raise AssertionError(f"{what}: shape {list(ours.shape)}, golden "

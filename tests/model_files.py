@@ -2,7 +2,7 @@
 PP-OCRv4 det), and how a skip says to get one.
 
 Looked up in order: ``$OPENACL_MODELS``, ``../shared/models`` (beside the checkout, where CI
-keeps them), then the project's cache (``openacl.model.zoo.cache_dir()``, where ``openacl
+keeps them), then the project's cache (``openacl.cli.zoo.cache_dir()``, where ``openacl
 fetch`` and the demo put PP-OCRv4 det and ``bench/export_minilm.py`` puts MiniLM). Nothing
 is downloaded here; docs/models.md says how to get each file.
 """
@@ -29,7 +29,7 @@ HOW_TO_GET = {  # file -> the command that puts it in the cache
 
 
 def _folders() -> list[Path]:
-    from openacl.model.zoo import cache_dir
+    from openacl.cli.zoo import cache_dir
 
     given = os.environ.get(MODELS_ENV)
     return [*([Path(given)] if given else []), SHARED_MODELS, cache_dir()]

@@ -1,7 +1,7 @@
 """Helpers for operator tests: run an op through OpenACL, run its PyTorch reference, compare
 with CANN's precision standard for the dtype.
 
-The comparison is ``openacl.verify.single_benchmark`` (CANN's single-benchmark MERE/MARE
+The comparison is ``openacl.tools.verify.single_benchmark`` (CANN's single-benchmark MERE/MARE
 standard with its small-value rule; integers and bool exact; NaN and inf in the same places
 with the same sign): the library is the one implementation, this module only asserts on it.
 """
@@ -17,7 +17,7 @@ import torch
 
 import openacl
 from openacl.tensor import Tensor, create_tensor
-from openacl.verify import single_benchmark, verify
+from openacl.tools.verify import single_benchmark, verify
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 TORCH_DTYPES = {

@@ -64,7 +64,7 @@ def test_demo_passes(capsys):
 
 
 def test_demo_says_which_steps_it_skipped(capsys, monkeypatch):
-    from openacl import demo
+    from openacl.cli import demo
 
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
     assert demo.run(elements=1024) is True
@@ -74,9 +74,8 @@ def test_demo_says_which_steps_it_skipped(capsys, monkeypatch):
 
 
 def test_demo_counts_a_model_it_could_not_fetch_as_skipped(capsys, monkeypatch):
-    from openacl import demo
+    from openacl.cli import demo, zoo
     from openacl.errors import ACL_ERROR_INVALID_FILE, AclError
-    from openacl.model import zoo
 
     def offline(name):
         raise AclError(ACL_ERROR_INVALID_FILE, f"{name}: no network here")

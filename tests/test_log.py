@@ -22,7 +22,7 @@ def test_a_run_that_logs_nothing_never_imports_logging():
 
 def test_the_configured_level_reaches_the_logger_made_later_or_at_once():
     done = _run("import openacl\n"
-                "from openacl.runtime import log\n"
+                "from openacl import log\n"
                 "openacl.init({'log_level': 'error'})\n"
                 "import logging\n"
                 "print(log.logger().level, log.enabled('warning'), log.enabled('error'))\n"

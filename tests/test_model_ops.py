@@ -14,11 +14,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from model_files import MINILM, PPOCR_DET, real_model  # noqa: E402
 from op_harness import agreement  # noqa: E402
+from openacl.cli.zoo import synthetic_text_page  # noqa: E402
 from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError  # noqa: E402
 from openacl.model.onnx_import import import_onnx  # noqa: E402
 from openacl.model.passes import fold_onnx, optimize  # noqa: E402
 from openacl.model.session import InferenceSession  # noqa: E402
-from openacl.model.zoo import synthetic_text_page  # noqa: E402
 
 RNG = np.random.default_rng(0)
 ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,

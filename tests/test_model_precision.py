@@ -13,10 +13,10 @@ import openacl  # noqa: E402
 from model_files import MINILM, PPOCR_DET, real_model  # noqa: E402
 from op_harness import agreement  # noqa: E402
 from openacl.cli.main import main  # noqa: E402
+from openacl.cli.zoo import synthetic_text_page  # noqa: E402
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError  # noqa: E402
 from openacl.model import om  # noqa: E402
 from openacl.model.converter import compile_onnx, convert_onnx  # noqa: E402
-from openacl.model.zoo import synthetic_text_page  # noqa: E402
 
 RNG = np.random.default_rng(11)
 # the documented fp16 agreement bounds (fp32 mode: cosine >= 0.9999, max |diff| <= 1e-4)

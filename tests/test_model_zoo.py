@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from openacl.cli import zoo
 from openacl.cli.main import main
 from openacl.errors import ACL_ERROR_INVALID_FILE, ACL_ERROR_READ_MODEL_FAILURE, AclError
-from openacl.model import zoo
 
 CONTENT = b"not really onnx, but bytes with a known hash" * 100
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"

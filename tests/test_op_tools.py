@@ -1,4 +1,4 @@
-"""``openacl op gen-data / run / verify`` and openacl.datagen, in-process."""
+"""``openacl op gen-data / run / verify`` and openacl.tools.datagen, in-process."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from openacl import datagen
 from openacl.cli.main import main
+from openacl.tools import datagen
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

@@ -11,7 +11,8 @@ import pytest
 PUBLIC_MODULES = [
     "openacl", "openacl.rt", "openacl.aclnn", "openacl.mdl", "openacl.op", "openacl.util",
     "openacl.dtypes", "openacl.errors", "openacl.tensor", "openacl.constants",
-    "openacl.custom", "openacl.verify", "openacl.datagen", "openacl.hccl",
+    "openacl.custom", "openacl.tools", "openacl.tools.verify", "openacl.tools.datagen",
+    "openacl.hccl",
     "openacl.compat", "openacl.compat.aclnn", "openacl.compat.hccl", "openacl.compat.acl",
     "openacl.compat.acl.rt", "openacl.compat.acl.op", "openacl.compat.acl.mdl",
     "openacl.compat.acl.util", "openacl.compat.acl.media", "openacl.compat.acl.constants",

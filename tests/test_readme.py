@@ -49,7 +49,7 @@ SHELL_BLOCKS = [(page, index, block) for page in PAGES
 @pytest.mark.parametrize(("page", "index", "block"), SHELL_BLOCKS,
                          ids=[f"{page.stem}-{index}" for page, index, _ in SHELL_BLOCKS])
 def test_shell_blocks_run(page, index, block, tmp_path):
-    from openacl.model import zoo
+    from openacl.cli import zoo
 
     if "ppocr-det" in block and zoo.cached("ppocr-det") is None and not (
             SHARED / "models").is_dir():

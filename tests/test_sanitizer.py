@@ -357,7 +357,7 @@ def test_wait_on_a_never_recorded_event():
 
 # -- correct programs ---------------------------------------------------------------------------
 def test_add_custom_demo_flow_reports_nothing(monkeypatch):
-    from openacl import demo
+    from openacl.cli import demo
 
     monkeypatch.setenv(sanitizer.ENV_VAR, ALL_TOOLS + ",leak-check")
     assert demo._add_custom_flow(lambda message: None)

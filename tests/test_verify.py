@@ -1,4 +1,4 @@
-"""openacl.verify: each CANN precision standard at its boundaries, on crafted arrays.
+"""openacl.tools.verify: each CANN precision standard at its boundaries, on crafted arrays.
 
 Values are crafted in float64 and judged with ``dtype=`` naming the output type, so an error
 can sit exactly on either side of a threshold.
@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from openacl import verify as v
+from openacl.tools import verify as v
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

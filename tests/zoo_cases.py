@@ -1,4 +1,4 @@
-"""Feeds and tolerances for the real models of ``openacl.model.zoo`` (tests and bench).
+"""Feeds and tolerances for the real models of ``openacl.cli.zoo`` (tests and bench).
 
 ``CASES`` maps each zoo key to a ``Case``: ``feeds(rng)`` builds the numpy inputs the model
 gets in its own application (concrete sizes for the symbolic dims, real sample rates, valid
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from openacl.model.zoo import MODELS, synthetic_text_page
+from openacl.cli.zoo import MODELS, synthetic_text_page
 
 Feeds = dict[str, np.ndarray]
 SAMPLE_RATE = 16000  # Silero VAD, openWakeWord

@@ -17,7 +17,7 @@ Commands::
         # every fetched case (or N per suite) through tests/atk_driver.py; prints and
         # writes the table: suite, cases, run, passed, not run (why)
 
-The cache folder follows ``OPENACL_CACHE`` like the model zoo (``openacl.model.zoo``).
+The cache folder follows ``OPENACL_CACHE`` like the model zoo (``openacl.cli.zoo``).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ GIT_TIMEOUT_S = 600
 
 
 def cache_root() -> Path:
-    from openacl.model.zoo import cache_dir
+    from openacl.cli.zoo import cache_dir
 
     return Path(cache_dir()).parent / "atk"
 

@@ -3,7 +3,7 @@
 
 Usage: verify_result.py OUTPUT.bin GOLDEN.bin [--dtype float16]
 
-The rule is the AscendC samples' (``openacl.verify``, standard ``ratio``): an element
+The rule is the AscendC samples' (``openacl.tools.verify``, standard ``ratio``): an element
 matches when ``np.isclose(output, golden, rtol=1e-3, atol=1e-5)`` (float16), and the run
 passes when at most 0.1 % of the elements mismatch. Prints the first mismatches and
 "test pass" or "[ERROR] result error"; exits 0 on pass, 1 on failure.
@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from openacl.verify import verify
+from openacl.tools.verify import verify
 
 
 def verify_result(output: str, golden: str, dtype: str) -> bool:

@@ -3,7 +3,7 @@
 
 Usage: verify_result.py OUTPUT.bin GOLDEN.bin [--dtype float32] [--standard mixed]
 
-Default standard ``mixed`` (``openacl.verify``): CANN's ecosystem operator standard for
+Default standard ``mixed`` (``openacl.tools.verify``): CANN's ecosystem operator standard for
 float32, an element passes if ``|a - g| <= 2^-16 + 2^-10 * |g|``, at least 99 % must pass
 and the largest absolute error stays under its limit. A LayerNorm output has values near
 zero that a relative rule cannot judge (the golden is float64, the kernel float32), which
@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from openacl.verify import STANDARDS, verify
+from openacl.tools.verify import STANDARDS, verify
 
 
 def verify_result(output: str, golden: str, dtype: str, standard: str) -> bool:

@@ -3,7 +3,7 @@
 
 Usage: verify_result.py OUTPUT.bin GOLDEN.bin [--dtype float32] [--standard single_benchmark]
 
-Default standard ``single_benchmark`` (``openacl.verify``): CANN's MERE/MARE standard, for
+Default standard ``single_benchmark`` (``openacl.tools.verify``): CANN's MERE/MARE standard, for
 float32 mean relative error < 2^-13 and max relative error < 10 x 2^-13 against the float64
 golden, with values below 2^-14 judged by absolute error. Prints the report and
 "test pass" or "[ERROR] result error"; exits 0 on pass, 1 on failure.
@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from openacl.verify import STANDARDS, verify
+from openacl.tools.verify import STANDARDS, verify
 
 
 def verify_result(output: str, golden: str, dtype: str, standard: str) -> bool:

@@ -38,7 +38,6 @@ Design note (invariants)
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import threading
@@ -48,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openacl import dtypes
+from openacl import dtypes, log
 from openacl.dtypes import DataType, Format
 from openacl.errors import (
     ACL_ERROR_INVALID_FILE,
@@ -58,8 +57,6 @@ from openacl.errors import (
     ACL_ERROR_WRITE_FILE,
     AclError,
 )
-
-logger = logging.getLogger(__name__)
 
 COMPILED_FORMAT = "openacl-singleop"  # "format" of one compiled single-op file
 INDEX_FORMAT = "openacl-singleop-index"  # "format" of a compiled directory's index
@@ -214,7 +211,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _data_type(value: Any, where: str) -> DataType:
-    from openacl.datagen import dtype_from_name
+    from openacl.tools.datagen import dtype_from_name
 
     if isinstance(value, str) and value.strip().upper() in ABSENT_TYPES:
         return DataType.ACL_DT_UNDEFINED
@@ -503,7 +500,7 @@ def _json_files(root: Path) -> list[Path]:
             raise AclError(ACL_ERROR_INVALID_FILE,
                            f"'{root}' holds more than {MAX_FILES_PER_DIR} JSON files")
     if skipped_om:
-        logger.warning("set_model_dir('%s'): %d .om file(s) skipped; OpenACL reads the "
+        log.logger().warning("set_model_dir('%s'): %d .om file(s) skipped; OpenACL reads the "
                        "single-op JSON descriptions (or openacl convert --singleop output)",
                        root, skipped_om)
     return found

@@ -30,17 +30,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
-import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from openacl import log
 from openacl.backends.base import Backend, quiet_floating_point
 from openacl.backends.host_queue import HostQueue, Task, make_executor
-
-logger = logging.getLogger("openacl")
 
 MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: the direction follows from the addresses (UVA)
 
@@ -104,7 +102,7 @@ class CudaQueue(HostQueue):
                 with self.stream:
                     task(value)
             except BaseException:  # noqa: BLE001 - the owner's guard should have caught it
-                logger.exception("unguarded task failed on %s", self.name)
+                log.logger().exception("unguarded task failed on %s", self.name)
             finally:
                 # the task (and the memory its closure pins) lives until the GPU is done: it
                 # waits in _in_flight, dropped here on the executor's thread, never on CUDA's
@@ -113,7 +111,7 @@ class CudaQueue(HostQueue):
                 try:
                     self.stream.launch_host_func(_signal, (self.timeline, value))
                 except Exception:  # noqa: BLE001 - a broken context: never leave waiters hanging
-                    logger.exception("cudaLaunchHostFunc failed on %s", self.name)
+                    log.logger().exception("cudaLaunchHostFunc failed on %s", self.name)
                     self.timeline.signal(value)
 
     def _release_finished(self) -> None:

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from openacl.runtime import log
+from openacl import log
 
 Task = Callable[[int], None]  # called with the task's own value on the timeline
 

@@ -296,7 +296,7 @@ class _LogLevel:
             return self
         import logging
 
-        from openacl.runtime import log
+        from openacl import log
 
         log.configure(self.level)
         if self.level != "null":
@@ -308,7 +308,7 @@ class _LogLevel:
 
     def __exit__(self, *exc_info: Any) -> None:
         if self.handler is not None:
-            from openacl.runtime import log
+            from openacl import log
 
             log.logger().removeHandler(self.handler)
 
@@ -327,7 +327,7 @@ class _Progress:
         return self
 
     def __call__(self, phase: str) -> None:
-        from openacl.runtime import log
+        from openacl import log
 
         if log.enabled("info"):
             log.logger().info("convert: %s", phase)

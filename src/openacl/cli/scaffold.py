@@ -21,9 +21,9 @@ Project layout (``DIR`` defaults to ``./<op_type in snake_case>``)::
     op/__init__.py              OpDef, infer-shape, tiling (TilingData), kernel, register_op
     golden.py                   dtype columns, test attribute values, inputs, numpy golden
     tests/test_op.py            pytest: every dtype column through aclnn's two phases + errors
-    scripts/gen_data.py         input/*.bin and output/golden_*.bin (openacl.datagen)
+    scripts/gen_data.py         input/*.bin and output/golden_*.bin (openacl.tools.datagen)
     scripts/run_op.py           the application: load op/, run it, write output/*.bin
-    scripts/verify_result.py    compare with the golden (openacl.verify), exit 0 / 1
+    scripts/verify_result.py    compare with the golden (openacl.tools.verify), exit 0 / 1
     run.sh                      gen -> run -> verify for every column, pass/fail line
     README.md
 """
@@ -118,7 +118,7 @@ def _check_name(name: str, flag: str, text: str) -> None:
 
 
 def _dtype_name(text: str, flag: str, spec: str) -> str:
-    from openacl.datagen import dtype_from_name
+    from openacl.tools.datagen import dtype_from_name
 
     try:
         name = dtype_from_name(text).name
@@ -243,7 +243,7 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 def _acl_name(dtype_name: str) -> str:
     from openacl import dtypes
-    from openacl.datagen import dtype_from_name
+    from openacl.tools.datagen import dtype_from_name
 
     return "openacl." + dtypes.from_numpy_dtype(dtype_from_name(dtype_name)).name
 
@@ -392,7 +392,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from openacl import datagen
+from openacl.tools import datagen
 
 OP_TYPE = "@@OP_TYPE@@"
 SNAKE_NAME = "@@SNAKE@@"  # openacl.aclnn.@@SNAKE@@_get_workspace_size / @@SNAKE@@
@@ -405,7 +405,7 @@ DTYPE_COLUMNS = [
 # The attribute values tests and scripts pass, in declaration order.
 ATTRS: dict[str, Any] = {@@ATTRS@@}
 SHAPE = (8, 2048)  # the shape run.sh uses
-STANDARD = "single_benchmark"  # openacl.verify standard (integers are always exact)
+STANDARD = "single_benchmark"  # openacl.tools.verify standard (integers are always exact)
 SEED = 0
 
 
@@ -451,9 +451,10 @@ from pathlib import Path
 import numpy as np
 import openacl
 import pytest
-from openacl import aclnn, custom, rt, verify
+from openacl import aclnn, custom, rt
 from openacl.errors import ACLNN_ERR_PARAM_INVALID
 from openacl.ops import REGISTRY
+from openacl.tools import verify
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
@@ -580,7 +581,7 @@ tofile does) and input/case.json (column, shape, dtypes) for run_op.py and verif
 """
 
 ''' + COMMON_SCRIPT_HEAD.replace('@@ARGPARSE@@', 'import argparse\n') + '''
-from openacl import datagen  # noqa: E402
+from openacl.tools import datagen  # noqa: E402
 
 
 def main() -> int:
@@ -620,7 +621,8 @@ workspace, phase 2 on a stream, synchronize with a timeout, copy outputs back.
 
 ''' + COMMON_SCRIPT_HEAD.replace('@@ARGPARSE@@', '') + '''
 import openacl  # noqa: E402
-from openacl import aclnn, custom, datagen, rt  # noqa: E402
+from openacl import aclnn, custom, rt  # noqa: E402
+from openacl.tools import datagen  # noqa: E402
 
 DEVICE_ID = 0
 SYNC_TIMEOUT_MS = 5000
@@ -669,10 +671,10 @@ if __name__ == "__main__":
 
 VERIFY_TEMPLATE = '''#!/usr/bin/env python3
 """Compare output/<output>.bin with output/golden_<output>.bin under a CANN precision
-standard (openacl.verify); exit 0 when every output passes, 1 otherwise."""
+standard (openacl.tools.verify); exit 0 when every output passes, 1 otherwise."""
 
 ''' + COMMON_SCRIPT_HEAD.replace('@@ARGPARSE@@', 'import argparse\n') + '''
-from openacl import datagen, verify  # noqa: E402
+from openacl.tools import datagen, verify  # noqa: E402
 
 
 def main() -> int:
@@ -771,7 +773,7 @@ A placeholder that works for any inputs and outputs, elementwise over inputs of 
     tests/test_op.py          pytest: every dtype column and a few shapes, plus error paths
     scripts/gen_data.py       input/*.bin, output/golden_*.bin, input/case.json
     scripts/run_op.py         the aclnn application: output/*.bin
-    scripts/verify_result.py  CANN precision report per output (openacl.verify)
+    scripts/verify_result.py  CANN precision report per output (openacl.tools.verify)
     run.sh                    gen -> run -> verify for every column (or `bash run.sh 1`)
 
 ```

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from openacl import log
 from openacl.backends import BACKEND_NAMES
 from openacl.backends.host_queue import STREAM_MODES
 from openacl.errors import (
@@ -43,8 +44,7 @@ from openacl.errors import (
     ACL_ERROR_PARSE_FILE,
     AclError,
 )
-from openacl.runtime import log
-from openacl.runtime.log import LEVELS
+from openacl.log import LEVELS
 
 ENV_PREFIX = "OPENACL_"
 LOG_LEVELS = tuple(LEVELS)  # "null": silent

@@ -39,6 +39,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from openacl import log
 from openacl.backends import Backend, create_backend
 from openacl.errors import (
     ACL_ERROR_INVALID_PARAM,
@@ -47,7 +48,7 @@ from openacl.errors import (
     ACL_ERROR_UNINITIALIZE,
     AclError,
 )
-from openacl.runtime import log, profiler, sanitizer
+from openacl.runtime import profiler, sanitizer
 from openacl.runtime.allocator import CachingAllocator
 from openacl.runtime.config import RuntimeConfig, load_config
 from openacl.runtime.frames import in_package

@@ -19,11 +19,11 @@ memory), ``acl.op`` (single-op models, when present), ``acl.mdl`` (the model run
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Sequence
 
 from openacl import dtypes as _dtypes
+from openacl import log as _log
 from openacl import rt as _rt
 from openacl import tensor as _tensor
 from openacl._api import module_dir
@@ -34,11 +34,10 @@ from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 from openacl.errors import get_recent_err_msg as get_recent_err_msg  # aclGetRecentErrMsg
 from openacl.runtime import core as _core
 
-logger = logging.getLogger("openacl")
 MIN_DIM_RANGE_NUM = 2  # aclGetTensorDescDimRange: dimRange must hold at least [min, max]
 ACL_DEBUG, ACL_INFO, ACL_WARNING, ACL_ERROR = range(4)  # aclLogLevel (aclAppLog's levels)
-APP_LOG_LEVELS = {ACL_DEBUG: logging.DEBUG, ACL_INFO: logging.INFO,
-                  ACL_WARNING: logging.WARNING, ACL_ERROR: logging.ERROR}
+APP_LOG_LEVELS = {ACL_DEBUG: _log.LEVELS["debug"], ACL_INFO: _log.LEVELS["info"],
+                  ACL_WARNING: _log.LEVELS["warning"], ACL_ERROR: _log.LEVELS["error"]}
 
 
 def _init(config_path: str | None = None) -> None:
@@ -52,7 +51,7 @@ def _finalize() -> None:
         warnings.simplefilter("always", _core.LeakWarning)
         _core.finalize()
     for warning in caught:
-        logger.warning("acl.finalize: %s", warning.message)
+        _log.logger().warning("acl.finalize: %s", warning.message)
 
 
 def _finalize_reference() -> int:
@@ -61,7 +60,7 @@ def _finalize_reference() -> int:
         warnings.simplefilter("always", _core.LeakWarning)
         count = _core.finalize_reference()
     for warning in caught:
-        logger.warning("acl.finalize_reference: %s", warning.message)
+        _log.logger().warning("acl.finalize_reference: %s", warning.message)
     return count
 
 
@@ -97,7 +96,7 @@ def _app_log(log_level: int, message: str, *_where: object) -> None:
         raise AclError(ACL_ERROR_INVALID_PARAM,
                        f"argument 'logLevel' = {log_level!r} is invalid: expected one of "
                        f"{sorted(APP_LOG_LEVELS)} (ACL_DEBUG .. ACL_ERROR)")
-    logger.log(APP_LOG_LEVELS[log_level], "%s", message)
+    _log.logger().log(APP_LOG_LEVELS[log_level], "%s", message)
 
 
 _TABLE = [

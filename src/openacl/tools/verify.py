@@ -60,7 +60,7 @@ import ml_dtypes
 import numpy as np
 
 from openacl._api import module_dir
-from openacl.datagen import dtype_from_name
+from openacl.tools.datagen import dtype_from_name
 
 MISMATCHES_KEPT = 100  # mismatches a report keeps (the samples print the first ~100)
 MISMATCHES_SHOWN = 10  # mismatches format() prints by default

