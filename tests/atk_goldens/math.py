@@ -513,3 +513,40 @@ def histc(dtypes, x, bins=100, low=0, high=0):
 @golden("Bincount")
 def bincount(x, weights=None, minlength=0):
     return torch.bincount(x, weights, minlength)
+
+
+# -- Scale, SignBitsPack, PdistForward, AffineGrid (ops/math_misc.py) ----------------------------
+@golden("Scale")
+def scale(x, scale, bias, axis, numAxes, scaleFromBlob):
+    """x * scale (+ bias), scale's dims laid along x's from ``axis`` (CANN's ATK harness:
+    with scaleFromBlob and numAxes 0, or without it and a one-element scale, a scalar)."""
+    rank = x.dim()
+    axis %= rank
+    if (scaleFromBlob and numAxes == 0) or (not scaleFromBlob and scale.numel() == 1
+                                            and scale.dim() <= 1):
+        view = [1] * rank
+    else:
+        view = [1] * axis + list(scale.shape) + [1] * (rank - axis - scale.dim())
+    result = x * scale.reshape(view)
+    return result if bias is None else result + bias.reshape(view)
+
+
+@golden("SignBitsPack")
+def sign_bits_pack(x, size):
+    """torch_npu.npu_sign_bits_pack as CANN's ATK harness computes it: bit k of byte i set
+    when element 8 i + k is not negative, LSB first, a short last byte padded with 0."""
+    bits = [0 if value < 0 else 1 for value in x.tolist()]
+    bits += [0] * (-len(bits) % 8)
+    packed = [sum(bit << k for k, bit in enumerate(bits[i:i + 8]))
+              for i in range(0, len(bits), 8)]
+    return torch.tensor(packed, dtype=torch.uint8).reshape(size, -1)
+
+
+@golden("PdistForward")
+def pdist_forward(x, p):
+    return torch.nn.functional.pdist(x, p)
+
+
+@golden("AffineGrid")
+def affine_grid(theta, size, align_corners):
+    return torch.nn.functional.affine_grid(theta, list(size), align_corners=align_corners)

@@ -156,6 +156,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "InplaceMaskedFillScalar", "InplaceMaskedFillTensor", "InplaceZero", "MaskedSelect",
         "OneHot",
     ),
+    "math_misc": (
+        "AffineGrid", "PdistForward", "Scale", "SignBitsPack",
+    ),
     "movement": (
         "Cast", "Cat", "ChannelShuffle", "Embedding", "Expand", "Flatten", "Flip", "Gather",
         "GatherNd", "IndexSelect", "InplaceCopy", "InplaceScatterUpdate", "InplaceTril",

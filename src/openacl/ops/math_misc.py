@@ -1,0 +1,212 @@
+"""Math operators of CANN's ops-math with no family of their own: Caffe's Scale layer, the
+1-bit Adam sign packing, pairwise p-norm distances and the affine sampling grid.
+
+Argument lists, dtype lists and refusals are CANN's (``hicann/ops-math``
+``math/<op>/docs/aclnn<Op>.md`` and the op_api checks behind them); where a doc is silent
+the semantics are PyTorch's (``torch.nn.functional.pdist`` / ``affine_grid``) or those of
+the op's ATK harness. Half-precision inputs compute in float64 and round once into the
+output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openacl.ops import promotion
+from openacl.ops.call import Call, Kernel, as_array, array_module
+from openacl.ops.fpstate import quiet
+from openacl.ops.registry import register
+
+FLOAT16 = np.dtype(np.float16)
+FLOAT32 = np.dtype(np.float32)
+FLOAT64 = np.dtype(np.float64)
+UINT8 = np.dtype(np.uint8)
+HALF_AND_SINGLE = frozenset({FLOAT16, promotion.BFLOAT16, FLOAT32})  # FLOAT, FLOAT16, BF16
+SCALE_DTYPES = HALF_AND_SINGLE
+SCALE_TO_LAST_AXIS = -1  # numAxes = -1: the scale covers x's dims from axis to the last
+SIGN_BITS_DTYPES = frozenset({FLOAT16, FLOAT32})
+BITS_PER_BYTE = 8  # SignBitsPack packs 8 signs into one uint8, the first in the lowest bit
+PDIST_DTYPES = frozenset({FLOAT16, FLOAT32})
+AFFINE_GRID_DTYPES = HALF_AND_SINGLE
+AFFINE_2D_SIZE = 4  # size = (N, C, H, W): theta (N, 2, 3), grid (N, H, W, 2)
+AFFINE_3D_SIZE = 5  # size = (N, C, D, H, W): theta (N, 3, 4), grid (N, D, H, W, 3)
+
+
+# -- Scale ------------------------------------------------------------------------------------
+def _scale_view(c: Call, x_shape: tuple[int, ...], scale_shape: tuple[int, ...]
+                ) -> tuple[int, ...]:
+    """The shape ``scale`` (and ``bias``) take to broadcast against ``x``: its dims placed at
+    ``axis`` with ones elsewhere; CANN's rules for both ``scaleFromBlob`` settings."""
+    rank = len(x_shape)
+    axis, num_axes, from_blob = c["axis"], c["numAxes"], c["scaleFromBlob"]
+    if not -rank <= axis < rank:
+        raise c.fail("axis", f"must be in [{-rank}, {rank}) for a {rank}-dim x")
+    if num_axes < SCALE_TO_LAST_AXIS:
+        raise c.fail("numAxes", "must be >= -1 (-1: from axis to the last dim)")
+    axis %= rank
+    scale_size = int(np.prod(scale_shape))
+    ones = (1,) * rank
+    if from_blob:
+        if num_axes == 0:
+            if scale_size != 1:
+                raise c.fail("scale", "must hold one element when numAxes is 0")
+            return ones
+        length = rank - axis if num_axes == SCALE_TO_LAST_AXIS else num_axes
+        if axis + length > rank:
+            raise c.fail("numAxes", f"axis {axis} + numAxes {num_axes} exceeds x's rank {rank}")
+        expected = x_shape[axis:axis + length]
+        if scale_shape != expected:
+            raise c.fail("scale", f"shape must be {list(expected)} (x{list(x_shape)} from "
+                                  f"axis {axis}, {length} dims)")
+    else:
+        length = len(scale_shape)
+        if axis + length > rank:
+            raise c.fail("scale", f"axis {axis} + scale's rank {length} exceeds x's rank {rank}")
+        if scale_size == 1 and length <= 1:  # a scalar or a [1] scale broadcasts everywhere
+            return ones
+        if scale_shape != x_shape[axis:axis + length]:
+            raise c.fail("scale", f"shape must equal x{list(x_shape)}'s dims from axis {axis}")
+    return ones[:axis] + scale_shape + ones[axis + length:]
+
+
+@register("Scale", "x: tensor, scale: tensor, bias: tensor?, axis: int = 0, numAxes: int = 1, "
+                   "scaleFromBlob: bool = True, y: tensor!")
+def scale(c: Call) -> Kernel:
+    """Caffe's Scale layer: ``y = x * scale (+ bias)``, scale and bias laid along x's dims
+    from ``axis`` (``numAxes`` of them with ``scaleFromBlob``, else scale's rank)."""
+    dtype = c.check_dtype("x", SCALE_DTYPES)
+    for name in ("scale", "bias"):
+        if c[name] is not None and c.dtype(name) != dtype:
+            raise c.fail(name, f"dtype must be x's ({dtype})")
+    scale_shape = c.tensor("scale").shape
+    if c["bias"] is not None and c.tensor("bias").shape != scale_shape:
+        raise c.fail("bias", f"shape must be scale's {list(scale_shape)}")
+    x_shape = c.tensor("x").shape
+    view = _scale_view(c, x_shape, scale_shape)
+    c.check_out("y", x_shape, dtype, exact_dtype=True)
+
+    @quiet
+    def kernel(v) -> None:
+        result = as_array(v["x"]).astype(FLOAT64) * as_array(v["scale"]).astype(
+            FLOAT64).reshape(view)
+        if v.get("bias") is not None:
+            result = result + as_array(v["bias"]).astype(FLOAT64).reshape(view)
+        v.write("y", result)
+    return kernel
+
+
+# -- SignBitsPack -------------------------------------------------------------------------------
+@register("SignBitsPack", "self: tensor, size: int, out: tensor!")
+def sign_bits_pack(c: Call) -> Kernel:
+    """1-bit Adam's packing (torch_npu.npu_sign_bits_pack): bit k of byte i is 1 when element
+    ``8 i + k`` is not negative (+0, -0 and +inf give 1), a short last byte padded with
+    zeros; the bytes reshaped to ``(size, bytes / size)``."""
+    c.check_dtype("self", SIGN_BITS_DTYPES)
+    x = c.tensor("self")
+    if x.ndim != 1:
+        raise c.fail("self", "must be 1-dim")
+    size = c["size"]
+    if size <= 0:
+        raise c.fail("size", "must be positive")
+    packed = -(-x.numel // BITS_PER_BYTE)
+    if packed % size:
+        raise c.fail("size", f"must divide the {packed} packed bytes of {x.numel} elements")
+    c.check_out("out", (size, packed // size), UINT8, exact_dtype=True)
+
+    def kernel(v) -> None:
+        values = as_array(v["self"])
+        xp = array_module(values)
+        bits = xp.zeros(packed * BITS_PER_BYTE, UINT8)
+        bits[:values.shape[0]] = ~(values < 0)
+        weights = xp.asarray(1 << np.arange(BITS_PER_BYTE), dtype=UINT8)
+        v.write("out", (bits.reshape(packed, BITS_PER_BYTE) * weights).sum(
+            axis=1, dtype=UINT8).reshape(size, packed // size))
+    return kernel
+
+
+# -- PdistForward ---------------------------------------------------------------------------
+def _p_norms(differences, p: float):
+    """The p-norm of each row of ``differences`` (torch.pdist's p: 0 counts the nonzero
+    entries, inf takes the largest; a NaN entry gives NaN); a general p divides by the row's largest entry first,
+    so a large p neither overflows nor underflows."""
+    xp = array_module(differences)
+    magnitude = xp.abs(differences)
+    if p == 0:
+        return xp.minimum(xp.ceil(magnitude), 1.0).sum(axis=1)  # (torch's: NaN stays NaN)
+    if p == 1:
+        return magnitude.sum(axis=1)
+    if p == 2:
+        return xp.sqrt((magnitude * magnitude).sum(axis=1))
+    largest = magnitude.max(axis=1) if magnitude.shape[1] else xp.zeros(magnitude.shape[0])
+    if p == np.inf:
+        return largest
+    divisor = xp.where((largest == 0) | xp.isinf(largest), 1.0, largest)  # (NaN stays NaN)
+    scaled = divisor * ((magnitude / divisor[:, None]) ** p).sum(axis=1) ** (1.0 / p)
+    return xp.where(xp.isinf(largest), largest, scaled)
+
+
+@register("PdistForward", "self: tensor, pScalar: scalar, out: tensor!")
+def pdist_forward(c: Call) -> Kernel:
+    """The p-norm distance of every pair of rows of a 2-dim ``self`` (torch.nn.functional.pdist):
+    ``out`` holds d(0, 1), ..., d(0, N-1), d(1, 2), ..., d(N-2, N-1)."""
+    dtype = c.check_dtype("self", PDIST_DTYPES)
+    x = c.tensor("self")
+    if x.ndim != 2:
+        raise c.fail("self", "must be 2-dim [N, M]")
+    p = float(c.scalar("pScalar", FLOAT64))
+    if not p >= 0:
+        raise c.fail("pScalar", "must be in [0, +inf]")
+    rows = x.shape[0]
+    c.check_out("out", (rows * (rows - 1) // 2,), dtype, exact_dtype=True)
+
+    @quiet
+    def kernel(v) -> None:
+        values = as_array(v["self"]).astype(FLOAT64)
+        xp = array_module(values)
+        pieces = [_p_norms(values[i + 1:] - values[i], p) for i in range(rows - 1)]
+        v.write("out", xp.concatenate(pieces) if pieces else xp.zeros(0, FLOAT64))
+    return kernel
+
+
+# -- AffineGrid ---------------------------------------------------------------------------------
+def _grid_steps(count: int, align_corners: bool) -> np.ndarray:
+    """torch's base grid along one dim: ``count`` points over [-1, 1] (pixel centres unless
+    ``align_corners``), the single point 0 for a dim of 1."""
+    if count <= 1:
+        return np.zeros(count, FLOAT64)
+    steps = np.linspace(-1.0, 1.0, count, dtype=FLOAT64)
+    return steps if align_corners else steps * (count - 1) / count
+
+
+@register("AffineGrid", "theta: tensor, size: int_array, alignCorners: bool = False, "
+                        "out: tensor!")
+def affine_grid(c: Call) -> Kernel:
+    """The sampling grid of an affine map (torch.nn.functional.affine_grid): each output
+    pixel's normalised (x, y[, z]) coordinates times ``theta``; a 2-D ``size`` (N, C, H, W)
+    takes theta (N, 2, 3) and gives (N, H, W, 2), a 3-D one (N, C, D, H, W) takes (N, 3, 4)
+    and gives (N, D, H, W, 3)."""
+    dtype = c.check_dtype("theta", AFFINE_GRID_DTYPES)
+    size = tuple(c["size"])
+    if len(size) not in (AFFINE_2D_SIZE, AFFINE_3D_SIZE):
+        raise c.fail("size", "must be (N, C, H, W) or (N, C, D, H, W)")
+    if any(d < 0 for d in size):
+        raise c.fail("size", "must not hold a negative dim")
+    spatial = size[2:]
+    coords = len(spatial)
+    expected_theta = (size[0], coords, coords + 1)
+    theta_shape = c.tensor("theta").shape
+    if theta_shape != expected_theta:
+        raise c.fail("theta", f"shape must be {list(expected_theta)} for size {list(size)}")
+    c.check_out("out", (size[0], *spatial, coords), dtype, exact_dtype=True)
+    align = bool(c["alignCorners"])
+    # homogeneous base coordinates, x along the last spatial dim: (points, coords + 1)
+    mesh = np.meshgrid(*(_grid_steps(n, align) for n in spatial), indexing="ij")[::-1]
+    base = np.stack([m.reshape(-1) for m in mesh] + [np.ones(int(np.prod(spatial)))], axis=1)
+
+    @quiet
+    def kernel(v) -> None:
+        theta = as_array(v["theta"]).astype(FLOAT64)
+        xp = array_module(theta)
+        grid = xp.matmul(xp.asarray(base)[None], xp.swapaxes(theta, 1, 2))
+        v.write("out", grid.reshape(size[0], *spatial, coords))
+    return kernel
