@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from openacl.ops import promotion
-from openacl.ops.call import Call, Kernel, as_array, array_module
+from openacl.ops.call import Call, Kernel, array_module, as_array
 from openacl.ops.fpstate import quiet
 from openacl.ops.registry import register
 
@@ -127,8 +127,8 @@ def sign_bits_pack(c: Call) -> Kernel:
 # -- PdistForward ---------------------------------------------------------------------------
 def _p_norms(differences, p: float):
     """The p-norm of each row of ``differences`` (torch.pdist's p: 0 counts the nonzero
-    entries, inf takes the largest; a NaN entry gives NaN); a general p divides by the row's largest entry first,
-    so a large p neither overflows nor underflows."""
+    entries, inf takes the largest; a NaN entry gives NaN); a general p divides by the row's
+    largest entry first, so a large p neither overflows nor underflows."""
     xp = array_module(differences)
     magnitude = xp.abs(differences)
     if p == 0:

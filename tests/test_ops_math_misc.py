@@ -1,0 +1,202 @@
+"""Scale, SignBitsPack, PdistForward and AffineGrid against independent oracles (PyTorch CPU
+in float64, rounded once to the output dtype; bit packing by hand), with CANN's precision
+standard, and their refusals with CANN's codes naming the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import openacl
+from op_harness import BF16, TORCH_DTYPES, assert_close, from_torch, random_array, to_torch
+from openacl import aclnn
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+HALF_FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32)]
+PDIST_FLOATS = [np.dtype(np.float16), np.dtype(np.float32)]
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return openacl.to_device(np.asarray(array))
+
+
+def _rounded(tensor: torch.Tensor, dtype) -> np.ndarray:
+    return from_torch(tensor.to(TORCH_DTYPES[np.dtype(dtype)]))
+
+
+def _wide(array) -> torch.Tensor:
+    return to_torch(array).double()
+
+
+def _refusal(fn, *args, **kwargs) -> AclError:
+    with pytest.raises(AclError) as info:
+        fn(*args, **kwargs)
+    return info.value
+
+
+# -- Scale -----------------------------------------------------------------------------------------
+SCALE_LAYOUTS = [  # x shape, scale shape, axis, numAxes, scaleFromBlob, scale's broadcast view
+    ((2, 3, 4, 5), (3, 4), 1, 2, True, (1, 3, 4, 1)),
+    ((2, 3, 4, 5), (4, 5), -2, -1, True, (1, 1, 4, 5)),
+    ((2, 3, 4, 5), (), 2, 0, True, (1, 1, 1, 1)),
+    ((2, 3, 4, 5), (3,), 1, 7, False, (1, 3, 1, 1)),  # numAxes ignored without scaleFromBlob
+    ((2, 3, 4, 5), (1,), 3, 0, False, (1, 1, 1, 1)),
+    ((6, 7), (6, 7), 0, 2, False, (6, 7)),
+]
+
+
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+@pytest.mark.parametrize("layout", SCALE_LAYOUTS, ids=lambda lay: f"{lay[0]}-{lay[1]}-{lay[2]}")
+def test_scale_matches_broadcast_multiply_add(dtype, layout):
+    x_shape, scale_shape, axis, num_axes, from_blob, view = layout
+    rng = np.random.default_rng(3)
+    x, s, b = (random_array(shape, dtype, rng) for shape in (x_shape, scale_shape, scale_shape))
+    expected = _wide(x) * _wide(s).reshape(view) + _wide(b).reshape(view)
+    got = openacl.ops.scale(_dev(x), _dev(s), _dev(b), axis, num_axes, from_blob)
+    assert_close(got.numpy(), _rounded(expected, dtype))
+    no_bias = openacl.ops.scale(_dev(x), _dev(s), None, axis, num_axes, from_blob)
+    assert_close(no_bias.numpy(), _rounded(_wide(x) * _wide(s).reshape(view), dtype))
+
+
+def test_scale_refusals_name_the_argument():
+    x = _dev(np.ones((2, 3, 4), np.float32))
+    s = _dev(np.ones((3,), np.float32))
+    cases = [  # (arguments, the argument named)
+        ((_dev(np.ones((2, 3, 4), np.int32)), s, None, 1, 1, True), "x"),
+        ((x, _dev(np.ones((3,), np.float16)), None, 1, 1, True), "scale"),
+        ((x, s, _dev(np.ones((4,), np.float32)), 1, 1, True), "bias"),
+        ((x, s, None, 3, 1, True), "axis"),
+        ((x, s, None, -4, 1, True), "axis"),
+        ((x, s, None, 1, -2, True), "numAxes"),
+        ((x, s, None, 1, 3, True), "numAxes"),  # axis + numAxes past x's rank
+        ((x, s, None, 1, 0, True), "scale"),  # numAxes 0 takes a one-element scale
+        ((x, _dev(np.ones((4,), np.float32)), None, 1, 1, True), "scale"),
+        ((x, _dev(np.ones((3, 4, 1), np.float32)), None, 1, 1, False), "scale"),
+        ((x, _dev(np.ones((2,), np.float32)), None, 1, 1, False), "scale"),
+    ]
+    for arguments, name in cases:
+        error = _refusal(openacl.ops.scale, *arguments)
+        assert error.code == ACLNN_ERR_PARAM_INVALID, (arguments, error)
+        assert f"'{name}'" in str(error), (name, str(error))
+    wrong_out = openacl.empty((2, 3, 4), np.float16)
+    assert _refusal(aclnn.scale_get_workspace_size, x, s, None, 1, 1, True,
+                    wrong_out).code == ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.scale_get_workspace_size, x, None, None, 1, 1, True,
+                    openacl.empty((2, 3, 4), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
+
+
+def test_scale_takes_empty_tensors():
+    x = _dev(np.ones((0, 3), np.float32))
+    assert openacl.ops.scale(x, _dev(np.ones(3, np.float32)), None, 1, 1, True).shape == (0, 3)
+
+
+# -- SignBitsPack ----------------------------------------------------------------------------------
+def _packed_by_hand(values: np.ndarray, size: int) -> np.ndarray:
+    """Byte i, bit k (LSB first) = element 8 i + k is not negative; zero padding."""
+    bits = [0 if v < 0 else 1 for v in values.astype(np.float64)]
+    bits += [0] * (-len(bits) % 8)
+    packed = [sum(bit << k for k, bit in enumerate(bits[i:i + 8])) for i in range(0, len(bits), 8)]
+    return np.array(packed, np.uint8).reshape(size, -1)
+
+
+def test_sign_bits_pack_torch_npu_example():
+    """torch_npu's documented example: 14 values, size 2 -> [[159], [15]]."""
+    values = np.array([5, 4, 3, 2, 0, -1, -2, 4, 3, 2, 1, 0, -1, -2], np.float32)
+    np.testing.assert_array_equal(openacl.ops.sign_bits_pack(_dev(values), 2).numpy(),
+                                  [[159], [15]])
+
+
+@pytest.mark.parametrize("dtype", PDIST_FLOATS, ids=str)
+@pytest.mark.parametrize("count, size", [(64, 4), (37, 5), (8, 1), (0, 3)])
+def test_sign_bits_pack_matches_hand_packing(dtype, count, size):
+    values = random_array((count,), dtype, np.random.default_rng(count))
+    values[:4] = np.array([-0.0, 0.0, np.inf, -np.inf], dtype)[:count]
+    got = openacl.ops.sign_bits_pack(_dev(values), size).numpy()
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, _packed_by_hand(values, size))
+
+
+def test_sign_bits_pack_refusals():
+    x = _dev(np.ones(16, np.float32))
+    for arguments, name in [((_dev(np.ones((2, 8), np.float32)), 1), "self"),
+                            ((_dev(np.ones(16, BF16)), 1), "self"),
+                            ((x, 0), "size"), ((x, -1), "size"), ((x, 3), "size")]:
+        error = _refusal(openacl.ops.sign_bits_pack, *arguments)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
+    for out in (openacl.empty((2, 1), np.int8), openacl.empty((1, 2), np.uint8),
+                openacl.empty((2,), np.uint8)):
+        assert _refusal(aclnn.sign_bits_pack_get_workspace_size, x, 2,
+                        out).code == ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.sign_bits_pack_get_workspace_size, x, 2,
+                    None).code == ACLNN_ERR_PARAM_NULLPTR
+
+
+# -- PdistForward ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", PDIST_FLOATS, ids=str)
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 0.5, 3.0, 61.0, float("inf")])
+def test_pdist_matches_torch(dtype, p):
+    x = random_array((9, 13), dtype, np.random.default_rng(5), -100, 100)
+    x[2, :] = x[5, :]  # a zero distance
+    expected = torch.nn.functional.pdist(_wide(x), p)
+    assert_close(openacl.ops.pdist_forward(_dev(x), p).numpy(), _rounded(expected, dtype))
+
+
+def test_pdist_specials_and_degenerate_shapes():
+    x = np.array([[0.0, 1.0], [np.nan, 1.0], [3.0, 5.0]], np.float32)
+    for p in (0.0, 2.0, 7.0, float("inf")):
+        got = openacl.ops.pdist_forward(_dev(x), p).numpy()
+        np.testing.assert_array_equal(np.isnan(got), [True, False, True])
+    assert openacl.ops.pdist_forward(_dev(np.ones((1, 4), np.float32)), 2.0).shape == (0,)
+    empty_rows = openacl.ops.pdist_forward(_dev(np.ones((4, 0), np.float32)), 3.0).numpy()
+    np.testing.assert_array_equal(empty_rows, np.zeros(6, np.float32))
+
+
+def test_pdist_refusals():
+    x = _dev(np.ones((3, 2), np.float32))
+    for arguments, name in [((_dev(np.ones((3, 2), BF16)), 2.0), "self"),
+                            ((_dev(np.ones(3, np.float32)), 2.0), "self"),
+                            ((x, -1.0), "pScalar")]:
+        error = _refusal(openacl.ops.pdist_forward, *arguments)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
+    for out in (openacl.empty((3,), np.float16), openacl.empty((4,), np.float32)):
+        assert _refusal(aclnn.pdist_forward_get_workspace_size, x, 2.0,
+                        out).code == ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.pdist_forward_get_workspace_size, x, None,
+                    openacl.empty((3,), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
+
+
+# -- AffineGrid ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+@pytest.mark.parametrize("size", [(3, 2, 5, 7), (2, 1, 1, 4), (2, 3, 4, 1, 6), (1, 1, 2, 3, 4)],
+                         ids=str)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_matches_torch(dtype, size, align_corners):
+    coords = len(size) - 2
+    theta = random_array((size[0], coords, coords + 1), dtype, np.random.default_rng(7))
+    with np.errstate(all="ignore"), torch.no_grad():
+        expected = torch.nn.functional.affine_grid(_wide(theta), list(size),
+                                                   align_corners=align_corners)
+    got = openacl.ops.affine_grid(_dev(theta), size, align_corners)
+    assert_close(got.numpy(), _rounded(expected, dtype))
+
+
+def test_affine_grid_refusals():
+    theta = _dev(np.ones((2, 2, 3), np.float32))
+    for arguments, name in [((_dev(np.ones((2, 2, 3), np.int32)), (2, 1, 4, 4)), "theta"),
+                            ((theta, (2, 1, 4)), "size"),
+                            ((theta, (2, 1, 4, 4, 4, 4)), "size"),
+                            ((theta, (2, 1, 4, 4, 4)), "theta"),  # 3-D takes (N, 3, 4)
+                            ((theta, (3, 1, 4, 4)), "theta")]:  # N differs
+        error = _refusal(openacl.ops.affine_grid, *arguments, False)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
+    for out in (openacl.empty((2, 4, 4, 2), np.float16), openacl.empty((2, 4, 4, 3), np.float32)):
+        assert _refusal(aclnn.affine_grid_get_workspace_size, theta, (2, 1, 4, 4), False,
+                        out).code == ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.affine_grid_get_workspace_size, theta, None, False,
+                    openacl.empty((2, 4, 4, 2), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
