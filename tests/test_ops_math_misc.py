@@ -200,3 +200,62 @@ def test_affine_grid_refusals():
                         out).code == ACLNN_ERR_PARAM_INVALID
     assert _refusal(aclnn.affine_grid_get_workspace_size, theta, None, False,
                     openacl.empty((2, 4, 4, 2), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
+
+
+# -- AddLora ---------------------------------------------------------------------------------------
+def _lora_oracle(y, x, weight_b, indices, weight_a, layer, scale, offset, width):
+    """Row by row in float64: y_b's slice += x_b A^T B^T * scale for a valid index."""
+    out = y.astype(np.float64)
+    for b, adapter in enumerate(indices):
+        if not 0 <= adapter < weight_b.shape[0]:
+            continue
+        z = x[b].astype(np.float64)
+        if weight_a is not None:
+            z = weight_a[adapter, layer].astype(np.float64) @ z
+        z = weight_b[adapter, layer].astype(np.float64) @ z * scale
+        out[b, offset:offset + width] += z[:width]
+    return out.astype(np.float16)
+
+
+@pytest.mark.parametrize("with_a", [True, False], ids=["shrink-expand", "expand-only"])
+@pytest.mark.parametrize("offset, slice_size", [(0, -1), (16, 32), (8, 16)])
+def test_add_lora_matches_row_oracle(with_a, offset, slice_size):
+    rng = np.random.default_rng(11)
+    batch, h1, h2, h3, rank, adapters, layers = 7, 32, 32, 64, 16, 3, 2
+    h1 = h1 if with_a else rank
+    y = random_array((batch, h3), np.float16, rng, -1, 1)
+    x = random_array((batch, h1), np.float16, rng, -1, 1)
+    weight_b = random_array((adapters, layers, h2, rank), np.float16, rng, -1, 1)
+    weight_a = random_array((adapters, layers, rank, h1), np.float16, rng, -1, 1) if with_a \
+        else None
+    indices = np.array([0, 2, -1, 1, 2, 3, 0], np.int32)  # -1 and 3 (= W): no adapter
+    got = openacl.ops.add_lora(_dev(y), _dev(x), _dev(weight_b), _dev(indices),
+                               None if weight_a is None else _dev(weight_a), 1, 0.5, offset,
+                               slice_size)
+    width = h2 if slice_size == -1 else slice_size
+    assert_close(got.numpy(), _lora_oracle(y, x, weight_b, indices, weight_a, 1, 0.5, offset,
+                                           width))
+    np.testing.assert_array_equal(got.numpy()[2], y[2])
+
+
+def test_add_lora_refusals():
+    y, x = _dev(np.zeros((4, 64), np.float16)), _dev(np.zeros((4, 32), np.float16))
+    wb, wa = _dev(np.zeros((2, 3, 32, 16), np.float16)), _dev(np.zeros((2, 3, 16, 32), np.float16))
+    idx = _dev(np.zeros(4, np.int32))
+    cases = [  # (arguments, the argument named)
+        ((_dev(np.zeros((4, 64), np.float32)), x, wb, idx, wa), {}, "y"),
+        ((y, x, wb, _dev(np.zeros(4, np.int64)), wa), {}, "indices"),
+        ((y, _dev(np.zeros((5, 32), np.float16)), wb, idx, wa), {}, "x"),
+        ((y, x, wb, _dev(np.zeros(3, np.int32)), wa), {}, "indices"),
+        ((y, x, _dev(np.zeros((2, 3, 16), np.float16)), idx, wa), {}, "weightB"),
+        ((y, x, wb, idx, _dev(np.zeros((2, 3, 16, 48), np.float16))), {}, "weightAOptional"),
+        ((y, x, wb, idx, None), {}, "x"),  # without weightA, x's H1 must be R
+        ((y, x, wb, idx, wa), {"layerIdx": 3}, "layerIdx"),
+        ((y, x, wb, idx, wa), {"yOffset": 40}, "yOffset"),
+        ((y, x, wb, idx, wa), {"ySliceSize": 48}, "ySliceSize"),
+    ]
+    for arguments, options, name in cases:
+        error = _refusal(openacl.ops.add_lora, *arguments, **options)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
+    assert _refusal(aclnn.add_lora_get_workspace_size, y, x, None, idx, wa, 0, 1.0, 0, -1,
+                    openacl.empty((4, 64), np.float16)).code == ACLNN_ERR_PARAM_NULLPTR

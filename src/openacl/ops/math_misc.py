@@ -210,3 +210,83 @@ def affine_grid(c: Call) -> Kernel:
         grid = xp.matmul(xp.asarray(base)[None], xp.swapaxes(theta, 1, 2))
         v.write("out", grid.reshape(size[0], *spatial, coords))
     return kernel
+
+
+# -- AddLora ------------------------------------------------------------------------------------
+ADD_LORA_DTYPES = frozenset({FLOAT16})
+ADD_LORA_INDEX_DTYPES = frozenset({np.dtype(np.int32)})
+Y_SLICE_TO_H2 = -1  # ySliceSize = -1: the slice is weightB's H2 wide
+WEIGHT_RANK = 4  # weightB [W, L, H2, R], weightA [W, L, R, H1]
+
+
+def _add_lora_shapes(c: Call) -> tuple[int, int, int]:
+    """CANN's shape rules for AddLora (its tiling's checks, refused here in phase 1): the
+    batch B shared by y, x and indices; weightA's W, L and R matching weightB's; x's H1
+    matching weightA's (or, without weightA, weightB's R); H2 <= H3. Returns (L, H2, H3)."""
+    for name, rank in (("y", 2), ("x", 2), ("weightB", WEIGHT_RANK), ("indices", 1)):
+        if c.tensor(name).ndim != rank:
+            raise c.fail(name, f"must be {rank}-dim")
+    batch, h3 = c.tensor("y").shape
+    _, h1 = c.tensor("x").shape
+    w, layers, h2, rank = c.tensor("weightB").shape
+    if c.tensor("x").shape[0] != batch:
+        raise c.fail("x", f"dim 0 must be y's batch {batch}")
+    if c.tensor("indices").shape[0] != batch:
+        raise c.fail("indices", f"must hold one index per row of y ({batch})")
+    if h2 > h3:
+        raise c.fail("weightB", f"dim 2 (H2 = {h2}) must not exceed y's dim 1 ({h3})")
+    if c["weightAOptional"] is not None:
+        expected = (w, layers, rank, h1)
+        if c.tensor("weightAOptional").shape != expected:
+            raise c.fail("weightAOptional", f"shape must be {list(expected)} ([W, L] and R of "
+                                            f"weightB, H1 of x)")
+    elif h1 != rank:
+        raise c.fail("x", f"dim 1 must be weightB's R ({rank}) when weightAOptional is absent")
+    return layers, h2, h3
+
+
+@register("AddLora", "y: tensor, x: tensor, weightB: tensor, indices: tensor, "
+                     "weightAOptional: tensor?, layerIdx: int = 0, scale: float = 1.0, "
+                     "yOffset: int = 0, ySliceSize: int = -1, out: tensor!")
+def add_lora(c: Call) -> Kernel:
+    """Punica's batched LoRA update (vLLM's bgmv): each row b of x through its adapter
+    ``indices[b]``, ``z = x_b A^T B^T * scale`` (A = weightA[i, layerIdx], skipped when
+    absent; B = weightB[i, layerIdx]), added into ``y[b, yOffset:yOffset + ySliceSize]``.
+    A row whose index is outside [0, W) (-1: no adapter) is y's row unchanged."""
+    for name in ("y", "x", "weightB", "weightAOptional"):
+        if c[name] is not None:
+            c.check_dtype(name, ADD_LORA_DTYPES)
+    c.check_dtype("indices", ADD_LORA_INDEX_DTYPES)
+    layers, h2, h3 = _add_lora_shapes(c)
+    layer, offset = c["layerIdx"], c["yOffset"]
+    if not 0 <= layer < layers:
+        raise c.fail("layerIdx", f"must be in [0, {layers}) (weightB's dim 1)")
+    if not 0 <= offset < h3:
+        raise c.fail("yOffset", f"must be in [0, {h3}) (y's dim 1)")
+    if offset + h2 > h3:
+        raise c.fail("yOffset", f"yOffset + H2 ({offset} + {h2}) must not exceed y's dim 1")
+    width = h2 if c["ySliceSize"] == Y_SLICE_TO_H2 else c["ySliceSize"]
+    if not 0 <= width <= h2:
+        raise c.fail("ySliceSize", f"must be in [0, {h2}] (weightB's H2) or -1")
+    c.check_out("out", c.tensor("y").shape, FLOAT16, exact_dtype=True)
+    factor = float(c["scale"])
+
+    @quiet
+    def kernel(v) -> None:
+        result = as_array(v["y"]).astype(FLOAT64)
+        xp = array_module(result)
+        x = as_array(v["x"]).astype(FLOAT64)
+        weight_b = as_array(v["weightB"])[:, layer]
+        weight_a = v.get("weightAOptional")
+        indices = as_array(v["indices"])
+        for adapter in range(weight_b.shape[0]):  # (W <= 32; an index outside: no adapter)
+            rows = xp.flatnonzero(indices == adapter)
+            if rows.size == 0:
+                continue
+            z = x[rows]
+            if weight_a is not None:
+                z = z @ as_array(weight_a)[adapter, layer].astype(FLOAT64).T
+            z = z @ weight_b[adapter].astype(FLOAT64).T * factor
+            result[rows, offset:offset + width] += z[:, :width]
+        v.write("out", result)
+    return kernel
