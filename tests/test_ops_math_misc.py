@@ -259,3 +259,43 @@ def test_add_lora_refusals():
         assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
     assert _refusal(aclnn.add_lora_get_workspace_size, y, x, None, idx, wa, 0, 1.0, 0, -1,
                     openacl.empty((4, 64), np.float16)).code == ACLNN_ERR_PARAM_NULLPTR
+
+
+# -- GroupedBiasAddGrad ----------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64], ids=["int32", "int64"])
+def test_grouped_bias_add_grad_sums_row_ranges(dtype, index_dtype):
+    grad = random_array((12, 5), dtype, np.random.default_rng(2))
+    ends = np.array([3, 3, 8, 6, 12, 20], index_dtype)  # an empty group, one ending before
+    expected = []                                        # its start, one past the rows
+    start = 0
+    for end in ends:
+        expected.append(_wide(grad)[start:min(end, 12)].sum(0) if end > start
+                        else torch.zeros(5, dtype=torch.float64))
+        start = int(end)
+    got = openacl.ops.grouped_bias_add_grad(_dev(grad), _dev(ends))
+    assert_close(got.numpy(), _rounded(torch.stack(expected), dtype))
+
+
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_grouped_bias_add_grad_without_groups_sums_dim_1(dtype):
+    grad = random_array((4, 7, 3), dtype, np.random.default_rng(4))
+    got = openacl.ops.grouped_bias_add_grad(_dev(grad), None)
+    assert_close(got.numpy(), _rounded(_wide(grad).sum(1), dtype))
+
+
+def test_grouped_bias_add_grad_refusals():
+    flat, cube = _dev(np.ones((6, 4), np.float32)), _dev(np.ones((2, 3, 4), np.float32))
+    ends = _dev(np.array([2, 6], np.int64))
+    for arguments, name in [((_dev(np.ones((6, 4), np.float64)), ends), "gradY"),
+                            ((flat, _dev(np.array([2, 6], np.int16))), "groupIdxOptional"),
+                            ((cube, ends), "gradY"), ((flat, None), "gradY"),
+                            ((flat, _dev(np.ones((1, 2), np.int64))), "groupIdxOptional"),
+                            ((flat, _dev(np.arange(2049, dtype=np.int64))), "groupIdxOptional")]:
+        error = _refusal(openacl.ops.grouped_bias_add_grad, *arguments)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
+    for out in (openacl.empty((2, 4), np.float16), openacl.empty((3, 4), np.float32)):
+        assert _refusal(aclnn.grouped_bias_add_grad_get_workspace_size, flat, ends,
+                        out).code == ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.grouped_bias_add_grad_get_workspace_size, None, ends,
+                    openacl.empty((2, 4), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR

@@ -574,3 +574,24 @@ def add_lora(y, x, weight_b, indices, weight_a, layer_idx, scale, y_offset, y_sl
     out = y.clone()
     out[:, y_offset:y_offset + width] += z[:, :width]
     return out
+
+
+def _grouped_bias_indices(inputs):
+    """CANN's ATK harness: a groupIdxOptional of G entries becomes G group ends evenly
+    spaced up to gradY's rows (torch.linspace(rows // G, rows, G), rounded); one of shape
+    [0] is absent."""
+    grad, index = inputs[0], inputs[1]
+    if index is None or index.shape[0] == 0:
+        return [grad, None, *inputs[2:]]
+    count, rows = index.shape[0], grad.shape[0]
+    ends = torch.linspace(rows // count, rows, steps=count).round().numpy().astype(index.dtype)
+    return [grad, ends, *inputs[2:]]
+
+
+@golden("GroupedBiasAddGrad", prepare=_grouped_bias_indices)
+def grouped_bias_add_grad(grad_y, group_idx=None):
+    if group_idx is None:
+        return grad_y.sum(1)
+    starts = [0, *group_idx.tolist()[:-1]]
+    return torch.stack([grad_y[start:end].sum(0) for start, end in zip(starts, group_idx.tolist(),
+                                                                        strict=True)])

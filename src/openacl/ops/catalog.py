@@ -157,7 +157,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "OneHot",
     ),
     "math_misc": (
-        "AddLora", "AffineGrid", "PdistForward", "Scale", "SignBitsPack",
+        "AddLora", "AffineGrid", "GroupedBiasAddGrad", "PdistForward", "Scale", "SignBitsPack",
     ),
     "movement": (
         "Cast", "Cat", "ChannelShuffle", "Embedding", "Expand", "Flatten", "Flip", "Gather",

@@ -290,3 +290,50 @@ def add_lora(c: Call) -> Kernel:
             result[rows, offset:offset + width] += z[:, :width]
         v.write("out", result)
     return kernel
+
+
+# -- GroupedBiasAddGrad ---------------------------------------------------------------------------
+GROUPED_BIAS_DTYPES = HALF_AND_SINGLE
+GROUP_INDEX_DTYPES = frozenset({np.dtype(np.int32), np.dtype(np.int64)})
+MAX_BIAS_GROUPS = 2048  # CANN's limit on groupIdxOptional's length
+
+
+@register("GroupedBiasAddGrad", "gradY: tensor, groupIdxOptional: tensor?, out: tensor!")
+def grouped_bias_add_grad(c: Call) -> Kernel:
+    """The bias gradient of a grouped bias add: with ``groupIdxOptional`` (each group's end
+    row, cumulative) group j sums gradY's rows [end(j-1), end(j)) of a 2-dim gradY (an end
+    before its start, an empty group: 0); without it a 3-dim (G, C, H) gradY sums over C."""
+    dtype = c.check_dtype("gradY", GROUPED_BIAS_DTYPES)
+    grad = c.tensor("gradY")
+    grouped = c["groupIdxOptional"] is not None
+    if grouped:
+        c.check_dtype("groupIdxOptional", GROUP_INDEX_DTYPES)
+        index = c.tensor("groupIdxOptional")
+        if grad.ndim != 2:
+            raise c.fail("gradY", "must be 2-dim (rows, H) with groupIdxOptional")
+        if index.ndim != 1:
+            raise c.fail("groupIdxOptional", "must be 1-dim")
+        if index.shape[0] > MAX_BIAS_GROUPS:
+            raise c.fail("groupIdxOptional", f"holds at most {MAX_BIAS_GROUPS} groups")
+        groups = index.shape[0]
+    else:
+        if grad.ndim != 3:
+            raise c.fail("gradY", "must be 3-dim (G, C, H) without groupIdxOptional")
+        groups = grad.shape[0]
+    c.check_out("out", (groups, grad.shape[-1]), dtype, exact_dtype=True)
+
+    @quiet
+    def kernel(v) -> None:
+        values = as_array(v["gradY"]).astype(FLOAT64)
+        if not grouped:
+            v.write("out", values.sum(axis=1))
+            return
+        xp = array_module(values)
+        rows = values.shape[0]
+        # prefix sums in float64: group j is prefix[end] - prefix[start]
+        prefix = xp.concatenate([xp.zeros((1, values.shape[1])), xp.cumsum(values, axis=0)])
+        ends = xp.clip(as_array(v["groupIdxOptional"]).astype(np.int64), 0, rows)
+        starts = xp.concatenate([xp.zeros(1, np.int64), ends[:-1]])
+        sums = prefix[ends] - prefix[starts]
+        v.write("out", xp.where((ends > starts)[:, None], sums, 0.0))
+    return kernel
