@@ -299,3 +299,54 @@ def test_grouped_bias_add_grad_refusals():
                         out).code == ACLNN_ERR_PARAM_INVALID
     assert _refusal(aclnn.grouped_bias_add_grad_get_workspace_size, None, ends,
                     openacl.empty((2, 4), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
+
+
+# -- ExpSegsumBackward -----------------------------------------------------------------------------
+def _exp_segsum(x: torch.Tensor) -> torch.Tensor:
+    """Mamba-2's exp(segsum(x)): out[..., i, j] = exp(x[j+1] + ... + x[i]) for i >= j, else 0."""
+    steps = x.shape[-1]
+    spread = x[..., None].expand(*x.shape, steps)
+    spread = spread.masked_fill(~torch.ones(steps, steps, dtype=torch.bool).tril(-1), 0)
+    segments = spread.cumsum(-2).masked_fill(~torch.ones(steps, steps, dtype=torch.bool).tril(),
+                                             -torch.inf)
+    return segments.exp()
+
+
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+@pytest.mark.parametrize("shape", [(2, 3, 6), (2, 1, 3, 5)], ids=str)
+def test_exp_segsum_backward_is_autograds_gradient(dtype, shape):
+    """The gradient autograd finds through the forward ExpSegsum, given its output."""
+    rng = np.random.default_rng(9)
+    x = torch.from_numpy(rng.uniform(-0.5, 0.5, shape)).requires_grad_()
+    forward = _exp_segsum(x)
+    grad_output = random_array(forward.shape, dtype, rng, -1, 1)
+    grad_self = forward.detach().numpy().astype(np.float32).astype(dtype)  # (rounded)
+    (expected,) = torch.autograd.grad((forward * _wide(grad_output)).sum(), x)
+    got = openacl.ops.exp_segsum_backward(_dev(grad_output), _dev(grad_self)).numpy()
+    scale = np.abs(expected.numpy()).max()
+    np.testing.assert_allclose(got.astype(np.float64), expected.numpy(), rtol=2e-2,
+                               atol=2e-2 * scale)
+    # and exactly CANN's masked-cumsum formula in float64, rounded once
+    steps = shape[-1]
+    product = _wide(grad_output) * _wide(grad_self)
+    cells = torch.ones(steps, steps, dtype=torch.bool).tril(-1)
+    formula = (product.masked_fill(~cells, 0).flip(-2).cumsum(-2).flip(-2)
+               .masked_fill(~cells, 0).sum(-1))
+    assert_close(got, _rounded(formula, dtype))
+
+
+def test_exp_segsum_backward_refusals_and_empty():
+    good = _dev(np.ones((1, 2, 3, 3), np.float32))
+    for arguments, name in [((_dev(np.ones((1, 2, 3, 3), np.float64)), good), "gradOutput"),
+                            ((_dev(np.ones((2, 3, 3), np.float32)),) * 2, "gradOutput"),
+                            ((_dev(np.ones((1, 2, 3, 4), np.float32)),) * 2, "gradOutput"),
+                            ((good, _dev(np.ones((1, 2, 3, 3), np.float16))), "gradSelf"),
+                            ((good, _dev(np.ones((1, 1, 3, 3), np.float32))), "gradSelf")]:
+        error = _refusal(openacl.ops.exp_segsum_backward, *arguments)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
+    assert _refusal(aclnn.exp_segsum_backward_get_workspace_size, good, good,
+                    openacl.empty((1, 2, 3, 3), np.float32)).code == ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.exp_segsum_backward_get_workspace_size, good, None,
+                    openacl.empty((1, 2, 3), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
+    empty = _dev(np.ones((0, 2, 3, 3), np.float32))
+    assert openacl.ops.exp_segsum_backward(empty, empty).shape == (0, 2, 3)

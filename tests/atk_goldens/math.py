@@ -595,3 +595,14 @@ def grouped_bias_add_grad(grad_y, group_idx=None):
     starts = [0, *group_idx.tolist()[:-1]]
     return torch.stack([grad_y[start:end].sum(0) for start, end in zip(starts, group_idx.tolist(),
                                                                         strict=True)])
+
+
+@golden("ExpSegsumBackward")
+def exp_segsum_backward(grad_output, grad_self):
+    """CANN's ATK harness: (gradOutput * gradSelf) kept on and below the diagonal, reverse
+    cumsum over dim -2, kept strictly below it, summed over dim -1."""
+    steps = grad_output.shape[-1]
+    product = (grad_output * grad_self).masked_fill(
+        ~torch.ones(steps, steps, dtype=torch.bool).tril(), 0)
+    from_below = product.flip(-2).cumsum(-2).flip(-2)
+    return from_below.masked_fill(~torch.ones(steps, steps, dtype=torch.bool).tril(-1), 0).sum(-1)

@@ -157,7 +157,8 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "OneHot",
     ),
     "math_misc": (
-        "AddLora", "AffineGrid", "GroupedBiasAddGrad", "PdistForward", "Scale", "SignBitsPack",
+        "AddLora", "AffineGrid", "ExpSegsumBackward", "GroupedBiasAddGrad", "PdistForward",
+        "Scale", "SignBitsPack",
     ),
     "movement": (
         "Cast", "Cat", "ChannelShuffle", "Embedding", "Expand", "Flatten", "Flip", "Gather",
@@ -206,6 +207,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DequantBias", "DynamicQuant",
         "FakeQuantPerChannelAffineCachemask", "FakeQuantPerTensorAffineCachemask",
         "FlatQuant", "GroupQuant", "Quantize",
+    ),
+    "quantized_fused": (
+        "AddRmsNormQuant",
     ),
     "quantized_norm": (
         "QuantizedBatchNorm",

@@ -337,3 +337,38 @@ def grouped_bias_add_grad(c: Call) -> Kernel:
         sums = prefix[ends] - prefix[starts]
         v.write("out", xp.where((ends > starts)[:, None], sums, 0.0))
     return kernel
+
+
+# -- ExpSegsumBackward ----------------------------------------------------------------------------
+EXP_SEGSUM_DTYPES = HALF_AND_SINGLE
+EXP_SEGSUM_RANKS = (4, 5)  # gradOutput (..., T, T) of rank 4 or 5; gradInput (..., T)
+
+
+@register("ExpSegsumBackward", "gradOutput: tensor, gradSelf: tensor, gradInput: tensor!")
+def exp_segsum_backward(c: Call) -> Kernel:
+    """The gradient of ExpSegsum (Mamba-2's exp(segsum(x)), out[i, j] = exp(x[j+1] + ... +
+    x[i]) for i >= j): with g = gradOutput * gradSelf, gradInput[k] is the sum of g[i, j]
+    over j < k <= i, CANN's masked reverse cumsum over dim -2 summed over dim -1."""
+    dtype = c.check_dtype("gradOutput", EXP_SEGSUM_DTYPES)
+    grad = c.tensor("gradOutput")
+    if grad.ndim not in EXP_SEGSUM_RANKS:
+        raise c.fail("gradOutput", "must be 4-dim or 5-dim (..., T, T)")
+    if grad.shape[-1] != grad.shape[-2]:
+        raise c.fail("gradOutput", "its last two dims must be equal (T, T)")
+    if c.dtype("gradSelf") != dtype or c.tensor("gradSelf").shape != grad.shape:
+        raise c.fail("gradSelf", f"must have gradOutput's shape {list(grad.shape)} and dtype "
+                                 f"{dtype}")
+    c.check_out("gradInput", grad.shape[:-1], dtype, exact_dtype=True)
+    steps = grad.shape[-1]
+    below = np.tril(np.ones((steps, steps), np.bool_), -1)  # i > j: the segments' cells
+
+    @quiet
+    def kernel(v) -> None:
+        product = as_array(v["gradOutput"]).astype(FLOAT64) * as_array(v["gradSelf"]).astype(
+            FLOAT64)
+        xp = array_module(product)
+        keep = xp.asarray(below)
+        product = xp.where(keep, product, 0.0)
+        from_below = xp.flip(xp.cumsum(xp.flip(product, -2), axis=-2), -2)  # sum over i' >= i
+        v.write("gradInput", xp.where(keep, from_below, 0.0).sum(axis=-1))
+    return kernel
