@@ -350,3 +350,44 @@ def test_exp_segsum_backward_refusals_and_empty():
                     openacl.empty((1, 2, 3), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
     empty = _dev(np.ones((0, 2, 3, 3), np.float32))
     assert openacl.ops.exp_segsum_backward(empty, empty).shape == (0, 2, 3)
+
+
+# -- Sinkhorn -------------------------------------------------------------------------------------
+def _sinkhorn_oracle(cost: torch.Tensor, tol: float) -> torch.Tensor:
+    """The doc's iteration in float64, written with torch."""
+    gibbs = cost.exp()
+    rows, columns = gibbs.shape
+    d1, error = torch.ones(columns, dtype=torch.float64), float("inf")
+    while error > tol:
+        d0 = 1 / (rows * ((d1 * gibbs).sum(1) + 1e-8))
+        new = 1 / (columns * ((d0[:, None] * gibbs).sum(0) + 1e-8))
+        error, d1 = (d1 - new).abs().mean().item(), new
+    return d1 * gibbs * d0[:, None]
+
+
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+@pytest.mark.parametrize("shape, tol", [((6, 4), 1e-6), ((30, 8), 1e-3), ((1, 5), None)],
+                         ids=str)
+def test_sinkhorn_matches_the_iteration_and_balances(dtype, shape, tol):
+    cost = random_array(shape, dtype, np.random.default_rng(13), 0, 1)
+    got = openacl.ops.sinkhorn(_dev(cost), tol).numpy()
+    expected = _sinkhorn_oracle(_wide(cost), 1e-4 if tol is None else tol)
+    assert_close(got, _rounded(expected, dtype))
+    plan = got.astype(np.float64)
+    np.testing.assert_allclose(plan.sum(0), 1 / shape[1], rtol=2e-2)  # columns: 1/C each
+    if tol == 1e-6:
+        np.testing.assert_allclose(plan.sum(1), 1 / shape[0], rtol=2e-2)  # rows: 1/R each
+
+
+def test_sinkhorn_refusals_and_empty():
+    for cost, name in [(np.ones((3, 3), np.float64), "cost"), (np.ones(3, np.float32), "cost"),
+                       (np.ones((2, 4097), np.float32), "cost")]:
+        error = _refusal(openacl.ops.sinkhorn, _dev(cost), None)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
+    cost = _dev(np.ones((3, 3), np.float32))
+    for out in (openacl.empty((3, 3), np.int32), openacl.empty((3, 2), np.float32)):
+        assert _refusal(aclnn.sinkhorn_get_workspace_size, cost, None,
+                        out).code == ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.sinkhorn_get_workspace_size, None, None,
+                    openacl.empty((3, 3), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
+    assert openacl.ops.sinkhorn(_dev(np.ones((0, 3), np.float32)), None).shape == (0, 3)

@@ -606,3 +606,18 @@ def exp_segsum_backward(grad_output, grad_self):
         ~torch.ones(steps, steps, dtype=torch.bool).tril(), 0)
     from_below = product.flip(-2).cumsum(-2).flip(-2)
     return from_below.masked_fill(~torch.ones(steps, steps, dtype=torch.bool).tril(-1), 0).sum(-1)
+
+
+@golden("Sinkhorn")
+def sinkhorn(cost, tol=1e-4):
+    """The doc's iteration (and CANN's ATK harness's) in float64."""
+    kernel = torch.exp(cost)
+    d1 = torch.ones(kernel.shape[1], dtype=torch.float64)
+    for _ in range(100_000):  # (the operator's safety stop)
+        d0 = 1 / (kernel.shape[0] * ((d1 * kernel).sum(1) + 1e-8))
+        updated = 1 / (kernel.shape[1] * ((d0[:, None] * kernel).sum(0) + 1e-8))
+        error = (d1 - updated).abs().mean().item()
+        d1 = updated
+        if error <= tol:
+            break
+    return d1 * kernel * d0[:, None]

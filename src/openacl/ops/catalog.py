@@ -158,7 +158,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "math_misc": (
         "AddLora", "AffineGrid", "ExpSegsumBackward", "GroupedBiasAddGrad", "PdistForward",
-        "Scale", "SignBitsPack",
+        "Scale", "SignBitsPack", "Sinkhorn",
     ),
     "movement": (
         "Cast", "Cat", "ChannelShuffle", "Embedding", "Expand", "Flatten", "Flip", "Gather",

@@ -372,3 +372,52 @@ def exp_segsum_backward(c: Call) -> Kernel:
         from_below = xp.flip(xp.cumsum(xp.flip(product, -2), axis=-2), -2)  # sum over i' >= i
         v.write("gradInput", xp.where(keep, from_below, 0.0).sum(axis=-1))
     return kernel
+
+
+# -- Sinkhorn --------------------------------------------------------------------------------------
+SINKHORN_DTYPES = HALF_AND_SINGLE
+SINKHORN_MAX_COLUMNS = 4096  # CANN's op_api limit on cost's dim 1 (its doc says 1024)
+SINKHORN_TOL = 1e-4  # tol when the aclScalar is null
+SINKHORN_EPS = 1e-8  # CANN's guard in each normalisation's denominator
+SINKHORN_MAX_ITERATIONS = 100_000  # a safety stop: a tol of 0 may never be met exactly
+
+
+def _sinkhorn(cost, tol: float):
+    """CANN's iteration on exp(cost): row then column scalings d0, d1 until the mean change
+    of d1 is at most ``tol``; returns the transport plan d0[:, None] * exp(cost) * d1."""
+    xp = array_module(cost)
+    gibbs = xp.exp(cost)
+    rows, columns = gibbs.shape
+    d1 = xp.ones(columns)
+    d0 = xp.ones(rows)
+    for _ in range(SINKHORN_MAX_ITERATIONS):
+        d0 = 1.0 / (rows * (gibbs @ d1 + SINKHORN_EPS))
+        updated = 1.0 / (columns * (d0 @ gibbs + SINKHORN_EPS))
+        error = float(xp.abs(d1 - updated).mean())
+        d1 = updated
+        if not error > tol:  # (a NaN error stops too)
+            break
+    return d0[:, None] * gibbs * d1
+
+
+@register("Sinkhorn", "cost: tensor, tol: scalar?, p: tensor!")
+def sinkhorn(c: Call) -> Kernel:
+    """The Sinkhorn-Knopp optimal transport plan of a 2-dim cost (MoE expert routing):
+    exp(cost) scaled by rows and columns in turn until the column scaling changes by at
+    most ``tol`` (default 1e-4) on average."""
+    dtype = c.check_dtype("cost", SINKHORN_DTYPES)
+    cost = c.tensor("cost")
+    if cost.ndim != 2:
+        raise c.fail("cost", "must be 2-dim (rows, columns)")
+    if cost.shape[1] > SINKHORN_MAX_COLUMNS:
+        raise c.fail("cost", f"has more than {SINKHORN_MAX_COLUMNS} columns")
+    tol = SINKHORN_TOL if c["tol"] is None else float(c.scalar("tol", FLOAT64))
+    if c["p"] is not None:
+        c.check_dtype("p", SINKHORN_DTYPES)
+    c.check_out("p", cost.shape, dtype)
+
+    @quiet
+    def kernel(v) -> None:
+        values = as_array(v["cost"]).astype(FLOAT64)
+        v.write("p", _sinkhorn(values, tol) if values.size else values)
+    return kernel
