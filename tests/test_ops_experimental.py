@@ -10,7 +10,7 @@ import torch
 
 import openacl
 from op_harness import BF16, assert_close, random_array, strided, to_torch
-from openacl import ops
+from openacl import aclnn, ops
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
 
 FLOATS = [np.float32, np.float16, BF16]
@@ -24,6 +24,14 @@ def _rt(threaded_runtime):
 
 def _wide(array: np.ndarray) -> torch.Tensor:
     return to_torch(np.asarray(array).astype(np.float64))
+
+
+def _phase1(op: str, *args) -> None:
+    """Phase 1 of aclnn ``op`` with every argument given, outputs included (device tensors
+    for host arrays); the executor is run so that it is not left behind."""
+    on_device = [openacl.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
+    ws, executor = getattr(aclnn, f"{op}_get_workspace_size")(*on_device)
+    getattr(aclnn, op)(0, ws, executor, 0)
 
 
 def _refuses(call, name: str, code: int = ACLNN_ERR_PARAM_INVALID) -> None:
@@ -113,6 +121,11 @@ def test_fused_mul_add_n_reads_strided_inputs_and_writes_an_empty_output():
     empty = ops.fused_mul_add_n(np.ones((0, 4), np.float32), np.ones((0, 4), np.float32),
                                 np.array([2.0], np.float32))
     assert empty.numpy().shape == (0, 4)
+    y = openacl.to_device(np.zeros((4, 6), np.float32))
+    x1 = random_array((4, 6), np.float32, RNG)
+    _phase1("fused_mul_add_n", x1, x1, np.array([3.0], np.float32), y)  # into a given y
+    np.testing.assert_allclose(y.numpy(), x1 * 4, rtol=1e-6)
+    y.free()
 
 
 def test_fused_mul_add_n_checks_its_arguments():
@@ -123,10 +136,11 @@ def test_fused_mul_add_n_checks_its_arguments():
     _refuses(lambda: ops.fused_mul_add_n(f32, f32, one.astype(np.int32)), "x3")
     _refuses(lambda: ops.fused_mul_add_n(f32, np.ones((1, 3), np.float32), one), "x2")
     _refuses(lambda: ops.fused_mul_add_n(f32, f32, np.ones(2, np.float32)), "x3")
-    _refuses(lambda: ops.fused_mul_add_n(f32, f32, one, y=openacl.to_device(
-        np.ones((2, 3), np.float16))), "y")
-    _refuses(lambda: ops.fused_mul_add_n(f32, f32, one, y=openacl.to_device(
-        np.ones((3, 2), np.float32))), "y")
+    _refuses(lambda: _phase1("fused_mul_add_n", f32, f32, one, f32.astype(np.float16)), "y")
+    _refuses(lambda: _phase1("fused_mul_add_n", f32, f32, one, np.ones((3, 2), np.float32)),
+             "y")
+    _refuses(lambda: _phase1("fused_mul_add_n", f32, f32, one, None), "y",
+             ACLNN_ERR_PARAM_NULLPTR)
     _refuses(lambda: ops.fused_mul_add_n(f32, f32, None), "x3", ACLNN_ERR_PARAM_NULLPTR)
 
 
@@ -157,8 +171,9 @@ def test_add_mat_mat_elements_plus_checks_its_arguments():
                                                    np.ones(3, np.float32)), "alpha")
     _refuses(lambda: ops.add_mat_mat_elements_plus(f32, f32, np.ones((2, 4), np.float32),
                                                    one, one), "c")
-    _refuses(lambda: ops.add_mat_mat_elements_plus(f32, f32, f32, one, one,
-                                                   cOut=openacl.to_device(
-                                                       np.ones((1, 3), np.float32))), "cOut")
+    _refuses(lambda: _phase1("add_mat_mat_elements_plus", f32, f32, f32, one, one,
+                             np.ones((1, 3), np.float32)), "cOut")
+    _refuses(lambda: _phase1("add_mat_mat_elements_plus", f32, f32, f32, one, one,
+                             f32.astype(np.float16)), "cOut")
     _refuses(lambda: ops.add_mat_mat_elements_plus(f32, f32, f32, None, one), "beta",
              ACLNN_ERR_PARAM_NULLPTR)
