@@ -391,3 +391,36 @@ def test_sinkhorn_refusals_and_empty():
     assert _refusal(aclnn.sinkhorn_get_workspace_size, None, None,
                     openacl.empty((3, 3), np.float32)).code == ACLNN_ERR_PARAM_NULLPTR
     assert openacl.ops.sinkhorn(_dev(np.ones((0, 3), np.float32)), None).shape == (0, 3)
+
+
+# -- TransformBiasRescaleQkv -----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+@pytest.mark.parametrize("shape, heads", [((2, 5, 24), 2), ((1, 3, 9), 3), ((3, 0, 12), 4)],
+                         ids=str)
+def test_transform_bias_rescale_qkv_matches_torch(dtype, shape, heads):
+    rng = np.random.default_rng(17)
+    qkv, bias = random_array(shape, dtype, rng), random_array(shape[-1:], dtype, rng)
+    expected = torch._transform_bias_rescale_qkv(_wide(qkv), _wide(bias), heads)
+    got = openacl.ops.transform_bias_rescale_qkv(_dev(qkv), _dev(bias), heads)
+    for ours, theirs, name in zip(got, expected, ("q", "k", "v"), strict=True):
+        assert_close(ours.numpy(), _rounded(theirs, dtype), name)
+
+
+def test_transform_bias_rescale_qkv_refusals():
+    qkv, bias = _dev(np.ones((2, 3, 12), np.float32)), _dev(np.ones(12, np.float32))
+    for arguments, name in [((_dev(np.ones((2, 3, 12), np.int32)), bias, 2), "qkv"),
+                            ((_dev(np.ones((6, 12), np.float32)), bias, 2), "qkv"),
+                            ((qkv, _dev(np.ones(12, np.float16)), 2), "qkvBias"),
+                            ((qkv, _dev(np.ones(6, np.float32)), 2), "qkvBias"),
+                            ((qkv, bias, 0), "numHeads"), ((qkv, bias, 3), "numHeads")]:
+        error = _refusal(openacl.ops.transform_bias_rescale_qkv, *arguments)
+        assert error.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in str(error), error
+    outs = [openacl.empty((2, 2, 3, 2), np.float32) for _ in range(3)]
+    assert _refusal(aclnn.transform_bias_rescale_qkv_get_workspace_size, qkv, bias, 2,
+                    openacl.empty((2, 2, 3, 2), np.float16), *outs[1:]).code == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.transform_bias_rescale_qkv_get_workspace_size, qkv, bias, 2,
+                    openacl.empty((2, 3, 2, 2), np.float32), *outs[1:]).code == \
+        ACLNN_ERR_PARAM_INVALID
+    assert _refusal(aclnn.transform_bias_rescale_qkv_get_workspace_size, qkv, None, 2,
+                    *outs).code == ACLNN_ERR_PARAM_NULLPTR

@@ -621,3 +621,8 @@ def sinkhorn(cost, tol=1e-4):
         if error <= tol:
             break
     return d1 * kernel * d0[:, None]
+
+
+@golden("TransformBiasRescaleQkv")
+def transform_bias_rescale_qkv(qkv, qkv_bias, num_heads):
+    return torch._transform_bias_rescale_qkv(qkv, qkv_bias, num_heads)

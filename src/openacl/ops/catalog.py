@@ -87,6 +87,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "ctc": (
         "CtcLoss", "CtcLossBackward",
     ),
+    "determinant": (
+        "Slogdet",
+    ),
     "elementwise_math": (
         "AngleV2", "InplaceLerp", "InplaceLerps", "InplaceNanToNum",
         "InplaceXLogYScalarOther", "InplaceXLogYTensor", "Lerp", "Lerps", "LinalgCross",
@@ -95,6 +98,9 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "embeddings": (
         "EmbeddingBag", "EmbeddingDenseBackward", "EmbeddingRenorm",
+    ),
+    "experimental": (
+        "AddMatMatElementsPlus", "ApplyGradientDescent", "FusedMulAddN",
     ),
     "foreach": (
         "ForeachACosInplace", "ForeachAbs", "ForeachAcos", "ForeachAddList",
@@ -158,7 +164,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "math_misc": (
         "AddLora", "AffineGrid", "ExpSegsumBackward", "GroupedBiasAddGrad", "PdistForward",
-        "Scale", "SignBitsPack", "Sinkhorn",
+        "Scale", "SignBitsPack", "Sinkhorn", "TransformBiasRescaleQkv",
     ),
     "movement": (
         "Cast", "Cat", "ChannelShuffle", "Embedding", "Expand", "Flatten", "Flip", "Gather",

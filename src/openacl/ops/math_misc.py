@@ -421,3 +421,44 @@ def sinkhorn(c: Call) -> Kernel:
         values = as_array(v["cost"]).astype(FLOAT64)
         v.write("p", _sinkhorn(values, tol) if values.size else values)
     return kernel
+
+
+# -- TransformBiasRescaleQkv --------------------------------------------------------------------
+QKV_DTYPES = HALF_AND_SINGLE
+QKV_PARTS = 3  # qkv's last dim holds q, k and v, each num_heads * dim_per_head wide
+
+
+@register("TransformBiasRescaleQkv", "qkv: tensor, qkvBias: tensor, numHeads: int, "
+                                     "qOut: tensor!, kOut: tensor!, vOut: tensor!")
+def transform_bias_rescale_qkv(c: Call) -> Kernel:
+    """Attention's input projection split into heads (torch._transform_bias_rescale_qkv):
+    qkv + qkvBias, its last dim cut into q, k, v of (num_heads, dim_per_head), each laid out
+    (B, num_heads, T, dim_per_head); q divided by sqrt(dim_per_head)."""
+    dtype = c.check_dtype("qkv", QKV_DTYPES)
+    qkv = c.tensor("qkv")
+    if qkv.ndim != 3:
+        raise c.fail("qkv", "must be 3-dim (B, T, 3 * numHeads * dimPerHead)")
+    bias = c.tensor("qkvBias")
+    if c.dtype("qkvBias") != dtype:
+        raise c.fail("qkvBias", f"dtype must be qkv's ({dtype})")
+    if bias.shape != qkv.shape[-1:]:
+        raise c.fail("qkvBias", f"shape must be [{qkv.shape[-1]}] (qkv's last dim)")
+    heads = c["numHeads"]
+    if heads <= 0:
+        raise c.fail("numHeads", "must be positive")
+    if qkv.shape[-1] % (QKV_PARTS * heads):
+        raise c.fail("numHeads", f"3 * numHeads must divide qkv's last dim {qkv.shape[-1]}")
+    batch, steps, width = qkv.shape
+    head_dim = width // (QKV_PARTS * heads)
+    for name in ("qOut", "kOut", "vOut"):
+        c.check_out(name, (batch, heads, steps, head_dim), dtype, exact_dtype=True)
+
+    @quiet
+    def kernel(v) -> None:
+        total = as_array(v["qkv"]).astype(FLOAT64) + as_array(v["qkvBias"]).astype(FLOAT64)
+        xp = array_module(total)
+        parts = xp.moveaxis(total.reshape(batch, steps, QKV_PARTS, heads, head_dim), 1, 3)
+        v.write("qOut", parts[:, 0] / np.sqrt(head_dim) if head_dim else parts[:, 0])
+        v.write("kOut", parts[:, 1])
+        v.write("vOut", parts[:, 2])
+    return kernel
