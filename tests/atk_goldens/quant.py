@@ -302,3 +302,36 @@ def flat_quant(x, p1, p2, clip_ratio=1.0):
     scale = product.flatten(1).abs().max(dim=1)[0] / (7 / clip_ratio)
     quotient = (product / scale[:, None, None]).numpy()
     return _pack(np.clip(np.nan_to_num(np.rint(quotient), nan=0.0), *INT4_RANGE)), scale
+
+
+# -- fused normalization + quantization (quantized_fused.py) ------------------------------------
+def _rms_quant(y: torch.Tensor, scale, zero_point, div_mode: bool) -> torch.Tensor:
+    """CANN's golden's quantization: float32 ``y / scale + zero_point``, round half to even,
+    saturate to int8."""
+    value = torch.div(y, scale.float()) if div_mode else torch.mul(y, scale.float())
+    if zero_point is not None:
+        value = value + zero_point.float()
+    return torch.clamp(torch.round(value), *INT8_RANGE).to(torch.int8)
+
+
+@golden("AddRmsNormQuant", with_dtypes=True,
+        params=("x1", "x2", "gamma", "scales1", "scales2Optional", "zeroPoints1Optional",
+                "zeroPoints2Optional", "axis", "epsilon", "divMode", "_kernelType"))
+def add_rms_norm_quant(dtypes, x1, x2, gamma, scales1, scales2, zero_points1, zero_points2,
+                       axis, epsilon, div_mode, _kernel_type):
+    """CANN's ATK golden step by step: a float16 sum and normalized value rounded to float16
+    (the product with gamma in float16), a bfloat16 one kept float32 inside; statistics in
+    float32. (CANN's harness zeroes y2 on both sides; we check it with scales2 given.)"""
+    half = dtypes[0] == np.float16
+    norm_dims = tuple(range(x1.dim() - gamma.dim(), x1.dim()))
+    if half:
+        total = (x1.half() + x2.half()).float()
+    else:
+        total = x1.float() + x2.float()
+    variance = torch.mean(total.double() ** 2, dim=norm_dims, keepdim=True).float() + epsilon
+    rstd = (1 / torch.sqrt(variance.double())).float()  # rounded once, as the operator does
+    normed = total * rstd
+    y = (normed.half() * gamma.half()).float() if half else normed * gamma.float()
+    y1 = _rms_quant(y, scales1, zero_points1, div_mode)
+    y2 = None if scales2 is None else _rms_quant(y, scales2, zero_points2, div_mode)
+    return y1, y2, total

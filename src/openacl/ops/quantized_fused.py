@@ -1,0 +1,132 @@
+"""Fused normalization + quantization: aclnnAddRmsNormQuant.
+
+``AddRmsNormQuant(x1, x2, gamma, scales1, scales2Optional, zeroPoints1Optional,
+zeroPoints2Optional, axis, epsilon, divMode, y1Out, y2Out, xOut)`` (CANN's formulas):
+
+* ``x = x1 + x2`` (``xOut``);
+* ``y = x / sqrt(mean(x^2 over gamma's dims) + epsilon) * gamma``, the norm over the
+  trailing ``gamma.ndim`` dims of x;
+* ``y1Out = round(y / scales1 + zeroPoints1)`` (``y * scales1`` when ``divMode`` is false),
+  half to even, saturated to INT8; ``y2Out`` likewise with ``scales2Optional`` and
+  ``zeroPoints2Optional``. Without ``scales2Optional`` CANN does not write ``y2Out``; nor do
+  we.
+
+The intermediate precision follows CANN's golden: a FLOAT16 sum is rounded to float16 and
+so is the normalized value before the float16 product with gamma; a BFLOAT16 sum stays
+float32 inside (only ``xOut`` is rounded) and the product with gamma is float32; the
+statistics and the quantization are float32. ``axis`` is accepted as CANN does (only -1
+takes effect there). INT8 is the only ``y1Out`` / ``y2Out`` dtype here: HIFLOAT8 has no host
+dtype, and the float8 encodings of this operator are not documented to a checkable rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openacl.ops.call import Call, Kernel, array_module, as_array
+from openacl.ops.promotion import BFLOAT16
+from openacl.ops.registry import register
+
+__all__ = ["add_rms_norm_quant"]
+
+FLOAT16, FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
+INT8, INT32 = np.dtype(np.int8), np.dtype(np.int32)
+NORM_DTYPES = frozenset({FLOAT16, BFLOAT16, FLOAT32})
+SCALE_DTYPES = NORM_DTYPES
+ZERO_POINT_DTYPES = NORM_DTYPES | {INT32}
+QUANT_OUT_DTYPES = frozenset({INT8})
+INT8_INFO = np.iinfo(np.int8)
+MIN_DIMS, MAX_DIMS = 1, 8
+
+
+def _check_rank(c: Call, name: str) -> tuple[int, ...]:
+    shape = c.tensor(name).shape
+    if not MIN_DIMS <= len(shape) <= MAX_DIMS:
+        raise c.fail(name, f"must have {MIN_DIMS} to {MAX_DIMS} dims, got {len(shape)}")
+    return shape
+
+
+def quantize_int8(xp, y, scale, zero_point, divide: bool):
+    """``round(y / scale + zero_point)`` (``y * scale`` unless ``divide``) in float32, half
+    to even, saturated to INT8 (NaN -> 0)."""
+    value = y / scale if divide else y * scale
+    if zero_point is not None:
+        value = value + zero_point
+    value = xp.nan_to_num(xp.rint(value), nan=0.0, posinf=INT8_INFO.max,
+                          neginf=INT8_INFO.min)
+    return xp.clip(value, INT8_INFO.min, INT8_INFO.max).astype(INT8)
+
+
+@register("AddRmsNormQuant",
+          "x1: tensor, x2: tensor, gamma: tensor, scales1: tensor, scales2Optional: tensor?, "
+          "zeroPoints1Optional: tensor?, zeroPoints2Optional: tensor?, axis: int = -1, "
+          "epsilon: float = 1e-06, divMode: bool = True, y1Out: tensor!, y2Out: tensor!, "
+          "xOut: tensor!")
+def add_rms_norm_quant(c: Call) -> Kernel:
+    """``xOut = x1 + x2``; RMS-normalize it over gamma's dims, scale by gamma and quantize
+    into INT8 ``y1Out`` (and ``y2Out`` with scales2Optional); see the module notes."""
+    dtype = c.check_dtype("x1", NORM_DTYPES)
+    shape = _check_rank(c, "x1")
+    for name in ("x2", "gamma"):
+        c.check_dtype(name, {dtype})
+        _check_rank(c, name)
+    if c.tensor("x2").shape != shape:
+        raise c.fail("x2", f"shape must equal x1's {list(shape)}")
+    norm_shape = c.tensor("gamma").shape
+    if len(norm_shape) > len(shape) or shape[len(shape) - len(norm_shape):] != norm_shape:
+        raise c.fail("gamma", f"shape must equal x1's trailing dims (x1 is {list(shape)})")
+    scale_dtype = c.check_dtype("scales1", SCALE_DTYPES)
+    zero_dtype = None
+    for name in ("scales1", "scales2Optional", "zeroPoints1Optional", "zeroPoints2Optional"):
+        if not c.has(name):
+            continue
+        if name.startswith("scales"):
+            c.check_dtype(name, {scale_dtype})
+        else:
+            zero_dtype = c.check_dtype(name, ZERO_POINT_DTYPES if zero_dtype is None
+                                       else {zero_dtype})
+        if c.tensor(name).shape != norm_shape:
+            raise c.fail(name, f"shape must equal gamma's {list(norm_shape)}")
+    axis = c["axis"]
+    if not -len(shape) <= axis < len(shape):
+        raise c.fail("axis", f"must lie in [{-len(shape)}, {len(shape) - 1}]")
+    dual = c.has("scales2Optional")
+    out_dtype = INT8 if c["y1Out"] is None else c.check_dtype("y1Out", QUANT_OUT_DTYPES)
+    if c["y2Out"] is not None and c.dtype("y2Out") != out_dtype:
+        raise c.fail("y2Out", f"dtype must equal y1Out's ({out_dtype})")
+    c.check_out("y1Out", shape, out_dtype, exact_dtype=True)
+    c.check_out("y2Out", shape, out_dtype, exact_dtype=True)
+    c.check_out("xOut", shape, dtype, exact_dtype=True)
+    norm_axes = tuple(range(len(shape) - len(norm_shape), len(shape)))
+    eps = np.float32(c["epsilon"])
+    divide = bool(c["divMode"])
+
+    def factor(v, name: str):
+        return None if v.get(name) is None else as_array(v[name]).astype(FLOAT32)
+
+    def kernel(v) -> None:
+        if not v["xOut"].size:
+            return
+        xp = array_module(v["xOut"])
+        x1, x2 = as_array(v["x1"]), as_array(v["x2"])
+        if dtype == FLOAT16:  # CANN adds in float16; bfloat16 and float32 add in float32
+            total = (x1 + x2).astype(FLOAT32)
+        else:
+            total = x1.astype(FLOAT32) + x2.astype(FLOAT32)
+        v.write("xOut", total)
+        square_mean = xp.mean(total.astype(np.float64) ** 2, axis=norm_axes, keepdims=True)
+        # 1 / sqrt rounded once from float64 (float32 sqrt libraries differ in the last bit)
+        variance = (square_mean.astype(FLOAT32) + eps).astype(np.float64)
+        rstd = (1 / xp.sqrt(variance)).astype(FLOAT32)
+        normed = total * rstd
+        gamma = as_array(v["gamma"])
+        if dtype == FLOAT16:
+            y = (normed.astype(FLOAT16) * gamma).astype(FLOAT32)
+        else:
+            y = normed * gamma.astype(FLOAT32)
+        v.write("y1Out", quantize_int8(xp, y, factor(v, "scales1"),
+                                       factor(v, "zeroPoints1Optional"), divide))
+        if dual:
+            v.write("y2Out", quantize_int8(xp, y, factor(v, "scales2Optional"),
+                                           factor(v, "zeroPoints2Optional"), divide))
+    return kernel

@@ -1,0 +1,120 @@
+"""AddRmsNormQuant against a torch reference that follows CANN's formula and its golden's
+intermediate precision (float16 sums and products rounded to float16; statistics and
+quantization in float32); the INT8 results compared exactly, xOut as CANN's standard says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import openacl
+from op_harness import BF16, assert_close, random_array, to_torch
+from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+
+F16, F32, I32 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int32)
+
+
+@pytest.fixture(autouse=True)
+def _rt(threaded_runtime):
+    yield
+
+
+def _dev(array):
+    return None if array is None else openacl.to_device(np.asarray(array))
+
+
+def _quant(y, scale, zero, div_mode):
+    value = y / to_torch(scale).float() if div_mode else y * to_torch(scale).float()
+    if zero is not None:
+        value = value + to_torch(zero).float()
+    return torch.clamp(torch.round(value), -128, 127).to(torch.int8).numpy()
+
+
+def _reference(x1, x2, gamma, s1, s2, z1, z2, eps, div_mode):
+    half = x1.dtype == F16
+    a, b = to_torch(x1), to_torch(x2)
+    total = (a + b).float() if half else a.float() + b.float()
+    dims = tuple(range(x1.ndim - gamma.ndim, x1.ndim))
+    variance = torch.mean(total.double() ** 2, dim=dims, keepdim=True).float() + eps
+    normed = total * (1 / torch.sqrt(variance.double())).float()
+    g = to_torch(gamma)
+    y = (normed.half() * g.half()).float() if half else normed * g.float()
+    y2 = None if s2 is None else _quant(y, s2, z2, div_mode)
+    return _quant(y, s1, z1, div_mode), y2, total.double().numpy()
+
+
+def _inputs(dtype, scale_dtype, zero_dtype, shape=(3, 5, 16), norm=(16,), seed=0):
+    rng = np.random.default_rng(seed)
+    x1, x2 = (random_array(shape, dtype, rng, -5, 5) for _ in range(2))
+    gamma = random_array(norm, dtype, rng, -5, 5)
+    s1 = random_array(norm, scale_dtype, rng, 0.05, 0.5)
+    s2 = random_array(norm, scale_dtype, rng, -0.5, -0.05)
+    if zero_dtype == I32:
+        z1, z2 = (rng.integers(-5, 5, norm).astype(I32) for _ in range(2))
+    else:
+        z1, z2 = (random_array(norm, zero_dtype, rng, -5, 5) for _ in range(2))
+    return x1, x2, gamma, s1, s2, z1, z2
+
+
+@pytest.mark.parametrize("dtype,scale_dtype,zero_dtype", [
+    (F16, F32, I32), (BF16, BF16, BF16), (F32, F32, F32), (F16, F16, F16), (BF16, F32, I32)],
+    ids=str)
+@pytest.mark.parametrize("div_mode", [True, False])
+def test_add_rms_norm_quant_matches_the_reference(dtype, scale_dtype, zero_dtype, div_mode):
+    args = _inputs(dtype, scale_dtype, zero_dtype)
+    y1, y2, x = openacl.ops.add_rms_norm_quant(*map(_dev, args), -1, 1e-6, div_mode)
+    want1, want2, want_x = _reference(*args, 1e-6, div_mode)
+    assert y1.numpy().dtype == np.int8
+    assert np.array_equal(y1.numpy(), want1) and np.array_equal(y2.numpy(), want2)
+    assert x.numpy().dtype == dtype
+    assert_close(x.numpy(), want_x.astype(dtype))
+
+
+def test_add_rms_norm_quant_normalizes_over_all_of_gammas_dims():
+    args = _inputs(F32, F32, None, shape=(2, 3, 4, 8), norm=(4, 8))
+    args = args[:5] + (None, None)
+    y1, y2, _ = openacl.ops.add_rms_norm_quant(*map(_dev, args), -1, 1e-6, True)
+    want1, want2, _ = _reference(*args, 1e-6, True)
+    assert np.array_equal(y1.numpy(), want1) and np.array_equal(y2.numpy(), want2)
+
+
+def test_add_rms_norm_quant_leaves_y2_alone_without_scales2():
+    x1, x2, gamma, s1, _, z1, _ = _inputs(F16, F32, I32)
+    y1 = openacl.empty(x1.shape, np.int8)
+    y2 = openacl.to_device(np.full(x1.shape, 7, np.int8))
+    x = openacl.empty(x1.shape, F16)
+    inputs = [_dev(a) for a in (x1, x2, gamma, s1)]  # held until the kernel ran
+    zero = _dev(z1)
+    with openacl.Stream() as stream:
+        size, executor = openacl.aclnn.add_rms_norm_quant_get_workspace_size(
+            *inputs, None, zero, None, -1, 1e-6, True, y1, y2, x)
+        openacl.aclnn.add_rms_norm_quant(0, size, executor, stream)
+        stream.synchronize()
+    assert np.all(y2.numpy() == 7)
+    assert np.array_equal(y1.numpy(), _reference(x1, x2, gamma, s1, None, z1, None, 1e-6,
+                                                 True)[0])
+
+
+def _error(*args) -> AclError:
+    with pytest.raises(AclError) as info:
+        openacl.ops.add_rms_norm_quant(*args)
+    return info.value
+
+
+def test_add_rms_norm_quant_refuses_bad_arguments():
+    x1, x2, gamma, s1, s2, z1, z2 = map(_dev, _inputs(F16, F32, I32))
+    err = _error(_dev(np.zeros((3, 5, 16), np.int32)), x2, gamma, s1, s2, z1, z2)
+    assert err.code == ACLNN_ERR_PARAM_INVALID and "'x1'" in err.message
+    err = _error(x1, _dev(np.zeros((3, 5, 16), BF16)), gamma, s1, s2, z1, z2)
+    assert err.code == ACLNN_ERR_PARAM_INVALID and "'x2'" in err.message
+    err = _error(x1, x2, _dev(np.ones(8, F16)), s1, s2, z1, z2)
+    assert err.code == ACLNN_ERR_PARAM_INVALID and "'gamma'" in err.message
+    err = _error(x1, x2, gamma, s1, _dev(np.ones(16, BF16)), z1, z2)
+    assert err.code == ACLNN_ERR_PARAM_INVALID and "'scales2Optional'" in err.message
+    err = _error(x1, x2, gamma, s1, s2, z1, _dev(np.ones(16, F32)))
+    assert err.code == ACLNN_ERR_PARAM_INVALID and "'zeroPoints2Optional'" in err.message
+    err = _error(x1, x2, gamma, s1, s2, _dev(np.ones(4, I32)), z2)
+    assert err.code == ACLNN_ERR_PARAM_INVALID and "'zeroPoints1Optional'" in err.message
+    err = _error(x1, x2, gamma, None, s2, z1, z2)
+    assert err.code == ACLNN_ERR_PARAM_NULLPTR and "'scales1'" in err.message
