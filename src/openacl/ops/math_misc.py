@@ -1,10 +1,13 @@
 """Math operators of CANN's ops-math with no family of their own: Caffe's Scale layer, the
-1-bit Adam sign packing, pairwise p-norm distances and the affine sampling grid.
+1-bit Adam sign packing, pairwise p-norm distances, the affine sampling grid, punica's LoRA
+update, the grouped bias gradient, ExpSegsum's gradient, Sinkhorn's transport plan and the
+attention input's bias-rescale-split.
 
 Argument lists, dtype lists and refusals are CANN's (``hicann/ops-math``
-``math/<op>/docs/aclnn<Op>.md`` and the op_api checks behind them); where a doc is silent
-the semantics are PyTorch's (``torch.nn.functional.pdist`` / ``affine_grid``) or those of
-the op's ATK harness. Half-precision inputs compute in float64 and round once into the
+``math/<op>/docs/aclnn<Op>.md`` and the op_api / tiling checks behind them, all raised in
+phase 1 as ACLNN_ERR_PARAM_INVALID naming the argument); where a doc is silent the
+semantics are PyTorch's (``pdist``, ``affine_grid``, ``_transform_bias_rescale_qkv``) or
+those of the op's ATK harness. Every kernel computes in float64 and rounds once into its
 output.
 """
 
