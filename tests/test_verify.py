@@ -263,3 +263,24 @@ def test_complex_single_benchmark():
     g = np.array([1 + 1j, 2 - 1j], np.complex64)
     assert v.single_benchmark(g, g).passed
     assert not v.single_benchmark(g * (1 + 1e-3), g).passed
+
+
+def test_double_benchmark_passes_what_working_precision_cannot_avoid():
+    """A float32 sum that cancels to small values: the single benchmark fails it (small-value
+    errors), the double benchmark passes it while a second float32 implementation errs as
+    much, and fails it when ours errs far more."""
+    rng = np.random.default_rng(0)
+    big = rng.uniform(-5, 5, 4096)
+    golden = big * 1e-6  # small values (|g| < 2^-14) that a cancelling sum produces
+    benchmark = (golden + rng.normal(0, 3e-8, golden.size)).astype(np.float32)
+    ours = (golden + rng.normal(0, 3e-8, golden.size)).astype(np.float32)
+    assert not v.single_benchmark(ours, golden, np.float32).passed
+    assert v.double_benchmark(ours, golden, benchmark, np.float32).passed
+    worse = (golden + rng.normal(0, 3e-6, golden.size)).astype(np.float32)
+    report = v.double_benchmark(worse, golden, benchmark, np.float32)
+    assert not report.passed and any("RMSE" in r for r in report.reasons)
+
+
+def test_double_benchmark_ints_are_exact():
+    assert v.double_benchmark(np.arange(4), np.arange(4), np.arange(4)).passed
+    assert not v.double_benchmark(np.arange(4) + 1, np.arange(4), np.arange(4) + 1).passed

@@ -449,6 +449,34 @@ def _narrow(value: Any, dtype: np.dtype) -> float:
                      .astype(target).astype(np.float64))
 
 
+@dataclass(frozen=True)
+class _Errors:
+    """The single-benchmark metrics of one pair."""
+
+    mere: float
+    mare: float
+    rmse: float  # over the finite elements
+    small: int  # elements with |golden| < the small-value threshold
+    small_errors: int  # of those, how many are off by more than the small-value error
+    bad: np.ndarray  # flat: relative error >= threshold, or a small-value error
+
+
+def _errors(pair: _Pair, rule: SingleBenchmarkThreshold) -> _Errors:
+    magnitude = np.abs(pair.golden)
+    small = pair.finite & (magnitude < rule.small_value_threshold)
+    normal = pair.finite & ~small
+    relative = pair.relative(~small)
+    bad = np.zeros(pair.actual.size, bool)
+    bad[normal] = relative >= rule.threshold
+    small_errors = np.abs(pair.actual[small] - pair.golden[small]) > rule.small_value_error
+    bad[small] = small_errors
+    error = pair.abs_error
+    return _Errors(float(relative.mean()) if relative.size else 0.0,
+                   float(relative.max()) if relative.size else 0.0,
+                   float(np.sqrt(np.mean(np.square(error)))) if error.size else 0.0,
+                   int(small.sum()), int(small_errors.sum()), bad)
+
+
 def single_benchmark(actual: Any, golden: Any, dtype: Any = None) -> VerifyReport:
     """CANN's single-benchmark standard: ``MERE < T``, ``MARE < 10 T`` over the elements with
     ``|golden| >= small_value_threshold``; at most 2 small-value elements with
@@ -458,30 +486,52 @@ def single_benchmark(actual: Any, golden: Any, dtype: Any = None) -> VerifyRepor
     if _is_exact(pair.dtype):
         return exact(actual, golden, dtype, "single_benchmark")
     rule = _row(SINGLE_BENCHMARK, pair.dtype, "single_benchmark")
-    magnitude = np.abs(pair.golden)
-    small = pair.finite & (magnitude < rule.small_value_threshold)
-    normal = pair.finite & ~small
-    relative = pair.relative(~small)
-    bad = np.zeros(pair.actual.size, bool)
-    bad[normal] = relative >= rule.threshold
-    small_errors = np.abs(pair.actual[small] - pair.golden[small]) > rule.small_value_error
-    bad[small] = small_errors
-    mere = float(relative.mean()) if relative.size else 0.0
-    mare = float(relative.max()) if relative.size else 0.0
+    found = _errors(pair, rule)
     failures = []
-    if not mere < rule.threshold:
-        failures.append(f"MERE {mere:.6g} >= {rule.threshold:.6g}")
-    if not mare < rule.mare_threshold:
-        failures.append(f"MARE {mare:.6g} >= {rule.mare_threshold:.6g}")
-    error_count = int(small_errors.sum())
-    if error_count > rule.small_value_errors_allowed:
-        failures.append(f"{error_count} small-value error(s) (|golden| < "
+    if not found.mere < rule.threshold:
+        failures.append(f"MERE {found.mere:.6g} >= {rule.threshold:.6g}")
+    if not found.mare < rule.mare_threshold:
+        failures.append(f"MARE {found.mare:.6g} >= {rule.mare_threshold:.6g}")
+    if found.small_errors > rule.small_value_errors_allowed:
+        failures.append(f"{found.small_errors} small-value error(s) (|golden| < "
                         f"{rule.small_value_threshold:.6g} and |a - g| > "
                         f"{rule.small_value_error:.6g}) > {rule.small_value_errors_allowed}")
-    return _report(pair, "single_benchmark", bad,
+    return _report(pair, "single_benchmark", found.bad,
                    {"MERE": rule.threshold, "MARE": rule.mare_threshold,
                     "small-value errors": rule.small_value_errors_allowed},
-                   failures, mere=mere, mare=mare, small=(int(small.sum()), error_count))
+                   failures, mere=found.mere, mare=found.mare,
+                   small=(found.small, found.small_errors))
+
+
+DOUBLE_BENCHMARK_LIMITS = {"MERE": 2.0, "MARE": 10.0, "RMSE": 2.0, "small-value errors": 2.0}
+
+
+def double_benchmark(actual: Any, golden: Any, benchmark: Any, dtype: Any = None
+                     ) -> VerifyReport:
+    """CANN's double-benchmark standard (level L0): our errors against the high-precision
+    ``golden`` set beside those of ``benchmark``, a second implementation at working
+    precision (CANN's third-party chip): MERE and RMSE at most 2x the benchmark's, MARE
+    10x, the small-value error count 2x. It tells what a float32 computation cannot avoid
+    (a sum that cancels to a small value) from a bug, as the single benchmark cannot; a
+    metric that meets the single-benchmark limit by itself passes too."""
+    pair = _prepare(actual, golden, dtype)
+    if _is_exact(pair.dtype):
+        return exact(actual, golden, dtype, "double_benchmark")
+    rule = _row(SINGLE_BENCHMARK, pair.dtype, "double_benchmark")
+    ours = _errors(pair, rule)
+    theirs = _errors(_prepare(benchmark, golden, pair.dtype), rule)
+    checks = (("MERE", ours.mere, theirs.mere, ours.mere < rule.threshold),
+              ("MARE", ours.mare, theirs.mare, ours.mare < rule.mare_threshold),
+              ("RMSE", ours.rmse, theirs.rmse, False),
+              ("small-value errors", ours.small_errors, theirs.small_errors,
+               ours.small_errors <= rule.small_value_errors_allowed))
+    failures = [f"{name} {mine:.6g} > {DOUBLE_BENCHMARK_LIMITS[name]:g} x the benchmark's "
+                f"{reference:.6g}" for name, mine, reference, alone in checks
+                if not (alone or mine <= DOUBLE_BENCHMARK_LIMITS[name] * reference)]
+    return _report(pair, "double_benchmark", ours.bad,
+                   {f"{name} ratio": limit for name, limit in DOUBLE_BENCHMARK_LIMITS.items()},
+                   failures, mere=ours.mere, mare=ours.mare,
+                   small=(ours.small, ours.small_errors))
 
 
 STANDARDS: dict[str, Callable[..., VerifyReport]] = {
@@ -512,6 +562,7 @@ def verify(actual: Any, golden: Any, dtype: Any = None, standard: str = "single_
 
 __all__ = ["VerifyReport", "Mismatch", "RatioTolerance", "MixedTolerance",
            "SingleBenchmarkThreshold", "RATIO", "MIXED", "SINGLE_BENCHMARK", "STANDARDS",
-           "verify", "ratio", "double_thousandth", "mixed", "single_benchmark", "exact"]
+           "verify", "ratio", "double_thousandth", "mixed", "single_benchmark", "exact",
+           "double_benchmark", "DOUBLE_BENCHMARK_LIMITS"]
 
 __dir__ = module_dir(globals())
