@@ -740,3 +740,14 @@ def test_pointwise_losses_and_backward_of_0_dim_tensors(name):
         golden = _autograd(lambda a, b: reference(a, b, "mean"), _wide(grad), _wide(x),
                            _wide(y))
         assert_close(ours, _rounded(golden, np.float32), f"{backward} 0-dim")
+
+
+def test_multilabel_margin_loss_skips_a_nan_margin_as_torch():
+    """inf - inf margins are NaN: torch's loop counts only margins > 0, so the loss of an
+    all-inf row is 0, not NaN (CANN's ATK cases hold such rows)."""
+    x = np.full((1, 7), np.inf, np.float32)
+    target = np.array([[5, 1, 0, 4, 5, 0, 1]], np.int64)
+    loss, _ = openacl.ops.multilabel_margin_loss(_dev(x), _dev(target), 0)
+    golden, _ = torch.ops.aten.multilabel_margin_loss_forward(
+        torch.from_numpy(x), torch.from_numpy(target), 0)
+    np.testing.assert_array_equal(loss.numpy(), golden.numpy())

@@ -63,6 +63,33 @@ def test_apply_adam_w_v2_is_torch_adamw(dtype, amsgrad, maximize):
         ref.free()
 
 
+def test_apply_adam_w_v2_takes_a_dtype_per_tensor():
+    """CANN's host code checks each tensor against the float list on its own and computes
+    in float32 when they differ (its ATK cases pass bfloat16 maxGradNorm beside float32
+    state); each result is rounded into its own tensor's dtype."""
+    (w, m, v, max_v), g = _state((6, 9), np.float32)
+    kinds = (np.float32, BF16, np.float32, np.float16)
+    refs = [openacl.to_device(a.astype(k)) for a, k in zip((w, m, v, max_v), kinds,
+                                                          strict=True)]
+    grad = g.astype(BF16)
+    ops.apply_adam_wv2(*refs, grad=grad, step=np.array([4], np.int64), lr=0.01, beta1=0.9,
+                       beta2=0.99, weightDecay=0.05, eps=1e-6, amsgrad=True)
+    golden = _torch_adamw(*(a.astype(k) for a, k in zip((w, m, v, max_v), kinds,
+                                                       strict=True)),
+                          grad, 4, 0.01, (0.9, 0.99), 0.05, 1e-6, True, False)
+    for ref, expected, kind, name in zip(refs, golden, kinds, ("var", "m", "v", "max_v"),
+                                         strict=True):
+        assert ref.numpy().dtype == np.dtype(kind), name
+        assert_close(ref.numpy(), expected.astype(kind), name)
+        ref.free()
+    refs = [openacl.to_device(a) for a in (w, m, v, max_v)]
+    with pytest.raises(AclError) as info:
+        ops.apply_adam_wv2(*refs, grad=g.astype(np.int32), step=np.array([4], np.int64))
+    for ref in refs:
+        ref.free()
+    assert info.value.code == ACLNN_ERR_PARAM_INVALID and "grad" in str(info.value)
+
+
 def test_apply_adam_w_takes_its_hyper_parameters_as_tensors():
     (w, m, v, max_v), g = _state((5, 4), np.float32)
     refs = [openacl.to_device(a.copy()) for a in (w, m, v)]

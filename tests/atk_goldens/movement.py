@@ -135,6 +135,8 @@ def _index_beyond(inputs) -> str | None:
     """ATK writes an index range as [0, n] meaning [0, n): the driver draws n too, which no
     gather takes (CANN's kernel would read past the dim)."""
     x, dim, index = inputs[:3]
+    if x is None or index is None:
+        return None  # a null tensor: CANN's error case, run as one
     size = x.shape[dim] if x.ndim else 1
     if index.size and (index.max() >= size or index.min() < -size):
         return f"a drawn index is out of range for a dim of size {size} (ATK's [0, n] is " \

@@ -583,10 +583,12 @@ def multilabel_margin_loss(c: Call) -> Kernel:
         block = max(1, MARGIN_BLOCK_ELEMENTS // (classes * classes))
         for start in range(0, x.shape[0], block):  # (rows, j, i) margins, bounded memory
             rows = slice(start, start + block)
-            margins = np.maximum(compute.type(0), compute.type(1) - picked[rows, :, None]
-                                 + x[rows, None, :])
-            keep = counted[rows, :, None] & (is_target[rows, None, :] == 0)
-            losses[rows] = np.sum(margins * keep, axis=(1, 2), dtype=FLOAT64) / classes
+            margins = compute.type(1) - picked[rows, :, None] + x[rows, None, :]
+            keep = counted[rows, :, None] & (is_target[rows, None, :] == 0) & (margins > 0)
+            # selected, not multiplied by the mask: a NaN margin (inf - inf) is not > 0 and
+            # counts nothing, as torch's loop skips it
+            losses[rows] = np.sum(xp.where(keep, margins, compute.type(0)), axis=(1, 2),
+                                  dtype=FLOAT64) / classes
         _store(v, "out", reduce_loss(losses, reduction).reshape(
             () if reduction != REDUCTION_NONE else self.shape[:-1]))
         v.write("isTarget", is_target.reshape(self.shape))

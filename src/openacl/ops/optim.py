@@ -86,19 +86,25 @@ def _adamw_step(v, compute: np.dtype, corrections: tuple[float, float], lr: floa
 
 def _apply_adam_w_v2(c: Call) -> Kernel:
     """AdamW with scalar hyper-parameters and the step count t in a one-element tensor;
-    with amsgrad, ``maxGradNormOptionalRef`` keeps the running maximum of v. grad may be
-    of another float dtype than the state (CANN's own cases pass float32 and float16
-    gradients to bfloat16 state)."""
-    dtype = _states(c, ("mRef", "vRef"), "varRef")
-    c.check_dtype("grad", STATE_DTYPES)
-    if c.tensor("grad").shape != c.tensor("varRef").shape:
-        raise c.fail("grad", f"shape must be varRef's {list(c.tensor('varRef').shape)}")
+    with amsgrad, ``maxGradNormOptionalRef`` keeps the running maximum of v. Each tensor may
+    be of its own float dtype (CANN's host code checks each against the list, casts them
+    all to float32 when they differ, and casts each result back to its tensor's dtype)."""
+    names = ("varRef", "mRef", "vRef", "grad")
     amsgrad, maximize = bool(c["amsgrad"]), bool(c["maximize"])
-    if amsgrad:
-        _states(c, ("maxGradNormOptionalRef",), "varRef")
+    if amsgrad or c["maxGradNormOptionalRef"] is not None:
+        names += ("maxGradNormOptionalRef",)
+    shape = c.tensor("varRef").shape if c["varRef"] is not None else None
+    dtypes = []
+    for name in names:
+        _required(c, name)
+        dtypes.append(c.check_dtype(name, STATE_DTYPES))
+        if c.tensor(name).shape != shape:
+            raise c.fail(name, f"shape must be varRef's {list(shape)}")
     _one_element(c, "step", STEP_DTYPES)
-    for name in ("varRef", "mRef", "vRef") + (("maxGradNormOptionalRef",) if amsgrad else ()):
-        c.check_out(name, c.tensor(name).shape, dtype, exact_dtype=True)
+    written = ("varRef", "mRef", "vRef") + (("maxGradNormOptionalRef",) if amsgrad else ())
+    for name in written:
+        c.check_out(name, c.tensor(name).shape, c.dtype(name), exact_dtype=True)
+    dtype = dtypes[0] if len(set(dtypes)) == 1 else np.dtype(np.float32)
     lr, beta1, beta2 = float(c["lr"]), float(c["beta1"]), float(c["beta2"])
     weight_decay, eps = float(c["weightDecay"]), float(c["eps"])
     compute = promotion.compute_dtype(dtype)
