@@ -118,3 +118,59 @@ def test_add_rms_norm_quant_refuses_bad_arguments():
     assert err.code == ACLNN_ERR_PARAM_INVALID and "'zeroPoints1Optional'" in err.message
     err = _error(x1, x2, gamma, None, s2, z1, z2)
     assert err.code == ACLNN_ERR_PARAM_NULLPTR and "'scales1'" in err.message
+
+
+# -- GroupNormSiluQuant ------------------------------------------------------------------------
+def _group_reference(x, gamma, beta, scale, group, eps):
+    t = to_torch(x).double()
+    n, c = x.shape[:2]
+    y = torch.nn.functional.group_norm(t, group, None if gamma is None else to_torch(
+        gamma).double(), None if beta is None else to_torch(beta).double(), eps)
+    y = torch.nn.functional.silu(y).reshape(n, c, -1)
+    q = torch.clamp(torch.round(y / to_torch(scale).double().reshape(-1, 1)), -128, 127)
+    grouped = t.reshape(n, group, -1)
+    rstd = 1 / torch.sqrt(grouped.var(-1, unbiased=False) + eps)
+    return q.to(torch.int8).reshape(x.shape).numpy(), grouped.mean(-1).numpy(), rstd.numpy()
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("affine", [False, True])
+def test_group_norm_silu_quant_matches_torch(dtype, per_channel, affine):
+    rng = np.random.default_rng(3)
+    x = random_array((2, 6, 5, 3), dtype, rng, -5, 5)
+    gamma = random_array((6,), dtype, rng, -2, 2) if affine else None
+    beta = random_array((6,), dtype, rng, -2, 2) if affine else None
+    scale = random_array((6 if per_channel else 1,), F32, rng, 0.01, 0.1)
+    out, mean, rstd = openacl.ops.group_norm_silu_quant(
+        _dev(x), _dev(gamma), _dev(beta), quantScale=_dev(scale), group=3, eps=1e-5)
+    want, want_mean, want_rstd = _group_reference(x, gamma, beta, scale, 3, 1e-5)
+    assert out.numpy().dtype == np.int8 and np.array_equal(out.numpy(), want)
+    assert_close(mean.numpy(), want_mean.astype(dtype))
+    assert_close(rstd.numpy(), want_rstd.astype(dtype))
+
+
+def test_group_norm_silu_quant_refuses_bad_arguments():
+    x = _dev(np.ones((2, 6, 4), F16))
+    scale = _dev(np.ones(1, F32))
+
+    def error(x, gamma, beta, scale, group, eps, silu) -> AclError:
+        with pytest.raises(AclError) as info:  # (quantScale follows optionals: a keyword)
+            openacl.ops.group_norm_silu_quant(x, gamma, beta, quantScale=scale, group=group,
+                                              eps=eps, activateSilu=silu)
+        return info.value
+
+    for args, name in [((_dev(np.ones((2, 6, 4), F32)), None, None, scale, 3), "self"),
+                       ((x, _dev(np.ones(5, F16)), None, scale, 3), "gammaOptional"),
+                       ((x, None, _dev(np.ones(6, BF16)), scale, 3), "betaOptional"),
+                       ((x, None, None, _dev(np.ones(4, F32)), 3), "quantScale"),
+                       ((x, None, None, _dev(np.ones(1, F16)), 3), "quantScale"),
+                       ((x, None, None, scale, 4), "group")]:
+        err = error(*args, 1e-5, True)
+        assert err.code == ACLNN_ERR_PARAM_INVALID and f"'{name}'" in err.message
+    err = error(x, None, None, scale, 3, 0.0, True)
+    assert err.code == ACLNN_ERR_PARAM_INVALID and "'eps'" in err.message
+    err = error(x, None, None, scale, 3, 1e-5, False)
+    assert err.code == ACLNN_ERR_PARAM_INVALID and "'activateSilu'" in err.message
+    err = error(x, None, None, None, 3, 1e-5, True)
+    assert err.code == ACLNN_ERR_PARAM_NULLPTR and "'quantScale'" in err.message

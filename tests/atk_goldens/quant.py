@@ -335,3 +335,22 @@ def add_rms_norm_quant(dtypes, x1, x2, gamma, scales1, scales2, zero_points1, ze
     y1 = _rms_quant(y, scales1, zero_points1, div_mode)
     y2 = None if scales2 is None else _rms_quant(y, scales2, zero_points2, div_mode)
     return y1, y2, total
+
+
+@golden("GroupNormSiluQuant")
+def group_norm_silu_quant(x, gamma, beta, quant_scale, group, eps, activate_silu):
+    """CANN's formula in float64 (its harness: GroupNorm, silu, torch's qint8 quantization
+    per tensor or per channel, zero point 0): round(silu / quantScale), saturated."""
+    n, c = x.shape[0], x.shape[1]
+    grouped = x.reshape(n, group, -1)
+    mean = grouped.mean(-1, keepdim=True)
+    rstd = 1 / torch.sqrt(grouped.var(-1, unbiased=False, keepdim=True) + eps)
+    y = ((grouped - mean) * rstd).reshape(n, c, -1)
+    if gamma is not None:
+        y = y * gamma.reshape(c, 1)
+    if beta is not None:
+        y = y + beta.reshape(c, 1)
+    if activate_silu:
+        y = y * torch.sigmoid(y)
+    y = torch.clamp(torch.round(y / quant_scale.reshape(-1, 1)), *INT8_RANGE)
+    return y.to(torch.int8).reshape(x.shape), mean.reshape(n, group), rstd.reshape(n, group)

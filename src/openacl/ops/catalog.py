@@ -215,7 +215,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "FlatQuant", "GroupQuant", "Quantize",
     ),
     "quantized_fused": (
-        "AddRmsNormQuant",
+        "AddRmsNormQuant", "GroupNormSiluQuant",
     ),
     "quantized_norm": (
         "QuantizedBatchNorm",

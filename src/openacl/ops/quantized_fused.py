@@ -1,4 +1,4 @@
-"""Fused normalization + quantization: aclnnAddRmsNormQuant.
+"""Fused normalization + quantization: aclnnAddRmsNormQuant, aclnnGroupNormSiluQuant.
 
 ``AddRmsNormQuant(x1, x2, gamma, scales1, scales2Optional, zeroPoints1Optional,
 zeroPoints2Optional, axis, epsilon, divMode, y1Out, y2Out, xOut)`` (CANN's formulas):
@@ -17,6 +17,15 @@ float32 inside (only ``xOut`` is rounded) and the product with gamma is float32;
 statistics and the quantization are float32. ``axis`` is accepted as CANN does (only -1
 takes effect there). INT8 is the only ``y1Out`` / ``y2Out`` dtype here: HIFLOAT8 has no host
 dtype, and the float8 encodings of this operator are not documented to a checkable rule.
+
+``GroupNormSiluQuant(self, gammaOptional, betaOptional, quantScale, group, eps, activateSilu,
+out, meanOut, rstdOut)``: GroupNorm of an (N, C, ...) FLOAT16/BFLOAT16 input over ``group``
+groups of C (a null gamma is ones, a null beta zeros, as CANN's host fills them), silu, then
+``out = round(silu / quantScale)`` (quantScale FLOAT32 of 1 or C elements), half to even,
+saturated to INT8; meanOut and rstdOut (N, group) in self's dtype. The chain runs in
+float64 and is rounded once (the NPU's float32 chain has no documented order to mirror).
+``activateSilu`` must be true and ``eps`` positive (CANN's checks). An empty input gives an
+empty ``out``, meanOut zeros and rstdOut NaN (CANN's rule).
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from openacl.ops.call import Call, Kernel, array_module, as_array
 from openacl.ops.promotion import BFLOAT16
 from openacl.ops.registry import register
 
-__all__ = ["add_rms_norm_quant"]
+__all__ = ["add_rms_norm_quant", "group_norm_silu_quant"]
 
 FLOAT16, FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
 INT8, INT32 = np.dtype(np.int8), np.dtype(np.int32)
@@ -37,6 +46,8 @@ ZERO_POINT_DTYPES = NORM_DTYPES | {INT32}
 QUANT_OUT_DTYPES = frozenset({INT8})
 INT8_INFO = np.iinfo(np.int8)
 MIN_DIMS, MAX_DIMS = 1, 8
+GROUP_NORM_DTYPES = frozenset({FLOAT16, BFLOAT16})
+GROUP_NORM_MIN_DIMS = 2  # N, C, then any spatial dims
 
 
 def _check_rank(c: Call, name: str) -> tuple[int, ...]:
@@ -47,7 +58,7 @@ def _check_rank(c: Call, name: str) -> tuple[int, ...]:
 
 
 def quantize_int8(xp, y, scale, zero_point, divide: bool):
-    """``round(y / scale + zero_point)`` (``y * scale`` unless ``divide``) in float32, half
+    """``round(y / scale + zero_point)`` (``y * scale`` unless ``divide``) in y's dtype, half
     to even, saturated to INT8 (NaN -> 0)."""
     value = y / scale if divide else y * scale
     if zero_point is not None:
@@ -129,4 +140,61 @@ def add_rms_norm_quant(c: Call) -> Kernel:
         if dual:
             v.write("y2Out", quantize_int8(xp, y, factor(v, "scales2Optional"),
                                            factor(v, "zeroPoints2Optional"), divide))
+    return kernel
+
+
+@register("GroupNormSiluQuant",
+          "self: tensor, gammaOptional: tensor?, betaOptional: tensor?, quantScale: tensor, "
+          "group: int, eps: float = 1e-05, activateSilu: bool = True, out: tensor!, "
+          "meanOut: tensor!, rstdOut: tensor!")
+def group_norm_silu_quant(c: Call) -> Kernel:
+    """GroupNorm, silu and INT8 quantization ``round(silu / quantScale)``; see the module
+    notes."""
+    dtype = c.check_dtype("self", GROUP_NORM_DTYPES)
+    shape = c.tensor("self").shape
+    if not GROUP_NORM_MIN_DIMS <= len(shape) <= MAX_DIMS:
+        raise c.fail("self", f"must have {GROUP_NORM_MIN_DIMS} to {MAX_DIMS} dims (N, C, ...)")
+    batch, channels = shape[0], shape[1]
+    for name in ("gammaOptional", "betaOptional"):
+        if c.has(name):
+            c.check_dtype(name, {dtype})
+            if c.tensor(name).shape != (channels,):
+                raise c.fail(name, f"must be 1-d with C = {channels} elements")
+    c.check_dtype("quantScale", {FLOAT32})
+    scale_shape = c.tensor("quantScale").shape
+    if len(scale_shape) != 1 or scale_shape[0] not in (1, channels):
+        raise c.fail("quantScale", f"must be 1-d with 1 or C = {channels} elements")
+    group = c["group"]
+    if group <= 0 or channels % group:
+        raise c.fail("group", f"must be positive and divide C = {channels}")
+    eps = c["eps"]
+    if not eps > 0:
+        raise c.fail("eps", "must be greater than 0")
+    if not c["activateSilu"]:
+        raise c.fail("activateSilu", "must be true (CANN supports only the silu form)")
+    c.check_out("out", shape, INT8, exact_dtype=True)
+    c.check_out("meanOut", (batch, group), dtype, exact_dtype=True)
+    c.check_out("rstdOut", (batch, group), dtype, exact_dtype=True)
+    wide = np.dtype(np.float64)
+
+    def kernel(v) -> None:
+        xp = array_module(v["out"])
+        if not v["self"].size:
+            v.write("meanOut", xp.zeros((batch, group), wide))
+            v.write("rstdOut", xp.full((batch, group), np.nan, wide))
+            return
+        x = as_array(v["self"]).astype(wide).reshape(batch, group, -1)
+        mean = x.mean(axis=-1, keepdims=True)
+        centred = x - mean
+        rstd = 1 / xp.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
+        y = (centred * rstd).reshape(batch, channels, -1)
+        if v.get("gammaOptional") is not None:
+            y = y * as_array(v["gammaOptional"]).astype(wide).reshape(channels, 1)
+        if v.get("betaOptional") is not None:
+            y = y + as_array(v["betaOptional"]).astype(wide).reshape(channels, 1)
+        y = y / (1 + xp.exp(-y))
+        scale = as_array(v["quantScale"]).astype(wide).reshape(-1, 1)
+        v.write("out", quantize_int8(xp, y, scale, None, True).reshape(shape))
+        v.write("meanOut", mean.reshape(batch, group))
+        v.write("rstdOut", rstd.reshape(batch, group))
     return kernel
