@@ -73,7 +73,8 @@ from a forward pool, sorted maps) before both runs; ``check(outputs,
 inputs)`` an assertion over our outputs (numpy arrays) instead of a golden comparison, for
 random operators (the decorated function is then not called and may just ``pass``);
 ``skip(inputs)`` returns a reason string for a case the operator is documented not to
-take on CPU (say why in the reason), else None; ``with_dtypes`` passes the list of the
+take on CPU (say why in the reason), else None (it is asked twice: on the inputs as the
+case writes them, then on the values as bound, attribute ranges drawn); ``with_dtypes`` passes the list of the
 inputs' original numpy dtypes (``None`` for non-tensors) as the golden's first argument.
 
 Cases whose inputs exceed ``MAX_CASE_BYTES`` are skipped with that reason; a case whose
@@ -529,6 +530,13 @@ def _expect_null_error(op: Any, arguments: dict[str, Any], missing: list[str]) -
     raise AssertionError(f"aclnn{op.name} ran with the required {', '.join(missing)} null")
 
 
+def _skip(entry: Golden, inputs: list[Any]) -> None:
+    """Raise ``NotRun`` with the golden's reason when its ``skip`` names one."""
+    reason = entry.skip(inputs) if entry.skip is not None else None
+    if reason:
+        raise NotRun(reason)
+
+
 def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     """Run one case against our operator and its golden; raise ``NotRun`` for a case that
     cannot run here, ``AssertionError`` for a wrong result; an ``AclError`` from our
@@ -547,16 +555,14 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     if size > MAX_CASE_BYTES:
         raise NotRun(f"inputs of {size >> 20} MiB exceed {MAX_CASE_BYTES >> 20} MiB")
     inputs = make_inputs(case)
-    if entry.skip is not None:
-        reason = entry.skip(inputs)
-        if reason:
-            raise NotRun(reason)
+    _skip(entry, inputs)  # on the inputs as the case writes them
     op = REGISTRY[case.op]
     names = entry.params or tuple(p.name for p in op.inputs)
     if len(inputs) > len(names):
         raise AssertionError(f"the case has {len(inputs)} inputs; aclnn{case.op} takes "
                              f"{len(names)} ({', '.join(names)}): give the golden params=")
     inputs = _fit_attributes(case, op, names, inputs)
+    _skip(entry, inputs)  # and on the values as bound (an attribute's range drawn)
     if entry.prepare is not None:
         inputs = entry.prepare(inputs)
     written = {p.name for p in op.outputs} - {p.name for p in op.inputs}
