@@ -74,8 +74,9 @@ inputs)`` an assertion over our outputs (numpy arrays) instead of a golden compa
 random operators (the decorated function is then not called and may just ``pass``);
 ``skip(inputs)`` returns a reason string for a case the operator is documented not to
 take on CPU (say why in the reason), else None (it is asked twice: on the inputs as the
-case writes them, then on the values as bound, attribute ranges drawn); ``with_dtypes`` passes the list of the
-inputs' original numpy dtypes (``None`` for non-tensors) as the golden's first argument.
+case writes them, then on the values as bound, attribute ranges drawn); ``with_dtypes``
+passes the list of the inputs' original numpy dtypes (``None`` for non-tensors) as the
+golden's first argument.
 
 Cases whose inputs exceed ``MAX_CASE_BYTES`` are skipped with that reason; a case whose
 operator OpenACL does not register, or that has no golden, is counted as not run.
