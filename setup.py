@@ -14,7 +14,10 @@ FLAGS = ["-O3", "-std=gnu11", "-fno-trapping-math", "-Wno-psabi"]
 if platform.machine().lower() in ("x86_64", "amd64"):
     FLAGS.append("-mprefer-vector-width=512")  # the AVX-512 clone uses whole zmm registers
 
-NATIVE = Extension("openacl._native", ["src/openacl/_native.c"], optional=True,
-                   extra_compile_args=FLAGS)
+NATIVE = Extension("openacl._native",
+                   ["src/openacl/_native.c", "src/openacl/_native_gemm.c",
+                    "src/openacl/_native_pool.c"],
+                   depends=["src/openacl/_native_gemm.h", "src/openacl/_native_pool.h"],
+                   optional=True, extra_compile_args=FLAGS, extra_link_args=["-pthread"])
 
 setup(ext_modules=[NATIVE])

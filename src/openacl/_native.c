@@ -26,6 +26,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_native_gemm.h"
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define X86_KERNELS 1
@@ -1785,4 +1787,9 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && PyModule_AddFunctions(created, native_gemm_methods) != 0)
+        Py_CLEAR(created);
+    return created;
+}

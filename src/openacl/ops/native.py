@@ -14,6 +14,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -32,6 +33,9 @@ def _load() -> ModuleType | None:
         from openacl import _native
     except ImportError:
         return None
+    from openacl.runtime import threads  # its pool starts at the setting (runs keep it there)
+
+    _native.pool_threads(min(threads.configured(), threads.NATIVE_POOL_MAX))
     return _native
 
 
@@ -61,10 +65,11 @@ def describe() -> str:
         return "numpy (the C extension openacl._native was not built: no C compiler?)"
     if kernels() is None:
         return "numpy (the C extension is built but turned off: OPENACL_NATIVE=0)"
-    return ("native C (openacl._native: float16 conversions, GELU, Hardswish, Sigmoid, SiLU, "
-            "Softmax, "
-            "ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row sums, direct and thin "
-            "convolutions, tiled ConvTranspose, the LSTM recurrences)")
+    isa = kernels().gemm_info()["isa"]
+    return ("native C (openacl._native: float16 conversions, GELU, Hardswish, Sigmoid, "
+            "SiLU, Softmax, ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row sums, direct "
+            "and thin convolutions, tiled ConvTranspose, the LSTM recurrences; a packed "
+            f"float32 GEMM, {isa} kernel, not yet on the engine's path)")
 
 
 @contextlib.contextmanager
@@ -129,3 +134,128 @@ def apart_or_same(out: np.ndarray, source: np.ndarray) -> bool:
         return True
     return (out.__array_interface__["data"][0] == source.__array_interface__["data"][0]
             and out.nbytes == source.nbytes)
+
+
+# -- the packed GEMM (_native_gemm.c) -------------------------------------------------------
+LEFT, RIGHT = 0, 1  # the operand a matrix is packed as: A of A @ B, or B
+_RELU, _BIAS_ROWS, _ACCUMULATE = 1, 16, 32  # _native_gemm.h's flags
+
+
+@dataclass(frozen=True, eq=False)
+class PackedMatrix:
+    """A float32 matrix packed once into the GEMM microkernel's layout (a model's weight),
+    valid for the kernel that packed it (``nr``, ``kc``; ``gemm`` refuses it after a
+    change)."""
+
+    data: np.ndarray
+    rows: int
+    cols: int
+    side: int
+    nr: int
+    kc: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.rows, self.cols
+
+    def usable(self, lib: ModuleType) -> bool:
+        info = lib.gemm_info()
+        return (info["nr"], info["kc"]) == (self.nr, self.kc)
+
+
+def _matrix(array: Any) -> bool:
+    """A float32 host matrix with non-negative strides of whole elements (what gemm reads)."""
+    return (type(array) is np.ndarray and array.dtype == SINGLE and array.ndim == 2
+            and all(step >= 0 and step % 4 == 0 for step in array.strides))
+
+
+def pack(matrix: np.ndarray, side: int) -> PackedMatrix | None:
+    """``matrix`` (2-D float32) packed as the ``side`` operand (LEFT or RIGHT), or None where
+    the C kernels cannot take it."""
+    lib = kernels()
+    if lib is None or not _matrix(matrix):
+        return None
+    data = np.empty(lib.gemm_packed_size(*matrix.shape, side), SINGLE)
+    lib.gemm_pack(matrix, side, data)
+    info = lib.gemm_info()
+    return PackedMatrix(data, *matrix.shape, side, info["nr"], info["kc"])
+
+
+def _operand(lib: ModuleType, value: Any, side: int) -> Any:
+    """What gemm passes for one operand, or None where it cannot take it."""
+    if isinstance(value, PackedMatrix):
+        if value.side != side or not value.usable(lib):
+            return None
+        return value.data, value.rows, value.cols, value.side, value.nr, value.kc
+    return value if _matrix(value) else None
+
+
+def gemm(a: np.ndarray | PackedMatrix, b: np.ndarray | PackedMatrix, out: np.ndarray, *,
+         bias: np.ndarray | None = None, bias_rows: bool = False, relu: bool = False,
+         accumulate: bool = False) -> bool:
+    """``out = a @ b`` (``accumulate``: ``out += a @ b``), then ``+ bias`` (one value per
+    column, or per row with ``bias_rows``), then ReLU, in one pass over each tile, on the C
+    kernels' thread pool. ``a`` and ``b`` are float32 matrices or ``pack``'s results; the
+    float32 ``out`` has contiguous rows and shares no memory with the operands or the bias.
+    True when done; False, with nothing written, where the C kernels cannot take it."""
+    lib = kernels()
+    if lib is None:
+        return False
+    left, right = _operand(lib, a, LEFT), _operand(lib, b, RIGHT)
+    if left is None or right is None or not _matrix(out):
+        return False
+    rows, cols = out.shape
+    if (a.shape[0], b.shape[1], a.shape[1]) != (rows, cols, b.shape[0]):
+        return False
+    if out.size and ((cols > 1 and out.strides[1] != 4) or
+                     (rows > 1 and out.strides[0] < 4 * cols)):
+        return False
+    if bias is not None and (type(bias) is not np.ndarray or bias.dtype != SINGLE or
+                             not bias.flags.c_contiguous or
+                             bias.size != (rows if bias_rows else cols)):
+        return False
+    if any(type(x) is np.ndarray and np.may_share_memory(out, x) for x in (a, b, bias)):
+        return False
+    flags = (_RELU if relu else 0) | (_BIAS_ROWS if bias_rows else 0) | \
+        (_ACCUMULATE if accumulate else 0)
+    lib.gemm(left, right, out, bias, flags)
+    return True
+
+
+def set_threads(count: int) -> None:
+    """The C kernels' pool runs loops on ``count`` threads (the caller included)."""
+    lib = kernels()
+    if lib is not None:
+        lib.pool_threads(count)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """``np.matmul(a, b, out=out)`` for float32 host arrays of 2 or more dims by the packed
+    GEMM, one matrix of the (broadcast) batch at a time; False, with nothing written, where
+    the C kernels cannot take it (numpy's matmul is then the caller's)."""
+    lib = kernels()
+    if lib is None or type(a) is not np.ndarray or type(b) is not np.ndarray or \
+            a.ndim < 2 or b.ndim < 2 or out.ndim != max(a.ndim, b.ndim) or \
+            a.dtype != SINGLE or b.dtype != SINGLE or not _matrix_rows(out):
+        return False
+    if a.ndim == b.ndim == 2:
+        return gemm(a, b, out)
+    batch = out.shape[:-2]
+    try:
+        left = np.broadcast_to(a, (*batch, *a.shape[-2:]))
+        right = np.broadcast_to(b, (*batch, *b.shape[-2:]))
+    except ValueError:
+        return False
+    if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return False
+    for index in np.ndindex(*batch):
+        if not gemm(left[index], right[index], out[index]):
+            return False  # (only before the first matrix: every one has the same layout)
+    return True
+
+
+def _matrix_rows(out: Any) -> bool:
+    """A float32 host array whose last axis is contiguous (what gemm writes)."""
+    return (type(out) is np.ndarray and out.dtype == SINGLE and out.ndim >= 2 and
+            (out.strides[-1] == 4 or out.shape[-1] <= 1 or out.size == 0) and
+            all(step >= 0 for step in out.strides))

@@ -11,10 +11,14 @@ Design note (invariants)
   reads the setting once, when made: reading it (the environment, the affinity) costs
   ~5 us, half a tiny model's run.
 * What runs on threads: numpy's BLAS (OpenBLAS) pool does the products and convolutions;
-  openacl's C kernels run on the calling thread; the custom-op block pool is sized by the
-  setting too. The BLAS pool is set through threadpoolctl (its libraries found once, at
-  the first run) and only when the count wanted differs from the one it has: a run pays a
-  comparison, a change one ctypes call.
+  openacl's row kernels run on the calling thread; the C kernels' own pool
+  (``_native_pool.c``, under the packed GEMM) and the custom-op block pool are sized by the
+  setting too. The packed GEMM is not on the engine's path yet: with both pools at 2
+  threads they spin against each other (MiniLM 40 -> 59-78 ms, measured), and with
+  OpenBLAS at one thread the products it still does lose their second core (bench/README).
+  The BLAS pool is set through threadpoolctl (its libraries found once, at the first run)
+  and only when the count wanted differs from the one it has: a run pays a comparison, a
+  change one ctypes call.
 * On a machine another process keeps busy, fewer threads than cores is faster: OpenBLAS's
   workers spin after each call, and spinning workers fight the other process for the cores
   (``threads=1`` is the setting for a shared or small box; see the README).
@@ -96,8 +100,25 @@ def apply(count: int | None = None) -> int:
             _blas = _blas_controllers()
         for controller in _blas:
             controller.set_num_threads(wanted)
+        _set_native_pool(wanted)
         _current = wanted
     return wanted
+
+
+def _set_native_pool(count: int) -> bool:
+    """The C kernels' own pool at ``count`` threads; whether it is there (the extension
+    built, and not turned off by ``OPENACL_NATIVE=0``, which ``ops/native.py`` reads too)."""
+    if os.environ.get("OPENACL_NATIVE", "1").strip() == "0":
+        return False
+    try:
+        from openacl import _native
+    except ImportError:
+        return False
+    _native.pool_threads(min(count, NATIVE_POOL_MAX))
+    return True
+
+
+NATIVE_POOL_MAX = 256  # _native_pool.h's POOL_MAX_THREADS
 
 
 def _blas_controllers() -> list[Any]:

@@ -1,0 +1,672 @@
+/* openacl._native's float32 GEMM: C = A @ B (+ C) (+ bias) (then ReLU), packed operands,
+ * on the pool of _native_pool.c.
+ *
+ * Why: a model's weights are constants. Packed once into the layout the microkernel reads
+ * (as BLIS and onnxruntime's MLAS pack them), every later product skips that work, and the
+ * bias, the activation and a residual add are applied to each tile while it is in cache
+ * instead of in more passes over the output. Running on openacl's own pool keeps a model's
+ * products and its other kernels on one set of threads.
+ *
+ * Layout (BLIS's): K is cut into blocks of at most `kc` (the ISA's). A (M x K) packs into
+ * panels of MR rows: within a K block starting at k0, panel i holds its MR rows' values
+ * column by column (kc_b x MR floats), rows past M zero; B (K x N) packs into panels of NR
+ * columns the same way, row by row (kc_b x NR floats), columns past N zero. Block k0 starts
+ * at k0 * M_padded (A) or k0 * N_padded (B). A packed matrix is valid for the ISA that
+ * packed it (NR and kc are part of its description, checked at every use).
+ *
+ * Invariants: the microkernels read whole panels and write whole MR x NR tiles; partial
+ * tiles at the edges go through a local tile, so nothing is read or written outside the
+ * packed buffers and the output's rows x columns. Raw operands are read through their
+ * exporter's strides (numpy's views are valid for every index in their shape). Work is cut
+ * into tasks of whole tiles that write disjoint parts of C; scratch is allocated per call.
+ * The output must not overlap the operands or the bias (the Python wrapper checks).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_native_gemm.h"
+#include "_native_pool.h"
+
+#define MR 6
+#define NR_MAX 32
+#define RAW_COLUMNS_MAX 256 /* a raw B is packed this many columns at a time */
+
+/* a[r][p] is rows[r][p * k_step]: a packed panel (rows[r] = panel + r, k_step MR) or the
+ * rows of a raw A with contiguous rows (k_step 1), read in place */
+typedef void (*MicroKernel)(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_step,
+                            const float *b, float *c, ptrdiff_t ldc, int accumulate);
+
+/* One microkernel per vector width, from one body: 2 vectors of W floats per row, MR rows,
+ * 2 * MR accumulators (GCC vector extensions; a scalar operand is broadcast). */
+#define KERNEL_ROW(r, V, W)                                                                 \
+    {                                                                                       \
+        float *row = c + (r) * ldc;                                                         \
+        if (accumulate) {                                                                   \
+            acc##r##0 += *(const V *)row;                                                   \
+            acc##r##1 += *(const V *)(row + W);                                             \
+        }                                                                                   \
+        *(V *)row = acc##r##0;                                                              \
+        *(V *)(row + W) = acc##r##1;                                                        \
+    }
+
+#define KERNEL_STEP(r)                                                                      \
+    {                                                                                       \
+        float value = a##r[offset];                                                         \
+        acc##r##0 += value * b0;                                                            \
+        acc##r##1 += value * b1;                                                            \
+    }
+
+#define DEFINE_KERNEL(NAME, TARGET, V, W)                                                   \
+    TARGET static void NAME(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_step,      \
+                            const float *restrict b, float *restrict c, ptrdiff_t ldc,      \
+                            int accumulate) {                                               \
+        const float *a0 = rows[0], *a1 = rows[1], *a2 = rows[2];                            \
+        const float *a3 = rows[3], *a4 = rows[4], *a5 = rows[5];                            \
+        V acc00 = {0}, acc01 = {0}, acc10 = {0}, acc11 = {0}, acc20 = {0}, acc21 = {0};    \
+        V acc30 = {0}, acc31 = {0}, acc40 = {0}, acc41 = {0}, acc50 = {0}, acc51 = {0};    \
+        for (ptrdiff_t p = 0, offset = 0; p < kc; p++, offset += k_step) {                  \
+            V b0 = *(const V *)b, b1 = *(const V *)(b + W);                                 \
+            KERNEL_STEP(0) KERNEL_STEP(1) KERNEL_STEP(2)                                    \
+            KERNEL_STEP(3) KERNEL_STEP(4) KERNEL_STEP(5)                                    \
+            b += 2 * W;                                                                     \
+        }                                                                                   \
+        KERNEL_ROW(0, V, W) KERNEL_ROW(1, V, W) KERNEL_ROW(2, V, W)                          \
+        KERNEL_ROW(3, V, W) KERNEL_ROW(4, V, W) KERNEL_ROW(5, V, W)                          \
+    }
+
+/* unaligned vector types (aligned(4)): packed buffers and output rows need no alignment */
+typedef float v4sf __attribute__((vector_size(16), aligned(4)));
+DEFINE_KERNEL(kernel_4, , v4sf, 4)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define X86_GEMM 1
+typedef float v8sf __attribute__((vector_size(32), aligned(4)));
+typedef float v16sf __attribute__((vector_size(64), aligned(4)));
+DEFINE_KERNEL(kernel_8, __attribute__((target("avx2,fma"))), v8sf, 8)
+DEFINE_KERNEL(kernel_16, __attribute__((target("avx512f"))), v16sf, 16)
+#endif
+
+typedef struct {
+    const char *name;
+    int nr;       /* columns of a B panel: 2 vectors */
+    ptrdiff_t kc; /* the longest K block: a B panel (kc x nr) stays in L1 */
+    MicroKernel kernel;
+} Isa;
+
+static const Isa ISAS[] = {
+#ifdef X86_GEMM
+    {"avx512", 32, 192, kernel_16},
+    {"avx2", 16, 384, kernel_8},
+#endif
+    {"baseline", 8, 512, kernel_4},
+};
+#define ISA_COUNT ((int)(sizeof ISAS / sizeof ISAS[0]))
+
+static const Isa *isa_in_use;
+
+static int isa_supported(const Isa *isa) {
+#ifdef X86_GEMM
+    if (strcmp(isa->name, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f");
+    if (strcmp(isa->name, "avx2") == 0)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return 1;
+}
+
+static const Isa *current_isa(void) {
+    if (isa_in_use == NULL)
+        for (int i = 0; i < ISA_COUNT; i++)
+            if (isa_supported(&ISAS[i])) {
+                isa_in_use = &ISAS[i];
+                break;
+            }
+    return isa_in_use;
+}
+
+static ptrdiff_t round_up(ptrdiff_t value, ptrdiff_t step) {
+    return (value + step - 1) / step * step;
+}
+
+/* -- operands ------------------------------------------------------------------------------ */
+/* A matrix as the GEMM reads it: raw (strided, in elements) or packed. */
+typedef struct {
+    const float *data;
+    ptrdiff_t rows, cols;
+    ptrdiff_t row_stride, col_stride; /* raw */
+    int packed;
+} Operand;
+
+/* Pack one panel (`panel` of MR rows of A, or of nr columns of B) of the K block at k0
+ * (`block` deep) into dst (block x width floats). */
+static void pack_panel(const Operand *m, int side, int width, ptrdiff_t block, ptrdiff_t k0,
+                       ptrdiff_t panel, float *dst) {
+    ptrdiff_t extent = side == GEMM_LEFT ? m->rows : m->cols;
+    ptrdiff_t first = panel * width;
+    ptrdiff_t valid = extent - first < width ? extent - first : width;
+    /* along K: row (A: column) steps; across the panel: the other stride */
+    ptrdiff_t k_step = side == GEMM_LEFT ? m->col_stride : m->row_stride;
+    ptrdiff_t w_step = side == GEMM_LEFT ? m->row_stride : m->col_stride;
+    const float *src = m->data + first * w_step + k0 * k_step;
+    for (ptrdiff_t p = 0; p < block; p++, dst += width) {
+        const float *line = src + p * k_step;
+        if (w_step == 1 && valid == width) { /* the common case: a loop, not a call */
+            for (int q = 0; q < width; q++)
+                dst[q] = line[q];
+            continue;
+        }
+        if (w_step == 1) {
+            memcpy(dst, line, (size_t)valid * sizeof(float));
+        } else {
+            for (ptrdiff_t q = 0; q < valid; q++)
+                dst[q] = line[q * w_step];
+        }
+        for (ptrdiff_t q = valid; q < width; q++)
+            dst[q] = 0.0f;
+    }
+}
+
+/* Pack B's columns [col0, col1) of the K block at k0 into panels (dst: the first panel),
+ * row by row: the reads stream along B's rows (packing panel by panel would read one
+ * cache line per row, a page apart, each a miss the prefetcher does not see coming). */
+static void pack_columns(const Operand *m, int nr, ptrdiff_t block, ptrdiff_t k0,
+                         ptrdiff_t col0, ptrdiff_t col1, float *dst) {
+    for (ptrdiff_t p = 0; p < block; p++) {
+        const float *line = m->data + (k0 + p) * m->row_stride;
+        float *out = dst + p * nr;
+        for (ptrdiff_t j = col0; j < col1; j += nr, out += nr * block) {
+            ptrdiff_t valid = col1 - j < nr ? col1 - j : nr;
+            if (m->col_stride == 1 && valid == nr) {
+                for (int q = 0; q < nr; q++)
+                    out[q] = line[j + q];
+                continue;
+            }
+            for (ptrdiff_t q = 0; q < valid; q++)
+                out[q] = line[(j + q) * m->col_stride];
+            for (ptrdiff_t q = valid; q < nr; q++)
+                out[q] = 0.0f;
+        }
+    }
+}
+
+/* A per-thread scratch buffer of at least `count` floats, kept for the thread's next call
+ * (NULL when it cannot grow). */
+static float *task_buffer(ptrdiff_t count) {
+    static __thread float *buffer;
+    static __thread ptrdiff_t capacity;
+    if (count > capacity) {
+        float *grown = realloc(buffer, (size_t)count * sizeof(float));
+        if (grown == NULL)
+            return NULL;
+        buffer = grown;
+        capacity = count;
+    }
+    return buffer;
+}
+
+typedef struct {
+    const Operand *matrix;
+    int side, width;
+    ptrdiff_t padded, kc, depth, panels, per_task;
+    float *out;
+} PackJob;
+
+static void pack_task(void *context, ptrdiff_t task) {
+    const PackJob *job = context;
+    ptrdiff_t first = task * job->per_task;
+    ptrdiff_t last = first + job->per_task < job->panels ? first + job->per_task : job->panels;
+    for (ptrdiff_t k0 = 0; k0 < job->depth; k0 += job->kc) {
+        ptrdiff_t block = job->depth - k0 < job->kc ? job->depth - k0 : job->kc;
+        for (ptrdiff_t panel = first; panel < last; panel++)
+            pack_panel(job->matrix, job->side, job->width, block, k0, panel,
+                       job->out + k0 * job->padded + panel * job->width * block);
+    }
+}
+
+ptrdiff_t gemm_packed_size(ptrdiff_t rows, ptrdiff_t cols, int side) {
+    const Isa *isa = current_isa();
+    return side == GEMM_LEFT ? round_up(rows, MR) * cols : rows * round_up(cols, isa->nr);
+}
+
+/* Packs a raw matrix into `out` (gemm_packed_size floats), on the pool. */
+static void pack_matrix(const Operand *m, int side, float *out) {
+    const Isa *isa = current_isa();
+    int width = side == GEMM_LEFT ? MR : isa->nr;
+    ptrdiff_t extent = side == GEMM_LEFT ? m->rows : m->cols;
+    ptrdiff_t depth = side == GEMM_LEFT ? m->cols : m->rows;
+    ptrdiff_t panels = round_up(extent, width) / width;
+    ptrdiff_t tasks = pool_threads() * 4; /* small matrices: one task, no pool round trip */
+    if (panels * depth * width < 16384)
+        tasks = 1;
+    else if (tasks > panels)
+        tasks = panels;
+    PackJob job = {m, side, width, panels * width, isa->kc, depth, panels,
+                   (panels + tasks - 1) / tasks, out};
+    pool_run((panels + job.per_task - 1) / job.per_task, pack_task, &job);
+}
+
+/* -- the product ---------------------------------------------------------------------------- */
+typedef struct {
+    const Isa *isa;
+    const float *a, *b; /* b packed; a packed, or raw with contiguous rows (a_stride) */
+    ptrdiff_t a_stride; /* 0: a is packed */
+    const Operand *b_raw; /* b unpacked: each task packs a panel just before its use */
+    float *c;
+    ptrdiff_t m, n, k, ldc, m_padded, n_padded;
+    const float *bias;
+    int flags;
+    ptrdiff_t row_tile, col_tile, col_tasks;
+    atomic_int failed; /* a task could not get its scratch */
+} ProductJob;
+
+static void epilogue(const ProductJob *g, float *c, ptrdiff_t row, ptrdiff_t col,
+                     ptrdiff_t rows, ptrdiff_t cols) {
+    int bias_rows = g->flags & GEMM_BIAS_ROWS;
+    int relu = (g->flags & GEMM_ACTIVATION_MASK) == GEMM_RELU;
+    if (g->bias == NULL && !relu)
+        return;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        float *line = c + (row + r) * g->ldc + col;
+        if (g->bias != NULL) {
+            if (bias_rows) {
+                float value = g->bias[row + r];
+                for (ptrdiff_t q = 0; q < cols; q++)
+                    line[q] += value;
+            } else {
+                const float *bias = g->bias + col;
+                for (ptrdiff_t q = 0; q < cols; q++)
+                    line[q] += bias[q];
+            }
+        }
+        if (relu)
+            for (ptrdiff_t q = 0; q < cols; q++)
+                line[q] = line[q] < 0.0f ? 0.0f : line[q]; /* NaN stays NaN */
+    }
+}
+
+static void product_task(void *context, ptrdiff_t task) {
+    const ProductJob *g = context;
+    const Isa *isa = g->isa;
+    int nr = isa->nr;
+    ptrdiff_t row0 = task / g->col_tasks * g->row_tile;
+    ptrdiff_t col0 = task % g->col_tasks * g->col_tile;
+    ptrdiff_t row1 = row0 + g->row_tile < g->m ? row0 + g->row_tile : g->m;
+    ptrdiff_t col1 = col0 + g->col_tile < g->n ? col0 + g->col_tile : g->n;
+    int accumulate = g->flags & GEMM_ACCUMULATE;
+    float tile[MR * NR_MAX];
+    float *packed_b = NULL; /* a raw B's block of this task's columns, packed here */
+    if (g->b_raw != NULL) {
+        packed_b = task_buffer(round_up(col1 - col0, nr) * isa->kc);
+        if (packed_b == NULL) {
+            atomic_store(&g->failed, 1);
+            return;
+        }
+    }
+    if (g->k == 0) {
+        for (ptrdiff_t r = row0; r < row1 && !accumulate; r++)
+            memset(g->c + r * g->ldc + col0, 0, (size_t)(col1 - col0) * sizeof(float));
+        epilogue(g, g->c, row0, col0, row1 - row0, col1 - col0);
+        return;
+    }
+    for (ptrdiff_t k0 = 0; k0 < g->k; k0 += isa->kc) {
+        ptrdiff_t block = g->k - k0 < isa->kc ? g->k - k0 : isa->kc;
+        int add = accumulate || k0 > 0;
+        int last = k0 + block == g->k;
+        const float *a_block = g->a + k0 * g->m_padded;
+        const float *b_block = g->b == NULL ? NULL : g->b + k0 * g->n_padded;
+        if (g->b_raw != NULL)
+            pack_columns(g->b_raw, nr, block, k0, col0, col1, packed_b);
+        for (ptrdiff_t j = col0; j < col1; j += nr) {
+            const float *b_panel = g->b_raw == NULL
+                                       ? b_block + j * block /* (j / nr) * nr * block */
+                                       : packed_b + (j - col0) * block;
+            ptrdiff_t cols = col1 - j < nr ? col1 - j : nr;
+            for (ptrdiff_t i = row0; i < row1; i += MR) {
+                ptrdiff_t rows = row1 - i < MR ? row1 - i : MR;
+                const float *a_rows[MR];
+                ptrdiff_t k_step;
+                if (g->a_stride == 0) { /* packed: the panel's rows are interleaved */
+                    const float *a_panel = a_block + i * block;
+                    for (int r = 0; r < MR; r++)
+                        a_rows[r] = a_panel + r;
+                    k_step = MR;
+                } else { /* raw: rows past M repeat the last one (their results are dropped) */
+                    for (int r = 0; r < MR; r++)
+                        a_rows[r] = g->a + (i + (r < rows ? r : rows - 1)) * g->a_stride + k0;
+                    k_step = 1;
+                }
+                float *c = g->c + i * g->ldc + j;
+                if (rows == MR && cols == nr) {
+                    isa->kernel(block, a_rows, k_step, b_panel, c, g->ldc, add);
+                } else {
+                    if (add)
+                        for (ptrdiff_t r = 0; r < rows; r++)
+                            memcpy(tile + r * nr, c + r * g->ldc, (size_t)cols * sizeof(float));
+                    isa->kernel(block, a_rows, k_step, b_panel, tile, nr, add);
+                    for (ptrdiff_t r = 0; r < rows; r++)
+                        memcpy(c + r * g->ldc, tile + r * nr, (size_t)cols * sizeof(float));
+                }
+                if (last)
+                    epilogue(g, g->c, i, j, rows, cols);
+            }
+        }
+    }
+}
+
+/* Cuts C into tiles of whole microkernel tiles: rows in blocks whose packed A stays in L2,
+ * columns split until there are a few tasks per thread (or the product is small). */
+static void plan_tiles(ProductJob *g) {
+    int threads = pool_threads();
+    int nr = g->isa->nr;
+    ptrdiff_t row_panels = g->m_padded / MR, col_panels = g->n_padded / nr;
+    g->row_tile = MR * (row_panels < 16 ? row_panels : 16);
+    ptrdiff_t row_tasks = (row_panels * MR + g->row_tile - 1) / g->row_tile;
+    double work = (double)g->m * (double)g->n * (double)(g->k > 0 ? g->k : 1);
+    ptrdiff_t col_tasks = 1;
+    if (threads > 1 && work >= 65536.0) {
+        ptrdiff_t wanted = 4 * threads;
+        col_tasks = (wanted + row_tasks - 1) / row_tasks;
+    }
+    if (col_tasks > col_panels)
+        col_tasks = col_panels;
+    ptrdiff_t panels_per_task = (col_panels + col_tasks - 1) / col_tasks;
+    if (g->b_raw != NULL && panels_per_task * nr > RAW_COLUMNS_MAX) /* its block in L2 */
+        panels_per_task = RAW_COLUMNS_MAX / nr;
+    g->col_tile = panels_per_task * nr;
+    g->col_tasks = (col_panels + panels_per_task - 1) / panels_per_task;
+    if (threads <= 1 || work < 65536.0) { /* one task: no pool round trip for a small one */
+        g->row_tile = g->m_padded;
+        if (g->b_raw == NULL) {
+            g->col_tile = g->n_padded;
+            g->col_tasks = 1;
+        }
+    }
+}
+
+/* C = A @ B per `flags`; `a` and `b` raw or packed. Returns 0, or -1 when scratch cannot be
+ * allocated. Call without the GIL. */
+static int gemm_run(const Operand *a, const Operand *b, float *c, ptrdiff_t ldc,
+                    const float *bias, int flags) {
+    const Isa *isa = current_isa();
+    ProductJob g = {isa, NULL, NULL, 0, NULL, c, a->rows, b->cols, a->cols, ldc,
+                    round_up(a->rows, MR), round_up(b->cols, isa->nr), bias, flags, 0, 0, 0};
+    if (g.m == 0 || g.n == 0)
+        return 0;
+    float *scratch_a = NULL;
+    /* A with contiguous rows is read in place (as MLAS does): packing it costs more than
+     * the strided broadcasts it saves */
+    int a_in_place = !a->packed && (a->col_stride == 1 || a->cols <= 1);
+    if (a_in_place)
+        g.a_stride = a->row_stride > 0 ? a->row_stride : 1;
+    if (g.k > 0 && !a->packed && !a_in_place) {
+        scratch_a = malloc((size_t)gemm_packed_size(a->rows, a->cols, GEMM_LEFT) * sizeof(float));
+        if (scratch_a == NULL)
+            return -1;
+        pack_matrix(a, GEMM_LEFT, scratch_a);
+    }
+    g.a = a->packed || a_in_place ? a->data : scratch_a;
+    if (b->packed)
+        g.b = b->data;
+    else
+        g.b_raw = b;
+    plan_tiles(&g);
+    ptrdiff_t row_tasks = (g.m + g.row_tile - 1) / g.row_tile;
+    atomic_init(&g.failed, 0);
+    pool_run(row_tasks * g.col_tasks, product_task, &g);
+    free(scratch_a);
+    return atomic_load(&g.failed) ? -1 : 0;
+}
+
+/* -- Python ------------------------------------------------------------------------------- */
+/* A 2-D float32 buffer with non-negative strides that are whole elements. */
+static int matrix_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(object, view, flags) != 0)
+        return -1;
+    const char *problem = NULL;
+    if (view->itemsize != 4 || view->format == NULL || strcmp(view->format, "f") != 0)
+        problem = "must be a float32 buffer";
+    else if (view->ndim != 2)
+        problem = "must have 2 dims";
+    else if (view->strides[0] < 0 || view->strides[1] < 0 || view->strides[0] % 4 != 0 ||
+             view->strides[1] % 4 != 0)
+        problem = "must have non-negative strides of whole float32 elements";
+    if (problem != NULL) {
+        PyErr_Format(PyExc_TypeError, "argument '%s' %s", name, problem);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* An operand: a 2-D float32 buffer, or a packed matrix (data, rows, cols, side, nr, kc). */
+static int get_operand(PyObject *object, int side, const char *name, Py_buffer *view,
+                       Operand *operand) {
+    memset(operand, 0, sizeof *operand);
+    if (!PyTuple_Check(object)) {
+        if (matrix_buffer(object, view, 0, name) != 0)
+            return -1;
+        *operand = (Operand){view->buf, view->shape[0], view->shape[1], view->strides[0] / 4,
+                             view->strides[1] / 4, 0};
+        return 0;
+    }
+    PyObject *data;
+    Py_ssize_t rows, cols, nr, kc;
+    int packed_side;
+    if (!PyArg_ParseTuple(object, "Onninn", &data, &rows, &cols, &packed_side, &nr, &kc)) {
+        PyErr_Format(PyExc_TypeError, "argument '%s': a packed matrix is (data, rows, cols, "
+                     "side, nr, kc)", name);
+        return -1;
+    }
+    const Isa *isa = current_isa();
+    if (packed_side != side || nr != isa->nr || kc != isa->kc || rows < 0 || cols < 0) {
+        PyErr_Format(PyExc_ValueError, "argument '%s' was packed as side %d with nr %zd, kc "
+                     "%zd; this product needs side %d packed for the %s kernel (nr %d, kc %zd)",
+                     name, packed_side, nr, kc, side, isa->name, isa->nr, isa->kc);
+        return -1;
+    }
+    if (PyObject_GetBuffer(data, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0)
+        return -1;
+    Py_ssize_t needed = gemm_packed_size(rows, cols, side);
+    if (view->itemsize != 4 || view->format == NULL || strcmp(view->format, "f") != 0 ||
+        view->len / 4 != needed) {
+        PyErr_Format(PyExc_ValueError, "argument '%s': packed data must be %zd float32 values "
+                     "for a %zd x %zd matrix", name, needed, rows, cols);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    *operand = (Operand){view->buf, rows, cols, 0, 0, 1};
+    return 0;
+}
+
+static PyObject *py_gemm_pack(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *matrix_object, *out_object;
+    int side;
+    if (!PyArg_ParseTuple(args, "OiO", &matrix_object, &side, &out_object))
+        return NULL;
+    if (side != GEMM_LEFT && side != GEMM_RIGHT) {
+        PyErr_Format(PyExc_ValueError, "argument 'side' = %d is invalid: 0 (left) or 1 (right)",
+                     side);
+        return NULL;
+    }
+    Py_buffer matrix, out;
+    if (matrix_buffer(matrix_object, &matrix, 0, "matrix") != 0)
+        return NULL;
+    if (PyObject_GetBuffer(out_object, &out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
+                                                 PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&matrix);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Operand m = {matrix.buf, matrix.shape[0], matrix.shape[1], matrix.strides[0] / 4,
+                 matrix.strides[1] / 4, 0};
+    Py_ssize_t needed = gemm_packed_size(m.rows, m.cols, side);
+    if (out.itemsize != 4 || out.format == NULL || strcmp(out.format, "f") != 0 ||
+        out.len / 4 != needed) {
+        PyErr_Format(PyExc_ValueError, "argument 'out' must be %zd float32 values", needed);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        if (m.rows > 0 && m.cols > 0)
+            pack_matrix(&m, side, out.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&matrix);
+    return result;
+}
+
+static PyObject *py_gemm_packed_size(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_ssize_t rows, cols;
+    int side;
+    if (!PyArg_ParseTuple(args, "nni", &rows, &cols, &side))
+        return NULL;
+    if (rows < 0 || cols < 0 || (side != GEMM_LEFT && side != GEMM_RIGHT) ||
+        (cols > 0 && rows > PY_SSIZE_T_MAX / 4 / (cols + NR_MAX))) {
+        PyErr_Format(PyExc_ValueError, "no packed layout for %zd x %zd, side %d", rows, cols,
+                     side);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(gemm_packed_size(rows, cols, side));
+}
+
+static PyObject *py_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *a_object, *b_object, *out_object, *bias_object;
+    int flags;
+    if (!PyArg_ParseTuple(args, "OOOOi", &a_object, &b_object, &out_object, &bias_object,
+                          &flags))
+        return NULL;
+    if ((flags & ~(GEMM_ACTIVATION_MASK | GEMM_BIAS_ROWS | GEMM_ACCUMULATE)) != 0 ||
+        (flags & GEMM_ACTIVATION_MASK) > GEMM_RELU) {
+        PyErr_Format(PyExc_ValueError, "argument 'flags' = %d is invalid", flags);
+        return NULL;
+    }
+    Py_buffer a_view, b_view, out_view, bias_view;
+    Operand a, b;
+    if (get_operand(a_object, GEMM_LEFT, "a", &a_view, &a) != 0)
+        return NULL;
+    if (get_operand(b_object, GEMM_RIGHT, "b", &b_view, &b) != 0) {
+        PyBuffer_Release(&a_view);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int have_out = 0, have_bias = 0;
+    if (matrix_buffer(out_object, &out_view, 1, "out") != 0)
+        goto done;
+    have_out = 1;
+    if (bias_object != Py_None) {
+        if (PyObject_GetBuffer(bias_object, &bias_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0)
+            goto done;
+        have_bias = 1;
+    }
+    ptrdiff_t m = a.rows, n = b.cols;
+    if (a.cols != b.rows) {
+        PyErr_Format(PyExc_ValueError, "a is %zd x %zd and b %zd x %zd: the inner sizes differ",
+                     a.rows, a.cols, b.rows, b.cols);
+        goto done;
+    }
+    int empty = m == 0 || n == 0; /* (numpy gives an empty array zero strides) */
+    if (out_view.shape[0] != m || out_view.shape[1] != n ||
+        (!empty && n > 1 && out_view.strides[1] != 4) ||
+        (!empty && m > 1 && out_view.strides[0] < (Py_ssize_t)(n * 4))) {
+        PyErr_Format(PyExc_ValueError, "argument 'out' must be a %zd x %zd float32 matrix with "
+                     "contiguous rows", m, n);
+        goto done;
+    }
+    ptrdiff_t bias_length = flags & GEMM_BIAS_ROWS ? m : n;
+    if (have_bias && (bias_view.itemsize != 4 || bias_view.format == NULL ||
+                      strcmp(bias_view.format, "f") != 0 || bias_view.len / 4 != bias_length)) {
+        PyErr_Format(PyExc_ValueError, "argument 'bias' must be %zd float32 values",
+                     bias_length);
+        goto done;
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = gemm_run(&a, &b, out_view.buf, out_view.strides[0] / 4,
+                      have_bias ? bias_view.buf : NULL, flags);
+    Py_END_ALLOW_THREADS
+    result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
+done:
+    if (have_bias)
+        PyBuffer_Release(&bias_view);
+    if (have_out)
+        PyBuffer_Release(&out_view);
+    PyBuffer_Release(&b_view);
+    PyBuffer_Release(&a_view);
+    return result;
+}
+
+static PyObject *py_gemm_info(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args)) {
+    const Isa *isa = current_isa();
+    return Py_BuildValue("{s:s,s:i,s:i,s:n}", "isa", isa->name, "mr", MR, "nr", isa->nr, "kc",
+                         (Py_ssize_t)isa->kc);
+}
+
+static PyObject *py_gemm_set_isa(PyObject *Py_UNUSED(self), PyObject *args) {
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name))
+        return NULL;
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (strcmp(ISAS[i].name, name) == 0) {
+            if (!isa_supported(&ISAS[i]))
+                Py_RETURN_FALSE;
+            isa_in_use = &ISAS[i];
+            Py_RETURN_TRUE;
+        }
+    PyErr_Format(PyExc_ValueError, "argument 'isa' = '%s' is invalid", name);
+    return NULL;
+}
+
+static PyObject *py_pool_threads(PyObject *Py_UNUSED(self), PyObject *args) {
+    int threads = -1;
+    if (!PyArg_ParseTuple(args, "|i", &threads))
+        return NULL;
+    if (threads != -1) {
+        int failed;
+        Py_BEGIN_ALLOW_THREADS
+        failed = pool_set_threads(threads);
+        Py_END_ALLOW_THREADS
+        if (failed) {
+            PyErr_Format(PyExc_ValueError, "argument 'threads' = %d is invalid: 1 to %d",
+                         threads, POOL_MAX_THREADS);
+            return NULL;
+        }
+    }
+    return PyLong_FromLong(pool_threads());
+}
+
+static PyObject *py_pool_spin_us(PyObject *Py_UNUSED(self), PyObject *args) {
+    long microseconds = -1;
+    if (!PyArg_ParseTuple(args, "|l", &microseconds))
+        return NULL;
+    if (microseconds >= 0)
+        pool_set_spin_us(microseconds);
+    return PyLong_FromLong(pool_spin_us());
+}
+
+PyMethodDef native_gemm_methods[] = {
+    {"gemm", py_gemm, METH_VARARGS,
+     "gemm(a, b, out, bias, flags): out = a @ b (float32), a and b 2-D buffers (any "
+     "non-negative strides) or packed matrices (data, rows, cols, side, nr, kc); out has "
+     "contiguous rows and overlaps nothing else. flags: 1 ReLU, 16 bias per row (else per "
+     "column), 32 accumulate (out += a @ b); bias None or its floats."},
+    {"gemm_pack", py_gemm_pack, METH_VARARGS,
+     "gemm_pack(matrix, side, out): a 2-D float32 matrix packed as the left (0) or right "
+     "(1) operand into out (gemm_packed_size floats)."},
+    {"gemm_packed_size", py_gemm_packed_size, METH_VARARGS,
+     "gemm_packed_size(rows, cols, side): the float32 count of a packed rows x cols matrix."},
+    {"gemm_info", py_gemm_info, METH_NOARGS,
+     "gemm_info(): the microkernel in use: {'isa', 'mr', 'nr', 'kc'}."},
+    {"gemm_set_isa", py_gemm_set_isa, METH_VARARGS,
+     "gemm_set_isa(name): use the 'avx512', 'avx2' or 'baseline' kernel (tests); False "
+     "where the CPU lacks it. Packed matrices of another ISA are refused afterwards."},
+    {"pool_threads", py_pool_threads, METH_VARARGS,
+     "pool_threads([n]): the C kernels' thread count, set first when n is given (1-256)."},
+    {"pool_spin_us", py_pool_spin_us, METH_VARARGS,
+     "pool_spin_us([us]): how long idle workers spin before sleeping, set first if given."},
+    {NULL, NULL, 0, NULL},
+};

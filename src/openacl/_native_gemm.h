@@ -1,0 +1,21 @@
+/* The float32 GEMM of _native_gemm.c: its flags and the methods it adds to the module. */
+#ifndef OPENACL_NATIVE_GEMM_H
+#define OPENACL_NATIVE_GEMM_H
+
+#include <Python.h>
+#include <stddef.h>
+
+#define GEMM_LEFT 0  /* the left operand, A (M x K) */
+#define GEMM_RIGHT 1 /* the right operand, B (K x N) */
+
+#define GEMM_RELU 1              /* the activation (low bits): 0 none, 1 ReLU */
+#define GEMM_ACTIVATION_MASK 15
+#define GEMM_BIAS_ROWS 16        /* the bias holds one value per row (else per column) */
+#define GEMM_ACCUMULATE 32       /* out += A @ B */
+
+/* The float32 count of a packed rows x cols matrix for `side`, for the kernel in use. */
+ptrdiff_t gemm_packed_size(ptrdiff_t rows, ptrdiff_t cols, int side);
+
+extern PyMethodDef native_gemm_methods[];
+
+#endif

@@ -1,0 +1,235 @@
+/* The C kernels' one thread pool: a parallel loop over task indices, on pthreads.
+ *
+ * Why: numpy's OpenBLAS keeps its own workers, which spin after each product and fight any
+ * other threads (ours, or another process's) for the cores. The products and row kernels
+ * that openacl owns run here instead, on one set of workers that spin briefly after a loop
+ * (a model's next step usually follows within microseconds) and then sleep.
+ *
+ * Design and invariants:
+ * - One loop at a time holds the pool (`busy`, taken with trylock). A loop that finds it
+ *   held runs all its tasks on its own thread: loops never wait for each other, so calls
+ *   from several Python threads, or a loop started inside a task, cannot deadlock.
+ * - A loop is published under `lock` as (`job`, `sequence` + 1). A worker that sees a new
+ *   sequence enters the job under `lock` (job->entered += 1) only while `job` is still
+ *   published; it claims task indices with an atomic counter until none are left, then
+ *   leaves (job->entered -= 1). The caller, after its own claims run out, unpublishes the
+ *   job under `lock` and waits for `entered` to reach 0: then every claimed task has
+ *   finished and no worker can touch the job (it lives on the caller's stack) again.
+ * - An idle worker spins on `sequence` for `spin_ns` (yielding the core to any runnable
+ *   thread every few hundred spins), then sleeps on `wake`; publishing
+ *   broadcasts only when someone sleeps (`sleepers`, under `lock`).
+ * - Changing the thread count (under `busy`) stops and joins the workers; new ones start
+ *   lazily. After fork() the child has no workers: an atfork handler resets the pool's
+ *   state (its locks and counters) and the child starts its own workers when needed.
+ */
+#include "_native_pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+typedef struct {
+    PoolTask task;
+    void *context;
+    ptrdiff_t count;
+    atomic_ptrdiff_t next;  /* the next unclaimed task index */
+    atomic_int entered;     /* workers inside this job */
+} Job;
+
+static struct {
+    pthread_mutex_t busy;  /* held by the loop that uses the workers */
+    pthread_mutex_t lock;  /* guards job, sleepers, stopping and the worker list */
+    pthread_cond_t wake;
+    Job *job;              /* the published job, or NULL */
+    atomic_ulong sequence; /* incremented for each published job */
+    int sleepers;
+    int stopping;
+    int threads;           /* the setting: workers + the caller */
+    int started;           /* workers running */
+    pthread_t workers[POOL_MAX_THREADS];
+    atomic_long spin_ns;
+} pool = {
+    .busy = PTHREAD_MUTEX_INITIALIZER,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .threads = 1,
+    .spin_ns = 100000,
+};
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void run_tasks(Job *job) {
+    for (;;) {
+        ptrdiff_t index = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (index >= job->count)
+            return;
+        job->task(job->context, index);
+    }
+}
+
+/* Spins until `sequence` moves past `seen` or the spin budget is spent; returns 1 if it
+ * moved. */
+static int spin_for_work(unsigned long seen) {
+    long budget = atomic_load_explicit(&pool.spin_ns, memory_order_relaxed);
+    if (budget <= 0)
+        return 0;
+    long long deadline = now_ns() + budget;
+    for (unsigned spins = 0;; spins++) {
+        if (atomic_load_explicit(&pool.sequence, memory_order_acquire) != seen)
+            return 1;
+        CPU_RELAX();
+        if ((spins & 255) == 255) {
+            if (now_ns() > deadline)
+                return 0;
+            sched_yield(); /* a runnable thread (the caller's next step, another process's
+                            * work, numpy's BLAS workers) gets the core first */
+        }
+    }
+}
+
+static void *worker_main(void *unused) {
+    (void)unused;
+    unsigned long seen = atomic_load(&pool.sequence);
+    for (;;) {
+        spin_for_work(seen);
+        pthread_mutex_lock(&pool.lock);
+        while (!pool.stopping && atomic_load(&pool.sequence) == seen) {
+            pool.sleepers++;
+            pthread_cond_wait(&pool.wake, &pool.lock);
+            pool.sleepers--;
+        }
+        if (pool.stopping) {
+            pthread_mutex_unlock(&pool.lock);
+            return NULL;
+        }
+        seen = atomic_load(&pool.sequence);
+        Job *job = pool.job;
+        if (job != NULL)
+            atomic_fetch_add(&job->entered, 1);
+        pthread_mutex_unlock(&pool.lock);
+        if (job != NULL) {
+            run_tasks(job);
+            atomic_fetch_sub_explicit(&job->entered, 1, memory_order_release);
+        }
+    }
+}
+
+/* Stops and joins every worker; called with `busy` held. */
+static void stop_workers(void) {
+    pthread_mutex_lock(&pool.lock);
+    pool.stopping = 1;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < pool.started; i++)
+        pthread_join(pool.workers[i], NULL);
+    pool.started = 0;
+    pool.stopping = 0;
+}
+
+/* Starts the missing workers; called with `busy` held. Fewer may start (resources): the
+ * loop then simply has fewer helpers. */
+static void start_workers(void) {
+    while (pool.started < pool.threads - 1) {
+        if (pthread_create(&pool.workers[pool.started], NULL, worker_main, NULL) != 0)
+            return;
+        pool.started++;
+    }
+}
+
+void pool_run(ptrdiff_t count, PoolTask task, void *context) {
+    if (count <= 0)
+        return;
+    if (count == 1 || pool.threads <= 1 || pthread_mutex_trylock(&pool.busy) != 0) {
+        for (ptrdiff_t i = 0; i < count; i++)
+            task(context, i);
+        return;
+    }
+    if (pool.started < pool.threads - 1)
+        start_workers();
+    Job job = {.task = task, .context = context, .count = count};
+    atomic_init(&job.next, 0);
+    atomic_init(&job.entered, 0);
+    pthread_mutex_lock(&pool.lock);
+    pool.job = &job;
+    atomic_fetch_add_explicit(&pool.sequence, 1, memory_order_release);
+    if (pool.sleepers > 0)
+        pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    run_tasks(&job);
+    pthread_mutex_lock(&pool.lock);
+    pool.job = NULL;
+    pthread_mutex_unlock(&pool.lock);
+    for (unsigned spins = 0; atomic_load_explicit(&job.entered, memory_order_acquire) > 0;
+         spins++) {
+        CPU_RELAX();
+        if ((spins & 1023) == 1023)
+            sched_yield(); /* a worker descheduled mid-task: let it run */
+    }
+    pthread_mutex_unlock(&pool.busy);
+}
+
+int pool_threads(void) {
+    return pool.threads;
+}
+
+int pool_set_threads(int threads) {
+    if (threads < 1 || threads > POOL_MAX_THREADS)
+        return -1;
+    pthread_mutex_lock(&pool.busy);
+    if (threads != pool.threads) {
+        stop_workers();
+        pool.threads = threads;
+    }
+    pthread_mutex_unlock(&pool.busy);
+    return 0;
+}
+
+void pool_set_spin_us(long microseconds) {
+    atomic_store(&pool.spin_ns, microseconds <= 0 ? 0 : microseconds * 1000);
+}
+
+long pool_spin_us(void) {
+    return atomic_load(&pool.spin_ns) / 1000;
+}
+
+/* fork(): the child keeps the parent's memory but none of its workers. Taking both locks
+ * before the fork means no loop is mid-flight in the copied state. */
+static void before_fork(void) {
+    pthread_mutex_lock(&pool.busy);
+    pthread_mutex_lock(&pool.lock);
+}
+
+static void after_fork_parent(void) {
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.busy);
+}
+
+static void after_fork_child(void) {
+    pthread_mutex_init(&pool.busy, NULL);
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pool.job = NULL;
+    pool.sleepers = 0;
+    pool.stopping = 0;
+    pool.started = 0;
+}
+
+__attribute__((constructor)) static void register_fork_handlers(void) {
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}

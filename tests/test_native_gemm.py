@@ -1,0 +1,256 @@
+"""openacl._native's packed float32 GEMM and its thread pool, against float64 numpy.
+
+Every shape class the tiling meets (empty, below one microkernel tile, ragged edges, K past
+one K block), raw and packed operands on both sides, strided views, every epilogue flag,
+each ISA kernel this CPU has, 1-3 pool threads, concurrent callers, a forked child, and the
+refusals (wrong dtypes, shapes, sides, flags, an ISA change under a packed matrix).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import numpy as np
+import pytest
+
+from openacl.ops import native
+
+lib = native.kernels()
+pytestmark = pytest.mark.skipif(lib is None, reason="the C extension openacl._native is not "
+                                                    "built or is turned off")
+ISAS = ("avx512", "avx2", "baseline")
+
+
+@pytest.fixture
+def pool_threads():
+    """Sets the pool's thread count for a test, restoring it after."""
+    before = lib.pool_threads()
+    yield lib.pool_threads
+    lib.pool_threads(before)
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    """Each microkernel the CPU can run (the default one restored after)."""
+    default = lib.gemm_info()["isa"]
+    if not lib.gemm_set_isa(request.param):
+        pytest.skip(f"this CPU has no {request.param} kernel")
+    yield request.param
+    lib.gemm_set_isa(default)
+
+
+def reference(a, b, bias=None, bias_rows=False, relu=False, base=None):
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    if base is not None:
+        exact = exact + base
+    if bias is not None:
+        exact = exact + (bias[:, None] if bias_rows else bias[None, :])
+    if relu:
+        exact = np.where(exact < 0, 0.0, exact)
+    return exact
+
+
+def check(result, a, b, expected):
+    """float32 accumulation: within K ulps of the sum of |a| |b| (each product rounded)."""
+    scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + 1.0
+    k = max(a.shape[1], 1)
+    np.testing.assert_array_less(np.abs(result - expected), 4 * k * 2.0 ** -24 * scale)
+
+
+SHAPES = [(0, 3, 4), (3, 0, 4), (3, 4, 0), (1, 1, 1), (5, 7, 3), (6, 16, 8), (7, 17, 33),
+          (13, 385, 50), (64, 576, 100), (130, 40, 70), (2, 1000, 3)]
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("packed", ["none", "a", "b", "both"])
+def test_products_match_float64(isa, pool_threads, m, k, n, packed):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    left = native.pack(a, native.LEFT) if packed in ("a", "both") else a
+    right = native.pack(b, native.RIGHT) if packed in ("b", "both") else b
+    for threads in (1, 2, 3):
+        pool_threads(threads)
+        out = np.full((m, n), np.nan, np.float32)
+        assert native.gemm(left, right, out)
+        check(out, a, b, reference(a, b))
+
+
+def test_strided_operands_and_output_rows(pool_threads):
+    rng = np.random.default_rng(1)
+    a_storage = rng.standard_normal((50, 90), dtype=np.float32)
+    b_storage = rng.standard_normal((70, 50), dtype=np.float32)
+    a = a_storage[1:37:2, 3:80]          # rows apart, contiguous along K
+    a_transposed = a_storage[:45, :18].T  # columns contiguous: packed per call
+    b = b_storage.T[2:47]                 # (45, 70), columns 50 apart
+    wide = np.zeros((18, 100), np.float32)
+    out = wide[:, 10:10 + 70]
+    pool_threads(2)
+    for left in (a[:, :45], a_transposed):
+        out[...] = np.nan
+        assert native.gemm(left, b, out)
+        check(out, left, b, reference(left, b))
+    assert not wide[:, :10].any() and not wide[:, 80:].any()  # nothing written past out
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("bias_rows", [False, True])
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("packed", [False, True])
+def test_epilogues(isa, relu, bias_rows, accumulate, packed):
+    rng = np.random.default_rng(2)
+    m, k, n = 23, 400, 37  # ragged tiles and two K blocks
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    bias = rng.standard_normal(m if bias_rows else n, dtype=np.float32)
+    base = rng.standard_normal((m, n), dtype=np.float32)
+    out = base.copy() if accumulate else np.empty((m, n), np.float32)
+    right = native.pack(b, native.RIGHT) if packed else b
+    assert native.gemm(a, right, out, bias=bias, bias_rows=bias_rows, relu=relu,
+                       accumulate=accumulate)
+    expected = reference(a, b, bias, bias_rows, relu, base if accumulate else None)
+    check(out, a, b, expected)
+    if relu:
+        assert (out >= 0).all()
+
+
+def test_k_zero_gives_the_epilogue_of_zero():
+    bias = np.arange(5, dtype=np.float32) - 2
+    out = np.full((3, 5), 7, np.float32)
+    assert native.gemm(np.empty((3, 0), np.float32), np.empty((0, 5), np.float32), out,
+                       bias=bias, relu=True)
+    np.testing.assert_array_equal(out, np.maximum(np.broadcast_to(bias, (3, 5)), 0))
+    out[...] = 7
+    assert native.gemm(np.empty((3, 0), np.float32), np.empty((0, 5), np.float32), out,
+                       accumulate=True)
+    assert (out == 7).all()
+
+
+def test_nan_and_inf_propagate_and_relu_keeps_nan():
+    a = np.array([[np.nan, 1], [np.inf, 1], [1, 1]], np.float32)
+    b = np.array([[1, -1], [1, -1]], np.float32)
+    out = np.empty((3, 2), np.float32)
+    assert native.gemm(a, b, out, relu=True)
+    assert np.isnan(out[0]).all()
+    assert out[1, 0] == np.inf and out[1, 1] == 0  # -inf clamps to 0
+    np.testing.assert_array_equal(out[2], [2, 0])
+
+
+def test_batched_matmul_broadcasts_like_numpy(pool_threads):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 17, 9), dtype=np.float32)
+    b = rng.standard_normal((3, 9, 11), dtype=np.float32)
+    out = np.empty((2, 3, 17, 11), np.float32)
+    pool_threads(2)
+    assert native.matmul(a, b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    assert not native.matmul(a, b, np.empty((2, 3, 17, 11), np.float64))  # not float32
+    assert not native.matmul(a, a.swapaxes(-1, -2), a[..., :9])  # out overlaps an operand
+
+
+def test_concurrent_callers_and_a_forked_child(pool_threads):
+    pool_threads(2)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((64, 200), dtype=np.float32)
+    b = native.pack(rng.standard_normal((200, 96), dtype=np.float32), native.RIGHT)
+    dense = rng.standard_normal((200, 96), dtype=np.float32)
+    weights = b  # the same packed matrix serves every caller
+    expected = reference(a, dense)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                out = np.empty((64, 96), np.float32)
+                native.gemm(a, dense, out)
+                results.append(np.abs(out - expected).max())
+                native.gemm(a, weights, np.empty((64, 96), np.float32))
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors and len(results) == 80
+    assert max(results) < 1e-3
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as child:  # the child starts its own workers
+        value = child.apply_async(_child_product).get(timeout=60)
+    assert value < 1e-3
+
+
+def _child_product() -> float:
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((50, 300), dtype=np.float32)
+    b = rng.standard_normal((300, 70), dtype=np.float32)
+    out = np.empty((50, 70), np.float32)
+    lib.gemm(a, b, out, None, 0)
+    return float(np.abs(out - a.astype(np.float64) @ b).max())
+
+
+def test_the_wrapper_declines_what_the_kernel_cannot_take():
+    a = np.ones((4, 5), np.float32)
+    b = np.ones((5, 3), np.float32)
+    assert not native.gemm(a.astype(np.float64), b, np.empty((4, 3), np.float32))
+    assert not native.gemm(a, b, np.empty((4, 4), np.float32))          # wrong shape
+    assert not native.gemm(a, b, np.empty((3, 4), np.float32).T)        # rows not contiguous
+    assert not native.gemm(a, b, np.empty((4, 3), np.float32), bias=np.ones(4, np.float32))
+    assert not native.gemm(native.pack(b, native.RIGHT), b, np.empty((5, 3), np.float32))
+    shared = np.ones((5, 5), np.float32)
+    assert not native.gemm(shared, shared, shared)                       # out is an operand
+    assert native.pack(a.astype(np.float16), native.LEFT) is None
+
+
+def test_the_kernel_refuses_bad_arguments_naming_them():
+    a = np.ones((4, 5), np.float32)
+    b = np.ones((5, 3), np.float32)
+    out = np.empty((4, 3), np.float32)
+    with pytest.raises(TypeError, match="'a' must be a float32"):
+        lib.gemm(a.astype(np.float64), b, out, None, 0)
+    with pytest.raises(TypeError, match="'b' must have 2 dims"):
+        lib.gemm(a, np.ones(5, np.float32), out, None, 0)
+    with pytest.raises(ValueError, match="inner sizes differ"):
+        lib.gemm(a, np.ones((4, 3), np.float32), out, None, 0)
+    with pytest.raises(ValueError, match="'out' must be a 4 x 3"):
+        lib.gemm(a, b, np.empty((4, 4), np.float32), None, 0)
+    with pytest.raises(ValueError, match="'flags' = 2 is invalid"):
+        lib.gemm(a, b, out, None, 2)
+    with pytest.raises(ValueError, match="'bias' must be 3 float32"):
+        lib.gemm(a, b, out, np.ones(4, np.float32), 0)
+    packed = native.pack(b, native.RIGHT)
+    with pytest.raises(ValueError, match="'a' was packed as side 1"):
+        lib.gemm((packed.data, 5, 3, 1, packed.nr, packed.kc), b, out, None, 0)
+    with pytest.raises(ValueError, match="packed data must be"):
+        lib.gemm(a, (packed.data[:-1], 5, 3, 1, packed.nr, packed.kc), out, None, 0)
+    with pytest.raises(TypeError, match="a packed matrix is"):
+        lib.gemm(a, (packed.data, 5), out, None, 0)
+    with pytest.raises(ValueError, match="'side' = 2 is invalid"):
+        lib.gemm_pack(b, 2, packed.data)
+    with pytest.raises(ValueError, match="'threads' = 0 is invalid"):
+        lib.pool_threads(0)
+    with pytest.raises(ValueError, match="'threads' = 257 is invalid"):
+        lib.pool_threads(257)
+    with pytest.raises(ValueError, match="'isa' = 'sse9' is invalid"):
+        lib.gemm_set_isa("sse9")
+
+
+def test_a_packed_matrix_is_refused_after_an_isa_change():
+    current = lib.gemm_info()["isa"]
+    if current == "baseline":
+        pytest.skip("this CPU runs only the baseline kernel")
+    packed = native.pack(np.ones((5, 3), np.float32), native.RIGHT)
+    lib.gemm_set_isa("baseline")
+    try:
+        assert not native.gemm(np.ones((2, 5), np.float32), packed,
+                               np.empty((2, 3), np.float32))
+        with pytest.raises(ValueError, match="packed for the baseline kernel"):
+            lib.gemm(np.ones((2, 5), np.float32),
+                     (packed.data, 5, 3, 1, packed.nr, packed.kc),
+                     np.empty((2, 3), np.float32), None, 0)
+    finally:
+        lib.gemm_set_isa(current)
