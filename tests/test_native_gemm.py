@@ -33,11 +33,11 @@ def pool_threads():
 @pytest.fixture(params=ISAS)
 def isa(request):
     """Each microkernel the CPU can run (the default one restored after)."""
-    default = lib.gemm_info()["isa"]
-    if not lib.gemm_set_isa(request.param):
+    default = native.isa()
+    if not native.set_isa(request.param):
         pytest.skip(f"this CPU has no {request.param} kernel")
     yield request.param
-    lib.gemm_set_isa(default)
+    native.set_isa(default)
 
 
 def reference(a, b, bias=None, bias_rows=False, relu=False, base=None):
@@ -80,18 +80,29 @@ def test_products_match_float64(isa, pool_threads, m, k, n, packed):
 def test_strided_operands_and_output_rows(pool_threads):
     rng = np.random.default_rng(1)
     a_storage = rng.standard_normal((50, 90), dtype=np.float32)
-    b_storage = rng.standard_normal((70, 50), dtype=np.float32)
-    a = a_storage[1:37:2, 3:80]          # rows apart, contiguous along K
+    b_storage = rng.standard_normal((50, 90), dtype=np.float32)
+    a = a_storage[1:37:2, 3:48]           # rows apart, contiguous along K
     a_transposed = a_storage[:45, :18].T  # columns contiguous: packed per call
-    b = b_storage.T[2:47]                 # (45, 70), columns 50 apart
+    b = b_storage[2:47, 5:75]             # rows apart, contiguous along N
+    b_transposed = np.ascontiguousarray(b_storage[2:47, 5:75].T).T  # columns 45 apart
     wide = np.zeros((18, 100), np.float32)
     out = wide[:, 10:10 + 70]
     pool_threads(2)
-    for left in (a[:, :45], a_transposed):
+    for left in (a, a_transposed):
         out[...] = np.nan
         assert native.gemm(left, b, out)
         check(out, left, b, reference(left, b))
+        out[...] = np.nan
+        lib.gemm(left, b_transposed, out, None, 0)  # gathered as it is packed
+        check(out, left, b, reference(left, b))
     assert not wide[:, :10].any() and not wide[:, 80:].any()  # nothing written past out
+    spread = rng.standard_normal((150, 100), dtype=np.float32)
+    b_gathered = spread[2:142:2, 5:95:2].T  # (45, 70): neither rows nor columns contiguous
+    for right, dense in ((b_transposed, b), (b_gathered, b_gathered),
+                         (native.pack(b_gathered, native.RIGHT), b_gathered)):
+        out[...] = np.nan
+        assert native.gemm(a, right, out)
+        check(out, a, dense, reference(a, dense))
 
 
 @pytest.mark.parametrize("relu", [False, True])
@@ -137,16 +148,55 @@ def test_nan_and_inf_propagate_and_relu_keeps_nan():
     np.testing.assert_array_equal(out[2], [2, 0])
 
 
-def test_batched_matmul_broadcasts_like_numpy(pool_threads):
+def test_batched_products_in_one_call(isa, pool_threads):
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((5, 13, 40), dtype=np.float32)
+    b = rng.standard_normal((5, 40, 21), dtype=np.float32)
+    shared = rng.standard_normal((40, 21), dtype=np.float32)
+    for threads in (1, 2):
+        pool_threads(threads)
+        out = np.empty((5, 13, 21), np.float32)
+        lib.gemm(a, b, out, None, 0)
+        check(out.reshape(-1, 21)[:13], a[0], b[0], reference(a[0], b[0]))
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+        for right in (shared, native.pack(shared, native.RIGHT)):
+            out[...] = np.nan
+            assert native.gemm(a[2], right, out[2])
+            lib.gemm(a, right if isinstance(right, np.ndarray) else
+                     (right.data, 40, 21, 1, right.nr, right.kc), out, None, 0)
+            np.testing.assert_allclose(out, a.astype(np.float64) @ shared, rtol=1e-5,
+                                       atol=1e-4)
+        transposed = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)
+        lib.gemm(transposed, b, out, None, 0)  # columns contiguous: A packed per product
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_batched_matmul_broadcasts_like_numpy(pool_threads, monkeypatch):
+    small = native.SMALL_PRODUCT
+    monkeypatch.setattr(native, "SMALL_PRODUCT", 0)  # these shapes are below it
     rng = np.random.default_rng(3)
-    a = rng.standard_normal((2, 3, 17, 9), dtype=np.float32)
-    b = rng.standard_normal((3, 9, 11), dtype=np.float32)
-    out = np.empty((2, 3, 17, 11), np.float32)
+    a = rng.standard_normal((2, 3, 37, 29), dtype=np.float32)
+    b = rng.standard_normal((3, 29, 41), dtype=np.float32)
+    out = np.empty((2, 3, 37, 41), np.float32)
     pool_threads(2)
-    assert native.matmul(a, b, out)
-    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
-    assert not native.matmul(a, b, np.empty((2, 3, 17, 11), np.float64))  # not float32
-    assert not native.matmul(a, a.swapaxes(-1, -2), a[..., :9])  # out overlaps an operand
+    assert native.matmul(a, b, out)  # b's batch repeats: one call per index of the first
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    assert native.matmul(a[:1, :1], b[:1], out[:1, :1])  # broadcast by size-1 dims
+    np.testing.assert_allclose(out[0, 0], a[0, 0].astype(np.float64) @ b[0], rtol=1e-5,
+                               atol=1e-4)
+    assert not native.matmul(a, b, np.empty((2, 3, 37, 41), np.float64))  # not float32
+    square = rng.standard_normal((4, 40, 40), dtype=np.float32)
+    assert not native.matmul(square, square, square)  # out overlaps an operand
+    monkeypatch.setattr(native, "SMALL_PRODUCT", small)
+    assert not native.matmul(a, b, out)  # below the threshold: numpy's
+    monkeypatch.setattr(native, "SMALL_PRODUCT", 0)
+    tall = rng.standard_normal((4, 300, 8), dtype=np.float32)
+    assert not native.matmul(tall, np.ones((4, 8, 4), np.float32),
+                             np.empty((4, 300, 4), np.float32))  # 4 columns: numpy's
+    assert native.matmul(tall, tall.swapaxes(1, 2), out := np.empty((4, 300, 300),
+                                                                     np.float32))
+    np.testing.assert_allclose(out, tall.astype(np.float64) @ tall.swapaxes(1, 2), rtol=1e-5,
+                               atol=1e-4)  # a transposed B (attention's K^T)
 
 
 def test_concurrent_callers_and_a_forked_child(pool_threads):
@@ -212,8 +262,18 @@ def test_the_kernel_refuses_bad_arguments_naming_them():
     out = np.empty((4, 3), np.float32)
     with pytest.raises(TypeError, match="'a' must be a float32"):
         lib.gemm(a.astype(np.float64), b, out, None, 0)
-    with pytest.raises(TypeError, match="'b' must have 2 dims"):
+    with pytest.raises(TypeError, match="'b' must have 2 or 3 dims"):
         lib.gemm(a, np.ones(5, np.float32), out, None, 0)
+    with pytest.raises(ValueError, match="a batch of 2 products"):
+        lib.gemm(np.ones((3, 4, 5), np.float32), b, np.empty((2, 4, 3), np.float32), None, 0)
+    with pytest.raises(ValueError, match="a batch of 1 products"):
+        lib.gemm(np.ones((2, 4, 5), np.float32), b, out, None, 0)
+    overlapping = np.lib.stride_tricks.as_strided(np.empty(40, np.float32), (2, 4, 3),
+                                                  (12, 12, 4))
+    with pytest.raises(ValueError, match="its matrices overlap"):
+        lib.gemm(a, b, overlapping, None, 0)
+    with pytest.raises(TypeError, match="'matrix' must have 2 dims"):
+        lib.gemm_pack(np.ones((2, 5, 3), np.float32), 1, np.empty(1, np.float32))
     with pytest.raises(ValueError, match="inner sizes differ"):
         lib.gemm(a, np.ones((4, 3), np.float32), out, None, 0)
     with pytest.raises(ValueError, match="'out' must be a 4 x 3"):
@@ -236,15 +296,15 @@ def test_the_kernel_refuses_bad_arguments_naming_them():
     with pytest.raises(ValueError, match="'threads' = 257 is invalid"):
         lib.pool_threads(257)
     with pytest.raises(ValueError, match="'isa' = 'sse9' is invalid"):
-        lib.gemm_set_isa("sse9")
+        native.set_isa("sse9")
 
 
 def test_a_packed_matrix_is_refused_after_an_isa_change():
-    current = lib.gemm_info()["isa"]
+    current = native.isa()
     if current == "baseline":
         pytest.skip("this CPU runs only the baseline kernel")
     packed = native.pack(np.ones((5, 3), np.float32), native.RIGHT)
-    lib.gemm_set_isa("baseline")
+    native.set_isa("baseline")
     try:
         assert not native.gemm(np.ones((2, 5), np.float32), packed,
                                np.empty((2, 3), np.float32))
@@ -253,4 +313,4 @@ def test_a_packed_matrix_is_refused_after_an_isa_change():
                      (packed.data, 5, 3, 1, packed.nr, packed.kc),
                      np.empty((2, 3), np.float32), None, 0)
     finally:
-        lib.gemm_set_isa(current)
+        native.set_isa(current)

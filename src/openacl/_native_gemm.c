@@ -35,6 +35,8 @@
 #define MR 6
 #define NR_MAX 32
 #define RAW_COLUMNS_MAX 256 /* a raw B is packed this many columns at a time */
+#define SERIAL_WORK 262144.0 /* fewer multiply-adds run on the caller alone: waking a
+                             * sleeping worker costs more (40-60 us on a VM) */
 
 /* a[r][p] is rows[r][p * k_step]: a packed panel (rows[r] = panel + r, k_step MR) or the
  * rows of a raw A with contiguous rows (k_step 1), read in place */
@@ -139,6 +141,8 @@ typedef struct {
     ptrdiff_t rows, cols;
     ptrdiff_t row_stride, col_stride; /* raw */
     int packed;
+    ptrdiff_t batch_stride; /* raw, batched: elements from one matrix to the next (0: one
+                             * matrix for every product of the batch) */
 } Operand;
 
 /* Pack one panel (`panel` of MR rows of A, or of nr columns of B) of the K block at k0
@@ -175,6 +179,23 @@ static void pack_panel(const Operand *m, int side, int width, ptrdiff_t block, p
  * cache line per row, a page apart, each a miss the prefetcher does not see coming). */
 static void pack_columns(const Operand *m, int nr, ptrdiff_t block, ptrdiff_t k0,
                          ptrdiff_t col0, ptrdiff_t col1, float *dst) {
+    if (m->row_stride == 1 && m->col_stride != 1) { /* a transposed B (K^T of attention):
+                                                     * each column is contiguous */
+        for (ptrdiff_t j = col0; j < col1; j += nr, dst += nr * block) {
+            ptrdiff_t valid = col1 - j < nr ? col1 - j : nr;
+            for (ptrdiff_t q = 0; q < nr; q++) {
+                if (q >= valid) {
+                    for (ptrdiff_t p = 0; p < block; p++)
+                        dst[p * nr + q] = 0.0f;
+                    continue;
+                }
+                const float *column = m->data + (j + q) * m->col_stride + k0;
+                for (ptrdiff_t p = 0; p < block; p++)
+                    dst[p * nr + q] = column[p];
+            }
+        }
+        return;
+    }
     for (ptrdiff_t p = 0; p < block; p++) {
         const float *line = m->data + (k0 + p) * m->row_stride;
         float *out = dst + p * nr;
@@ -257,9 +278,10 @@ typedef struct {
     const Operand *b_raw; /* b unpacked: each task packs a panel just before its use */
     float *c;
     ptrdiff_t m, n, k, ldc, m_padded, n_padded;
+    ptrdiff_t batch, a_batch_stride, c_batch_stride; /* the products of a batch */
     const float *bias;
     int flags;
-    ptrdiff_t row_tile, col_tile, col_tasks;
+    ptrdiff_t row_tile, col_tile, col_tasks, row_tasks;
     atomic_int failed; /* a task could not get its scratch */
 } ProductJob;
 
@@ -289,7 +311,20 @@ static void epilogue(const ProductJob *g, float *c, ptrdiff_t row, ptrdiff_t col
 }
 
 static void product_task(void *context, ptrdiff_t task) {
-    const ProductJob *g = context;
+    ProductJob *job = context;
+    ptrdiff_t tiles = job->row_tasks * job->col_tasks;
+    ptrdiff_t item = task / tiles;
+    task %= tiles;
+    ProductJob one = *job; /* this task's product of the batch */
+    Operand b_item;
+    one.a += item * job->a_batch_stride;
+    one.c += item * job->c_batch_stride;
+    if (job->b_raw != NULL) {
+        b_item = *job->b_raw;
+        b_item.data += item * b_item.batch_stride;
+        one.b_raw = &b_item;
+    }
+    const ProductJob *g = &one;
     const Isa *isa = g->isa;
     int nr = isa->nr;
     ptrdiff_t row0 = task / g->col_tasks * g->row_tile;
@@ -302,7 +337,7 @@ static void product_task(void *context, ptrdiff_t task) {
     if (g->b_raw != NULL) {
         packed_b = task_buffer(round_up(col1 - col0, nr) * isa->kc);
         if (packed_b == NULL) {
-            atomic_store(&g->failed, 1);
+            atomic_store(&job->failed, 1);
             return;
         }
     }
@@ -364,10 +399,11 @@ static void plan_tiles(ProductJob *g) {
     int nr = g->isa->nr;
     ptrdiff_t row_panels = g->m_padded / MR, col_panels = g->n_padded / nr;
     g->row_tile = MR * (row_panels < 16 ? row_panels : 16);
-    ptrdiff_t row_tasks = (row_panels * MR + g->row_tile - 1) / g->row_tile;
-    double work = (double)g->m * (double)g->n * (double)(g->k > 0 ? g->k : 1);
+    ptrdiff_t row_tasks = (row_panels * MR + g->row_tile - 1) / g->row_tile * g->batch;
+    double work = (double)g->m * (double)g->n * (double)(g->k > 0 ? g->k : 1) *
+                  (double)g->batch;
     ptrdiff_t col_tasks = 1;
-    if (threads > 1 && work >= 65536.0) {
+    if (threads > 1 && work >= SERIAL_WORK) {
         ptrdiff_t wanted = 4 * threads;
         col_tasks = (wanted + row_tasks - 1) / row_tasks;
     }
@@ -378,35 +414,48 @@ static void plan_tiles(ProductJob *g) {
         panels_per_task = RAW_COLUMNS_MAX / nr;
     g->col_tile = panels_per_task * nr;
     g->col_tasks = (col_panels + panels_per_task - 1) / panels_per_task;
-    if (threads <= 1 || work < 65536.0) { /* one task: no pool round trip for a small one */
+    if (threads <= 1 || work < SERIAL_WORK) { /* one task: no pool round trip */
         g->row_tile = g->m_padded;
         if (g->b_raw == NULL) {
             g->col_tile = g->n_padded;
             g->col_tasks = 1;
         }
     }
+    g->row_tasks = (g->m + g->row_tile - 1) / g->row_tile;
 }
 
-/* C = A @ B per `flags`; `a` and `b` raw or packed. Returns 0, or -1 when scratch cannot be
- * allocated. Call without the GIL. */
+/* C = A @ B per `flags` for each of `batch` products (C's matrices c_batch_stride apart,
+ * the operands' by their batch_stride; a packed operand serves them all); `a` and `b` raw
+ * or packed. Returns 0, or -1 when scratch cannot be allocated. Call without the GIL. */
 static int gemm_run(const Operand *a, const Operand *b, float *c, ptrdiff_t ldc,
-                    const float *bias, int flags) {
+                    const float *bias, int flags, ptrdiff_t batch, ptrdiff_t c_batch_stride) {
     const Isa *isa = current_isa();
-    ProductJob g = {isa, NULL, NULL, 0, NULL, c, a->rows, b->cols, a->cols, ldc,
-                    round_up(a->rows, MR), round_up(b->cols, isa->nr), bias, flags, 0, 0, 0};
-    if (g.m == 0 || g.n == 0)
+    ProductJob g = {.isa = isa, .c = c, .m = a->rows, .n = b->cols, .k = a->cols, .ldc = ldc,
+                    .m_padded = round_up(a->rows, MR), .n_padded = round_up(b->cols, isa->nr),
+                    .batch = batch, .c_batch_stride = c_batch_stride, .bias = bias,
+                    .flags = flags};
+    if (g.m == 0 || g.n == 0 || batch == 0)
         return 0;
     float *scratch_a = NULL;
     /* A with contiguous rows is read in place (as MLAS does): packing it costs more than
      * the strided broadcasts it saves */
     int a_in_place = !a->packed && (a->col_stride == 1 || a->cols <= 1);
-    if (a_in_place)
+    if (a_in_place) {
         g.a_stride = a->row_stride > 0 ? a->row_stride : 1;
+        g.a_batch_stride = a->batch_stride;
+    }
     if (g.k > 0 && !a->packed && !a_in_place) {
-        scratch_a = malloc((size_t)gemm_packed_size(a->rows, a->cols, GEMM_LEFT) * sizeof(float));
+        ptrdiff_t size = gemm_packed_size(a->rows, a->cols, GEMM_LEFT);
+        ptrdiff_t copies = a->batch_stride == 0 ? 1 : batch;
+        scratch_a = malloc((size_t)(size * copies) * sizeof(float));
         if (scratch_a == NULL)
             return -1;
-        pack_matrix(a, GEMM_LEFT, scratch_a);
+        for (ptrdiff_t item = 0; item < copies; item++) {
+            Operand one = *a;
+            one.data += item * a->batch_stride;
+            pack_matrix(&one, GEMM_LEFT, scratch_a + item * size);
+        }
+        g.a_batch_stride = copies == 1 ? 0 : size;
     }
     g.a = a->packed || a_in_place ? a->data : scratch_a;
     if (b->packed)
@@ -414,27 +463,28 @@ static int gemm_run(const Operand *a, const Operand *b, float *c, ptrdiff_t ldc,
     else
         g.b_raw = b;
     plan_tiles(&g);
-    ptrdiff_t row_tasks = (g.m + g.row_tile - 1) / g.row_tile;
     atomic_init(&g.failed, 0);
-    pool_run(row_tasks * g.col_tasks, product_task, &g);
+    pool_run(batch * g.row_tasks * g.col_tasks, product_task, &g);
     free(scratch_a);
     return atomic_load(&g.failed) ? -1 : 0;
 }
 
 /* -- Python ------------------------------------------------------------------------------- */
-/* A 2-D float32 buffer with non-negative strides that are whole elements. */
-static int matrix_buffer(PyObject *object, Py_buffer *view, int writable, const char *name) {
+/* A float32 matrix (2 dims), or with `batched` a batch of them (3 dims: batch first), with
+ * non-negative strides that are whole elements. */
+static int matrix_buffer(PyObject *object, Py_buffer *view, int writable, int batched,
+                         const char *name) {
     int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(object, view, flags) != 0)
         return -1;
     const char *problem = NULL;
     if (view->itemsize != 4 || view->format == NULL || strcmp(view->format, "f") != 0)
         problem = "must be a float32 buffer";
-    else if (view->ndim != 2)
-        problem = "must have 2 dims";
-    else if (view->strides[0] < 0 || view->strides[1] < 0 || view->strides[0] % 4 != 0 ||
-             view->strides[1] % 4 != 0)
-        problem = "must have non-negative strides of whole float32 elements";
+    else if (view->ndim != 2 && !(batched && view->ndim == 3))
+        problem = batched ? "must have 2 or 3 dims" : "must have 2 dims";
+    for (int d = 0; problem == NULL && d < view->ndim; d++)
+        if (view->strides[d] < 0 || view->strides[d] % 4 != 0)
+            problem = "must have non-negative strides of whole float32 elements";
     if (problem != NULL) {
         PyErr_Format(PyExc_TypeError, "argument '%s' %s", name, problem);
         PyBuffer_Release(view);
@@ -443,15 +493,21 @@ static int matrix_buffer(PyObject *object, Py_buffer *view, int writable, const 
     return 0;
 }
 
-/* An operand: a 2-D float32 buffer, or a packed matrix (data, rows, cols, side, nr, kc). */
+/* An operand: a float32 matrix or batch of matrices (its batch size into *batch, 0 for a
+ * matrix), or a packed matrix (data, rows, cols, side, nr, kc). */
 static int get_operand(PyObject *object, int side, const char *name, Py_buffer *view,
-                       Operand *operand) {
+                       Operand *operand, Py_ssize_t *batch) {
     memset(operand, 0, sizeof *operand);
+    *batch = 0;
     if (!PyTuple_Check(object)) {
-        if (matrix_buffer(object, view, 0, name) != 0)
+        if (matrix_buffer(object, view, 0, 1, name) != 0)
             return -1;
-        *operand = (Operand){view->buf, view->shape[0], view->shape[1], view->strides[0] / 4,
-                             view->strides[1] / 4, 0};
+        int first = view->ndim - 2;
+        *operand = (Operand){view->buf, view->shape[first], view->shape[first + 1],
+                             view->strides[first] / 4, view->strides[first + 1] / 4, 0,
+                             first ? view->strides[0] / 4 : 0};
+        if (first)
+            *batch = view->shape[0];
         return 0;
     }
     PyObject *data;
@@ -479,7 +535,7 @@ static int get_operand(PyObject *object, int side, const char *name, Py_buffer *
         PyBuffer_Release(view);
         return -1;
     }
-    *operand = (Operand){view->buf, rows, cols, 0, 0, 1};
+    *operand = (Operand){view->buf, rows, cols, 0, 0, 1, 0};
     return 0;
 }
 
@@ -494,7 +550,7 @@ static PyObject *py_gemm_pack(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     }
     Py_buffer matrix, out;
-    if (matrix_buffer(matrix_object, &matrix, 0, "matrix") != 0)
+    if (matrix_buffer(matrix_object, &matrix, 0, 0, "matrix") != 0)
         return NULL;
     if (PyObject_GetBuffer(out_object, &out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
                                                  PyBUF_WRITABLE) != 0) {
@@ -503,7 +559,7 @@ static PyObject *py_gemm_pack(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     PyObject *result = NULL;
     Operand m = {matrix.buf, matrix.shape[0], matrix.shape[1], matrix.strides[0] / 4,
-                 matrix.strides[1] / 4, 0};
+                 matrix.strides[1] / 4, 0, 0};
     Py_ssize_t needed = gemm_packed_size(m.rows, m.cols, side);
     if (out.itemsize != 4 || out.format == NULL || strcmp(out.format, "f") != 0 ||
         out.len / 4 != needed) {
@@ -547,17 +603,30 @@ static PyObject *py_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     Py_buffer a_view, b_view, out_view, bias_view;
     Operand a, b;
-    if (get_operand(a_object, GEMM_LEFT, "a", &a_view, &a) != 0)
+    Py_ssize_t a_batch, b_batch;
+    if (get_operand(a_object, GEMM_LEFT, "a", &a_view, &a, &a_batch) != 0)
         return NULL;
-    if (get_operand(b_object, GEMM_RIGHT, "b", &b_view, &b) != 0) {
+    if (get_operand(b_object, GEMM_RIGHT, "b", &b_view, &b, &b_batch) != 0) {
         PyBuffer_Release(&a_view);
         return NULL;
     }
     PyObject *result = NULL;
     int have_out = 0, have_bias = 0;
-    if (matrix_buffer(out_object, &out_view, 1, "out") != 0)
+    if (matrix_buffer(out_object, &out_view, 1, 1, "out") != 0)
         goto done;
     have_out = 1;
+    /* a batch: out's first dim; each operand is one matrix for all, or as many */
+    int batched = out_view.ndim == 3;
+    Py_ssize_t batch = batched ? out_view.shape[0] : 1;
+    Py_ssize_t out_batch_stride = batched ? out_view.strides[0] / 4 : 0;
+    if ((a_batch && (!batched || a_batch != batch)) || (b_batch && (!batched || b_batch != batch))) {
+        PyErr_Format(PyExc_ValueError, "a batch of %zd products (out) cannot take a batch of "
+                     "%zd (a) and %zd (b): each operand is one matrix or as many", batch,
+                     a_batch, b_batch);
+        goto done;
+    }
+    const Py_ssize_t *out_shape = out_view.shape + (batched ? 1 : 0); /* its matrices' */
+    const Py_ssize_t *out_strides = out_view.strides + (batched ? 1 : 0);
     if (bias_object != Py_None) {
         if (PyObject_GetBuffer(bias_object, &bias_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0)
             goto done;
@@ -569,10 +638,9 @@ static PyObject *py_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
                      a.rows, a.cols, b.rows, b.cols);
         goto done;
     }
-    int empty = m == 0 || n == 0; /* (numpy gives an empty array zero strides) */
-    if (out_view.shape[0] != m || out_view.shape[1] != n ||
-        (!empty && n > 1 && out_view.strides[1] != 4) ||
-        (!empty && m > 1 && out_view.strides[0] < (Py_ssize_t)(n * 4))) {
+    int empty = m == 0 || n == 0 || batch == 0; /* (numpy gives an empty array zero strides) */
+    if (out_shape[0] != m || out_shape[1] != n || (!empty && n > 1 && out_strides[1] != 4) ||
+        (!empty && m > 1 && out_strides[0] < (Py_ssize_t)(n * 4))) {
         PyErr_Format(PyExc_ValueError, "argument 'out' must be a %zd x %zd float32 matrix with "
                      "contiguous rows", m, n);
         goto done;
@@ -584,10 +652,15 @@ static PyObject *py_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
                      bias_length);
         goto done;
     }
+    if (batched && batch > 1 && !empty &&
+        out_batch_stride < (m - 1) * (out_strides[0] / 4) + n) {
+        PyErr_SetString(PyExc_ValueError, "argument 'out': its matrices overlap");
+        goto done;
+    }
     int failed;
     Py_BEGIN_ALLOW_THREADS
-    failed = gemm_run(&a, &b, out_view.buf, out_view.strides[0] / 4,
-                      have_bias ? bias_view.buf : NULL, flags);
+    failed = gemm_run(&a, &b, out_view.buf, out_strides[0] / 4,
+                      have_bias ? bias_view.buf : NULL, flags, batch, out_batch_stride);
     Py_END_ALLOW_THREADS
     result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
 done:

@@ -65,7 +65,7 @@ static struct {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
     .threads = 1,
-    .spin_ns = 100000,
+    .spin_ns = 1000000,
 };
 
 static long long now_ns(void) {

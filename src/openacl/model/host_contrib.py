@@ -88,6 +88,7 @@ import numpy as np
 
 from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_PARSE_MODEL
 from openacl.model.host_nodes import _HostNode
+from openacl.ops import native
 
 __all__ = ["CONTRIB_OPS", "ONNXRUNTIME_THREADS", "contrib_node", "dynamic_quantize_lstm",
            "slice_rows"]
@@ -223,6 +224,7 @@ class IntegerWeights:
         largest = int(np.abs(self.matrix).max()) if self.matrix.size else 0
         self.block = max(1, ((1 << 24) - 1) // (255 * max(largest, 1)))
         self._pairs: np.ndarray | None = None
+        self._packed: native.PackedMatrix | None = None
 
     @property
     def pairs(self) -> np.ndarray:
@@ -246,10 +248,13 @@ class IntegerWeights:
         lead = a.shape[:-1]
         a = a.reshape(-1, rows) - F32(a_zero)
         if rows <= self.block:
-            return (a @ self.matrix).reshape(*lead, columns)
+            if self._packed is None:  # packed for the GEMM once, on first use
+                self._packed = native.pack(self.matrix, native.RIGHT)
+            return native.packed_product(a, self._packed, self.matrix).reshape(*lead, columns)
         total = np.zeros((a.shape[0], columns), F64)
         for start in range(0, rows, self.block):
-            total += a[:, start:start + self.block] @ self.matrix[start:start + self.block]
+            total += native.product(a[:, start:start + self.block],
+                                    self.matrix[start:start + self.block])
         return total.astype(F32).reshape(*lead, columns)
 
 
@@ -348,8 +353,6 @@ def _native_steps(gates_x: np.ndarray, lengths: np.ndarray, weights: _Direction,
     loop below; MLAS's polynomials with true fused multiply-adds) for the common case:
     default activations, no peepholes, no input_forget, every sequence full, the hidden
     state quantised whole. ``h`` and ``c`` hold the final state after; False: not done."""
-    from openacl.ops import native
-
     lib = native.kernels()
     seq, batch, _ = gates_x.shape
     if (lib is None or input_forget or weights.peepholes is not None or seq == 0

@@ -94,6 +94,21 @@ DEPTHWISE_TILE_ELEMENTS = 1 << 16  # output elements per multiply-add pass (dept
 # measured on PP-OCR's depthwise layers: 2^16 beats 2^14 (call overhead) and 2^18 (cache)
 
 
+
+def _matmul(xp, a, b, out=None):
+    """``xp.matmul(a, b, out=out)``, float32 host products by openacl's packed GEMM
+    (``native.matmul``: the C kernels' pool, not numpy's BLAS's)."""
+    if xp is np and a.ndim >= 2 and b.ndim >= 2:
+        if out is None and a.dtype == b.dtype == np.float32:
+            try:
+                batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            except ValueError:
+                return np.matmul(a, b)
+            out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.float32)
+        if out is not None and native.matmul(a, b, out):
+            return out
+    return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+
 def int_list(c: Call, name: str, count: int, default: int, minimum: int) -> tuple[int, ...]:
     values = c[name]
     if values is None:
@@ -345,7 +360,7 @@ def im2col(out, x, w, bias, g: Geometry, compute) -> None:
             and not any(b or a for b, a in g.pads)):  # 1x1: the input is its own columns
         direct = out.dtype == compute and out.flags.c_contiguous
         result = out if direct else xp.empty(out.shape, compute)
-        xp.matmul(w.reshape(c_out, c_in), x.reshape(n, c_in, -1),
+        _matmul(xp, w.reshape(c_out, c_in), x.reshape(n, c_in, -1),
                   out=result.reshape(n, c_out, -1))
         _finish(out, result, bias, compute)
         return
@@ -361,7 +376,7 @@ def im2col(out, x, w, bias, g: Geometry, compute) -> None:
         for image in range(n):
             lib.im2col(x[image:image + 1], columns, x.shape[1:], g.kernel_size, g.stride,
                        tuple(b for b, _ in g.pads), g.dilation, g.out_size)
-            np.matmul(weights, columns, out=out[image].reshape(c_out, locations))
+            _matmul(np, weights, columns, out=out[image].reshape(c_out, locations))
         _finish(out, out, bias, compute)
         return
     windows = windows_of(x, g, compute)
@@ -374,10 +389,10 @@ def im2col(out, x, w, bias, g: Geometry, compute) -> None:
     columns = columns_of(windows, g, compute)
     weights = w.reshape(groups, c_out // groups, c_group * taps)
     if groups == 1 and n == 1 and out.dtype == compute and out.flags.c_contiguous:
-        xp.matmul(weights[0], columns[0], out=out.reshape(c_out, locations))
+        _matmul(xp, weights[0], columns[0], out=out.reshape(c_out, locations))
         _finish(out, out, bias, compute)
         return
-    result = xp.matmul(weights, columns)  # (G, C_out/G, N * L)
+    result = _matmul(xp, weights, columns)  # (G, C_out/G, N * L)
     result = result.reshape(c_out, n, *g.out_size).swapaxes(0, 1)
     _finish(out, result, bias, compute)
 
@@ -426,7 +441,7 @@ def _im2col_in_row_blocks(out, windows, weights, bias, g: Geometry, compute) -> 
         part = columns[:, :, :, :count]
         np.copyto(part, windows[:, first:first + count].transpose(0, 3, 4, 1, 2))
         product = block[:, :count * out_w]
-        np.matmul(weights, part.reshape(depth, count * out_w), out=product)
+        _matmul(np, weights, part.reshape(depth, count * out_w), out=product)
         if bias is not None:
             product += bias.reshape(-1, 1)
         np.copyto(target[:, first:first + count], product.reshape(c_out, count, out_w),
@@ -479,7 +494,7 @@ def _gather_plan(v, index: np.ndarray, g: Geometry, rounded: np.dtype, compute: 
     def replay() -> None:
         np.copyto(interior, source)
         np.take(flat, index, axis=1, out=columns)
-        np.matmul(weights, rows, out=product)
+        _matmul(np, weights, rows, out=product)
         if shift is not None:
             np.add(product, shift, out=product)
     return replay
@@ -498,10 +513,10 @@ def _gathered(index: np.ndarray, out, x, w, bias, g: Geometry, compute) -> None:
     columns = columns.reshape(groups, c_in // groups * taps, n * locations)
     weights = w.reshape(groups, c_out // groups, c_in // groups * taps)
     if groups == 1 and n == 1 and out.dtype == compute and out.flags.c_contiguous:
-        np.matmul(weights[0], columns[0], out=out.reshape(c_out, locations))
+        _matmul(np, weights[0], columns[0], out=out.reshape(c_out, locations))
         _finish(out, out, bias, compute)
         return
-    result = np.matmul(weights, columns).reshape(c_out, n, *g.out_size).swapaxes(0, 1)
+    result = _matmul(np, weights, columns).reshape(c_out, n, *g.out_size).swapaxes(0, 1)
     _finish(out, result, bias, compute)
 
 
@@ -570,9 +585,9 @@ def _shifted_windows(out, x, w, bias, g: Geometry, compute) -> None:
 def _tap_by_tap(grid, weights, layout: _FlatLayout, compute) -> None:
     """``grid`` = the sum over taps of one (C_out, C_in) matmul each with its window."""
     partial = np.empty(grid.shape, compute) if len(weights) > 1 else None
-    np.matmul(weights[0], layout.window(0), out=grid)
+    _matmul(np, weights[0], layout.window(0), out=grid)
     for tap in range(1, len(weights)):
-        np.matmul(weights[tap], layout.window(tap), out=partial)
+        _matmul(np, weights[tap], layout.window(tap), out=partial)
         grid += partial
 
 
@@ -590,7 +605,7 @@ def _stacked_taps(grid, weights, layout: _FlatLayout, compute) -> None:
     rows = product.reshape(taps * c_out, block + reach)
     for start in range(0, length, block):
         width = min(block, length - start)
-        np.matmul(stacked, layout.flat[:, start:start + width + reach],
+        _matmul(np, stacked, layout.flat[:, start:start + width + reach],
                   out=rows[:, :width + reach])
         acc = grid[:, start:start + width]
         for tap, offset in enumerate(layout.offsets):
@@ -620,7 +635,7 @@ def _stacked_taps_into(lib, out: np.ndarray, weights, layout: _FlatLayout, bias)
     for first in range(0, out_h, block_rows):
         count = min(block_rows, out_h - first)
         span = count * pitch + reach
-        np.matmul(stacked, layout.flat[:, first * pitch:first * pitch + span],
+        _matmul(np, stacked, layout.flat[:, first * pitch:first * pitch + span],
                   out=rows[:, :span])
         lib.shifted_sums(product, out, bias, offsets, (c_out, slab), (count, pitch),
                          (out_w, out_h * out_w, first))
@@ -695,10 +710,10 @@ def _depthwise_columns(out, x, w, bias, g: Geometry, compute) -> None:
         tile = tile.reshape(count, len(taps), positions)  # a partial row tile: a compact copy
         target = result[image, block, first:last]
         if row_block == rows:  # whole planes: straight into the (contiguous) result
-            np.matmul(weights[block], tile, out=target.reshape(count, 1, positions))
+            _matmul(np, weights[block], tile, out=target.reshape(count, 1, positions))
         else:
             partial = product[:count, :, :positions]
-            np.matmul(weights[block], tile, out=partial)
+            _matmul(np, weights[block], tile, out=partial)
             np.copyto(target, partial.reshape(target.shape))
     _finish(out, result, bias, compute)
 
@@ -735,7 +750,7 @@ def transposed_conv(out, x, w, bias, g: Geometry, compute) -> None:
     inputs = x.reshape(n, groups, c_group, locations).transpose(1, 2, 0, 3).reshape(
         groups, c_group, n * locations)
     xp = array_module(x)
-    contributions = xp.matmul(weights, inputs).reshape(
+    contributions = _matmul(xp, weights, inputs).reshape(
         groups, o_group, taps, n, *in_size)
     if not any(g.output_padding) and all(s == k and d == 1 for s, k, d in zip(
             g.stride, g.kernel_size, g.dilation, strict=True)):

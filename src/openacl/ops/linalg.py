@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +130,8 @@ def _product(xp, out, a, b, compute) -> None:
             # instead of one per matrix (measured, 8 x [128, 384] @ [384, 1536]: 5.8 -> 4.2 ms)
             rows = math.prod(a.shape[:-1])  # (not -1: a 0-size operand has no inferable dim)
             a, out = a.reshape(rows, a.shape[-1]), out.reshape(rows, out.shape[-1])
+        if xp is np and a.ndim >= 2 and b.ndim >= 2 and native.matmul(a, b, out):
+            return  # openacl's GEMM, on the C kernels' pool
         xp.matmul(a, b, out=out)
     else:
         result = xp.matmul(a, b)
@@ -271,7 +274,8 @@ def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype, *,
         direct = (out.dtype == compute and out.size > 0
                   and not np.may_share_memory(out, addend))
         product = out if direct else array_module(out).empty(out.shape, compute)
-        np.matmul(a, b, out=product)
+        if not native.matmul(a, b, product):
+            np.matmul(a, b, out=product)
         if alpha != 1:
             np.multiply(product, alpha, out=product)
         if beta != 0:
@@ -491,9 +495,35 @@ def fused_matmul(c: Call) -> Kernel:
             np.may_share_memory(y, v[name]) for name in addends))
 
     relu_only = fused == "relu" and not bias  # the tiny model's step: two numpy calls
+    # a model's constant weight: packed once for openacl's GEMM, bias and ReLU in its tiles
+    packable = (compute == FLOAT32 and out_dtype == FLOAT32 and x2.ndim == 2 and
+                math.prod(shape) * x1.shape[-1] >= native.SMALL_PRODUCT and
+                shape[-1] >= native.FEW_COLUMNS)
+
+    def packed_product(v, y) -> bool:
+        """y = x1 @ W (+ bias) (ReLU) by the packed GEMM; False: not taken (nothing done)."""
+        if "x2" not in v.constant or type(y) is not np.ndarray or not writable(v, y):
+            return False
+        weight = v.derive(("packed", "x2"), ("x2",), lambda: native.pack(
+            _operand(v["x2"], rounded, compute), native.RIGHT))
+        if weight is None:
+            return False
+        row = None
+        if bias:
+            row = v.derive(("bias row", "bias"), ("bias",), lambda: _bias_row(v["bias"]))
+            if row is None:
+                return False
+        if not native.gemm(_operand(v["x1"], rounded, compute), weight, y, bias=row,
+                           relu=fused == "relu"):
+            return False
+        if x3 or gelu_form is not None:
+            epilogue(np, v, y, fused_bias=True)
+        return True
 
     def kernel(v) -> None:
         y = v["y"]
+        if packable and packed_product(v, y):
+            return
         if plain and type(y) is np.ndarray and writable(v, y):
             _product(np, y, v["x1"], v["x2"], compute)
             if relu_only:
@@ -513,10 +543,11 @@ def fused_matmul(c: Call) -> Kernel:
         if not direct and not native.narrowed_into(y, product):
             xp.copyto(y, product, casting="unsafe")
 
-    def epilogue(xp, v, product) -> None:
-        if bias:
+    def epilogue(xp, v, product, fused_bias: bool = False) -> None:
+        """What follows the product; ``fused_bias``: the GEMM added the bias and the ReLU."""
+        if bias and not fused_bias:
             product += as_array(v["bias"]).astype(compute, copy=False)
-        if fused == "relu":
+        if fused == "relu" and not fused_bias:
             xp.maximum(product, zero, out=product)  # NaN stays NaN, as torch.relu
         elif x3:
             other = as_array(v["x3"]).astype(compute, copy=False)
@@ -527,6 +558,15 @@ def fused_matmul(c: Call) -> Kernel:
         elif gelu_form is not None:
             product[...] = gelu(product, gelu_form)
     return kernel
+
+
+def _bias_row(bias: Any) -> np.ndarray | None:
+    """A float32 host bias of shape (N,) or (1, N) as the contiguous row the GEMM adds to
+    every row; None for any other bias (it is added after the product instead)."""
+    if type(bias) is not np.ndarray or bias.dtype != FLOAT32 or \
+            (bias.ndim == 2 and bias.shape[0] != 1):
+        return None
+    return np.ascontiguousarray(bias.reshape(-1))
 
 
 def _broadcasts_to(c: Call, name: str, shape: tuple[int, ...]) -> None:

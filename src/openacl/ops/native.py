@@ -11,6 +11,7 @@ time) everything runs on numpy, only slower.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -33,9 +34,9 @@ def _load() -> ModuleType | None:
         from openacl import _native
     except ImportError:
         return None
-    from openacl.runtime import threads  # its pool starts at the setting (runs keep it there)
+    from openacl.runtime import threads
 
-    _native.pool_threads(min(threads.configured(), threads.NATIVE_POOL_MAX))
+    threads.size_native_pool(_native)  # its pool starts at the setting (runs keep it there)
     return _native
 
 
@@ -158,9 +159,37 @@ class PackedMatrix:
     def shape(self) -> tuple[int, int]:
         return self.rows, self.cols
 
-    def usable(self, lib: ModuleType) -> bool:
-        info = lib.gemm_info()
-        return (info["nr"], info["kc"]) == (self.nr, self.kc)
+    def usable(self) -> bool:
+        """Packed for the kernel in use."""
+        return (self.nr, self.kc) == _kernel_layout()
+
+
+_layout: tuple[int, int] | None = None  # the kernel's (nr, kc), read once (set_isa resets)
+
+
+def _kernel_layout() -> tuple[int, int]:
+    global _layout
+    if _layout is None:
+        info = _module.gemm_info()
+        _layout = info["nr"], info["kc"]
+    return _layout
+
+
+def set_isa(name: str) -> bool:
+    """Use the GEMM's ``name`` kernel ('avx512', 'avx2', 'baseline'; for tests): False where
+    the CPU lacks it. Matrices packed before are declined afterwards."""
+    global _layout
+    lib = kernels()
+    if lib is None or not lib.gemm_set_isa(name):
+        return False
+    _layout = None
+    return True
+
+
+def isa() -> str | None:
+    """The GEMM kernel in use, or None without the C kernels."""
+    lib = kernels()
+    return None if lib is None else lib.gemm_info()["isa"]
 
 
 def _matrix(array: Any) -> bool:
@@ -177,14 +206,13 @@ def pack(matrix: np.ndarray, side: int) -> PackedMatrix | None:
         return None
     data = np.empty(lib.gemm_packed_size(*matrix.shape, side), SINGLE)
     lib.gemm_pack(matrix, side, data)
-    info = lib.gemm_info()
-    return PackedMatrix(data, *matrix.shape, side, info["nr"], info["kc"])
+    return PackedMatrix(data, *matrix.shape, side, *_kernel_layout())
 
 
-def _operand(lib: ModuleType, value: Any, side: int) -> Any:
+def _operand(value: Any, side: int) -> Any:
     """What gemm passes for one operand, or None where it cannot take it."""
     if isinstance(value, PackedMatrix):
-        if value.side != side or not value.usable(lib):
+        if value.side != side or not value.usable():
             return None
         return value.data, value.rows, value.cols, value.side, value.nr, value.kc
     return value if _matrix(value) else None
@@ -201,7 +229,7 @@ def gemm(a: np.ndarray | PackedMatrix, b: np.ndarray | PackedMatrix, out: np.nda
     lib = kernels()
     if lib is None:
         return False
-    left, right = _operand(lib, a, LEFT), _operand(lib, b, RIGHT)
+    left, right = _operand(a, LEFT), _operand(b, RIGHT)
     if left is None or right is None or not _matrix(out):
         return False
     rows, cols = out.shape
@@ -229,29 +257,111 @@ def set_threads(count: int) -> None:
         lib.pool_threads(count)
 
 
+# Below this many multiply-adds numpy's matmul (its BLAS on one thread) is as fast: the
+# checks here and a pool round trip (a sleeping worker's wake-up: 40-60 us on a VM) cost
+# more than a second thread saves (measured, 88 x 16 @ 16 x 288: 32 us against ~10).
+SMALL_PRODUCT = 1 << 20
+# With fewer rows than FEW_ROWS, a raw right operand's packing costs more than the product
+# it serves (a row vector times a matrix: numpy's BLAS runs a matrix-vector product); with
+# fewer columns than FEW_COLUMNS most of each microkernel tile's lanes would be padding
+# (measured, 258 x 256 @ 256 x 4: 114 us against numpy's 15).
+FEW_ROWS = 8
+FEW_COLUMNS = 16
+
+
+def _wide_enough(shape: tuple[int, ...]) -> bool:
+    """A product of this output shape suits the microkernel (see FEW_ROWS)."""
+    return shape[-2] >= FEW_ROWS and shape[-1] >= FEW_COLUMNS
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     """``np.matmul(a, b, out=out)`` for float32 host arrays of 2 or more dims by the packed
-    GEMM, one matrix of the (broadcast) batch at a time; False, with nothing written, where
-    the C kernels cannot take it (numpy's matmul is then the caller's)."""
+    GEMM, the whole (broadcast) batch in one call; False, with nothing written, where the C
+    kernels cannot take it, or the product is small (``SMALL_PRODUCT``) or thin
+    (``FEW_ROWS``, ``FEW_COLUMNS``): numpy's matmul is then the caller's."""
     lib = kernels()
     if lib is None or type(a) is not np.ndarray or type(b) is not np.ndarray or \
-            a.ndim < 2 or b.ndim < 2 or out.ndim != max(a.ndim, b.ndim) or \
-            a.dtype != SINGLE or b.dtype != SINGLE or not _matrix_rows(out):
+            a.ndim < 2 or b.ndim < 2 or a.dtype != SINGLE or b.dtype != SINGLE or \
+            not _matrix_rows(out) or out.ndim != max(a.ndim, b.ndim) or \
+            out.size * a.shape[-1] < SMALL_PRODUCT or not _wide_enough(out.shape):
         return False
     if a.ndim == b.ndim == 2:
         return gemm(a, b, out)
     batch = out.shape[:-2]
-    try:
-        left = np.broadcast_to(a, (*batch, *a.shape[-2:]))
-        right = np.broadcast_to(b, (*batch, *b.shape[-2:]))
-    except ValueError:
+    if a.shape[-2:] != (out.shape[-2], b.shape[-2]) or b.shape[-1] != out.shape[-1]:
         return False
     if np.may_share_memory(out, a) or np.may_share_memory(out, b):
         return False
-    for index in np.ndindex(*batch):
-        if not gemm(left[index], right[index], out[index]):
-            return False  # (only before the first matrix: every one has the same layout)
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2], batch)
+    except ValueError:
+        return False
+    return _batched(lib, a, b, out)
+
+
+def _batched(lib: ModuleType, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """One gemm call over out's batch where every operand's batch collapses into one stride,
+    else one per index of the first batch dim (operands already checked)."""
+    batch = out.shape[:-2]
+    count = math.prod(batch)
+    try:
+        stacked_out = out.reshape(count, *out.shape[-2:], copy=False)
+        left, right = _stack(a, batch, count), _stack(b, batch, count)
+    except ValueError:  # batch dims that do not collapse into one stride
+        left = right = stacked_out = None
+    if left is not None and right is not None and stacked_out is not None:
+        lib.gemm(left, right, stacked_out, None, 0)
+        return True
+    if len(batch) == 1:
+        return False
+    for index in range(batch[0]):
+        if not _batched(lib, _item(a, index, out.ndim), _item(b, index, out.ndim),
+                        out[index]):
+            return False  # (only at the first index: every index has the same layout)
     return True
+
+
+def _item(operand: np.ndarray, index: int, ndim: int) -> np.ndarray:
+    """The part of a broadcast ``operand`` that product ``index`` of the first of ``ndim``
+    dims reads."""
+    if operand.ndim < ndim:
+        return operand
+    return operand[0 if operand.shape[0] == 1 else index]
+
+
+def _stack(operand: np.ndarray, batch: tuple[int, ...], count: int) -> np.ndarray | None:
+    """``operand`` broadcast over ``batch`` as one (count, rows, cols) view, or a matrix when
+    every product shares it; None where its strides cannot be expressed so."""
+    if operand.ndim == 2 or all(size == 1 for size in operand.shape[:-2]):
+        matrix = operand.reshape(operand.shape[-2:])
+        return matrix if _matrix(matrix) else None
+    stacked = np.broadcast_to(operand, (*batch, *operand.shape[-2:])).reshape(
+        count, *operand.shape[-2:], copy=False)
+    return stacked if all(step >= 0 and step % 4 == 0 for step in stacked.strides) else None
+
+
+def packed_product(a: Any, packed: PackedMatrix | None, b: Any) -> Any:
+    """``a @ b`` where ``packed`` is ``pack(b, RIGHT)`` (a model's weight, packed once; None
+    where it could not be): by the GEMM when it takes ``a``, else by ``product``."""
+    if packed is not None and type(a) is np.ndarray and a.ndim == 2:
+        out = np.empty((a.shape[0], packed.cols), SINGLE)
+        if a.shape[0] * packed.cols * a.shape[1] >= SMALL_PRODUCT and gemm(a, packed, out):
+            return out
+    return product(a, b)
+
+
+def product(a: Any, b: Any) -> Any:
+    """``a @ b``; float32 host matrices (and batches) by the packed GEMM, the rest by numpy."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype == SINGLE \
+            and a.ndim >= 2 and b.ndim >= 2 and kernels() is not None:
+        try:
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            return a @ b  # (numpy's error)
+        out = np.empty((*batch, a.shape[-2], b.shape[-1]), SINGLE)
+        if a.shape[-1] == b.shape[-2] and matmul(a, b, out):
+            return out
+    return a @ b
 
 
 def _matrix_rows(out: Any) -> bool:

@@ -101,7 +101,10 @@ def bidirection_lstm(c: Call) -> Kernel:
         for direction, names in enumerate(used):
             w = v.derive(("w", direction), names[:1],
                          lambda n=names[0]: v.compute(n, compute).T)
-            projected = (x.reshape(steps * batch, features) @ w).reshape(steps, batch, width)
+            packed = v.derive(("packed w", direction), names[:1],
+                              lambda w=w: native.pack(w, native.RIGHT))
+            projected = native.packed_product(x.reshape(steps * batch, features), packed,
+                                              w).reshape(steps, batch, width)
             if len(names) > 2:
                 projected += v.derive(("bias", direction), names[2:], lambda n=names: (
                     v.compute(n[2], compute) + v.compute(n[3], compute)))
@@ -242,8 +245,11 @@ def gru(c: Call) -> Kernel:
             y = xp.empty((steps, batch, directions * hidden), compute)
             for direction in range(directions):
                 index = (layer * directions + direction) * per_direction
-                projected = (layer_input.reshape(steps * batch, -1) @ param(index).T).reshape(
-                    steps, batch, width)
+                weight = param(index).T
+                packed = v.derive(("packed", index), ("params",),
+                                  lambda w=weight: native.pack(w, native.RIGHT))
+                projected = native.packed_product(layer_input.reshape(steps * batch, -1),
+                                                  packed, weight).reshape(steps, batch, width)
                 b_hh = None
                 if has_bias:
                     projected += param(index + 2)

@@ -36,7 +36,8 @@ from typing import Any
 
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 
-__all__ = ["MAX_THREADS", "apply", "available_cores", "check_threads", "configured"]
+__all__ = ["MAX_THREADS", "NATIVE_POOL_MAX", "apply", "available_cores", "check_threads",
+           "configured", "size_native_pool"]
 
 MAX_THREADS = 1024  # a sanity bound on the setting
 
@@ -89,33 +90,51 @@ def configured() -> int:
 
 
 def apply(count: int | None = None) -> int:
-    """Keep numpy's BLAS pool at ``count`` threads (None: ``configured()``); returns the
+    """Keep the C kernels' pool at ``count`` threads (None: ``configured()``) and numpy's
+    BLAS pool at one (at ``count`` where the C kernels are missing or off); returns the
     count. Cheap when nothing changes (see the design note)."""
     global _blas, _current
     wanted = configured() if count is None else count
-    if wanted == _current:
+    pool = _native_pool()
+    if pool is not None and pool.pool_threads() != min(wanted, NATIVE_POOL_MAX):
+        pool.pool_threads(min(wanted, NATIVE_POOL_MAX))
+    blas_wanted = wanted if pool is None else 1
+    if blas_wanted == _current:
         return wanted
     with _lock:
         if _blas is None:
             _blas = _blas_controllers()
         for controller in _blas:
-            controller.set_num_threads(wanted)
-        _set_native_pool(wanted)
-        _current = wanted
+            controller.set_num_threads(blas_wanted)
+        _current = blas_wanted
     return wanted
 
 
-def _set_native_pool(count: int) -> bool:
-    """The C kernels' own pool at ``count`` threads; whether it is there (the extension
-    built, and not turned off by ``OPENACL_NATIVE=0``, which ``ops/native.py`` reads too)."""
-    if os.environ.get("OPENACL_NATIVE", "1").strip() == "0":
-        return False
-    try:
-        from openacl import _native
-    except ImportError:
-        return False
-    _native.pool_threads(min(count, NATIVE_POOL_MAX))
-    return True
+def size_native_pool(lib: Any) -> None:
+    """Give a freshly loaded C kernel pool the setting, unless a run has sized it already
+    (direct aclnn calls then use the cores as the engine's runs do)."""
+    if _current is None:
+        lib.pool_threads(min(configured(), NATIVE_POOL_MAX))
+
+
+_NO_POOL = object()
+_pool: Any = None  # openacl._native once looked up (_NO_POOL: missing or turned off)
+
+
+def _native_pool() -> Any:
+    """openacl._native, whose pool runs the C kernels, or None where it was not built or
+    ``OPENACL_NATIVE=0`` turns it off (``ops/native.py`` reads the same variable)."""
+    global _pool
+    if _pool is None:
+        _pool = _NO_POOL
+        if os.environ.get("OPENACL_NATIVE", "1").strip() != "0":
+            try:
+                from openacl import _native
+            except ImportError:
+                pass
+            else:
+                _pool = _native
+    return None if _pool is _NO_POOL else _pool
 
 
 NATIVE_POOL_MAX = 256  # _native_pool.h's POOL_MAX_THREADS
