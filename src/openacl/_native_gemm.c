@@ -16,7 +16,8 @@
  *
  * Invariants: the microkernels read whole panels and write whole MR x NR tiles; partial
  * tiles at the edges go through a local tile, so nothing is read or written outside the
- * packed buffers and the output's rows x columns. Raw operands are read through their
+ * packed buffers and the output's rows x columns. A raw B is packed by each task, block by
+ * block, into its thread's scratch (kept between calls, freed when the thread ends). Raw operands are read through their
  * exporter's strides (numpy's views are valid for every index in their shape). Work is cut
  * into tasks of whole tiles that write disjoint parts of C; scratch is allocated per call.
  * The output must not overlap the operands or the bias (the Python wrapper checks).
@@ -24,6 +25,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -215,18 +217,43 @@ static void pack_columns(const Operand *m, int nr, ptrdiff_t block, ptrdiff_t k0
 }
 
 /* A per-thread scratch buffer of at least `count` floats, kept for the thread's next call
- * (NULL when it cannot grow). */
+ * and freed when the thread ends (a pthread key's destructor); NULL when it cannot grow. */
+typedef struct {
+    float *data;
+    ptrdiff_t capacity;
+} Scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void free_scratch(void *value) {
+    Scratch *scratch = value;
+    free(scratch->data);
+    free(scratch);
+}
+
+static void make_scratch_key(void) {
+    pthread_key_create(&scratch_key, free_scratch);
+}
+
 static float *task_buffer(ptrdiff_t count) {
-    static __thread float *buffer;
-    static __thread ptrdiff_t capacity;
-    if (count > capacity) {
-        float *grown = realloc(buffer, (size_t)count * sizeof(float));
+    pthread_once(&scratch_once, make_scratch_key);
+    Scratch *scratch = pthread_getspecific(scratch_key);
+    if (scratch == NULL) {
+        scratch = calloc(1, sizeof *scratch);
+        if (scratch == NULL || pthread_setspecific(scratch_key, scratch) != 0) {
+            free(scratch);
+            return NULL;
+        }
+    }
+    if (count > scratch->capacity) {
+        float *grown = realloc(scratch->data, (size_t)count * sizeof(float));
         if (grown == NULL)
             return NULL;
-        buffer = grown;
-        capacity = count;
+        scratch->data = grown;
+        scratch->capacity = count;
     }
-    return buffer;
+    return scratch->data;
 }
 
 typedef struct {
