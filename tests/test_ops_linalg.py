@@ -335,6 +335,41 @@ def test_fused_matmul_matches_torch(fused, shape1, shape2, bias_shape, x3_shape,
     assert_close(result.numpy(), _golden_fused(x1, x2, bias, x3, fused), f"{fused} {dtype}")
 
 
+@pytest.mark.parametrize("fused, bias_shape, x3", [
+    ("", (256,), False), ("relu", (1, 256), False), ("relu", None, False),
+    ("add", (256,), True), ("mul", (256,), True), ("gelu_erf", None, False),
+    ("gelu_tanh", None, False),
+], ids=str)
+def test_fused_matmul_with_a_constant_weight(fused, bias_shape, x3):
+    """A model's constant weight (the engine's bound kernels): packed once for openacl's
+    GEMM, bias and ReLU in its tiles; the second run uses the packed copy."""
+    from openacl.ops import native
+    from openacl.ops.executor import find_executor
+
+    rng = np.random.default_rng(5)
+
+    def integers(shape):  # small integers: every product and sum exact in float32
+        return rng.integers(-3, 4, shape).astype(np.float32)
+
+    x1, x2 = integers((256, 16)), integers((16, 256))
+    bias = None if bias_shape is None else integers(bias_shape)
+    third = integers((256, 256)) if x3 else None
+    y = openacl.empty((256, 256), np.float32)
+    tensors = [_dev(x1), _dev(x2), None if bias is None else _dev(bias),
+               None if third is None else _dev(third)]  # (alive while the kernel runs)
+    ws, exe = aclnn.fused_matmul_get_workspace_size(*tensors, fused, 0, y)
+    run = find_executor(exe).bound_kernel(None, frozenset({"x2", "bias"}))
+    if type(run.args[0]["y"]) is not np.ndarray:
+        pytest.skip("the CUDA backends multiply with cuBLAS; the packed GEMM is the CPU's")
+    expected = _golden_fused(x1, x2, bias, third, fused)
+    for _ in range(2):
+        run()
+        assert_close(y.numpy(), expected, fused)
+    packed = [value for value in run.args[0].derived.values()
+              if isinstance(value, native.PackedMatrix)]
+    assert len(packed) == (native.kernels() is not None)
+
+
 def test_fused_matmul_16cast32_relu_nan_and_ignored_operands():
     x1, x2 = _rand((3, 4), np.float16, 1), _rand((4, 5), np.float16, 2)
     bias = _rand((5,), np.float16, 3)

@@ -269,21 +269,19 @@ FEW_ROWS = 8
 FEW_COLUMNS = 16
 
 
-def _wide_enough(shape: tuple[int, ...]) -> bool:
-    """A product of this output shape suits the microkernel (see FEW_ROWS)."""
-    return shape[-2] >= FEW_ROWS and shape[-1] >= FEW_COLUMNS
-
-
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     """``np.matmul(a, b, out=out)`` for float32 host arrays of 2 or more dims by the packed
     GEMM, the whole (broadcast) batch in one call; False, with nothing written, where the C
     kernels cannot take it, or the product is small (``SMALL_PRODUCT``) or thin
     (``FEW_ROWS``, ``FEW_COLUMNS``): numpy's matmul is then the caller's."""
+    shape = out.shape  # the cheap refusals first: most declined products are small
+    if len(shape) < 2 or shape[-1] < FEW_COLUMNS or shape[-2] < FEW_ROWS or \
+            out.size * a.shape[-1] < SMALL_PRODUCT:
+        return False
     lib = kernels()
     if lib is None or type(a) is not np.ndarray or type(b) is not np.ndarray or \
             a.ndim < 2 or b.ndim < 2 or a.dtype != SINGLE or b.dtype != SINGLE or \
-            not _matrix_rows(out) or out.ndim != max(a.ndim, b.ndim) or \
-            out.size * a.shape[-1] < SMALL_PRODUCT or not _wide_enough(out.shape):
+            not _matrix_rows(out) or out.ndim != max(a.ndim, b.ndim):
         return False
     if a.ndim == b.ndim == 2:
         return gemm(a, b, out)
