@@ -69,8 +69,8 @@ def describe() -> str:
     isa = kernels().gemm_info()["isa"]
     return ("native C (openacl._native: float16 conversions, GELU, Hardswish, Sigmoid, "
             "SiLU, Softmax, ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row sums, direct "
-            "and thin convolutions, tiled ConvTranspose, the LSTM recurrences; a packed "
-            f"float32 GEMM, {isa} kernel, not yet on the engine's path)")
+            "and thin convolutions, tiled ConvTranspose, the LSTM recurrences; the float32 "
+            f"products on a packed GEMM ({isa} kernel) and its own thread pool)")
 
 
 @contextlib.contextmanager
@@ -248,13 +248,6 @@ def gemm(a: np.ndarray | PackedMatrix, b: np.ndarray | PackedMatrix, out: np.nda
         (_ACCUMULATE if accumulate else 0)
     lib.gemm(left, right, out, bias, flags)
     return True
-
-
-def set_threads(count: int) -> None:
-    """The C kernels' pool runs loops on ``count`` threads (the caller included)."""
-    lib = kernels()
-    if lib is not None:
-        lib.pool_threads(count)
 
 
 # Below this many multiply-adds numpy's matmul (its BLAS on one thread) is as fast: the
