@@ -262,14 +262,22 @@ FEW_ROWS = 8
 FEW_COLUMNS = 16
 
 
+def suits(rows: int, cols: int, depth: int) -> bool:
+    """Whether (rows x depth) @ (depth x cols) products (``depth`` counting every product
+    of a batch) go to the packed GEMM: see SMALL_PRODUCT, FEW_ROWS and FEW_COLUMNS."""
+    return rows >= FEW_ROWS and cols >= FEW_COLUMNS and rows * cols * depth >= SMALL_PRODUCT
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     """``np.matmul(a, b, out=out)`` for float32 host arrays of 2 or more dims by the packed
     GEMM, the whole (broadcast) batch in one call; False, with nothing written, where the C
     kernels cannot take it, or the product is small (``SMALL_PRODUCT``) or thin
     (``FEW_ROWS``, ``FEW_COLUMNS``): numpy's matmul is then the caller's."""
     shape = out.shape  # the cheap refusals first: most declined products are small
-    if len(shape) < 2 or shape[-1] < FEW_COLUMNS or shape[-2] < FEW_ROWS or \
-            out.size * a.shape[-1] < SMALL_PRODUCT:
+    if len(shape) < 2:
+        return False
+    batch = out.size // max(1, shape[-2] * shape[-1])
+    if not suits(shape[-2], shape[-1], batch * a.shape[-1]):
         return False
     lib = kernels()
     if lib is None or type(a) is not np.ndarray or type(b) is not np.ndarray or \
