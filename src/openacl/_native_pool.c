@@ -134,6 +134,7 @@ static void *worker_main(void *unused) {
 static void stop_workers(void) {
     pthread_mutex_lock(&pool.lock);
     pool.stopping = 1;
+    atomic_fetch_add(&pool.sequence, 1); /* spinning workers stop spinning at once */
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
     for (int i = 0; i < pool.started; i++)

@@ -1,4 +1,4 @@
-"""The CPU threads openacl's work uses: one setting, and numpy's BLAS pool kept to it.
+"""The CPU threads openacl's work uses: one setting, the C kernels' pool kept to it.
 
 Design note (invariants)
 ------------------------
@@ -10,18 +10,21 @@ Design note (invariants)
   as onnxruntime's ``intra_op_num_threads`` does. A session (and a model ``mdl`` loads)
   reads the setting once, when made: reading it (the environment, the affinity) costs
   ~5 us, half a tiny model's run.
-* What runs on threads: numpy's BLAS (OpenBLAS) pool does the products and convolutions;
-  openacl's row kernels run on the calling thread; the C kernels' own pool
-  (``_native_pool.c``, under the packed GEMM) and the custom-op block pool are sized by the
-  setting too. The packed GEMM is not on the engine's path yet: with both pools at 2
-  threads they spin against each other (MiniLM 40 -> 59-78 ms, measured), and with
-  OpenBLAS at one thread the products it still does lose their second core (bench/README).
-  The BLAS pool is set through threadpoolctl (its libraries found once, at the first run)
-  and only when the count wanted differs from the one it has: a run pays a comparison, a
-  change one ctypes call.
-* On a machine another process keeps busy, fewer threads than cores is faster: OpenBLAS's
-  workers spin after each call, and spinning workers fight the other process for the cores
-  (``threads=1`` is the setting for a shared or small box; see the README).
+* What runs on threads: the C kernels' own pool (``_native_pool.c``) runs the float32
+  products and convolutions on the packed GEMM; numpy's BLAS (OpenBLAS) pool is held at one
+  thread meanwhile, so the two never spin against each other (with both at 2 threads
+  MiniLM b1 took 59-78 ms instead of 40, measured); the products the GEMM leaves to numpy
+  (small, thin, non-float32) run on that one thread. Where the extension is missing or
+  ``OPENACL_NATIVE=0``, numpy's BLAS pool gets the setting instead. The custom-op block
+  pool is sized by the setting too. The BLAS pool is set through threadpoolctl (its
+  libraries found once, at the first run) and only when the count wanted differs from the
+  one it has: a run pays a comparison (and a C call that reads the pool's count), a change
+  one ctypes call. Two sessions with different counts running in turn resize the C pool
+  at each run (its workers stopped and started: about a millisecond on a loaded VM).
+* On a machine another process keeps busy, fewer threads than cores is steadier: spinning
+  workers fight the other process for the cores (the C pool's spin up to 1 ms, yielding
+  to any runnable thread; ``threads=1`` is the setting for a shared or small box; see the
+  README).
 * The BLAS pool is process-wide: sessions with different counts running at the same moment
   from two threads share it (the last one set wins); a count is a limit for the process's
   work, not a reservation of cores.
