@@ -147,31 +147,18 @@ typedef struct {
                              * matrix for every product of the batch) */
 } Operand;
 
-/* Pack one panel (`panel` of MR rows of A, or of nr columns of B) of the K block at k0
- * (`block` deep) into dst (block x width floats). */
-static void pack_panel(const Operand *m, int side, int width, ptrdiff_t block, ptrdiff_t k0,
-                       ptrdiff_t panel, float *dst) {
-    ptrdiff_t extent = side == GEMM_LEFT ? m->rows : m->cols;
-    ptrdiff_t first = panel * width;
-    ptrdiff_t valid = extent - first < width ? extent - first : width;
-    /* along K: row (A: column) steps; across the panel: the other stride */
-    ptrdiff_t k_step = side == GEMM_LEFT ? m->col_stride : m->row_stride;
-    ptrdiff_t w_step = side == GEMM_LEFT ? m->row_stride : m->col_stride;
-    const float *src = m->data + first * w_step + k0 * k_step;
-    for (ptrdiff_t p = 0; p < block; p++, dst += width) {
-        const float *line = src + p * k_step;
-        if (w_step == 1 && valid == width) { /* the common case: a loop, not a call */
-            for (int q = 0; q < width; q++)
-                dst[q] = line[q];
-            continue;
-        }
-        if (w_step == 1) {
-            memcpy(dst, line, (size_t)valid * sizeof(float));
-        } else {
-            for (ptrdiff_t q = 0; q < valid; q++)
-                dst[q] = line[q * w_step];
-        }
-        for (ptrdiff_t q = valid; q < width; q++)
+/* Pack A's rows panel * MR ... + MR of the K block at k0 (`block` deep) into dst (block x
+ * MR floats, column by column; rows past A's zero). (B packs by pack_columns.) */
+static void pack_rows(const Operand *m, ptrdiff_t block, ptrdiff_t k0, ptrdiff_t panel,
+                      float *dst) {
+    ptrdiff_t first = panel * MR;
+    ptrdiff_t valid = m->rows - first < MR ? m->rows - first : MR;
+    const float *src = m->data + first * m->row_stride + k0 * m->col_stride;
+    for (ptrdiff_t p = 0; p < block; p++, dst += MR) {
+        const float *column = src + p * m->col_stride;
+        for (ptrdiff_t q = 0; q < valid; q++)
+            dst[q] = column[q * m->row_stride];
+        for (ptrdiff_t q = valid; q < MR; q++)
             dst[q] = 0.0f;
     }
 }
@@ -265,17 +252,24 @@ typedef struct {
 
 static void pack_task(void *context, ptrdiff_t task) {
     const PackJob *job = context;
+    const Operand *m = job->matrix;
     ptrdiff_t first = task * job->per_task;
     ptrdiff_t last = first + job->per_task < job->panels ? first + job->per_task : job->panels;
     for (ptrdiff_t k0 = 0; k0 < job->depth; k0 += job->kc) {
         ptrdiff_t block = job->depth - k0 < job->kc ? job->depth - k0 : job->kc;
-        for (ptrdiff_t panel = first; panel < last; panel++)
-            pack_panel(job->matrix, job->side, job->width, block, k0, panel,
-                       job->out + k0 * job->padded + panel * job->width * block);
+        float *block_out = job->out + k0 * job->padded + first * job->width * block;
+        if (job->side == GEMM_RIGHT) {
+            ptrdiff_t end = last * job->width < m->cols ? last * job->width : m->cols;
+            pack_columns(m, job->width, block, k0, first * job->width, end, block_out);
+            continue;
+        }
+        for (ptrdiff_t panel = first; panel < last; panel++, block_out += MR * block)
+            pack_rows(m, block, k0, panel, block_out);
     }
 }
 
-ptrdiff_t gemm_packed_size(ptrdiff_t rows, ptrdiff_t cols, int side) {
+/* The float32 count of a packed rows x cols matrix for `side`, for the kernel in use. */
+static ptrdiff_t gemm_packed_size(ptrdiff_t rows, ptrdiff_t cols, int side) {
     const Isa *isa = current_isa();
     return side == GEMM_LEFT ? round_up(rows, MR) * cols : rows * round_up(cols, isa->nr);
 }

@@ -13,9 +13,6 @@
 #define GEMM_BIAS_ROWS 16        /* the bias holds one value per row (else per column) */
 #define GEMM_ACCUMULATE 32       /* out += A @ B */
 
-/* The float32 count of a packed rows x cols matrix for `side`, for the kernel in use. */
-ptrdiff_t gemm_packed_size(ptrdiff_t rows, ptrdiff_t cols, int side);
-
 extern PyMethodDef native_gemm_methods[];
 
 #endif

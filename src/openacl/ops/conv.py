@@ -94,20 +94,17 @@ DEPTHWISE_TILE_ELEMENTS = 1 << 16  # output elements per multiply-add pass (dept
 # measured on PP-OCR's depthwise layers: 2^16 beats 2^14 (call overhead) and 2^18 (cache)
 
 
-
 def _matmul(xp, a, b, out=None):
-    """``xp.matmul(a, b, out=out)``, float32 host products by openacl's packed GEMM
-    (``native.matmul``: the C kernels' pool, not numpy's BLAS's)."""
-    if xp is np and a.ndim >= 2 and b.ndim >= 2:
-        if out is None and a.dtype == b.dtype == np.float32:
-            try:
-                batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-            except ValueError:
-                return np.matmul(a, b)
-            out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.float32)
-        if out is not None and native.matmul(a, b, out):
-            return out
-    return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+    """``xp.matmul(a, b, out=out)``; on the host by ``native.product``/``native.matmul``
+    (openacl's packed GEMM on the C kernels' pool where it takes the product)."""
+    if xp is not np:
+        return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+    if out is None:
+        return native.product(a, b)
+    if not native.matmul(a, b, out):
+        np.matmul(a, b, out=out)
+    return out
+
 
 def int_list(c: Call, name: str, count: int, default: int, minimum: int) -> tuple[int, ...]:
     values = c[name]
@@ -343,14 +340,6 @@ def _tap_slices(tap, g: Geometry) -> tuple[slice, ...]:
         tap, g.dilation, g.stride, g.out_size, strict=True))
 
 
-def _bias_row(bias, channels: int) -> np.ndarray | None:
-    """A float32 host bias of ``channels`` values as the contiguous vector the GEMM adds per
-    output row; None for none or any other."""
-    if type(bias) is not np.ndarray or bias.dtype != np.float32 or bias.size != channels:
-        return None
-    return np.ascontiguousarray(bias.reshape(-1))
-
-
 def _finish(out: np.ndarray, result: np.ndarray, bias, compute) -> None:
     if bias is not None:
         result += bias.reshape((-1,) + (1,) * (result.ndim - 2))
@@ -382,7 +371,8 @@ def im2col(out, x, w, bias, g: Geometry, compute) -> None:
         columns = np.empty((c_in * taps, locations), compute)
         weights = w.reshape(c_out, c_in * taps)
         # the bias added in the GEMM's tiles, not in another pass over the output
-        row = _bias_row(bias, c_out) if native.suits(c_out, locations, c_in * taps) else None
+        row = native.bias_vector(bias, c_out) if native.suits(c_out, locations,
+                                                              c_in * taps) else None
         for image in range(n):
             lib.im2col(x[image:image + 1], columns, x.shape[1:], g.kernel_size, g.stride,
                        tuple(b for b, _ in g.pads), g.dilation, g.out_size)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -130,7 +129,7 @@ def _product(xp, out, a, b, compute) -> None:
             # instead of one per matrix (measured, 8 x [128, 384] @ [384, 1536]: 5.8 -> 4.2 ms)
             rows = math.prod(a.shape[:-1])  # (not -1: a 0-size operand has no inferable dim)
             a, out = a.reshape(rows, a.shape[-1]), out.reshape(rows, out.shape[-1])
-        if xp is np and a.ndim >= 2 and b.ndim >= 2 and native.matmul(a, b, out):
+        if xp is np and native.matmul(a, b, out):
             return  # openacl's GEMM, on the C kernels' pool
         xp.matmul(a, b, out=out)
     else:
@@ -510,7 +509,8 @@ def fused_matmul(c: Call) -> Kernel:
             return False
         row = None
         if bias:
-            row = v.derive(("bias row", "bias"), ("bias",), lambda: _bias_row(v["bias"]))
+            row = v.derive(("bias row", "bias"), ("bias",),
+                           lambda: native.bias_vector(v["bias"], shape[-1]))
             if row is None:
                 return False
         if not native.gemm(_operand(v["x1"], rounded, compute), weight, y, bias=row,
@@ -558,15 +558,6 @@ def fused_matmul(c: Call) -> Kernel:
         elif gelu_form is not None:
             product[...] = gelu(product, gelu_form)
     return kernel
-
-
-def _bias_row(bias: Any) -> np.ndarray | None:
-    """A float32 host bias of shape (N,) or (1, N) as the contiguous row the GEMM adds to
-    every row; None for any other bias (it is added after the product instead)."""
-    if type(bias) is not np.ndarray or bias.dtype != FLOAT32 or \
-            (bias.ndim == 2 and bias.shape[0] != 1):
-        return None
-    return np.ascontiguousarray(bias.reshape(-1))
 
 
 def _broadcasts_to(c: Call, name: str, shape: tuple[int, ...]) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,16 +27,12 @@ _disabled_depth = 0  # > 0 inside disabled()
 
 
 def _load() -> ModuleType | None:
-    if os.environ.get("OPENACL_NATIVE", "1").strip() == "0":
-        return None
-    try:
-        from openacl import _native
-    except ImportError:
-        return None
-    from openacl.runtime import threads
+    from openacl.runtime import threads  # (it looks the extension up for its pool too)
 
-    threads.size_native_pool(_native)  # its pool starts at the setting (runs keep it there)
-    return _native
+    lib = threads.native_module()
+    if lib is not None:
+        threads.size_native_pool(lib)  # its pool starts at the setting (runs keep it there)
+    return lib
 
 
 def kernels() -> ModuleType | None:
@@ -192,10 +187,25 @@ def isa() -> str | None:
     return None if lib is None else lib.gemm_info()["isa"]
 
 
+def _whole_steps(array: np.ndarray) -> bool:
+    """Non-negative strides of whole float32 elements (what the GEMM reads)."""
+    return all(step >= 0 and step % 4 == 0 for step in array.strides)
+
+
 def _matrix(array: Any) -> bool:
-    """A float32 host matrix with non-negative strides of whole elements (what gemm reads)."""
+    """A float32 host matrix the GEMM can read."""
     return (type(array) is np.ndarray and array.dtype == SINGLE and array.ndim == 2
-            and all(step >= 0 and step % 4 == 0 for step in array.strides))
+            and _whole_steps(array))
+
+
+def bias_vector(bias: Any, length: int) -> np.ndarray | None:
+    """A float32 host bias of ``length`` values along its last dim (shape (length,),
+    (1, length), ...) as the contiguous vector ``gemm`` adds; None for any other (the caller
+    adds it after the product: (M, 1), a scalar, another dtype)."""
+    if type(bias) is not np.ndarray or bias.dtype != SINGLE or bias.size != length or \
+            not bias.ndim or bias.shape[-1] != length:
+        return None
+    return np.ascontiguousarray(bias.reshape(-1))
 
 
 def pack(matrix: np.ndarray, side: int) -> PackedMatrix | None:
@@ -274,7 +284,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     kernels cannot take it, or the product is small (``SMALL_PRODUCT``) or thin
     (``FEW_ROWS``, ``FEW_COLUMNS``): numpy's matmul is then the caller's."""
     shape = out.shape  # the cheap refusals first: most declined products are small
-    if len(shape) < 2:
+    if len(shape) < 2 or a.ndim < 2 or b.ndim < 2:
         return False
     batch = out.size // max(1, shape[-2] * shape[-1])
     if not suits(shape[-2], shape[-1], batch * a.shape[-1]):
@@ -336,7 +346,7 @@ def _stack(operand: np.ndarray, batch: tuple[int, ...], count: int) -> np.ndarra
         return matrix if _matrix(matrix) else None
     stacked = np.broadcast_to(operand, (*batch, *operand.shape[-2:])).reshape(
         count, *operand.shape[-2:], copy=False)
-    return stacked if all(step >= 0 and step % 4 == 0 for step in stacked.strides) else None
+    return stacked if _whole_steps(stacked) else None
 
 
 def packed_product(a: Any, packed: PackedMatrix | None, b: Any) -> Any:

@@ -40,7 +40,7 @@ from typing import Any
 from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
 
 __all__ = ["MAX_THREADS", "NATIVE_POOL_MAX", "apply", "available_cores", "check_threads",
-           "configured", "size_native_pool"]
+           "configured", "native_module", "size_native_pool"]
 
 MAX_THREADS = 1024  # a sanity bound on the setting
 
@@ -98,7 +98,7 @@ def apply(count: int | None = None) -> int:
     count. Cheap when nothing changes (see the design note)."""
     global _blas, _current
     wanted = configured() if count is None else count
-    pool = _native_pool()
+    pool = native_module()
     if pool is not None and pool.pool_threads() != min(wanted, NATIVE_POOL_MAX):
         pool.pool_threads(min(wanted, NATIVE_POOL_MAX))
     blas_wanted = wanted if pool is None else 1
@@ -124,9 +124,9 @@ _NO_POOL = object()
 _pool: Any = None  # openacl._native once looked up (_NO_POOL: missing or turned off)
 
 
-def _native_pool() -> Any:
-    """openacl._native, whose pool runs the C kernels, or None where it was not built or
-    ``OPENACL_NATIVE=0`` turns it off (``ops/native.py`` reads the same variable)."""
+def native_module() -> Any:
+    """openacl._native (the C kernels and their pool), or None where it was not built or
+    ``OPENACL_NATIVE=0`` turns it off; looked up once (``ops/native.py`` loads it here)."""
     global _pool
     if _pool is None:
         _pool = _NO_POOL
