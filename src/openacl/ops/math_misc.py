@@ -18,6 +18,7 @@ import numpy as np
 from openacl.ops import promotion
 from openacl.ops.call import Call, Kernel, array_module, as_array
 from openacl.ops.fpstate import quiet
+from openacl.ops.indexing import host
 from openacl.ops.registry import register
 
 FLOAT16 = np.dtype(np.float16)
@@ -421,7 +422,9 @@ def sinkhorn(c: Call) -> Kernel:
 
     @quiet
     def kernel(v) -> None:
-        values = as_array(v["cost"]).astype(FLOAT64)
+        # on the host: the iteration is latency-bound (up to SINKHORN_MAX_ITERATIONS small
+        # steps, each checked), where a device pays launches and a sync per step
+        values = host(v["cost"]).astype(FLOAT64)
         v.write("p", _sinkhorn(values, tol) if values.size else values)
     return kernel
 
