@@ -182,6 +182,44 @@ def test_conv2d_direct_matches_torch(shape, channels, kernel, stride, padding, d
     assert_close(out, golden, f"direct {shape} {channels} {kernel}")
 
 
+# past the serial threshold: items of row blocks (several per plane) on the pool
+DIRECT_LARGE = [
+    ((1, 4, 150, 130), (4, 4), (3, 3), (1, 1), (1, 1), (1, 1)),  # flat, 3 blocks a plane
+    ((1, 3, 101, 90), (16, 1), (3, 3), (2, 2), (1, 1), (1, 1)),  # a stem, by rows
+    ((2, 2, 120, 100), (2, 2), (9, 9), (1, 1), (4, 4), (1, 1)),  # 81 taps a block
+    ((1, 6, 90, 77), (9, 3), (3, 3), (2, 1), (1, 2), (1, 2)),  # grouped, ragged last block
+]
+GEMM_ISAS = ("avx512", "avx2", "baseline")
+
+
+@pytest.mark.parametrize("isa", GEMM_ISAS)
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("shape, channels, kernel, stride, padding, dilation", DIRECT_LARGE)
+def test_conv2d_direct_in_blocks_on_the_pool(shape, channels, kernel, stride, padding,
+                                             dilation, threads, isa):
+    """The tap sums of each vector width (they follow the GEMM's ISA), on 1 and 3 threads;
+    small integers, so every sum is exact and any misplaced tap shows."""
+    default, before = native.isa(), _native.pool_threads()
+    if not native.set_isa(isa):
+        pytest.skip(f"this CPU has no {isa} kernels")
+    try:
+        _native.pool_threads(threads)
+        c_out, groups = channels
+        rng = np.random.default_rng(5)
+        x = rng.integers(-4, 5, shape).astype(F32)
+        weight = rng.integers(-3, 4, (c_out, shape[1] // groups, *kernel)).astype(F32)
+        b = rng.integers(-8, 9, c_out).astype(F32)
+        golden = F.conv2d(_t64(x), _t64(weight), _t64(b), stride, padding, dilation,
+                          groups).numpy().astype(F32)
+        out = np.full(golden.shape, np.nan, F32)
+        _native.conv2d_direct(x, weight, b, out, shape, channels, kernel, stride, padding,
+                              dilation, golden.shape[2:])
+        np.testing.assert_array_equal(out, golden, f"direct {shape} {isa} x{threads}")
+    finally:
+        _native.pool_threads(before)
+        native.set_isa(default)
+
+
 def test_conv2d_direct_nan_and_inf_propagate():
     x = np.zeros((1, 1, 5, 5), F32)
     x[0, 0, 0, 0], x[0, 0, 4, 4] = np.nan, np.inf

@@ -24,10 +24,12 @@
 #include <Python.h>
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "_native_gemm.h"
+#include "_native_pool.h"
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define X86_KERNELS 1
@@ -319,35 +321,33 @@ static void layer_norm_loop(const float *x, const float *weight, const float *bi
 /* Each channel's plane is first copied into a zero-bordered scratch plane holding exactly
  * the rows and columns the outputs read, its columns split by phase (column c at phase
  * c % stride_w, position c / stride_w), so that every kernel tap reads a contiguous run
- * for consecutive outputs and no loop checks bounds. Outputs are computed 32 at a time with
- * every tap accumulated in registers (one store per output). With stride 1 the loops run
- * over the scratch plane's flat layout (rows of pitch `pitch`; the pitch - OW extra
- * columns of each row are computed and dropped), so they stay long on 20-wide planes. */
+ * for consecutive outputs and no loop checks bounds. Outputs are computed 4 vectors at a
+ * time with every tap accumulated in registers (one store per output). With stride 1 the
+ * loops run over the scratch plane's flat layout (rows of pitch `pitch`; the pitch - OW
+ * extra columns of each row are computed and dropped), so they stay long on 20-wide planes.
+ * Work is cut into items of (image, group, block of output rows), run on the pool; each
+ * item copies the input rows its block reads into its thread's scratch (pool_scratch), and
+ * items write disjoint output rows. */
 typedef struct {
     Py_ssize_t batch, channels, height, width, out_channels, groups;
     Py_ssize_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
     Py_ssize_t out_h, out_w;
 } ConvGeometry;
 
-typedef float Vector __attribute__((vector_size(16 * sizeof(float))));
-#define VECTOR_LANES 16
+#define VECTOR_LANES 16 /* the widest vector (AVX-512): readable floats after a source */
 #define MAX_TAPS 64 /* tap offsets on the stack; larger kernels go by groups of taps */
+#define CONV_ITEM_WORK 65536 /* multiply-adds per work item (a block of output rows) */
+#define CONV_SERIAL_WORK 262144 /* fewer run on the caller alone (the GEMM's rule) */
 
-INLINE Vector load_vector(const float *p) {
-    Vector v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-INLINE void store_vector(float *p, Vector v) { memcpy(p, &v, sizeof v); }
-
-/* the scratch plane: `rows` rows of `pitch` floats, each row `phases` runs of `run` */
+/* the scratch plane: `rows` rows of `pitch` floats, each row `phases` runs of `run`, from
+ * padded row `first_row` on */
 INLINE void copy_phased(const float *in, float *padded, const ConvGeometry *g,
-                        Py_ssize_t rows, Py_ssize_t columns, Py_ssize_t run) {
+                        Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t columns,
+                        Py_ssize_t run) {
     Py_ssize_t phases = g->stride_w, pitch = phases * run;
     for (Py_ssize_t r = 0; r < rows; r++) {
         float *line = padded + r * pitch;
-        Py_ssize_t source_row = r - g->pad_h;
+        Py_ssize_t source_row = first_row + r - g->pad_h;
         memset(line, 0, (size_t)pitch * sizeof(float));
         if (source_row < 0 || source_row >= g->height) continue;
         const float *source = in + source_row * g->width;
@@ -377,98 +377,146 @@ INLINE void copy_phased(const float *in, float *padded, const ConvGeometry *g,
     }
 }
 
-/* VECTOR_LANES consecutive outputs: start + sum_t weights[t] * source[j + offsets[t]] */
-INLINE Vector tap_vector(const float *source, const Py_ssize_t *offsets, const float *weights,
-                         Py_ssize_t taps, float start) {
-    Vector acc = (Vector){0} + start;
-    for (Py_ssize_t t = 0; t < taps; t++) acc += weights[t] * load_vector(source + offsets[t]);
-    return acc;
+/* out[i] = start + sum_t weights[t] * source[i + offsets[t]] for i < count (taps <= MAX_TAPS):
+ * one function per vector width, from one body (the GEMM's ISA picks it: tap_sums_kernel).
+ * Four accumulators of the machine's own width and the weights broadcast once per call:
+ * GCC lowers a vector wider than the machine's, or a scalar times one, through the stack. */
+typedef void (*TapSums)(const float *source, const Py_ssize_t *offsets, const float *weights,
+                        Py_ssize_t taps, float start, float *out, Py_ssize_t count);
+
+#define DEFINE_TAP_SUMS(NAME, TARGET, V, W)                                                 \
+    TARGET static void NAME(const float *source, const Py_ssize_t *offsets,               \
+                            const float *weights, Py_ssize_t taps, float start,           \
+                            float *out, Py_ssize_t count) {                                \
+        V broadcast[MAX_TAPS];                                                              \
+        for (Py_ssize_t t = 0; t < taps; t++) broadcast[t] = (V){0} + weights[t];         \
+        V first = (V){0} + start;                                                           \
+        Py_ssize_t i = 0;                                                                   \
+        for (; i + 4 * W <= count; i += 4 * W) {                                            \
+            V a0 = first, a1 = first, a2 = first, a3 = first;                               \
+            for (Py_ssize_t t = 0; t < taps; t++) {                                         \
+                const float *s = source + i + offsets[t];                                   \
+                V weight = broadcast[t];                                                    \
+                a0 += weight * *(const V *)s;                                               \
+                a1 += weight * *(const V *)(s + W);                                         \
+                a2 += weight * *(const V *)(s + 2 * W);                                     \
+                a3 += weight * *(const V *)(s + 3 * W);                                     \
+            }                                                                               \
+            *(V *)(out + i) = a0;                                                           \
+            *(V *)(out + i + W) = a1;                                                       \
+            *(V *)(out + i + 2 * W) = a2;                                                   \
+            *(V *)(out + i + 3 * W) = a3;                                                   \
+        }                                                                                   \
+        for (; i < count; i += W) { /* the last partial vector reads up to W - 1 floats  \
+                                     * past the source (its callers' margin) */           \
+            V acc = first;                                                                  \
+            for (Py_ssize_t t = 0; t < taps; t++)                                           \
+                acc += broadcast[t] * *(const V *)(source + i + offsets[t]);                \
+            if (i + W <= count) {                                                           \
+                *(V *)(out + i) = acc;                                                      \
+            } else {                                                                        \
+                float lanes[W];                                                             \
+                memcpy(lanes, &acc, sizeof acc);                                            \
+                memcpy(out + i, lanes, (size_t)(count - i) * sizeof(float));                \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+/* unaligned vector types (aligned(4)): scratch rows and output rows need no alignment */
+typedef float tap_v4 __attribute__((vector_size(16), aligned(4)));
+DEFINE_TAP_SUMS(tap_sums_4, , tap_v4, 4)
+#ifdef X86_KERNELS
+typedef float tap_v8 __attribute__((vector_size(32), aligned(4)));
+typedef float tap_v16 __attribute__((vector_size(64), aligned(4)));
+DEFINE_TAP_SUMS(tap_sums_8, __attribute__((target("avx2,fma"))), tap_v8, 8)
+DEFINE_TAP_SUMS(tap_sums_16, __attribute__((target("avx512f"))), tap_v16, 16)
+#endif
+
+static TapSums tap_sums_kernel(void) {
+#ifdef X86_KERNELS
+    const char *isa = gemm_isa_name();
+    if (strcmp(isa, "avx512") == 0) return tap_sums_16;
+    if (strcmp(isa, "avx2") == 0) return tap_sums_8;
+#endif
+    return tap_sums_4;
 }
 
-/* out[i] = start + sum_t weights[t] * source[i + offsets[t]] for i < count */
-INLINE void tap_sums(const float *source, const Py_ssize_t *offsets, const float *weights,
-                     Py_ssize_t taps, float start, float *out, Py_ssize_t count) {
-    Py_ssize_t i = 0;
-    for (; i + 2 * VECTOR_LANES <= count; i += 2 * VECTOR_LANES) {
-        Vector low = (Vector){0} + start, high = low;
-        for (Py_ssize_t t = 0; t < taps; t++) {
-            const float *s = source + i + offsets[t];
-            low += weights[t] * load_vector(s);
-            high += weights[t] * load_vector(s + VECTOR_LANES);
-        }
-        store_vector(out + i, low);
-        store_vector(out + i + VECTOR_LANES, high);
-    }
-    for (; i + VECTOR_LANES <= count; i += VECTOR_LANES)
-        store_vector(out + i, tap_vector(source + i, offsets, weights, taps, start));
-    if (i < count) { /* a last partial vector: reads up to VECTOR_LANES - 1 past the plane
-                        * (the scratch has that many zeros after it), stores only count - i */
-        float lanes[VECTOR_LANES];
-        store_vector(lanes, tap_vector(source + i, offsets, weights, taps, start));
-        memcpy(out + i, lanes, (size_t)(count - i) * sizeof(float));
+/* the parts of a direct convolution shared by its work items */
+typedef struct {
+    const float *x, *w, *bias;
+    float *out;
+    const ConvGeometry *g;
+    TapSums tap_sums;
+    const Py_ssize_t *offsets; /* per tap of a group's channel (ci, kh, kw) */
+    Py_ssize_t columns, run, pitch, plane_floats, group_in, group_out, taps;
+    Py_ssize_t block_rows, blocks, items, per_task, scratch_floats;
+    atomic_int failed; /* a task found no scratch */
+} DirectConv;
+
+/* out[count] = start + the taps of weights (any count: by groups of MAX_TAPS, summed) */
+static void conv_taps(const DirectConv *job, const float *source, const float *weights,
+                      float start, float *out, float *partial, Py_ssize_t count) {
+    for (Py_ssize_t first = 0; first < job->taps; first += MAX_TAPS) {
+        Py_ssize_t taps = job->taps - first < MAX_TAPS ? job->taps - first : MAX_TAPS;
+        job->tap_sums(source, job->offsets + first, weights + first, taps,
+                      first ? 0.0f : start, first ? partial : out, count);
+        if (first)
+            for (Py_ssize_t i = 0; i < count; i++) out[i] += partial[i];
     }
 }
 
-MULTIVERSIONED
-static void direct_conv_loop(const float *x, const float *w, const float *bias, float *out,
-                             const ConvGeometry *g, Py_ssize_t rows, Py_ssize_t columns,
-                             Py_ssize_t *offsets, float *padded, float *sums) {
-    Py_ssize_t run = (columns + g->stride_w - 1) / g->stride_w, pitch = run * g->stride_w;
-    Py_ssize_t plane_floats = rows * pitch;
-    Py_ssize_t group_in = g->channels / g->groups, group_out = g->out_channels / g->groups;
-    Py_ssize_t kernel = g->kernel_h * g->kernel_w, taps = group_in * kernel;
-    for (Py_ssize_t t = 0; t < taps; t++) { /* tap (ci, kh, kw): weights' order */
-        Py_ssize_t ci = t / kernel, kh = t % kernel / g->kernel_w;
-        Py_ssize_t column = t % kernel % g->kernel_w * g->dilation_w;
-        offsets[t] = ci * plane_floats + kh * g->dilation_h * pitch +
-                     (column % g->stride_w) * run + column / g->stride_w;
+static void direct_conv_item(const DirectConv *job, Py_ssize_t item, float *padded) {
+    const ConvGeometry *g = job->g;
+    Py_ssize_t block = item % job->blocks, group = item / job->blocks % g->groups;
+    Py_ssize_t image = item / job->blocks / g->groups;
+    Py_ssize_t first_oh = block * job->block_rows;
+    Py_ssize_t out_rows = g->out_h - first_oh < job->block_rows ? g->out_h - first_oh
+                                                                 : job->block_rows;
+    Py_ssize_t in_rows = (out_rows - 1) * g->stride_h + (g->kernel_h - 1) * g->dilation_h + 1;
+    for (Py_ssize_t ci = 0; ci < job->group_in; ci++) {
+        Py_ssize_t plane = image * g->channels + group * job->group_in + ci;
+        copy_phased(job->x + plane * g->height * g->width, padded + ci * job->plane_floats, g,
+                    first_oh * g->stride_h, in_rows, job->columns, job->run);
     }
-    /* one output channel per group (depthwise) at stride 1: whole planes in the flat
-     * layout; otherwise output row by output row, every output channel of the group in
-     * turn, so that the input rows a row reads stay in cache */
-    int flat = g->stride_h == 1 && g->stride_w == 1 && group_out == 1;
-    Py_ssize_t flat_count = (g->out_h - 1) * pitch + g->out_w;
-    float *partial = sums + (flat ? flat_count : g->out_w);
-    for (Py_ssize_t image = 0; image < g->batch; image++)
-        for (Py_ssize_t group = 0; group < g->groups; group++) {
-            for (Py_ssize_t ci = 0; ci < group_in; ci++) {
-                Py_ssize_t plane = image * g->channels + group * group_in + ci;
-                copy_phased(x + plane * g->height * g->width, padded + ci * plane_floats, g,
-                            rows, columns, run);
-            }
-            Py_ssize_t first_out = image * g->out_channels + group * group_out;
-            if (flat) {
-                Py_ssize_t co = group * group_out;
-                for (Py_ssize_t first = 0; first < taps; first += MAX_TAPS) {
-                    Py_ssize_t count = taps - first < MAX_TAPS ? taps - first : MAX_TAPS;
-                    tap_sums(padded, offsets + first, w + co * taps + first, count,
-                             first ? 0.0f : (bias ? bias[co] : 0.0f), first ? partial : sums,
-                             flat_count);
-                    if (first)
-                        for (Py_ssize_t i = 0; i < flat_count; i++) sums[i] += partial[i];
-                }
-                float *o = out + first_out * g->out_h * g->out_w;
-                for (Py_ssize_t oh = 0; oh < g->out_h; oh++)
-                    memcpy(o + oh * g->out_w, sums + oh * pitch, (size_t)g->out_w * sizeof(float));
-                continue;
-            }
-            for (Py_ssize_t oh = 0; oh < g->out_h; oh++) {
-                const float *source = padded + oh * g->stride_h * pitch;
-                for (Py_ssize_t oc = 0; oc < group_out; oc++) {
-                    Py_ssize_t co = group * group_out + oc;
-                    float *row = out + ((first_out + oc) * g->out_h + oh) * g->out_w;
-                    for (Py_ssize_t first = 0; first < taps; first += MAX_TAPS) {
-                        Py_ssize_t count = taps - first < MAX_TAPS ? taps - first : MAX_TAPS;
-                        /* a later chunk of taps adds to what the earlier ones wrote */
-                        tap_sums(source, offsets + first, w + co * taps + first, count,
-                                 first ? 0.0f : (bias ? bias[co] : 0.0f),
-                                 first ? partial : row, g->out_w);
-                        if (first)
-                            for (Py_ssize_t i = 0; i < g->out_w; i++) row[i] += partial[i];
-                    }
-                }
-            }
+    /* after the planes: the zeroed margin, then the sums and partial sums */
+    float *sums = padded + job->group_in * job->plane_floats + VECTOR_LANES;
+    Py_ssize_t first_out = image * g->out_channels + group * job->group_out;
+    if (g->stride_h == 1 && g->stride_w == 1 && job->group_out == 1) {
+        /* one output channel: the block's rows as one flat run over the scratch rows */
+        Py_ssize_t co = group, count = (out_rows - 1) * job->pitch + g->out_w;
+        conv_taps(job, padded, job->w + co * job->taps, job->bias ? job->bias[co] : 0.0f,
+                  sums, sums + job->plane_floats, count);
+        float *o = job->out + (first_out * g->out_h + first_oh) * g->out_w;
+        for (Py_ssize_t r = 0; r < out_rows; r++)
+            memcpy(o + r * g->out_w, sums + r * job->pitch, (size_t)g->out_w * sizeof(float));
+        return;
+    }
+    /* output row by output row, every output channel of the group in turn, so that the
+     * input rows a row reads stay in cache */
+    for (Py_ssize_t r = 0; r < out_rows; r++) {
+        const float *source = padded + r * g->stride_h * job->pitch;
+        for (Py_ssize_t oc = 0; oc < job->group_out; oc++) {
+            Py_ssize_t co = group * job->group_out + oc;
+            float *row = job->out + ((first_out + oc) * g->out_h + first_oh + r) * g->out_w;
+            conv_taps(job, source, job->w + co * job->taps, job->bias ? job->bias[co] : 0.0f,
+                      row, sums, g->out_w);
         }
+    }
+}
+
+static void direct_conv_task(void *context, ptrdiff_t task) {
+    DirectConv *job = context;
+    float *padded = pool_scratch(job->scratch_floats);
+    if (padded == NULL) {
+        atomic_store(&job->failed, 1);
+        return;
+    }
+    /* the zeroed margin after the planes: tap sums' last partial vector reads into it */
+    memset(padded + job->group_in * job->plane_floats, 0, VECTOR_LANES * sizeof(float));
+    Py_ssize_t first = task * job->per_task;
+    Py_ssize_t last = first + job->per_task < job->items ? first + job->per_task : job->items;
+    for (Py_ssize_t item = first; item < last; item++)
+        direct_conv_item(job, item, padded);
 }
 
 /* -- the taps of a stacked product summed at their offsets ------------------------------- */
@@ -480,16 +528,45 @@ typedef struct {
     Py_ssize_t channels, channel_stride, rows, row_pitch, cols, out_plane, first_row, taps;
 } ShiftedSums;
 
-MULTIVERSIONED
-static void shifted_sums_loop(const float *source, float *out, const float *bias,
-                              const Py_ssize_t *offsets, const ShiftedSums *s) {
+typedef struct {
+    const float *source, *bias;
+    float *out;
+    const Py_ssize_t *offsets;
+    const ShiftedSums *s;
+    TapSums tap_sums;
+    Py_ssize_t rows_per_task, tasks_per_channel;
+} ShiftedJob;
+
+/* one channel's block of rows */
+static void shifted_sums_task(void *context, ptrdiff_t task) {
+    const ShiftedJob *job = context;
+    const ShiftedSums *s = job->s;
     float ones[MAX_TAPS];
     for (Py_ssize_t t = 0; t < s->taps; t++) ones[t] = 1.0f;
-    for (Py_ssize_t c = 0; c < s->channels; c++)
-        for (Py_ssize_t r = 0; r < s->rows; r++)
-            tap_sums(source + c * s->channel_stride + r * s->row_pitch, offsets, ones, s->taps,
-                     bias ? bias[c] : 0.0f,
-                     out + c * s->out_plane + (s->first_row + r) * s->cols, s->cols);
+    Py_ssize_t c = task / job->tasks_per_channel;
+    Py_ssize_t first = task % job->tasks_per_channel * job->rows_per_task;
+    Py_ssize_t last = first + job->rows_per_task < s->rows ? first + job->rows_per_task
+                                                           : s->rows;
+    for (Py_ssize_t r = first; r < last; r++)
+        job->tap_sums(job->source + c * s->channel_stride + r * s->row_pitch, job->offsets,
+                      ones, s->taps, job->bias ? job->bias[c] : 0.0f,
+                      job->out + c * s->out_plane + (s->first_row + r) * s->cols, s->cols);
+}
+
+static void shifted_sums_loop(const float *source, float *out, const float *bias,
+                              const Py_ssize_t *offsets, const ShiftedSums *s) {
+    ShiftedJob job = {.source = source, .bias = bias, .out = out, .offsets = offsets, .s = s,
+                      .tap_sums = tap_sums_kernel()};
+    double row_work = (double)s->cols * (double)s->taps;
+    double work = row_work * (double)s->rows * (double)s->channels;
+    Py_ssize_t rows = (Py_ssize_t)(CONV_ITEM_WORK / row_work) + 1;
+    job.rows_per_task = work < CONV_SERIAL_WORK ? s->rows : rows < s->rows ? rows : s->rows;
+    job.tasks_per_channel = (s->rows + job.rows_per_task - 1) / job.rows_per_task;
+    if (work < CONV_SERIAL_WORK) { /* one task: every channel on the caller */
+        for (Py_ssize_t c = 0; c < s->channels; c++) shifted_sums_task(&job, c);
+        return;
+    }
+    pool_run(s->channels * job.tasks_per_channel, shifted_sums_task, &job);
 }
 
 /* -- a transposed convolution whose stride equals its kernel: taps tile the output ------- */
@@ -1424,18 +1501,25 @@ static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "conv2d_direct: sizes overflow");
         return NULL;
     }
-    /* scratch: a group's phased padded planes, then the sums (flat: two planes' worth, for tap
-     * groups; by rows: two rows' worth) */
-    Py_ssize_t rows = input_span(g.out_h, g.stride_h, g.dilation_h, g.kernel_h);
+    /* work items: (image, group, block of output rows) of about CONV_ITEM_WORK each; a
+     * thread's scratch: the group's phased padded planes of one block, a zeroed margin,
+     * then two planes' worth of sums (flat: sums and partial sums; by rows: partials) */
+    Py_ssize_t group_in = g.channels / g.groups, group_out = g.out_channels / g.groups;
+    Py_ssize_t kernel = g.kernel_h * g.kernel_w, taps = group_in * kernel;
+    double row_work = (double)g.out_w * (double)group_out * (double)taps;
+    double work = row_work * (double)g.out_h * (double)g.groups * (double)g.batch;
+    Py_ssize_t block_rows = (Py_ssize_t)(CONV_ITEM_WORK / row_work) + 1;
+    if (block_rows > g.out_h) block_rows = g.out_h;
+    Py_ssize_t rows = input_span(block_rows, g.stride_h, g.dilation_h, g.kernel_h);
     Py_ssize_t columns = input_span(g.out_w, g.stride_w, g.dilation_w, g.kernel_w);
     Py_ssize_t run = columns < 0 ? -1 : columns / g.stride_w + 1;
-    Py_ssize_t padded_count = product4(rows, run, g.stride_w, g.channels / g.groups);
-    Py_ssize_t sums_count = product4(2, rows, run, g.stride_w);
-    Py_ssize_t margin = VECTOR_LANES; /* zeros after the plane: tap_sums' last vector */
-    Py_ssize_t scratch_count = padded_count < 0 ? -1 : multiply_add(1, padded_count, margin);
-    if (sums_count < 0) scratch_count = -1;
+    Py_ssize_t plane_floats = product4(rows, run, g.stride_w, 1);
+    Py_ssize_t padded_count = product4(plane_floats, group_in, 1, 1);
+    Py_ssize_t sums_count = product4(2, plane_floats, 1, 1);
+    Py_ssize_t scratch_count = padded_count < 0 || sums_count < 0 ? -1
+                             : multiply_add(1, padded_count, VECTOR_LANES);
     scratch_count = scratch_count < 0 ? -1 : multiply_add(1, scratch_count, sums_count);
-    if (rows < 0 || columns < 0 || scratch_count < 0 ||
+    if (rows < 0 || columns < 0 || plane_floats < 0 || scratch_count < 0 ||
         scratch_count > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(float)) {
         PyErr_SetString(PyExc_OverflowError, "conv2d_direct: sizes overflow");
         return NULL;
@@ -1453,23 +1537,36 @@ static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
         check_optional(&b[2], g.out_channels) != 0 ||
         check_count(&b[3].view, out_count, "out") != 0)
         goto done;
-    float *scratch = PyMem_RawMalloc((size_t)scratch_count * sizeof(float));
-    Py_ssize_t *offsets = PyMem_RawMalloc((size_t)(w_count / g.out_channels) *
-                                          sizeof(Py_ssize_t)); /* one per tap of a channel */
-    if (scratch == NULL || offsets == NULL) {
-        PyMem_RawFree(scratch);
-        PyMem_RawFree(offsets);
+    Py_ssize_t *offsets = PyMem_RawMalloc((size_t)taps * sizeof(Py_ssize_t));
+    if (offsets == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    memset(scratch + padded_count, 0, (size_t)margin * sizeof(float));
+    Py_ssize_t pitch = run * g.stride_w;
+    for (Py_ssize_t t = 0; t < taps; t++) { /* tap (ci, kh, kw): weights' order */
+        Py_ssize_t ci = t / kernel, kh = t % kernel / g.kernel_w;
+        Py_ssize_t column = t % kernel % g.kernel_w * g.dilation_w;
+        offsets[t] = ci * plane_floats + kh * g.dilation_h * pitch +
+                     (column % g.stride_w) * run + column / g.stride_w;
+    }
+    DirectConv job = {.x = data_of(&b[0]), .w = data_of(&b[1]), .bias = data_of(&b[2]),
+                      .out = data_of(&b[3]), .g = &g, .tap_sums = tap_sums_kernel(),
+                      .offsets = offsets, .columns = columns, .run = run, .pitch = pitch,
+                      .plane_floats = plane_floats, .group_in = group_in,
+                      .group_out = group_out, .taps = taps, .block_rows = block_rows,
+                      .blocks = (g.out_h + block_rows - 1) / block_rows,
+                      .scratch_floats = scratch_count};
+    atomic_init(&job.failed, 0);
+    job.items = g.batch * g.groups * job.blocks;
+    job.per_task = work < CONV_SERIAL_WORK ? job.items : 1;
     Py_BEGIN_ALLOW_THREADS
-    direct_conv_loop(data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]), &g, rows,
-                     columns, offsets, scratch, scratch + padded_count + margin);
+    pool_run((job.items + job.per_task - 1) / job.per_task, direct_conv_task, &job);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(offsets);
-    PyMem_RawFree(scratch);
-    result = Py_NewRef(Py_None);
+    if (atomic_load(&job.failed))
+        PyErr_NoMemory();
+    else
+        result = Py_NewRef(Py_None);
 done:
     release_buffers(b, 4);
     return result;

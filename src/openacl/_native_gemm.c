@@ -132,6 +132,10 @@ static const Isa *current_isa(void) {
     return isa_in_use;
 }
 
+const char *gemm_isa_name(void) {
+    return current_isa()->name;
+}
+
 static ptrdiff_t round_up(ptrdiff_t value, ptrdiff_t step) {
     return (value + step - 1) / step * step;
 }
@@ -201,46 +205,6 @@ static void pack_columns(const Operand *m, int nr, ptrdiff_t block, ptrdiff_t k0
                 out[q] = 0.0f;
         }
     }
-}
-
-/* A per-thread scratch buffer of at least `count` floats, kept for the thread's next call
- * and freed when the thread ends (a pthread key's destructor); NULL when it cannot grow. */
-typedef struct {
-    float *data;
-    ptrdiff_t capacity;
-} Scratch;
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void free_scratch(void *value) {
-    Scratch *scratch = value;
-    free(scratch->data);
-    free(scratch);
-}
-
-static void make_scratch_key(void) {
-    pthread_key_create(&scratch_key, free_scratch);
-}
-
-static float *task_buffer(ptrdiff_t count) {
-    pthread_once(&scratch_once, make_scratch_key);
-    Scratch *scratch = pthread_getspecific(scratch_key);
-    if (scratch == NULL) {
-        scratch = calloc(1, sizeof *scratch);
-        if (scratch == NULL || pthread_setspecific(scratch_key, scratch) != 0) {
-            free(scratch);
-            return NULL;
-        }
-    }
-    if (count > scratch->capacity) {
-        float *grown = realloc(scratch->data, (size_t)count * sizeof(float));
-        if (grown == NULL)
-            return NULL;
-        scratch->data = grown;
-        scratch->capacity = count;
-    }
-    return scratch->data;
 }
 
 typedef struct {
@@ -356,7 +320,7 @@ static void product_task(void *context, ptrdiff_t task) {
     float tile[MR * NR_MAX];
     float *packed_b = NULL; /* a raw B's block of this task's columns, packed here */
     if (g->b_raw != NULL) {
-        packed_b = task_buffer(round_up(col1 - col0, nr) * isa->kc);
+        packed_b = pool_scratch(round_up(col1 - col0, nr) * isa->kc);
         if (packed_b == NULL) {
             atomic_store(&job->failed, 1);
             return;

@@ -15,4 +15,8 @@
 
 extern PyMethodDef native_gemm_methods[];
 
+/* The vector ISA in use ("avx512", "avx2" or "baseline"): the GEMM's, which the other
+ * per-ISA kernels (the convolution's tap sums) follow, so gemm_set_isa switches them all. */
+const char *gemm_isa_name(void);
+
 #endif

@@ -209,6 +209,45 @@ long pool_spin_us(void) {
     return atomic_load(&pool.spin_ns) / 1000;
 }
 
+/* -- each thread's scratch (pool_scratch): kept for its next call, freed at thread exit -- */
+typedef struct {
+    float *data;
+    ptrdiff_t capacity;
+} Scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void free_scratch(void *value) {
+    Scratch *scratch = value;
+    free(scratch->data);
+    free(scratch);
+}
+
+static void make_scratch_key(void) {
+    pthread_key_create(&scratch_key, free_scratch);
+}
+
+float *pool_scratch(ptrdiff_t count) {
+    pthread_once(&scratch_once, make_scratch_key);
+    Scratch *scratch = pthread_getspecific(scratch_key);
+    if (scratch == NULL) {
+        scratch = calloc(1, sizeof *scratch);
+        if (scratch == NULL || pthread_setspecific(scratch_key, scratch) != 0) {
+            free(scratch);
+            return NULL;
+        }
+    }
+    if (count > scratch->capacity) {
+        float *grown = realloc(scratch->data, (size_t)count * sizeof(float));
+        if (grown == NULL)
+            return NULL;
+        scratch->data = grown;
+        scratch->capacity = count;
+    }
+    return scratch->data;
+}
+
 /* fork(): the child keeps the parent's memory but none of its workers. Taking both locks
  * before the fork means no loop is mid-flight in the copied state. */
 static void before_fork(void) {

@@ -24,6 +24,11 @@ int pool_set_threads(int threads);
 void pool_set_spin_us(long microseconds);
 long pool_spin_us(void);
 
+/* The calling thread's scratch buffer of at least `count` floats, kept for its next call
+ * and freed when the thread ends; NULL when it cannot grow. One buffer per thread: a task
+ * must not hold it across a call that may use it too (the kernels' tasks never nest). */
+float *pool_scratch(ptrdiff_t count);
+
 #define POOL_MAX_THREADS 256
 
 #endif
