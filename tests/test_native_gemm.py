@@ -314,3 +314,78 @@ def test_a_packed_matrix_is_refused_after_an_isa_change():
                      np.empty((2, 3), np.float32), None, 0)
     finally:
         native.set_isa(current)
+
+
+# -- the convolution as the GEMM over im2col packed from the image (conv2d_gemm) -------------
+CONVOLUTIONS = [
+    # (N, C, H, W), C_out, (KH, KW), stride, (top, left) pad, dilation, (bottom, right) pad
+    ((1, 5, 9, 11), 7, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),  # below the serial limit
+    ((2, 8, 40, 37), 13, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),  # ragged tiles, 2 images
+    ((1, 3, 64, 70), 16, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),  # a stem, stride 2
+    ((1, 6, 33, 30), 12, (5, 3), (2, 1), (2, 0), (1, 2), (0, 3)),  # asymmetric everything
+    ((1, 50, 30, 30), 20, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),  # K past one K block
+    ((1, 16, 40, 40), 32, (1, 1), (1, 1), (0, 0), (1, 1), (0, 0)),  # pointwise
+    ((1, 4, 20, 24), 9, (3, 3), (1, 1), (5, 6), (1, 1), (5, 6)),  # padding past the reach
+]
+
+
+def _conv_reference(x, w, bias, stride, pad, dilation, after, relu):
+    import torch
+    import torch.nn.functional as F
+
+    padded = F.pad(torch.from_numpy(x).double(), (pad[1], after[1], pad[0], after[0]))
+    result = F.conv2d(padded, torch.from_numpy(w).double(),
+                      None if bias is None else torch.from_numpy(bias).double(), stride, 0,
+                      dilation).numpy()
+    return np.maximum(result, 0) if relu else result
+
+
+@pytest.mark.parametrize("case", CONVOLUTIONS)
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("relu", [False, True])
+def test_conv2d_gemm_matches_torch(case, packed, relu, isa, pool_threads):
+    """Exact (small integers) against torch, each ISA, 1 and 3 threads, raw and packed
+    weights, bias per output channel and ReLU in the tiles."""
+    shape, c_out, kernel, stride, pad, dilation, after = case
+    rng = np.random.default_rng(7)
+    x = rng.integers(-4, 5, shape).astype(np.float32)
+    w = rng.integers(-3, 4, (c_out, shape[1], *kernel)).astype(np.float32)
+    bias = rng.integers(-9, 10, c_out).astype(np.float32)
+    expected = _conv_reference(x, w, bias, stride, pad, dilation, after, relu)
+    matrix = w.reshape(c_out, -1)
+    weight = native.pack(matrix, native.LEFT) if packed else matrix
+    for threads in (1, 3):
+        pool_threads(threads)
+        out = np.full(expected.shape, np.nan, np.float32)
+        assert native.conv2d(x, weight, bias, out, kernel, stride, pad, dilation, relu=relu)
+        np.testing.assert_array_equal(out, expected, f"{case} x{threads}")
+
+
+def test_conv2d_gemm_refusals():
+    x, w = np.ones((1, 2, 5, 5), np.float32), np.ones((3, 18), np.float32)
+    out = np.empty((1, 3, 5, 5), np.float32)
+    args = ((1, 2, 5, 5), (3, 3), (1, 1), (1, 1), (1, 1), (5, 5))
+    lib.conv2d_gemm(x, w, None, out, *args, 0)
+    assert out[0, 0, 2, 2] == 18 and out[0, 0, 0, 0] == 8
+    with pytest.raises(ValueError, match="must be > 0"):
+        lib.conv2d_gemm(x, w, None, out, (1, 2, 5, 5), (3, 3), (0, 1), (1, 1), (1, 1),
+                        (5, 5), 0)
+    with pytest.raises(ValueError, match="'weight' must be one C_out x 18 matrix"):
+        lib.conv2d_gemm(x, np.ones((3, 17), np.float32), None, out, *args, 0)
+    with pytest.raises(ValueError, match="'x' must be 50 float32 values"):
+        lib.conv2d_gemm(np.ones(49, np.float32), w, None, out, *args, 0)
+    with pytest.raises(ValueError, match="'out' must be N x C_out x OH x OW"):
+        lib.conv2d_gemm(x, w, None, np.empty((1, 3, 5, 4), np.float32), *args, 0)
+    with pytest.raises(ValueError, match="'bias' must be 3 float32 values"):
+        lib.conv2d_gemm(x, w, np.ones(2, np.float32), out, *args, 0)
+    with pytest.raises(ValueError, match="'flags' = 16 is invalid"):
+        lib.conv2d_gemm(x, w, None, out, *args, 16)
+    with pytest.raises(OverflowError):
+        lib.conv2d_gemm(x, w, None, out, (1, 2, 5, 5), (3, 3), (1, 1), (1, 1), (1, 1),
+                        (1 << 40, 1 << 40), 0)
+    # the wrapper declines what the kernel cannot take: overlap, dtypes, shapes
+    assert not native.conv2d(x, w, None, x.reshape(1, 2, 5, 5)[:, :1], (3, 3), (1, 1),
+                             (1, 1), (1, 1))
+    assert not native.conv2d(x.astype(np.float64), w, None, out, (3, 3), (1, 1), (1, 1),
+                             (1, 1))
+    assert not native.conv2d(x, w[:, :17], None, out, (3, 3), (1, 1), (1, 1), (1, 1))

@@ -141,7 +141,16 @@ static ptrdiff_t round_up(ptrdiff_t value, ptrdiff_t step) {
 }
 
 /* -- operands ------------------------------------------------------------------------------ */
-/* A matrix as the GEMM reads it: raw (strided, in elements) or packed. */
+/* A convolution's im2col matrix, never stored: row k = (c * KH + i) * KW + j, column
+ * l = oh * OW + ow holds x[c, oh * SH + i * DH - PH, ow * SW + j * DW - PW], 0 outside the
+ * image (one image: C x H x W floats, contiguous). */
+typedef struct {
+    ptrdiff_t channels, height, width, kernel_h, kernel_w, stride_h, stride_w;
+    ptrdiff_t pad_h, pad_w, dilation_h, dilation_w, out_h, out_w;
+} Im2colShape;
+
+/* A matrix as the GEMM reads it: raw (strided, in elements), packed, or an image's im2col
+ * matrix (B only: packed straight from the image, block by block, as a raw B is). */
 typedef struct {
     const float *data;
     ptrdiff_t rows, cols;
@@ -149,6 +158,7 @@ typedef struct {
     int packed;
     ptrdiff_t batch_stride; /* raw, batched: elements from one matrix to the next (0: one
                              * matrix for every product of the batch) */
+    const Im2colShape *im2col; /* non-NULL: data is an image of this shape */
 } Operand;
 
 /* Pack A's rows panel * MR ... + MR of the K block at k0 (`block` deep) into dst (block x
@@ -167,11 +177,108 @@ static void pack_rows(const Operand *m, ptrdiff_t block, ptrdiff_t k0, ptrdiff_t
     }
 }
 
+/* Where packing writes next: lane `lane` of `panel`, the panels `step` floats apart;
+ * `width` (the ISA's NR) is a constant where these are inlined (pack_im2col_width), so a
+ * whole panel's row is a fixed-size copy. */
+typedef struct {
+    float *panel;
+    ptrdiff_t lane, step;
+} PanelCursor;
+
+static inline __attribute__((always_inline)) void put_zeros(PanelCursor *at, ptrdiff_t count,
+                                                            const int width) {
+    while (count > 0) {
+        ptrdiff_t n = width - at->lane < count ? width - at->lane : count;
+        for (ptrdiff_t q = 0; q < n; q++)
+            at->panel[at->lane + q] = 0.0f;
+        count -= n;
+        if ((at->lane += n) == width) {
+            at->lane = 0;
+            at->panel += at->step;
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void put_values(PanelCursor *at,
+                                                             const float *source,
+                                                             ptrdiff_t step, ptrdiff_t count,
+                                                             const int width) {
+    while (count > 0) {
+        ptrdiff_t n = width - at->lane < count ? width - at->lane : count;
+        float *out = at->panel + at->lane;
+        if (n == width && step == 1)
+            memcpy(out, source, (size_t)width * sizeof(float)); /* a fixed size: inlined */
+        else
+            for (ptrdiff_t q = 0; q < n; q++)
+                out[q] = source[q * step];
+        source += n * step;
+        count -= n;
+        if ((at->lane += n) == width) {
+            at->lane = 0;
+            at->panel += at->step;
+        }
+    }
+}
+
+/* pack_columns for an im2col operand: each K row's columns are runs along output rows,
+ * each run a zero margin, a strided (stride 1: contiguous) copy of one input row, a zero
+ * margin; every read is inside the image by construction. */
+static inline __attribute__((always_inline)) void pack_im2col_width(
+    const Operand *m, ptrdiff_t block, ptrdiff_t k0, ptrdiff_t col0, ptrdiff_t col1,
+    float *dst, const int nr) {
+    const Im2colShape *s = m->im2col;
+    ptrdiff_t taps = s->kernel_h * s->kernel_w, tail = round_up(col1 - col0, nr) - (col1 - col0);
+    for (ptrdiff_t p = 0; p < block; p++) {
+        ptrdiff_t k = k0 + p, c = k / taps, i = k % taps / s->kernel_w, j = k % s->kernel_w;
+        const float *plane = m->data + c * s->height * s->width;
+        PanelCursor at = {dst + p * nr, 0, nr * block};
+        ptrdiff_t oh = col0 / s->out_w, ow = col0 % s->out_w;
+        for (ptrdiff_t l = col0; l < col1; oh++, ow = 0) {
+            ptrdiff_t run = s->out_w - ow < col1 - l ? s->out_w - ow : col1 - l;
+            ptrdiff_t ih = oh * s->stride_h + i * s->dilation_h - s->pad_h;
+            l += run;
+            if (ih < 0 || ih >= s->height) {
+                put_zeros(&at, run, nr);
+                continue;
+            }
+            /* outputs [lo, hi) of the run read inside the row: 0 <= iw0 + r * SW < W */
+            ptrdiff_t iw0 = ow * s->stride_w + j * s->dilation_w - s->pad_w;
+            ptrdiff_t lo = iw0 >= 0 ? 0 : (-iw0 + s->stride_w - 1) / s->stride_w;
+            ptrdiff_t hi = s->width > iw0 ? (s->width - iw0 + s->stride_w - 1) / s->stride_w : 0;
+            hi = hi < run ? hi : run;
+            lo = lo < hi ? lo : hi;
+            put_zeros(&at, lo, nr);
+            put_values(&at, plane + ih * s->width + iw0 + lo * s->stride_w, s->stride_w,
+                       hi - lo, nr);
+            put_zeros(&at, run - hi, nr);
+        }
+        put_zeros(&at, tail, nr);
+    }
+}
+
+static void pack_im2col(const Operand *m, int nr, ptrdiff_t block, ptrdiff_t k0,
+                        ptrdiff_t col0, ptrdiff_t col1, float *dst) {
+    switch (nr) { /* each ISA's NR */
+    case 8:
+        pack_im2col_width(m, block, k0, col0, col1, dst, 8);
+        break;
+    case 16:
+        pack_im2col_width(m, block, k0, col0, col1, dst, 16);
+        break;
+    default:
+        pack_im2col_width(m, block, k0, col0, col1, dst, 32);
+    }
+}
+
 /* Pack B's columns [col0, col1) of the K block at k0 into panels (dst: the first panel),
  * row by row: the reads stream along B's rows (packing panel by panel would read one
  * cache line per row, a page apart, each a miss the prefetcher does not see coming). */
 static void pack_columns(const Operand *m, int nr, ptrdiff_t block, ptrdiff_t k0,
                          ptrdiff_t col0, ptrdiff_t col1, float *dst) {
+    if (m->im2col != NULL) {
+        pack_im2col(m, nr, block, k0, col0, col1, dst);
+        return;
+    }
     if (m->row_stride == 1 && m->col_stride != 1) { /* a transposed B (K^T of attention):
                                                      * each column is contiguous */
         for (ptrdiff_t j = col0; j < col1; j += nr, dst += nr * block) {
@@ -658,6 +765,111 @@ done:
     return result;
 }
 
+/* conv2d_gemm(x, weight, bias, out, (N, C, H, W), (KH, KW), stride, pad, dilation,
+ * (OH, OW), flags): out[n] (C_out x OH * OW) = weight (C_out x C * KH * KW, raw or packed as
+ * A) @ im2col(x[n]) (+ bias per row) (ReLU), every image in one call; the im2col matrix is
+ * packed block by block from the image, never stored whole. */
+static PyObject *py_conv2d_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *a_object, *bias_object, *out_object;
+    Im2colShape shape;
+    Py_ssize_t batch;
+    int flags;
+    if (!PyArg_ParseTuple(args, "OOOO(nnnn)(nn)(nn)(nn)(nn)(nn)i", &x_object, &a_object,
+                          &bias_object, &out_object, &batch, &shape.channels, &shape.height,
+                          &shape.width, &shape.kernel_h, &shape.kernel_w, &shape.stride_h,
+                          &shape.stride_w, &shape.pad_h, &shape.pad_w, &shape.dilation_h,
+                          &shape.dilation_w, &shape.out_h, &shape.out_w, &flags))
+        return NULL;
+    if (batch < 0 || shape.channels <= 0 || shape.height <= 0 || shape.width <= 0 ||
+        shape.kernel_h <= 0 || shape.kernel_w <= 0 || shape.stride_h <= 0 ||
+        shape.stride_w <= 0 || shape.pad_h < 0 || shape.pad_w < 0 || shape.dilation_h <= 0 ||
+        shape.dilation_w <= 0 || shape.out_h <= 0 || shape.out_w <= 0) {
+        PyErr_SetString(PyExc_ValueError, "conv2d_gemm: channels, sizes, kernel, stride, "
+                        "dilation and output size must be > 0, batch and padding >= 0");
+        return NULL;
+    }
+    if ((flags & ~GEMM_ACTIVATION_MASK) != 0 || (flags & GEMM_ACTIVATION_MASK) > GEMM_RELU) {
+        PyErr_Format(PyExc_ValueError, "argument 'flags' = %d is invalid", flags);
+        return NULL;
+    }
+    /* sizes in doubles first: every product below then fits (the buffers' lengths bound
+     * them); an output row past the image's reach is fine (its reads are guarded) */
+    double image = (double)shape.channels * (double)shape.height * (double)shape.width;
+    double depth = (double)shape.channels * (double)shape.kernel_h * (double)shape.kernel_w;
+    double locations = (double)shape.out_h * (double)shape.out_w;
+    double reach_h = ((double)shape.out_h - 1) * shape.stride_h +
+                     ((double)shape.kernel_h - 1) * shape.dilation_h;
+    double reach_w = ((double)shape.out_w - 1) * shape.stride_w +
+                     ((double)shape.kernel_w - 1) * shape.dilation_w;
+    if (image * (batch > 0 ? batch : 1) > (double)PY_SSIZE_T_MAX / 8 ||
+        depth * locations > (double)PY_SSIZE_T_MAX / 8 || reach_h + shape.pad_h > 1e15 ||
+        reach_w + shape.pad_w > 1e15) {
+        PyErr_SetString(PyExc_OverflowError, "conv2d_gemm: sizes overflow");
+        return NULL;
+    }
+    Py_buffer a_view, x_view, out_view, bias_view;
+    Operand a;
+    Py_ssize_t a_batch;
+    if (get_operand(a_object, GEMM_LEFT, "weight", &a_view, &a, &a_batch) != 0)
+        return NULL;
+    PyObject *result = NULL;
+    int have_x = 0, have_out = 0, have_bias = 0;
+    if (a_batch || a.cols != (ptrdiff_t)depth) {
+        PyErr_Format(PyExc_ValueError, "argument 'weight' must be one C_out x %zd matrix "
+                     "(C x KH x KW)", (Py_ssize_t)depth);
+        goto done;
+    }
+    ptrdiff_t c_out = a.rows, plane = shape.out_h * shape.out_w;
+    ptrdiff_t x_count = batch * shape.channels * shape.height * shape.width;
+    if (PyObject_GetBuffer(x_object, &x_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0)
+        goto done;
+    have_x = 1;
+    if (PyObject_GetBuffer(out_object, &out_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
+                                                      PyBUF_WRITABLE) != 0)
+        goto done;
+    have_out = 1;
+    if (x_view.itemsize != 4 || x_view.format == NULL || strcmp(x_view.format, "f") != 0 ||
+        x_view.len / 4 != x_count) {
+        PyErr_Format(PyExc_ValueError, "argument 'x' must be %zd float32 values", x_count);
+        goto done;
+    }
+    if ((double)c_out * locations * (batch > 0 ? batch : 1) > (double)PY_SSIZE_T_MAX / 8 ||
+        out_view.itemsize != 4 || out_view.format == NULL ||
+        strcmp(out_view.format, "f") != 0 || out_view.len / 4 != batch * c_out * plane) {
+        PyErr_Format(PyExc_ValueError, "argument 'out' must be N x C_out x OH x OW = %zd x %zd "
+                     "x %zd x %zd float32 values", batch, c_out, shape.out_h, shape.out_w);
+        goto done;
+    }
+    if (bias_object != Py_None) {
+        if (PyObject_GetBuffer(bias_object, &bias_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0)
+            goto done;
+        have_bias = 1;
+        if (bias_view.itemsize != 4 || bias_view.format == NULL ||
+            strcmp(bias_view.format, "f") != 0 || bias_view.len / 4 != c_out) {
+            PyErr_Format(PyExc_ValueError, "argument 'bias' must be %zd float32 values", c_out);
+            goto done;
+        }
+    }
+    Operand b = {.data = x_view.buf, .rows = (ptrdiff_t)depth, .cols = plane,
+                 .batch_stride = shape.channels * shape.height * shape.width,
+                 .im2col = &shape};
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = gemm_run(&a, &b, out_view.buf, plane, have_bias ? bias_view.buf : NULL,
+                      flags | GEMM_BIAS_ROWS, batch, c_out * plane);
+    Py_END_ALLOW_THREADS
+    result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
+done:
+    if (have_bias)
+        PyBuffer_Release(&bias_view);
+    if (have_out)
+        PyBuffer_Release(&out_view);
+    if (have_x)
+        PyBuffer_Release(&x_view);
+    PyBuffer_Release(&a_view);
+    return result;
+}
+
 static PyObject *py_gemm_info(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args)) {
     const Isa *isa = current_isa();
     return Py_BuildValue("{s:s,s:i,s:i,s:n}", "isa", isa->name, "mr", MR, "nr", isa->nr, "kc",
@@ -719,6 +931,11 @@ PyMethodDef native_gemm_methods[] = {
      "gemm_packed_size(rows, cols, side): the float32 count of a packed rows x cols matrix."},
     {"gemm_info", py_gemm_info, METH_NOARGS,
      "gemm_info(): the microkernel in use: {'isa', 'mr', 'nr', 'kc'}."},
+    {"conv2d_gemm", py_conv2d_gemm, METH_VARARGS,
+     "conv2d_gemm(x, weight, bias, out, (N, C, H, W), (KH, KW), stride, pad, dilation, "
+     "(OH, OW), flags): a 2-d convolution (one group) as the packed GEMM of the weight "
+     "(C_out x C*KH*KW, raw or packed as the left operand) with each image's im2col matrix, "
+     "packed from the image block by block; bias per output channel, flags 0 or RELU."},
     {"gemm_set_isa", py_gemm_set_isa, METH_VARARGS,
      "gemm_set_isa(name): use the 'avx512', 'avx2' or 'baseline' kernel (tests); False "
      "where the CPU lacks it. Packed matrices of another ISA are refused afterwards."},

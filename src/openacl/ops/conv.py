@@ -220,8 +220,13 @@ def convolution(c: Call) -> Kernel:
                                transposed)
 
     gather = body.args[0] if isinstance(body, functools.partial) else None
+    # dense 2-d float32 on the host: the packed GEMM over im2col packed from the image
+    implicit = (spatial == 2 and not transposed and groups == 1 and not direct
+                and compute == np.float32 and c_out >= native.FEW_ROWS)
 
     def kernel(v) -> None:
+        if implicit and _implicit_gemm(v, geometry, rounded, compute):
+            return
         if gather is not None:  # small: a replay plan made at these views' first call
             plan = v.derived.get(kernel)
             if plan is None:
@@ -252,6 +257,33 @@ def convolution(c: Call) -> Kernel:
         if out is not final and not native.narrowed_into(final, out):
             np.copyto(final, out, casting="unsafe")
     return kernel
+
+
+def _implicit_gemm(v, g: Geometry, rounded: np.dtype, compute: np.dtype) -> bool:
+    """A dense 2-d float32 host convolution by ``native.conv2d`` (the packed GEMM over
+    im2col packed from each image; a constant weight packed once, the bias in the tiles);
+    False where it cannot run (nothing written): another body then does."""
+    out, x = v["output"], v["input"]
+    if out.size == 0 or not native.host_float32(out, x) or rounded != compute:
+        return False
+    c_out = out.shape[1]
+
+    def matrix() -> np.ndarray:
+        return np.ascontiguousarray(cast_operand(v["weight"], rounded, compute)).reshape(
+            c_out, -1)
+    # a model's weight packed once; any other read in place (A's rows are contiguous)
+    weight = v.derive(("packed", "weight"), ("weight",), lambda: native.pack(
+        matrix(), native.LEFT)) if "weight" in v.constant else matrix()
+    if weight is None:
+        return False
+    bias = None
+    if g.bias:
+        bias = v.derive(("cast", "bias"), ("bias",),
+                        lambda: cast_operand(v["bias"], compute, compute))
+        if not native.host_float32(bias):
+            return False
+    return native.conv2d(x, weight, bias, out, g.kernel_size, g.stride,
+                         (g.pads[0][0], g.pads[1][0]), g.dilation)
 
 
 def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,

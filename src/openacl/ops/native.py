@@ -260,6 +260,30 @@ def gemm(a: np.ndarray | PackedMatrix, b: np.ndarray | PackedMatrix, out: np.nda
     return True
 
 
+def conv2d(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarray | None,
+           out: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
+           pad: tuple[int, int], dilation: tuple[int, int], *, relu: bool = False) -> bool:
+    """``out`` (N, C_out, OH, OW) = the 2-d convolution (one group) of ``x`` (N, C, H, W)
+    with ``weight`` (C_out x C*KH*KW: a matrix, or ``pack(..., LEFT)``'s result), ``pad``
+    the (top, left) padding (what comes after is implied by the output size), plus ``bias``
+    per output channel, then ReLU: the packed GEMM with each image's im2col matrix packed
+    block by block, never stored. True when done; False, with nothing written, where the C
+    kernels cannot take it (dtypes, layouts, overlap)."""
+    lib = kernels()
+    left = _operand(weight, LEFT)
+    if lib is None or left is None or not host_float32(x, out) or x.ndim != 4 or \
+            out.ndim != 4 or out.shape[:2] != (x.shape[0], weight.shape[0]) or \
+            weight.shape[1] != x.shape[1] * kernel[0] * kernel[1]:
+        return False
+    if bias is not None and not (host_float32(bias) and bias.size == out.shape[1]):
+        return False
+    if any(type(a) is np.ndarray and np.may_share_memory(out, a) for a in (x, weight, bias)):
+        return False
+    lib.conv2d_gemm(x, left, bias, out, x.shape, kernel, stride, pad, dilation,
+                    out.shape[2:], _RELU if relu else 0)
+    return True
+
+
 # Below this many multiply-adds numpy's matmul (its BLAS on one thread) is as fast: the
 # checks here and a pool round trip (a sleeping worker's wake-up: 40-60 us on a VM) cost
 # more than a second thread saves (measured, 88 x 16 @ 16 x 288: 32 us against ~10).
