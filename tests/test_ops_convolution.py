@@ -351,27 +351,38 @@ def test_bfloat16_transposed_with_bias_two_phase_repeatable():
     aclnn.destroy_executor(exe)
 
 
+IMPLICIT_GEMM = {  # x, weight, stride, padding, dilation
+    "2d": ((2, 12, 30, 28), (16, 12, 3, 3), [2, 2], [1, 1], [1, 1]),
+    "1d": ((2, 6, 70), (10, 6, 5), [2], [3], [2]),
+    # TensorFlow's 1-d convolution: a 2-d one over a single column, run laid out as a row
+    "2d-one-column": ((1, 8, 90, 1), (12, 8, 5, 1), [1, 1], [2, 0], [1, 1]),
+}
+
+
 @pytest.mark.parametrize("constant", [False, True], ids=["weight-per-call", "model-weight"])
-def test_dense_convolution_by_the_packed_gemm(constant):
-    """A dense 2-d float32 convolution runs as the packed GEMM over im2col packed from the
-    image; a model's constant weight (the engine's bound kernels) is packed once and the
-    second run uses the packed copy. Small integers: every sum exact."""
+@pytest.mark.parametrize("name", sorted(IMPLICIT_GEMM))
+def test_dense_convolution_by_the_packed_gemm(constant, name):
+    """A dense 1-d or 2-d float32 convolution runs as the packed GEMM over im2col packed
+    from the image; a model's constant weight (the engine's bound kernels) is packed once
+    and the second run uses the packed copy. Small integers: every sum exact."""
     from openacl.ops import native
     from openacl.ops.executor import find_executor
 
+    shape_x, shape_w, stride, padding, dilation = IMPLICIT_GEMM[name]
     rng = np.random.default_rng(11)
-    x = rng.integers(-3, 4, (2, 12, 30, 28)).astype(np.float32)
-    w = rng.integers(-2, 3, (16, 12, 3, 3)).astype(np.float32)
-    b = rng.integers(-5, 6, 16).astype(np.float32)
-    out = openacl.empty((2, 16, 15, 14), np.float32)
+    x = rng.integers(-3, 4, shape_x).astype(np.float32)
+    w = rng.integers(-2, 3, shape_w).astype(np.float32)
+    b = rng.integers(-5, 6, shape_w[0]).astype(np.float32)
+    expected = FORWARD[len(shape_x) - 2](_t64(x), _t64(w), _t64(b), stride, padding,
+                                         dilation).numpy().astype(np.float32)
+    out = openacl.empty(expected.shape, np.float32)
     tensors = [_dev(x), _dev(w), _dev(b)]  # (alive while the kernel runs)
-    ws, exe = aclnn.convolution_get_workspace_size(*tensors, [2, 2], [1, 1], [1, 1], False,
-                                                   [0, 0], 1, out, 0)
+    ws, exe = aclnn.convolution_get_workspace_size(*tensors, stride, padding, dilation, False,
+                                                   [0] * len(stride), 1, out, 0)
     run = find_executor(exe).bound_kernel(
         None, frozenset({"weight", "bias"}) if constant else frozenset())
     if type(run.args[0]["output"]) is not np.ndarray:
         pytest.skip("the CUDA backends convolve with their own library")
-    expected = F.conv2d(_t64(x), _t64(w), _t64(b), 2, 1).numpy().astype(np.float32)
     for _ in range(2):
         run()
         np.testing.assert_array_equal(out.numpy(), expected)

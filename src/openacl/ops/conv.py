@@ -49,6 +49,7 @@ remain the path everywhere else, and the reference the tests hold both to.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -220,12 +221,14 @@ def convolution(c: Call) -> Kernel:
                                transposed)
 
     gather = body.args[0] if isinstance(body, functools.partial) else None
-    # dense 2-d float32 on the host: the packed GEMM over im2col packed from the image
-    implicit = (spatial == 2 and not transposed and groups == 1 and not direct
-                and compute == np.float32 and c_out >= native.FEW_ROWS)
+    # dense 1-d and 2-d float32 on the host: the packed GEMM over im2col packed from the
+    # image (few output positions, as on a 1x1 map, are a matrix-vector product: numpy's)
+    plane = _as_plane(geometry, tuple(in_size)) if (
+        not transposed and groups == 1 and not direct and compute == np.float32
+        and c_out >= native.FEW_ROWS and math.prod(out_size) >= native.FEW_COLUMNS) else None
 
     def kernel(v) -> None:
-        if implicit and _implicit_gemm(v, geometry, rounded, compute):
+        if plane is not None and _implicit_gemm(v, plane, geometry.bias, rounded, compute):
             return
         if gather is not None:  # small: a replay plan made at these views' first call
             plan = v.derived.get(kernel)
@@ -259,14 +262,45 @@ def convolution(c: Call) -> Kernel:
     return kernel
 
 
-def _implicit_gemm(v, g: Geometry, rounded: np.dtype, compute: np.dtype) -> bool:
-    """A dense 2-d float32 host convolution by ``native.conv2d`` (the packed GEMM over
-    im2col packed from each image; a constant weight packed once, the bias in the tiles);
-    False where it cannot run (nothing written): another body then does."""
+@dataclasses.dataclass(frozen=True)
+class _Plane:
+    """A 1-d or 2-d convolution as the 2-d one ``native.conv2d`` runs: the image's (H, W),
+    the kernel, stride, (top, left) padding, dilation and output size."""
+
+    size: tuple[int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int]
+    dilation: tuple[int, int]
+    out_size: tuple[int, int]
+
+
+def _as_plane(g: Geometry, in_size: tuple[int, ...]) -> _Plane | None:
+    """The 2-d view of a convolution for the implicit GEMM, rows made long: a 1-d one is one
+    row (H = 1), and a 2-d one over a single column (W = KW = OW = 1, as TensorFlow's
+    exports write a 1-d convolution) is that column laid out as a row (the same memory).
+    None for 3-d."""
+    if len(in_size) == 1:
+        return _Plane((1, in_size[0]), (1, g.kernel_size[0]), (1, g.stride[0]),
+                      (0, g.pads[0][0]), (1, g.dilation[0]), (1, g.out_size[0]))
+    if len(in_size) != 2:
+        return None
+    if in_size[1] == g.kernel_size[1] == g.out_size[1] == 1 and g.pads[1] == (0, 0):
+        return _Plane((1, in_size[0]), (1, g.kernel_size[0]), (1, g.stride[0]),
+                      (0, g.pads[0][0]), (1, g.dilation[0]), (1, g.out_size[0]))
+    return _Plane(in_size, g.kernel_size, g.stride, (g.pads[0][0], g.pads[1][0]), g.dilation,
+                  g.out_size)
+
+
+def _implicit_gemm(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
+                   compute: np.dtype) -> bool:
+    """A dense float32 host convolution by ``native.conv2d`` (the packed GEMM over im2col
+    packed from each image; a constant weight packed once, the bias in the tiles); False
+    where it cannot run (nothing written): another body then does."""
     out, x = v["output"], v["input"]
     if out.size == 0 or not native.host_float32(out, x) or rounded != compute:
         return False
-    c_out = out.shape[1]
+    n, c_out = out.shape[:2]
 
     def matrix() -> np.ndarray:
         return np.ascontiguousarray(cast_operand(v["weight"], rounded, compute)).reshape(
@@ -277,13 +311,14 @@ def _implicit_gemm(v, g: Geometry, rounded: np.dtype, compute: np.dtype) -> bool
     if weight is None:
         return False
     bias = None
-    if g.bias:
+    if has_bias:
         bias = v.derive(("cast", "bias"), ("bias",),
                         lambda: cast_operand(v["bias"], compute, compute))
         if not native.host_float32(bias):
             return False
-    return native.conv2d(x, weight, bias, out, g.kernel_size, g.stride,
-                         (g.pads[0][0], g.pads[1][0]), g.dilation)
+    return native.conv2d(x.reshape(n, x.shape[1], *plane.size), weight, bias,
+                         out.reshape(n, c_out, *plane.out_size), plane.kernel, plane.stride,
+                         plane.pad, plane.dilation)
 
 
 def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
