@@ -37,6 +37,7 @@
 #define MR 6
 #define NR_MAX 32
 #define RAW_COLUMNS_MAX 256 /* a raw B is packed this many columns at a time */
+#define ROW_BLOCK (MR * 16) /* rows of A per pass over a B panel: their panels stay in L2 */
 #define SERIAL_WORK 262144.0 /* fewer multiply-adds run on the caller alone: waking a
                              * sleeping worker costs more (40-60 us on a VM) */
 
@@ -447,12 +448,16 @@ static void product_task(void *context, ptrdiff_t task) {
         const float *b_block = g->b == NULL ? NULL : g->b + k0 * g->n_padded;
         if (g->b_raw != NULL)
             pack_columns(g->b_raw, nr, block, k0, col0, col1, packed_b);
+        /* rows in blocks of ROW_BLOCK (their A panels stay in L2) for each B panel (in L1);
+         * a raw B's task holds every row, so its columns are packed once */
+        for (ptrdiff_t first_row = row0; first_row < row1; first_row += ROW_BLOCK)
         for (ptrdiff_t j = col0; j < col1; j += nr) {
             const float *b_panel = g->b_raw == NULL
                                        ? b_block + j * block /* (j / nr) * nr * block */
                                        : packed_b + (j - col0) * block;
             ptrdiff_t cols = col1 - j < nr ? col1 - j : nr;
-            for (ptrdiff_t i = row0; i < row1; i += MR) {
+            ptrdiff_t last_row = first_row + ROW_BLOCK < row1 ? first_row + ROW_BLOCK : row1;
+            for (ptrdiff_t i = first_row; i < last_row; i += MR) {
                 ptrdiff_t rows = row1 - i < MR ? row1 - i : MR;
                 const float *a_rows[MR];
                 ptrdiff_t k_step;
@@ -490,7 +495,10 @@ static void plan_tiles(ProductJob *g) {
     int threads = pool_threads();
     int nr = g->isa->nr;
     ptrdiff_t row_panels = g->m_padded / MR, col_panels = g->n_padded / nr;
-    g->row_tile = MR * (row_panels < 16 ? row_panels : 16);
+    /* a packed B: tasks of ROW_BLOCK rows; a raw B: tasks of every row (each task packs its
+     * columns, and a second row task would pack them again) */
+    g->row_tile = g->b_raw != NULL ? g->m_padded : ROW_BLOCK < g->m_padded ? ROW_BLOCK
+                                                                            : g->m_padded;
     ptrdiff_t row_tasks = (row_panels * MR + g->row_tile - 1) / g->row_tile * g->batch;
     double work = (double)g->m * (double)g->n * (double)(g->k > 0 ? g->k : 1) *
                   (double)g->batch;
