@@ -96,8 +96,7 @@ def test_hardswish_matches_torch_with_specials(size):
     x = np.concatenate([_random(size, 5.0), SPECIALS])
     out = np.empty_like(x)
     _native.hardswish(x, out)
-    # near x = -3 the gate x / 6 + 1/2 cancels in float32 (the numpy kernel's too): CANN's
-    # standard with its small-value rule; -inf * 0 is NaN in both
+    # -inf * 0 is NaN in both; 3.4e38 must not overflow on the way
     assert_close(out, _golden(F.hardswish, x), "hardswish")
 
 
@@ -493,3 +492,45 @@ def test_im2col_argument_checks():
         _native.im2col(x, out, (2, 4, 4), (3, 3), (1, 1), (-1, 1), (1, 1), (4, 4))
     with pytest.raises(OverflowError):
         _native.im2col(x, out, (2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (2 ** 62, 4))
+
+
+@pytest.mark.parametrize("name", ["gelu_erf", "hardswish", "sigmoid", "silu"])
+def test_elementwise_on_the_pool_matches_one_thread(name):
+    """Past POOL_MIN_ELEMENTS a call is cut into chunks on the pool (a ragged last one
+    here): the same values as on one thread, bit for bit, in place too; and against torch."""
+    kernel, before = getattr(_native, name), _native.pool_threads()
+    x = _random(200_003, 6.0)
+    try:
+        _native.pool_threads(1)
+        serial = np.empty_like(x)
+        kernel(x, serial)
+        _native.pool_threads(3)
+        pooled = np.full_like(x, np.nan)
+        kernel(x, pooled)
+        in_place = x.copy()
+        kernel(in_place, in_place)
+    finally:
+        _native.pool_threads(before)
+    np.testing.assert_array_equal(pooled, serial)
+    np.testing.assert_array_equal(in_place, serial)
+    torch_name = {"gelu_erf": "gelu", "hardswish": "hardswish", "sigmoid": "sigmoid",
+                  "silu": "silu"}[name]
+    # (hardswish near -3: x + 3 cancels, so its golden is torch's float32 one)
+    source = torch.from_numpy(x) if name == "hardswish" else _t64(x)
+    assert_close(pooled, getattr(F, torch_name)(source).numpy().astype(F32), name)
+
+
+def test_softmax_rows_on_the_pool_matches_one_thread():
+    before = _native.pool_threads()
+    x = _random((1001, 97), 5.0)  # 97,097 values: 337 rows a task, a ragged last one
+    try:
+        _native.pool_threads(1)
+        serial = np.empty_like(x)
+        _native.softmax_rows(x, serial, 97)
+        _native.pool_threads(3)
+        pooled = np.full_like(x, np.nan)
+        _native.softmax_rows(x, pooled, 97)
+    finally:
+        _native.pool_threads(before)
+    np.testing.assert_array_equal(pooled, serial)
+    assert_close(pooled, torch.softmax(_t64(x), -1).numpy().astype(F32), "softmax")

@@ -123,15 +123,16 @@ static void gelu_erf_loop(const float *x, float *out, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) out[i] = gelu_erf(x[i]);
 }
 
-/* -- Hardswish: x * clip(x / 6 + 1/2, 0, 1) ---------------------------------------------- */
+/* -- Hardswish: x * clip(x + 3, 0, 6) / 6 ------------------------------------------------- */
+/* (x + 3 is exact near -3, where x / 6 + 1/2 would cancel to a few correct bits) */
 MULTIVERSIONED
 static void hardswish_loop(const float *x, float *out, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
         float v = x[i];
-        float gate = v * (1.0f / 6.0f) + 0.5f;
+        float gate = v + 3.0f;
         gate = gate > 0.0f ? gate : 0.0f;
-        gate = gate < 1.0f ? gate : 1.0f;
-        float y = v * gate;
+        gate = gate < 6.0f ? gate : 6.0f;
+        float y = v * (gate / 6.0f); /* (v * gate could overflow) */
         out[i] = v != v ? v : y; /* clip would turn a NaN gate into 0 or 1 */
     }
 }
@@ -1116,6 +1117,53 @@ static int check_optional(BufferArg *arg, Py_ssize_t count) {
 
 typedef void (*ElementwiseLoop)(const float *, float *, Py_ssize_t);
 
+/* -- elementwise and row kernels on the pool: disjoint chunks of whole rows ----------------
+ * Fewer than POOL_MIN_ELEMENTS values run on the caller (waking a worker costs more);
+ * larger calls are cut into tasks of about POOL_CHUNK_ELEMENTS (whole rows for the row
+ * kernels). The chunks write disjoint parts of out, so in-place calls stay valid. */
+#define POOL_MIN_ELEMENTS 65536
+#define POOL_CHUNK_ELEMENTS 32768
+
+/* rows per task for `rows` rows of `length` values: all of them where the call is small */
+static Py_ssize_t rows_per_task(Py_ssize_t rows, Py_ssize_t length) {
+    if ((double)rows * (double)length < POOL_MIN_ELEMENTS) return rows > 0 ? rows : 1;
+    Py_ssize_t per = POOL_CHUNK_ELEMENTS / length;
+    return per < 1 ? 1 : per;
+}
+
+typedef struct {
+    ElementwiseLoop loop;
+    const float *x;
+    float *out;
+    Py_ssize_t n, chunk;
+} ElementwiseJob;
+
+static void elementwise_task(void *context, ptrdiff_t task) {
+    const ElementwiseJob *job = context;
+    Py_ssize_t first = task * job->chunk;
+    Py_ssize_t count = job->n - first < job->chunk ? job->n - first : job->chunk;
+    job->loop(job->x + first, job->out + first, count);
+}
+
+static void run_elementwise(ElementwiseLoop loop, const float *x, float *out, Py_ssize_t n) {
+    ElementwiseJob job = {loop, x, out, n, rows_per_task(n, 1)};
+    pool_run((n + job.chunk - 1) / job.chunk, elementwise_task, &job);
+}
+
+typedef struct {
+    const float *x;
+    float *out;
+    Py_ssize_t rows, length, per_task;
+} RowsJob;
+
+static void softmax_rows_task(void *context, ptrdiff_t task) {
+    const RowsJob *job = context;
+    Py_ssize_t first = task * job->per_task;
+    Py_ssize_t count = job->rows - first < job->per_task ? job->rows - first : job->per_task;
+    softmax_rows_loop(job->x + first * job->length, job->out + first * job->length, count,
+                      job->length);
+}
+
 static PyObject *elementwise(PyObject *args, ElementwiseLoop loop) {
     PyObject *x_object, *out_object;
     if (!PyArg_ParseTuple(args, "OO", &x_object, &out_object)) return NULL;
@@ -1129,7 +1177,7 @@ static PyObject *elementwise(PyObject *args, ElementwiseLoop loop) {
     PyObject *result = NULL;
     if (check_count(&out, n, "out") == 0) {
         Py_BEGIN_ALLOW_THREADS
-        loop((const float *)x.buf, (float *)out.buf, n);
+        run_elementwise(loop, (const float *)x.buf, (float *)out.buf, n);
         Py_END_ALLOW_THREADS
         result = Py_NewRef(Py_None);
     }
@@ -1190,8 +1238,10 @@ static PyObject *py_softmax_rows(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer x, out;
     Py_ssize_t length, rows = row_arguments(args, &x, &out, &length, 0);
     if (rows < 0) return NULL;
+    RowsJob job = {(const float *)x.buf, (float *)out.buf, rows, length,
+                   rows_per_task(rows, length)};
     Py_BEGIN_ALLOW_THREADS
-    softmax_rows_loop((const float *)x.buf, (float *)out.buf, rows, length);
+    pool_run((rows + job.per_task - 1) / job.per_task, softmax_rows_task, &job);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&out);
     PyBuffer_Release(&x);
