@@ -16,7 +16,11 @@
  * Invariants of the convolution kernels: tap sums read whole vectors, up to VECTOR_LANES - 1
  * floats past the last element they use, so every source they read is followed by that many
  * readable floats (conv2d_direct's scratch has a zeroed margin; shifted_sums checks its
- * caller's margin); their scratch is allocated per call (no state between calls or threads).
+ * caller's margin). conv2d_direct's work items use their thread's scratch (pool_scratch),
+ * written before it is read within the item, so nothing carries over between items or calls.
+ *
+ * Parallel loops (conv2d_direct, shifted_sums, the elementwise and softmax kernels) run on
+ * the pool of _native_pool.c; their tasks write disjoint parts of the output.
  *
  * This module is optional: openacl.ops.native falls back to numpy when it is missing.
  */

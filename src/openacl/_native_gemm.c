@@ -19,7 +19,8 @@
  * packed buffers and the output's rows x columns. A raw B is packed by each task, block by
  * block, into its thread's scratch (kept between calls, freed when the thread ends). Raw operands are read through their
  * exporter's strides (numpy's views are valid for every index in their shape). Work is cut
- * into tasks of whole tiles that write disjoint parts of C; scratch is allocated per call.
+ * into tasks of whole tiles that write disjoint parts of C. An im2col operand (conv2d_gemm)
+ * is packed like a raw B, from the image, every read inside the image by construction.
  * The output must not overlap the operands or the bias (the Python wrapper checks).
  */
 #define PY_SSIZE_T_CLEAN

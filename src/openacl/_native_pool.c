@@ -21,6 +21,8 @@
  * - Changing the thread count (under `busy`) stops and joins the workers; new ones start
  *   lazily. After fork() the child has no workers: an atfork handler resets the pool's
  *   state (its locks and counters) and the child starts its own workers when needed.
+ * - Each thread has one scratch buffer (pool_scratch, a pthread key freed at thread exit);
+ *   tasks never nest, so a task owns its thread's buffer until it returns.
  */
 #include "_native_pool.h"
 

@@ -39,9 +39,14 @@ Kernels (no per-pixel Python loops):
 * transposed: the adjoint; one batched matmul gives every tap's contribution, then col2im
   adds them in with a loop over the kernel taps only.
 
-With the C kernels (``openacl.ops.native``; 2-d, float32 host arrays) three paths change:
-depthwise and few-input-channel convolutions (``DIRECT_MAX_GROUP_CHANNELS``) sum their taps
-directly (``conv2d_direct``); the stacked thin product's taps, bias and valid columns are
+With the C kernels (``openacl.ops.native``; float32 host arrays) these paths change: a
+dense (one group) 1-d or 2-d convolution with at least ``native.FEW_ROWS`` output channels
+and ``native.FEW_COLUMNS`` output positions is the packed GEMM of its weight (a model's
+packed once) with each image's im2col matrix, packed from the image block by block and
+never stored, the bias added in the tiles (``_implicit_gemm``, ``conv2d_gemm``; a 1-d one
+is one row, a 2-d one over a single column is laid out as a row); 2-d depthwise and
+few-input-channel convolutions (``DIRECT_MAX_GROUP_CHANNELS``) sum their taps directly on
+the pool (``conv2d_direct``); the stacked thin product's taps, bias and valid columns are
 summed in one pass straight into the output (``shifted_sums``); and a stride-equals-kernel
 transposed convolution writes each output row once (``tile_taps``). The numpy bodies above
 remain the path everywhere else, and the reference the tests hold both to.

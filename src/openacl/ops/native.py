@@ -65,7 +65,8 @@ def describe() -> str:
     return ("native C (openacl._native: float16 conversions, GELU, Hardswish, Sigmoid, "
             "SiLU, Softmax, ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row sums, direct "
             "and thin convolutions, tiled ConvTranspose, the LSTM recurrences; the float32 "
-            f"products on a packed GEMM ({isa} kernel) and its own thread pool)")
+            f"products and dense convolutions (implicit im2col) on a packed GEMM ({isa} "
+            "kernel), all on its own thread pool)")
 
 
 @contextlib.contextmanager
