@@ -676,3 +676,42 @@ def test_fused_linear_cross_entropy_loss_grad_errors():
     ]:
         error = _error(fn, *args)
         assert error.code == code and name in error.message, (name, error.message)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+@pytest.mark.parametrize("op", ["matmul", "addmm"])
+def test_few_rows_times_a_constant_weight(op, rows):
+    """A model's constant right operand (the engine's bound kernels) is packed once; from 2
+    rows the product is the packed GEMM (a decoder's 2 tokens times its projection), one row
+    stays numpy's matrix-vector product. Small integers: every sum exact."""
+    from openacl.ops import native
+    from openacl.ops.executor import find_executor
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (rows, 256)).astype(np.float32)
+    w = rng.integers(-3, 4, (256, 768)).astype(np.float32)
+    bias = rng.integers(-5, 6, (768,)).astype(np.float32)
+    out = openacl.empty((rows, 768), np.float32)
+    tensors = [_dev(a), _dev(w), _dev(bias)]  # (alive while the kernel runs)
+    if op == "matmul":
+        ws, exe = aclnn.matmul_get_workspace_size(tensors[0], tensors[1], out, 0)
+        expected = a.astype(np.float64) @ w
+    else:
+        one = openacl.create_scalar(1.0, openacl.ACL_FLOAT)
+        ws, exe = aclnn.addmm_get_workspace_size(tensors[2], tensors[0], tensors[1], one, one,
+                                                 out, 0)
+        expected = a.astype(np.float64) @ w + bias
+    name = "mat2"
+    run = find_executor(exe).bound_kernel(None, frozenset({name, "self"} if op == "addmm"
+                                                          else {name}))
+    if type(run.args[0]["out"]) is not np.ndarray:
+        pytest.skip("the CUDA backends multiply with cuBLAS; the packed GEMM is the CPU's")
+    for _ in range(2):
+        run()
+        np.testing.assert_array_equal(out.numpy(), expected.astype(np.float32))
+    packed = [value for value in run.args[0].derived.values()
+              if isinstance(value, native.PackedMatrix)]
+    assert len(packed) == (native.kernels() is not None)
+    if native.kernels() is not None:  # the product ran on the packed weight from 2 rows
+        view = np.empty((rows, 768), np.float32)
+        assert native.rows_times_packed(a, packed[0], view) == (rows >= 2)

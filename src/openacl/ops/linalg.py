@@ -195,9 +195,28 @@ def _product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
         # cuBLAS multiplies float16/bfloat16 accumulating in float32 and rounds once into a
         # result of that dtype itself: no widened copies of the operands on a device
         work = rounded if type(out) is not np.ndarray and out.dtype == rounded else compute
+        if work == FLOAT32 and native.rows_times_packed(
+                _operand(a, rounded, work), _packed_weight(v, right, rounded, work), out):
+            return
         matmul_into(out, _operand(a, rounded, work), _operand(b, rounded, work), work,
                     tf32=cube in TF32_MATH_TYPES)
     return kernel
+
+
+def _packed_weight(v, name: str, rounded: np.dtype, compute: np.dtype):
+    """A model's constant 2-d float32 host operand ``name`` packed once as the GEMM's right
+    operand; None or False for any other (a per-call operand, another dtype or device)."""
+    if name not in v.constant:
+        return None
+    return v.derive(("packed", name), (name,), lambda: _packable(
+        _operand(v[name], rounded, compute)))
+
+
+def _packable(matrix) -> native.PackedMatrix | bool:
+    """``pack``'s result, or False (kept by ``derive``, so the refusal is decided once)."""
+    if type(matrix) is not np.ndarray or matrix.ndim != 2 or matrix.dtype != FLOAT32:
+        return False
+    return native.pack(matrix, native.RIGHT) or False
 
 
 # -- Matmul, Mm, BatchMatMul -------------------------------------------------------------------
@@ -273,7 +292,10 @@ def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype, *,
         direct = (out.dtype == compute and out.size > 0
                   and not np.may_share_memory(out, addend))
         product = out if direct else array_module(out).empty(out.shape, compute)
-        if not native.matmul(a, b, product):
+        packed = _packed_weight(v, right, rounded, compute) if operands is None and \
+            compute == FLOAT32 else None
+        if not native.rows_times_packed(a, packed, product) and \
+                not native.matmul(a, b, product):
             np.matmul(a, b, out=product)
         if alpha != 1:
             np.multiply(product, alpha, out=product)
