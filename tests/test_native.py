@@ -534,3 +534,16 @@ def test_softmax_rows_on_the_pool_matches_one_thread():
         _native.pool_threads(before)
     np.testing.assert_array_equal(pooled, serial)
     assert_close(pooled, torch.softmax(_t64(x), -1).numpy().astype(F32), "softmax")
+
+
+@pytest.mark.parametrize("size", [5, 200_003])  # one call on the caller; chunks on the pool
+def test_leaky_relu_matches_torch_with_specials(size):
+    x = np.concatenate([_random(size, 4.0), SPECIALS])
+    out = np.full_like(x, 7.0)
+    _native.leaky_relu(x, out, 0.2)
+    assert_close(out, F.leaky_relu(_t64(x), 0.2).numpy().astype(F32), "leaky_relu")
+    in_place = x.copy()
+    _native.leaky_relu(in_place, in_place, 0.2)
+    np.testing.assert_array_equal(in_place, out)
+    with pytest.raises(ValueError, match="'out' holds 4 float32 values"):
+        _native.leaky_relu(x, np.empty(4, F32), 0.2)

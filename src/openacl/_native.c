@@ -658,6 +658,12 @@ static void silu_loop(const float *x, float *out, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) out[i] = x[i] * stable_sigmoid(x[i]);
 }
 
+/* -- LeakyRelu: x where x > 0, else slope * x (NaN stays NaN) ------------------------------ */
+MULTIVERSIONED
+static void leaky_relu_loop(const float *x, float *out, Py_ssize_t n, float slope) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? x[i] : x[i] * slope;
+}
+
 /* -- LSTM and GRU over a whole sequence (PyTorch's gate orders: LSTM i, f, g, o; GRU r, z,
  * n) ----------------------------------------------------------------------------------------- */
 typedef struct {
@@ -1182,6 +1188,44 @@ static PyObject *elementwise(PyObject *args, ElementwiseLoop loop) {
     if (check_count(&out, n, "out") == 0) {
         Py_BEGIN_ALLOW_THREADS
         run_elementwise(loop, (const float *)x.buf, (float *)out.buf, n);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&x);
+    return result;
+}
+
+typedef struct {
+    const float *x;
+    float *out;
+    Py_ssize_t n, chunk;
+    float slope;
+} LeakyJob;
+
+static void leaky_relu_task(void *context, ptrdiff_t task) {
+    const LeakyJob *job = context;
+    Py_ssize_t first = task * job->chunk;
+    Py_ssize_t count = job->n - first < job->chunk ? job->n - first : job->chunk;
+    leaky_relu_loop(job->x + first, job->out + first, count, job->slope);
+}
+
+static PyObject *py_leaky_relu(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *out_object;
+    float slope;
+    if (!PyArg_ParseTuple(args, "OOf", &x_object, &out_object, &slope)) return NULL;
+    Py_buffer x, out;
+    if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
+    if (get_float_buffer(out_object, &out, 1, "out") != 0) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    Py_ssize_t n = x.len / 4;
+    PyObject *result = NULL;
+    if (check_count(&out, n, "out") == 0) {
+        LeakyJob job = {x.buf, out.buf, n, rows_per_task(n, 1), slope};
+        Py_BEGIN_ALLOW_THREADS
+        pool_run((n + job.chunk - 1) / job.chunk, leaky_relu_task, &job);
         Py_END_ALLOW_THREADS
         result = Py_NewRef(Py_None);
     }
@@ -1872,6 +1916,9 @@ static PyMethodDef methods[] = {
      "tap falls outside the image (PH, PW: the padding before)."},
     {"sigmoid", py_sigmoid, METH_VARARGS,
      "sigmoid(x, out): 1 / (1 + exp(-x)) of float32 x into out (may be x)."},
+    {"leaky_relu", py_leaky_relu, METH_VARARGS,
+     "leaky_relu(x, out, slope): x where x > 0, else slope * x, of float32 x into out "
+     "(may be x)."},
     {"silu", py_silu, METH_VARARGS,
      "silu(x, out): x * sigmoid(x) of float32 x into out (may be x)."},
     {"softmax_rows", py_softmax_rows, METH_VARARGS,

@@ -369,6 +369,12 @@ def leaky_relu(c: Call) -> Kernel:
     @quiet
     def kernel(v) -> None:
         x = v.compute("self", compute)
+        out = v["out"]
+        lib = native.kernels()
+        if lib is not None and np.isfinite(slope) and native.host_float32(x, out) and \
+                _chunkable(x, out):  # one pass on the C kernels' pool, straight into out
+            lib.leaky_relu(x, out, slope)
+            return
         if np.isfinite(slope):  # max(x, 0) + slope * min(x, 0): branch-free, same rounding
             result = np.minimum(x, 0)
             result *= slope

@@ -63,10 +63,10 @@ def describe() -> str:
         return "numpy (the C extension is built but turned off: OPENACL_NATIVE=0)"
     isa = kernels().gemm_info()["isa"]
     return ("native C (openacl._native: float16 conversions, GELU, Hardswish, Sigmoid, "
-            "SiLU, Softmax, ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row sums, direct "
-            "and thin convolutions, tiled ConvTranspose, the LSTM recurrences; the float32 "
-            f"products and dense convolutions (implicit im2col) on a packed GEMM ({isa} "
-            "kernel), all on its own thread pool)")
+            "SiLU, LeakyRelu, Softmax, ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row "
+            "sums, direct and thin convolutions, tiled ConvTranspose, the LSTM "
+            "recurrences; the float32 products and dense convolutions (implicit im2col) on a "
+            f"packed GEMM ({isa} kernel), all on its own thread pool)")
 
 
 @contextlib.contextmanager
