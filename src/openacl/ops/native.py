@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -382,20 +382,27 @@ PACKED_MIN_PRODUCT = 1 << 16
 PACKED_MIN_ROWS = 2
 
 
-def rows_times_packed(a: Any, packed: PackedMatrix | bool | None, out: Any) -> bool:
-    """``out = a @ packed`` for a float32 host ``a`` (..., K) with contiguous rows, ``out``
-    (..., N) C-contiguous and ``packed`` a (K x N) weight packed as RIGHT, the leading dims
-    taken as rows; False, with nothing written, where it does not apply or is too small."""
-    if not packed or type(a) is not np.ndarray or type(out) is not np.ndarray or \
-            a.ndim < 2 or a.dtype != SINGLE or out.dtype != SINGLE or \
-            a.shape[-1] != packed.rows or out.shape != (*a.shape[:-1], packed.cols):
+def rows_times_packed(a: Any, weight: Callable[[], PackedMatrix | bool | None],
+                      out: Any) -> bool:
+    """``out = a @ W`` for a float32 host ``a`` (..., K) with contiguous rows and ``out``
+    (..., N) C-contiguous, the leading dims taken as rows, where ``weight()`` gives W
+    (K x N) packed as RIGHT (called only once the shapes qualify, so a weight that never
+    meets enough rows is never packed); False, with nothing written, where it does not
+    apply or is too small."""
+    if type(a) is not np.ndarray or type(out) is not np.ndarray or a.ndim < 2 or \
+            out.ndim != a.ndim or a.dtype != SINGLE or out.dtype != SINGLE or \
+            out.shape[:-1] != a.shape[:-1]:
         return False
-    rows = out.size // max(1, packed.cols)
-    if rows < PACKED_MIN_ROWS or packed.cols < FEW_COLUMNS or \
-            rows * packed.cols * packed.rows < PACKED_MIN_PRODUCT or \
+    depth, cols = a.shape[-1], out.shape[-1]
+    rows = out.size // max(1, cols)
+    if rows < PACKED_MIN_ROWS or cols < FEW_COLUMNS or \
+            rows * cols * depth < PACKED_MIN_PRODUCT or \
             not (a.flags.c_contiguous and out.flags.c_contiguous):
         return False
-    return gemm(a.reshape(rows, packed.rows), packed, out.reshape(rows, packed.cols))
+    packed = weight()
+    if not packed or packed.shape != (depth, cols):
+        return False
+    return gemm(a.reshape(rows, depth), packed, out.reshape(rows, cols))
 
 
 def packed_product(a: Any, packed: PackedMatrix | None, b: Any) -> Any:
