@@ -1141,8 +1141,13 @@ static Py_ssize_t rows_per_task(Py_ssize_t rows, Py_ssize_t length) {
     return per < 1 ? 1 : per;
 }
 
+/* loop(x, out, count), or scaled(x, out, count, parameter) where that is given */
+typedef void (*ScaledLoop)(const float *, float *, Py_ssize_t, float);
+
 typedef struct {
     ElementwiseLoop loop;
+    ScaledLoop scaled;
+    float parameter;
     const float *x;
     float *out;
     Py_ssize_t n, chunk;
@@ -1152,12 +1157,10 @@ static void elementwise_task(void *context, ptrdiff_t task) {
     const ElementwiseJob *job = context;
     Py_ssize_t first = task * job->chunk;
     Py_ssize_t count = job->n - first < job->chunk ? job->n - first : job->chunk;
-    job->loop(job->x + first, job->out + first, count);
-}
-
-static void run_elementwise(ElementwiseLoop loop, const float *x, float *out, Py_ssize_t n) {
-    ElementwiseJob job = {loop, x, out, n, rows_per_task(n, 1)};
-    pool_run((n + job.chunk - 1) / job.chunk, elementwise_task, &job);
+    if (job->scaled != NULL)
+        job->scaled(job->x + first, job->out + first, count, job->parameter);
+    else
+        job->loop(job->x + first, job->out + first, count);
 }
 
 typedef struct {
@@ -1174,80 +1177,54 @@ static void softmax_rows_task(void *context, ptrdiff_t task) {
                       job->length);
 }
 
-static PyObject *elementwise(PyObject *args, ElementwiseLoop loop) {
+/* (x, out) of an elementwise kernel, or (x, out, parameter) for a scaled one: out = f(x)
+ * in chunks on the pool */
+static PyObject *elementwise(PyObject *args, ElementwiseLoop loop, ScaledLoop scaled) {
     PyObject *x_object, *out_object;
-    if (!PyArg_ParseTuple(args, "OO", &x_object, &out_object)) return NULL;
+    ElementwiseJob job = {.loop = loop, .scaled = scaled};
+    if (scaled != NULL ? !PyArg_ParseTuple(args, "OOf", &x_object, &out_object, &job.parameter)
+                       : !PyArg_ParseTuple(args, "OO", &x_object, &out_object))
+        return NULL;
     Py_buffer x, out;
     if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
     if (get_float_buffer(out_object, &out, 1, "out") != 0) {
         PyBuffer_Release(&x);
         return NULL;
     }
-    Py_ssize_t n = x.len / 4;
+    job.n = x.len / 4;
     PyObject *result = NULL;
-    if (check_count(&out, n, "out") == 0) {
+    if (check_count(&out, job.n, "out") == 0) {
+        job.x = x.buf;
+        job.out = out.buf;
+        job.chunk = rows_per_task(job.n, 1);
         Py_BEGIN_ALLOW_THREADS
-        run_elementwise(loop, (const float *)x.buf, (float *)out.buf, n);
+        pool_run((job.n + job.chunk - 1) / job.chunk, elementwise_task, &job);
         Py_END_ALLOW_THREADS
         result = Py_NewRef(Py_None);
     }
     PyBuffer_Release(&out);
     PyBuffer_Release(&x);
     return result;
-}
-
-typedef struct {
-    const float *x;
-    float *out;
-    Py_ssize_t n, chunk;
-    float slope;
-} LeakyJob;
-
-static void leaky_relu_task(void *context, ptrdiff_t task) {
-    const LeakyJob *job = context;
-    Py_ssize_t first = task * job->chunk;
-    Py_ssize_t count = job->n - first < job->chunk ? job->n - first : job->chunk;
-    leaky_relu_loop(job->x + first, job->out + first, count, job->slope);
 }
 
 static PyObject *py_leaky_relu(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *x_object, *out_object;
-    float slope;
-    if (!PyArg_ParseTuple(args, "OOf", &x_object, &out_object, &slope)) return NULL;
-    Py_buffer x, out;
-    if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
-    if (get_float_buffer(out_object, &out, 1, "out") != 0) {
-        PyBuffer_Release(&x);
-        return NULL;
-    }
-    Py_ssize_t n = x.len / 4;
-    PyObject *result = NULL;
-    if (check_count(&out, n, "out") == 0) {
-        LeakyJob job = {x.buf, out.buf, n, rows_per_task(n, 1), slope};
-        Py_BEGIN_ALLOW_THREADS
-        pool_run((n + job.chunk - 1) / job.chunk, leaky_relu_task, &job);
-        Py_END_ALLOW_THREADS
-        result = Py_NewRef(Py_None);
-    }
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&x);
-    return result;
+    return elementwise(args, NULL, leaky_relu_loop);
 }
 
 static PyObject *py_gelu_erf(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, gelu_erf_loop);
+    return elementwise(args, gelu_erf_loop, NULL);
 }
 
 static PyObject *py_hardswish(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, hardswish_loop);
+    return elementwise(args, hardswish_loop, NULL);
 }
 
 static PyObject *py_sigmoid(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, sigmoid_loop);
+    return elementwise(args, sigmoid_loop, NULL);
 }
 
 static PyObject *py_silu(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, silu_loop);
+    return elementwise(args, silu_loop, NULL);
 }
 
 /* The (x, out, length) arguments of a row kernel: x float32 in whole rows of `length`, out
