@@ -285,14 +285,13 @@ def _as_plane(g: Geometry, in_size: tuple[int, ...]) -> _Plane | None:
     row (H = 1), and a 2-d one over a single column (W = KW = OW = 1, as TensorFlow's
     exports write a 1-d convolution) is that column laid out as a row (the same memory).
     None for 3-d."""
-    if len(in_size) == 1:
+    column = len(in_size) == 2 and in_size[1] == g.kernel_size[1] == g.out_size[1] == 1 \
+        and g.pads[1] == (0, 0)
+    if len(in_size) == 1 or column:  # the first spatial dim as one row
         return _Plane((1, in_size[0]), (1, g.kernel_size[0]), (1, g.stride[0]),
                       (0, g.pads[0][0]), (1, g.dilation[0]), (1, g.out_size[0]))
     if len(in_size) != 2:
         return None
-    if in_size[1] == g.kernel_size[1] == g.out_size[1] == 1 and g.pads[1] == (0, 0):
-        return _Plane((1, in_size[0]), (1, g.kernel_size[0]), (1, g.stride[0]),
-                      (0, g.pads[0][0]), (1, g.dilation[0]), (1, g.out_size[0]))
     return _Plane(in_size, g.kernel_size, g.stride, (g.pads[0][0], g.pads[1][0]), g.dilation,
                   g.out_size)
 

@@ -195,7 +195,7 @@ def _product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
         # cuBLAS multiplies float16/bfloat16 accumulating in float32 and rounds once into a
         # result of that dtype itself: no widened copies of the operands on a device
         work = rounded if type(out) is not np.ndarray and out.dtype == rounded else compute
-        if work == FLOAT32 and right in v.constant and native.rows_times_packed(
+        if work == FLOAT32 and native.rows_times_packed(
                 _operand(a, rounded, work), lambda: _packed_weight(v, right, rounded, work),
                 out):
             return
@@ -293,7 +293,7 @@ def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype, *,
         direct = (out.dtype == compute and out.size > 0
                   and not np.may_share_memory(out, addend))
         product = out if direct else array_module(out).empty(out.shape, compute)
-        packable = operands is None and compute == FLOAT32 and right in v.constant
+        packable = operands is None and compute == FLOAT32
         if not (packable and native.rows_times_packed(
                 a, lambda: _packed_weight(v, right, rounded, compute), product)) and \
                 not native.matmul(a, b, product):

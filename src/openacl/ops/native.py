@@ -410,7 +410,7 @@ def packed_product(a: Any, packed: PackedMatrix | None, b: Any) -> Any:
     where it could not be): by the GEMM when it takes ``a``, else by ``product``."""
     if packed is not None and type(a) is np.ndarray and a.ndim == 2:
         out = np.empty((a.shape[0], packed.cols), SINGLE)
-        if a.shape[0] * packed.cols * a.shape[1] >= SMALL_PRODUCT and gemm(a, packed, out):
+        if rows_times_packed(a, lambda: packed, out):  # (its rule for packed weights)
             return out
     return product(a, b)
 
