@@ -362,6 +362,59 @@ def test_profile_model_prints_inputs_and_gear(tmp_path, capsys):
     assert "gear: batch 1 (" in capsys.readouterr().out  # the shape picks the gear
 
 
+def _staged_model(tmp_path, dims) -> str:
+    """y = Loop(3 times: v = v * 2) of relu(x): a Loop runs on the host between stages."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Mul", ["v_in", "two"], ["v_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(2, np.float32), "two")])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("Loop", ["trips", "keep", "r"], ["y"], body=body, name="loop")],
+        "staged", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(3, np.int64), "trips"),
+         numpy_helper.from_array(np.array(True), "keep")])
+    path = tmp_path / "staged.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def test_profile_a_model_that_runs_in_stages(tmp_path, capsys):
+    """Every stage engine's steps and the host node between them, for the session's
+    profile() and the command alike; a dynamic input without a shape is named."""
+    from openacl.model.session import InferenceSession
+
+    model = _staged_model(tmp_path, [4])
+    with InferenceSession(model) as session:
+        assert session.staged is not None and session.graph is None
+        profile = session.profile(runs=2, warmup=1)
+        ops = [record.op for record in profile.records if record.run == 0]
+        assert ops == ["Relu", "Loop (host)"]
+        assert [record.step for record in profile.records if record.run == 1] == [0, 1]
+        assert "Loop (host)" in profile.table()
+        names = {event["name"] for event in profile.chrome_trace()["traceEvents"]
+                 if event["ph"] == "X"}
+        assert names == {"aclnnRelu", "Loop (host)"}
+    assert cli_main(["profile", model, "--runs", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "inputs: x float32 [4]" in text and "Loop (host)" in text and "2 run(s)" in text
+    dynamic = _staged_model(tmp_path, ["n"])
+    assert cli_main(["profile", dynamic, "--runs", "1"]) == 2
+    assert "1 input needs a shape: x (rank 1: n); give them with input_shapes / " \
+           "--input-shape \"x:N\"" in capsys.readouterr().err
+    assert cli_main(["profile", dynamic, "--runs", "1", "--input-shape", "x:5"]) == 0
+    assert "inputs: x float32 [5]" in capsys.readouterr().out
+
+
 def test_profile_engine_reports_every_run_for_the_progress_bar(tmp_path):
     from openacl.model.profile import profile_engine
     from openacl.model.session import InferenceSession

@@ -115,6 +115,51 @@ def test_if_on_a_computed_condition_takes_both_branches():
     assert staged.stages_built == built  # both branches cached
 
 
+def _pass_through_if_model():
+    """y = x if sum(x) > 0 else -x, at a static shape: the then branch only passes x on."""
+    then = h.make_graph([h.make_node("Identity", ["x"], ["t"])], "then", [],
+                        [h.make_tensor_value_info("t", T.FLOAT, None)])
+    other = h.make_graph([h.make_node("Neg", ["x"], ["e"])], "else", [],
+                         [h.make_tensor_value_info("e", T.FLOAT, None)])
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             h.make_node("Greater", ["s", "zero"], ["c"]),
+             h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)],
+                  [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+
+
+def test_a_branch_that_passes_a_value_on_is_a_copy_not_an_engine():
+    model = _pass_through_if_model()
+    staged = StagedModel(model)
+    x = np.array([1, 2, -0.5], np.float32)
+    _check(model, {"x": x}, staged)
+    _check(model, {"x": -x}, staged)
+    root = next(iter(staged._cache.values()))
+    kinds = {child.engine is None and bool(child.renames) for child in root.children.values()}
+    assert kinds == {True, False}  # the Identity branch copies; the Neg branch is an engine
+    first = staged.run({"x": x})[0]
+    assert not np.shares_memory(first, x)  # the feed passed on is copied
+    first[:] = 99  # the caller owns what a run returns
+    np.testing.assert_array_equal(staged.run({"x": x})[0], x)
+    np.testing.assert_array_equal(x, [1, 2, -0.5])
+
+
+def test_a_seen_signature_still_takes_any_layout_and_checks_the_rest():
+    model = _pass_through_if_model()
+    staged = StagedModel(model)
+    x = np.array([1, 2, -0.5], np.float32)
+    staged.run({"x": x})
+    strided = np.array([1, 0, 2, 0, -0.5, 0], np.float32)[::2]  # not C-contiguous
+    _check(model, {"x": strided}, staged)
+    with pytest.raises(AclError, match="input 'x' must be float32; got float64"):
+        staged.run({"x": x.astype(np.float64)})
+    with pytest.raises(AclError, match="input 'x' has shape \\[4\\]"):
+        staged.run({"x": np.ones(4, np.float32)})
+    with pytest.raises(AclError, match="input 'x' is missing"):
+        staged.run({})
+
+
 def test_if_condition_of_the_wrong_dtype_is_a_clear_error():
     then = h.make_graph([h.make_node("Identity", ["x"], ["t"])], "then", [],
                         [h.make_tensor_value_info("t", T.FLOAT, None)])

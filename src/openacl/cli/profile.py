@@ -349,27 +349,24 @@ def _cmd_profile_model(args: argparse.Namespace) -> int:
         return _error(str(exc))
     import openacl
     from openacl.cli.progress import bar
-    from openacl.errors import ACL_ERROR_INVALID_PARAM, AclError
-    from openacl.model.profile import load_feeds, profile_engine
+    from openacl.errors import AclError
+    from openacl.model.profile import load_feeds, profile_engine, profile_staged
     from openacl.model.session import InferenceSession
 
     started_runtime = not openacl.is_initialized()
     try:
         session = InferenceSession(args.model, shapes or None)
         try:
-            if session.graph is None:  # dynamic dims: every input that needs a shape, named
-                from openacl.model.onnx_import import need_shapes_error
-
-                raise need_shapes_error(
-                    [(arg.name, arg.shape or []) for arg in session.get_inputs()
-                     if not all(isinstance(d, int) and d >= 0 for d in arg.shape or [None])],
-                    ACL_ERROR_INVALID_PARAM)
-            feeds = load_feeds(args.input or [], session.graph, shapes)
+            feeds = load_feeds(args.input or [], session.input_kinds(shapes), shapes)
             print(_describe_inputs(session, feeds), flush=True)
-            engine = session._stream_engine(feeds)  # the gear (engine) the feeds select
             with bar(total=args.warmup + args.runs, desc="profile", unit="run") as progress:
-                profile = profile_engine(engine, feeds, runs=args.runs, warmup=args.warmup,
-                                         on_run=progress.update)
+                if session.staged is not None:  # stages: control flow, data-dependent shapes
+                    profile = profile_staged(session.staged, feeds, runs=args.runs,
+                                             warmup=args.warmup, on_run=progress.update)
+                else:  # the gear (engine) the feeds select
+                    profile = profile_engine(session._stream_engine(feeds), feeds,
+                                             runs=args.runs, warmup=args.warmup,
+                                             on_run=progress.update)
         finally:
             session.close()
         print(profile.table(by=args.by, top=args.top or None))

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,7 +29,14 @@ from openacl.model.engine import Engine
 from openacl.model.ir import Graph
 from openacl.runtime.stream import resolve_stream
 
+if TYPE_CHECKING:
+    from openacl.model.staged import StagedModel
+
+__all__ = ["Entry", "Profile", "StepRecord", "load_feeds", "peak_rss_bytes", "profile_engine",
+           "profile_staged", "synthetic_feeds"]
+
 MIB = 1 << 20
+HOST_SUFFIX = " (host)"  # a host node's op name in the records: "If (host)", "Loop (host)"
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,8 @@ class Profile:
         ]
         for record in self.records:
             events.append({"ph": "X", "pid": 0, "tid": 0, "cat": record.op,
-                           "name": f"aclnn{record.op}",
+                           "name": record.op if record.op.endswith(HOST_SUFFIX)
+                           else f"aclnn{record.op}",
                            "ts": (record.start_ns - origin) / 1e3,
                            "dur": record.duration_ns / 1e3,
                            "args": {"node": record.node, "step": record.step,
@@ -151,10 +159,7 @@ def profile_engine(engine: Engine, feeds: dict[str, np.ndarray], runs: int = 10,
                    on_run: Callable[[], Any] | None = None) -> Profile:
     """Run ``engine`` ``warmup`` times unrecorded, then ``runs`` times recording every step;
     ``on_run()`` is called after each run, warm-up ones too (a progress bar's update)."""
-    for argument, value, least in (("runs", runs, 1), ("warmup", warmup, 0)):
-        if type(value) is not int or value < least:
-            raise AclError(ACL_ERROR_INVALID_PARAM,
-                           f"argument {argument!r} = {value!r} is invalid: an int >= {least}")
+    _check_counts(runs, warmup)
     for _ in range(warmup):
         engine.run(feeds, stream)
         if on_run is not None:
@@ -182,6 +187,52 @@ def profile_engine(engine: Engine, feeds: dict[str, np.ndarray], runs: int = 10,
     return profile
 
 
+def profile_staged(staged: StagedModel, feeds: dict[str, np.ndarray], runs: int = 10,
+                   warmup: int = 1, on_run: Callable[[], Any] | None = None) -> Profile:
+    """``profile_engine`` for a model that runs in stages (control flow, data-dependent
+    shapes): every stage engine's steps and every host node between them (op
+    ``"<OpType> (host)"``), numbered in the order they ran; memory is the sum over the
+    engines the runs used."""
+    _check_counts(runs, warmup)
+    for _ in range(warmup):
+        staged.run(feeds)
+        if on_run is not None:
+            on_run()
+    lane = "host (synchronous run)" if Engine.runs_here(None) else "default stream"
+    profile = Profile(staged.name, runs, lane)
+    engines: dict[int, Engine] = {}
+    for run in range(runs):
+        def record(source: Any, index: int, start: int, end: int, run: int = run,
+                   first: int = len(profile.records)) -> None:
+            if isinstance(source, Engine):
+                engines[id(source)] = source
+                step = source.lowered.steps[index]
+                node, op = step.node, step.op
+            else:  # a host node
+                node, op = source.node.name, f"{source.node.op_type}{HOST_SUFFIX}"
+            order = len(profile.records) - first  # this run's steps and host nodes so far
+            profile.records.append(StepRecord(run, order, node, op, start, end))
+
+        started = time.perf_counter_ns()
+        staged.run_profiled(feeds, record)
+        profile.run_ns.append(time.perf_counter_ns() - started)
+        if on_run is not None:
+            on_run()
+    for engine in engines.values():
+        profile.weights_bytes += engine.weights_bytes
+        profile.arena_bytes += engine.plan.arena_bytes
+        profile.workspace_bytes += engine.workspace_bytes
+    profile.peak_rss_bytes = peak_rss_bytes()
+    return profile
+
+
+def _check_counts(runs: Any, warmup: Any) -> None:
+    for argument, value, least in (("runs", runs, 1), ("warmup", warmup, 0)):
+        if type(value) is not int or value < least:
+            raise AclError(ACL_ERROR_INVALID_PARAM,
+                           f"argument {argument!r} = {value!r} is invalid: an int >= {least}")
+
+
 def peak_rss_bytes() -> int | None:
     """This process's peak resident set size, or None where the OS does not say."""
     try:
@@ -192,37 +243,47 @@ def peak_rss_bytes() -> int | None:
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
-def synthetic_feeds(graph: Graph, seed: int = 0,
+InputKinds = Mapping[str, tuple[np.dtype, Sequence[int]]]  # name -> (dtype, shape)
+
+
+def synthetic_feeds(inputs: Graph | InputKinds, seed: int = 0,
                     shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """Inputs for a timing run: standard normal floats, ones for integers (valid token ids,
-    masks and type ids alike), True for booleans; at the graph's shapes, or ``shapes``
-    where given (another gear of a dynamic-batch model)."""
+    masks and type ids alike), True for booleans; at the shapes of ``inputs`` (a graph, or
+    name -> (dtype, shape)), or ``shapes`` where given (another gear of a dynamic-batch
+    model)."""
     rng = np.random.default_rng(seed)
     feeds = {}
-    for name in graph.inputs:
-        value = graph.value(name)
-        shape = tuple((shapes or {}).get(name, value.shape))
-        if value.dtype.kind == "f":
-            feeds[name] = rng.standard_normal(shape).astype(value.dtype)
+    for name, (dtype, declared) in _input_kinds(inputs).items():
+        shape = tuple((shapes or {}).get(name, declared))
+        if dtype.kind == "f":
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
         else:
-            feeds[name] = np.ones(shape, value.dtype)
+            feeds[name] = np.ones(shape, dtype)
     return feeds
 
 
-def load_feeds(pairs: Sequence[str], graph: Graph,
+def load_feeds(pairs: Sequence[str], inputs: Graph | InputKinds,
                shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """``name=path.npy`` pairs as feeds, the others synthetic (at ``shapes`` where given);
     errors name the pair."""
-    feeds = synthetic_feeds(graph, shapes=shapes)
+    feeds = synthetic_feeds(inputs, shapes=shapes)
     for pair in pairs:
         name, equals, path = pair.partition("=")
-        if not equals or name not in graph.inputs:
+        if not equals or name not in feeds:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"argument 'input' = {pair!r} is invalid: give name=file.npy with a "
-                           f"name among {graph.inputs}")
+                           f"name among {list(feeds)}")
         try:
             feeds[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"argument 'input' = {pair!r}: cannot read {path!r}: {exc}") from exc
     return feeds
+
+
+def _input_kinds(inputs: Graph | InputKinds) -> dict[str, tuple[np.dtype, tuple]]:
+    if isinstance(inputs, Graph):
+        return {name: (inputs.value(name).dtype, tuple(inputs.value(name).shape))
+                for name in inputs.inputs}
+    return {name: (np.dtype(dtype), tuple(shape)) for name, (dtype, shape) in inputs.items()}

@@ -346,16 +346,37 @@ class InferenceSession:
     def profile(self, feeds: dict[str, np.ndarray] | None = None, runs: int = 10,
                 warmup: int = 1, stream: Any = None) -> Any:
         """Per-operator timing over ``runs`` runs (synthetic inputs when ``feeds`` is None):
-        a ``Profile`` with ``table()`` and ``write_chrome_trace(path)``."""
-        from openacl.model.profile import profile_engine, synthetic_feeds
+        a ``Profile`` with ``table()`` and ``write_chrome_trace(path)``. A model that runs
+        in stages (control flow, data-dependent shapes) is timed across all of them."""
+        from openacl.model.profile import profile_engine, profile_staged, synthetic_feeds
 
         if feeds is None:
-            if self.graph is None:
-                raise AclError(ACL_ERROR_INVALID_PARAM,
-                               "argument 'feeds' is required: the model's input shapes are "
-                               "dynamic (or give input_shapes when loading it)")
-            feeds = synthetic_feeds(self.graph)
+            feeds = synthetic_feeds(self.input_kinds())
+        if self.staged is not None and stream is None:
+            return profile_staged(self.staged, feeds, runs, warmup)
         return profile_engine(self._stream_engine(feeds), feeds, runs, warmup, stream)
+
+    def input_kinds(self, shapes: Mapping[str, Sequence[int]] | None = None
+                    ) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """Each input's dtype and concrete shape (``shapes`` where given, else the declared
+        one), for synthetic feeds.
+
+        Raises:
+            AclError: ACL_ERROR_INVALID_PARAM naming every input that still has no concrete
+                shape, and how to give one.
+        """
+        from openacl.model.onnx_import import need_shapes_error
+
+        kinds, missing = {}, []
+        for name, dtype, dims in self._inputs:
+            shape = (shapes or {}).get(name, dims)
+            if shape is None or not all(type(d) is int and d >= 0 for d in shape):
+                missing.append((name, list(dims or [])))
+            else:
+                kinds[name] = (dtype, tuple(shape))
+        if missing:
+            raise need_shapes_error(missing, ACL_ERROR_INVALID_PARAM)
+        return kinds
 
     def close(self) -> None:
         """Release the session: its runs finish, its memory is freed, and the runtime

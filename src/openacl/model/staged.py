@@ -27,7 +27,11 @@ Design note (invariants)
     stages (``host_nodes.py``), after which the next stage knows their shapes.
   A static model is one stage, run as the static path runs it.
 * Each stage names exactly the values the rest of the graph needs (``carry``); the next
-  stage is keyed by their dtypes and shapes and by the promoted values' bytes.
+  stage is keyed by the dtypes and shapes of those its host nodes make (``varying``: every
+  other carried value has the dtype and shape the stage was built for) and by the promoted
+  values' bytes.
+* A run whose feeds are C-contiguous arrays of a cached root signature skips their
+  conversion and checks (they passed them when it was built).
 * A promoted value that keys more than ``VOLATILE_AFTER`` different children of one stage
   (a loop counter used as a Slice bound, a position fed to Range) is *volatile*: it stops
   keying (that stage's children are dropped and built again without it), and the nodes
@@ -44,8 +48,9 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +84,7 @@ HOST_OPS = frozenset({"Loop", "Scan", "If", "NonZero", "Unique", "NonMaxSuppress
                       "SequenceLength", "SequenceEmpty", "SplitToSequence",
                       "ConcatFromSequence"})
 
+StageClock = Callable[[Any, int, int, int], None]  # (engine or host node, index, start, end)
 Dims = tuple  # a declared shape: ints, symbol names (str) and None for unnamed dims
 
 
@@ -154,6 +160,8 @@ class Stage:
     carry: tuple[str, ...]  # the values the rest needs, by name
     promote: tuple[str, ...]  # the computed values whose contents key the next stage
     rest: _Pending | None  # None: the last stage
+    varying: tuple[str, ...] = ()  # carried values its host nodes make: their shapes vary
+    renames: tuple[tuple[str, str], ...] = ()  # (output, input): its engine, were it Identity
     children: OrderedDict = field(default_factory=OrderedDict)
     seen: dict[str, set[bytes]] = field(default_factory=dict)  # promoted values met, by name
 
@@ -453,30 +461,73 @@ class StagedModel:
                 engine = self._singles.get(key)
                 if engine is not None:
                     return engine.run(feeds)
-        env = self.checked_feeds(feeds)
+        env = self._seen_feeds(feeds)
+        return self._run_stages(self.checked_feeds(feeds) if env is None else env, None)
+
+    def _seen_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+        """The feeds as they are when every input is a C-contiguous array and together they
+        have a cached root signature (so they passed ``check_kinds`` when it was built);
+        None for anything else (``checked_feeds`` then converts and checks them)."""
+        if len(feeds) != len(self._names):
+            return None
+        env = {}
+        for name in self._names:
+            value = feeds.get(name)
+            if type(value) is not np.ndarray or not value.flags.c_contiguous:
+                return None
+            env[name] = value
+        key = tuple((env[name].dtype, env[name].shape) for name in self._names)
+        return env if key in self._cache else None
+
+    def run_profiled(self, feeds: Mapping[str, Any], record: StageClock) -> list[np.ndarray]:
+        """One ``run`` that reports the time of every engine step and host node it runs:
+        ``record(source, index, start_ns, end_ns)``, ``source`` being the stage's ``Engine``
+        (``index``: its step) or the host node (``index`` 0). Policy lives in profile.py."""
+        return self._run_stages(self.checked_feeds(feeds), record)
+
+    def _run_stages(self, env: dict[str, np.ndarray],
+                    record: StageClock | None) -> list[np.ndarray]:
         with self._lock:
-            stage = self.root_stage({name: (a.dtype, a.shape) for name, a in env.items()})
-            if self.single(stage):
+            key = tuple((env[name].dtype, env[name].shape) for name in self._names)
+            stage = self._cache.get(key)  # (a seen signature: no conversion, no checks)
+            if stage is not None:
+                self._cache.move_to_end(key)
+            else:
+                stage = self.root_stage({name: (a.dtype, a.shape) for name, a in env.items()})
+            if record is None and self.single(stage):
                 return stage.engine.run(env)
             fed = set(env)
             while True:
-                self._execute(stage, env)
+                self._execute(stage, env, record)
                 if stage.rest is None:
                     break
                 stage = self._next(stage, env)
         return [env[name].copy() if name in fed else env[name] for name in self.output_names]
 
-    def _execute(self, stage: Stage, env: dict[str, np.ndarray]) -> None:
-        if stage.engine is not None:
-            results = stage.engine.run({name: env[name] for name in stage.engine_inputs})
+    @staticmethod
+    def _execute(stage: Stage, env: dict[str, np.ndarray], record: StageClock | None) -> None:
+        engine = stage.engine
+        if engine is not None:
+            inputs = {name: env[name] for name in stage.engine_inputs}
+            results = engine.run(inputs) if record is None else engine.run_profiled(
+                inputs, lambda index, start, end: record(engine, index, start, end))
             env.update(zip(stage.engine_outputs, results, strict=True))
+        for output, source in stage.renames:  # (a copy: the value may be a feed or output)
+            env[output] = env[source].copy()
         env.update(stage.constants)
         for host in stage.host_nodes:
-            env.update(host.run(env))
+            if record is None:
+                env.update(host.run(env))
+            else:
+                start = time.perf_counter_ns()
+                env.update(host.run(env))
+                record(host, 0, start, time.perf_counter_ns())
 
     def _next(self, stage: Stage, env: dict[str, np.ndarray]) -> Stage:
-        key = tuple((name, env[name].dtype.str, env[name].shape) for name in stage.carry) + \
-            tuple((name, env[name].dtype.str, env[name].shape, env[name].tobytes())
+        # the carried values' dtypes and shapes are the stage's own (it was built for them)
+        # but for what its host nodes make; the promoted values key by their contents
+        key = tuple((env[name].dtype.str, env[name].shape) for name in stage.varying) + \
+            tuple((env[name].dtype.str, env[name].shape, env[name].tobytes())
                   for name in stage.promote)
         child = stage.children.get(key)
         if child is None:
@@ -566,11 +617,13 @@ class StagedModel:
         if unfinished:
             raise AclError(ACL_ERROR_INVALID_PARAM,
                            f"model {self.name!r}: output(s) {unfinished} are never computed")
-        engine, engine_inputs, engine_outputs = self._compile(
+        renames = _renames(plan.ready, available)
+        engine, engine_inputs, engine_outputs = (None, [], []) if renames else self._compile(
             plan.ready, plan.engine_outputs, available, constants, types)
         try:
             stage = self._assemble(plan, available, fixed, constants, engine, engine_inputs,
                                    engine_outputs)
+            stage.renames = renames
         except BaseException:
             if engine is not None:
                 engine.close()
@@ -610,8 +663,10 @@ class StagedModel:
                                          if name in needed])
         carry = tuple(sorted(name for name in needed if name in done
                              and name not in constants and name not in self.weights))
+        made_here = {out for node in plan.host for out in node.output if out}
         return Stage(engine, engine_inputs, engine_outputs, hosts, stage_constants, carry,
-                     tuple(sorted(plan.promote)), rest)
+                     tuple(sorted(plan.promote)), rest,
+                     varying=tuple(name for name in carry if name in made_here))
 
     def _proto(self, pending: _Pending, available: Mapping[str, tuple[np.dtype, tuple]],
                fixed: Mapping[str, np.ndarray], outputs: Sequence[str]) -> Any:
@@ -687,6 +742,19 @@ class StagedModel:
         ir_graph = import_onnx(model, None, weights)
         lowered = lower(apply_precision(optimize(ir_graph), self.precision))
         return Engine(lowered, plan_memory(lowered)), inputs, outputs
+
+
+def _renames(nodes: Sequence[Any], available: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A stage's compiled nodes as (output, input) pairs when every one is an Identity of an
+    available value or of an earlier one's output (an If branch that passes a value on):
+    copied on the host, cheaper than an engine run; () for anything else."""
+    known, pairs = set(available), []
+    for node in nodes:
+        if node.op_type != "Identity" or len(node.input) != 1 or node.input[0] not in known:
+            return ()
+        pairs.append((node.output[0], node.input[0]))
+        known.add(node.output[0])
+    return tuple(pairs)
 
 
 def _copies(messages: Any, kind: type) -> list[Any]:
