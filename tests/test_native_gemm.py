@@ -77,6 +77,29 @@ def test_products_match_float64(isa, pool_threads, m, k, n, packed):
         check(out, a, b, reference(a, b))
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("k", [1, 3, 6, 385, 771])
+def test_tiles_of_fewer_rows_than_the_microkernel(isa, pool_threads, m, k):
+    """Each kernel for a tile of fewer than 6 rows (its partial sums per row, K not a
+    multiple of their count, K past one block), with every epilogue, on a packed and a raw
+    B, full and ragged column panels, 1 and 2 threads."""
+    rng = np.random.default_rng(m * 100 + k)
+    for n in (5, 16, 40):
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        bias = rng.standard_normal(n, dtype=np.float32)
+        base = rng.standard_normal((m, n), dtype=np.float32)
+        for right in (b, native.pack(b, native.RIGHT)):
+            for threads in (1, 2):
+                pool_threads(threads)
+                out = base.copy()
+                assert native.gemm(a, right, out, bias=bias, relu=True, accumulate=True)
+                check(out, a, b, reference(a, b, bias, relu=True, base=base))
+                out = np.full((m, n), np.nan, np.float32)
+                assert native.gemm(a, right, out)
+                check(out, a, b, reference(a, b))
+
+
 def test_strided_operands_and_output_rows(pool_threads):
     rng = np.random.default_rng(1)
     a_storage = rng.standard_normal((50, 90), dtype=np.float32)

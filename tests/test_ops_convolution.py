@@ -389,3 +389,45 @@ def test_dense_convolution_by_the_packed_gemm(constant, name):
     packed = [value for value in run.args[0].derived.values()
               if isinstance(value, native.PackedMatrix)]
     assert len(packed) == (constant and native.kernels() is not None)
+
+
+THIN = {  # x, weight, stride, padding, bias: few output positions, many output channels
+    "1d-4-positions": ((1, 129, 4), (128, 129, 3), [1], [1], True),
+    "1d-1-position": ((1, 64, 1), (128, 64, 3), [1], [1], True),
+    "1d-strided": ((1, 128, 4), (64, 128, 3), [2], [1], False),
+    "2d-2x2": ((1, 8, 3, 3), (32, 8, 3, 3), [2, 2], [1, 1], True),
+}
+
+
+@pytest.mark.parametrize("constant", [False, True], ids=["weight-per-call", "model-weight"])
+@pytest.mark.parametrize("name", sorted(THIN))
+def test_thin_convolution_by_the_transposed_packed_product(constant, name):
+    """A convolution of one image with few output positions (silero's 1-d layers) and a
+    model's constant weight computes positions x (taps, channels) against the weight
+    reordered and packed once, the bias fused; a weight per call keeps the plain product.
+    Both runs of the kernel, small integers: every sum exact."""
+    from openacl.ops import native
+    from openacl.ops.executor import find_executor
+
+    shape_x, shape_w, stride, padding, with_bias = THIN[name]
+    rng = np.random.default_rng(12)
+    x = rng.integers(-3, 4, shape_x).astype(np.float32)
+    w = rng.integers(-2, 3, shape_w).astype(np.float32)
+    b = rng.integers(-5, 6, shape_w[0]).astype(np.float32)
+    spatial = len(shape_x) - 2
+    expected = FORWARD[spatial](_t64(x), _t64(w), _t64(b) if with_bias else None, stride,
+                                padding, [1] * spatial).numpy().astype(np.float32)
+    out = openacl.empty(expected.shape, np.float32)
+    tensors = [_dev(x), _dev(w), _dev(b) if with_bias else None]
+    ws, exe = aclnn.convolution_get_workspace_size(*tensors, stride, padding, [1] * spatial,
+                                                   False, [0] * spatial, 1, out, 0)
+    run = find_executor(exe).bound_kernel(
+        None, frozenset({"weight", "bias"}) if constant else frozenset())
+    if type(run.args[0]["output"]) is not np.ndarray:
+        pytest.skip("the CUDA backends convolve with their own library")
+    for _ in range(2):
+        run()
+        np.testing.assert_array_equal(out.numpy(), expected)
+    packed = [value for value in run.args[0].derived.values()
+              if isinstance(value, native.PackedMatrix)]
+    assert len(packed) == (constant and native.kernels() is not None)

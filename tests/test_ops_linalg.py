@@ -678,21 +678,22 @@ def test_fused_linear_cross_entropy_loss_grad_errors():
         assert error.code == code and name in error.message, (name, error.message)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 5])
+@pytest.mark.parametrize("rows, cols", [(1, 768), (2, 768), (5, 768), (7, 768), (1, 8)])
 @pytest.mark.parametrize("op", ["matmul", "addmm"])
-def test_few_rows_times_a_constant_weight(op, rows):
-    """A model's constant right operand (the engine's bound kernels) is packed once, at the
-    first product of 2 or more rows, which then runs on the packed GEMM (a decoder's 2
-    tokens times its projection); one row stays numpy's matrix-vector product and packs
-    nothing. Small integers: every sum exact."""
+def test_few_rows_times_a_constant_weight(op, rows, cols):
+    """A model's constant right operand (the engine's bound kernels) is packed once, at its
+    first product, which then runs on the packed GEMM, one row included (its kernels for
+    tiles of fewer than 6 rows: a decoder's tokens, a matrix-vector product); a product too
+    thin for it (fewer than 16 columns) stays numpy's and packs nothing. Small integers:
+    every sum exact."""
     from openacl.ops import native
     from openacl.ops.executor import find_executor
 
     rng = np.random.default_rng(3)
     a = rng.integers(-3, 4, (rows, 256)).astype(np.float32)
-    w = rng.integers(-3, 4, (256, 768)).astype(np.float32)
-    bias = rng.integers(-5, 6, (768,)).astype(np.float32)
-    out = openacl.empty((rows, 768), np.float32)
+    w = rng.integers(-3, 4, (256, cols)).astype(np.float32)
+    bias = rng.integers(-5, 6, (cols,)).astype(np.float32)
+    out = openacl.empty((rows, cols), np.float32)
     tensors = [_dev(a), _dev(w), _dev(bias)]  # (alive while the kernel runs)
     if op == "matmul":
         ws, exe = aclnn.matmul_get_workspace_size(tensors[0], tensors[1], out, 0)
@@ -712,5 +713,5 @@ def test_few_rows_times_a_constant_weight(op, rows):
         np.testing.assert_array_equal(out.numpy(), expected.astype(np.float32))
     packed = [value for value in run.args[0].derived.values()
               if isinstance(value, native.PackedMatrix)]
-    # packed only where it is used: from 2 rows (one row never packs the weight)
-    assert len(packed) == (native.kernels() is not None and rows >= 2)
+    # packed only where the packed GEMM takes the product
+    assert len(packed) == (native.kernels() is not None and cols >= native.FEW_COLUMNS)

@@ -39,7 +39,7 @@
 #define NR_MAX 32
 #define RAW_COLUMNS_MAX 256 /* a raw B is packed this many columns at a time */
 #define ROW_BLOCK (MR * 16) /* rows of A per pass over a B panel: their panels stay in L2 */
-#define SERIAL_WORK 262144.0 /* fewer multiply-adds run on the caller alone: waking a
+#define SERIAL_WORK 131072.0 /* fewer multiply-adds run on the caller alone: waking a
                              * sleeping worker costs more (40-60 us on a VM) */
 
 /* a[r][p] is rows[r][p * k_step]: a packed panel (rows[r] = panel + r, k_step MR) or the
@@ -85,15 +85,88 @@ typedef void (*MicroKernel)(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_
         KERNEL_ROW(3, V, W) KERNEL_ROW(4, V, W) KERNEL_ROW(5, V, W)                          \
     }
 
+/* The microkernel of a tile of R < MR rows (a matrix-vector product, a decoder's few
+ * tokens): the full kernel would compute MR rows and drop the rest. With so few rows the
+ * chains of dependent multiply-adds are too few to hide their latency, so each row keeps U
+ * partial sums (k = p mod U), added pairwise at the end. R and U are constants where this
+ * is inlined, so the loops unroll and the accumulators live in registers. */
+#define DEFINE_FEW_BODY(V, W)                                                               \
+    static inline __attribute__((always_inline)) void few_##V(                             \
+        ptrdiff_t kc, const float *const *rows, ptrdiff_t k_step, const float *restrict b,  \
+        float *restrict c, ptrdiff_t ldc, int accumulate, const int R, const int U) {       \
+        const float *a[MR];                                                                 \
+        V acc[MR][4][2];                                                                    \
+        for (int r = 0; r < R; r++) {                                                       \
+            a[r] = rows[r];                                                                 \
+            for (int u = 0; u < U; u++)                                                     \
+                acc[r][u][0] = acc[r][u][1] = (V){0};                                       \
+        }                                                                                   \
+        ptrdiff_t p = 0;                                                                    \
+        for (; p + U <= kc; p += U)                                                         \
+            for (int u = 0; u < U; u++) {                                                   \
+                const float *panel = b + (p + u) * 2 * W;                                   \
+                V b0 = *(const V *)panel, b1 = *(const V *)(panel + W);                     \
+                for (int r = 0; r < R; r++) {                                               \
+                    float value = a[r][(p + u) * k_step];                                   \
+                    acc[r][u][0] += value * b0;                                             \
+                    acc[r][u][1] += value * b1;                                             \
+                }                                                                           \
+            }                                                                               \
+        for (; p < kc; p++) {                                                               \
+            const float *panel = b + p * 2 * W;                                             \
+            V b0 = *(const V *)panel, b1 = *(const V *)(panel + W);                         \
+            for (int r = 0; r < R; r++) {                                                   \
+                float value = a[r][p * k_step];                                             \
+                acc[r][0][0] += value * b0;                                                 \
+                acc[r][0][1] += value * b1;                                                 \
+            }                                                                               \
+        }                                                                                   \
+        for (int r = 0; r < R; r++) {                                                       \
+            float *row = c + r * ldc;                                                       \
+            for (int h = 0; h < 2; h++) {                                                   \
+                V sum = acc[r][0][h];                                                       \
+                if (U == 2)                                                                 \
+                    sum += acc[r][1][h];                                                    \
+                if (U == 4)                                                                 \
+                    sum = (sum + acc[r][1][h]) + (acc[r][2][h] + acc[r][3][h]);             \
+                if (accumulate)                                                             \
+                    sum += *(const V *)(row + h * W);                                       \
+                *(V *)(row + h * W) = sum;                                                  \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+#define FEW_KERNEL(NAME, TARGET, V, R, U)                                                   \
+    TARGET static void NAME(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_step,      \
+                            const float *restrict b, float *restrict c, ptrdiff_t ldc,      \
+                            int accumulate) {                                               \
+        few_##V(kc, rows, k_step, b, c, ldc, accumulate, R, U);                             \
+    }
+
+/* the kernels of 1 to MR - 1 rows, by row count (index 0 unused) */
+#define DEFINE_FEW_KERNELS(PREFIX, TARGET, V)                                               \
+    FEW_KERNEL(PREFIX##_1, TARGET, V, 1, 4)                                                 \
+    FEW_KERNEL(PREFIX##_2, TARGET, V, 2, 2)                                                 \
+    FEW_KERNEL(PREFIX##_3, TARGET, V, 3, 1)                                                 \
+    FEW_KERNEL(PREFIX##_4, TARGET, V, 4, 1)                                                 \
+    FEW_KERNEL(PREFIX##_5, TARGET, V, 5, 1)
+#define FEW_TABLE(PREFIX) {NULL, PREFIX##_1, PREFIX##_2, PREFIX##_3, PREFIX##_4, PREFIX##_5}
+
 /* unaligned vector types (aligned(4)): packed buffers and output rows need no alignment */
 typedef float v4sf __attribute__((vector_size(16), aligned(4)));
 DEFINE_KERNEL(kernel_4, , v4sf, 4)
+DEFINE_FEW_BODY(v4sf, 4)
+DEFINE_FEW_KERNELS(few_4, , v4sf)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define X86_GEMM 1
 typedef float v8sf __attribute__((vector_size(32), aligned(4)));
 typedef float v16sf __attribute__((vector_size(64), aligned(4)));
 DEFINE_KERNEL(kernel_8, __attribute__((target("avx2,fma"))), v8sf, 8)
 DEFINE_KERNEL(kernel_16, __attribute__((target("avx512f"))), v16sf, 16)
+DEFINE_FEW_BODY(v8sf, 8)
+DEFINE_FEW_BODY(v16sf, 16)
+DEFINE_FEW_KERNELS(few_8, __attribute__((target("avx2,fma"))), v8sf)
+DEFINE_FEW_KERNELS(few_16, __attribute__((target("avx512f"))), v16sf)
 #endif
 
 typedef struct {
@@ -101,14 +174,15 @@ typedef struct {
     int nr;       /* columns of a B panel: 2 vectors */
     ptrdiff_t kc; /* the longest K block: a B panel (kc x nr) stays in L1 */
     MicroKernel kernel;
+    MicroKernel few[MR]; /* few[r]: a tile of r < MR rows */
 } Isa;
 
 static const Isa ISAS[] = {
 #ifdef X86_GEMM
-    {"avx512", 32, 192, kernel_16},
-    {"avx2", 16, 384, kernel_8},
+    {"avx512", 32, 192, kernel_16, FEW_TABLE(few_16)},
+    {"avx2", 16, 384, kernel_8, FEW_TABLE(few_8)},
 #endif
-    {"baseline", 8, 512, kernel_4},
+    {"baseline", 8, 512, kernel_4, FEW_TABLE(few_4)},
 };
 #define ISA_COUNT ((int)(sizeof ISAS / sizeof ISAS[0]))
 
@@ -473,13 +547,14 @@ static void product_task(void *context, ptrdiff_t task) {
                     k_step = 1;
                 }
                 float *c = g->c + i * g->ldc + j;
-                if (rows == MR && cols == nr) {
-                    isa->kernel(block, a_rows, k_step, b_panel, c, g->ldc, add);
+                MicroKernel kernel = rows == MR ? isa->kernel : isa->few[rows];
+                if (cols == nr) { /* (a few-row kernel writes its rows only) */
+                    kernel(block, a_rows, k_step, b_panel, c, g->ldc, add);
                 } else {
                     if (add)
                         for (ptrdiff_t r = 0; r < rows; r++)
                             memcpy(tile + r * nr, c + r * g->ldc, (size_t)cols * sizeof(float));
-                    isa->kernel(block, a_rows, k_step, b_panel, tile, nr, add);
+                    kernel(block, a_rows, k_step, b_panel, tile, nr, add);
                     for (ptrdiff_t r = 0; r < rows; r++)
                         memcpy(c + r * g->ldc, tile + r * nr, (size_t)cols * sizeof(float));
                 }

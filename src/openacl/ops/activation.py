@@ -206,21 +206,15 @@ def _elementwise(fn: Callable[[np.ndarray], np.ndarray], supported, exact_out: b
         compute = promotion.compute_dtype(dtype)
 
         def kernel(v) -> None:
-            plan = v.derived.get(kernel)
-            if plan is None:
-                plan = v.derived[kernel] = _plan(kernel_fn, v, self_name, compute, out_name,
-                                                 into)
-            plan()
+            v.plan(kernel, lambda: _plan(kernel_fn, v, self_name, compute, out_name, into))()
         return kernel
     return prepare
 
 
 def _plan(fn: Callable, v, self_name: str, compute: np.dtype, out_name: str,
           into: Callable | None) -> Callable[[], Any]:
-    """What a call does on these views, decided at their first call: a views object's arrays
-    never change (a bound kernel's, a repeatable executor's cached views), so the layout
-    checks of ``_apply`` are made once and a float32 host call becomes one C call (or one
-    single-pass ufunc) on the arrays themselves. (The C-or-numpy choice is made then too.)"""
+    """The call's plan (``Views.plan``): the layout checks of ``_apply`` made once, a float32
+    host call one C call (or one single-pass ufunc) on the arrays themselves."""
     x, out = v[self_name], v[out_name]
     if into is not None and x.dtype == compute and native.host_float32(x, out) and \
             _chunkable(x, out):

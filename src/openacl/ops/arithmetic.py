@@ -7,8 +7,10 @@ and rounded once into the output, NaN propagating through Maximum/Minimum/Clamp.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -376,8 +378,16 @@ def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = Fal
         result = _float_result(source) if to_float else source
         c.check_out("out", c.tensor("self").shape, result)
         identity = keep_int and promotion.category(source) <= promotion.INTEGER
+        direct = isinstance(fn, np.ufunc) and not identity and \
+            source == result == promotion.compute_dtype(result)  # nothing to convert
 
         def kernel(v) -> None:
+            if direct:
+                v.plan(kernel, lambda: _unary_plan(v, fn) or functools.partial(general, v))()
+            else:
+                general(v)
+
+        def general(v) -> None:
             x = v.compute("self", result)
             if identity:
                 v.write("out", x)
@@ -385,6 +395,16 @@ def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = Fal
                 v.store("out", fn, x)
         return kernel
     return prepare
+
+
+def _unary_plan(v, fn: np.ufunc) -> Callable[[], Any] | None:
+    """A unary ufunc's plan (``Views.plan``) where the input is in its compute dtype: the
+    ufunc on the host arrays, straight into the output (``Views.store``'s call, its
+    checks made once); None for device arrays."""
+    x, out = v["self"], v["out"]
+    if type(x) is not np.ndarray or type(out) is not np.ndarray:
+        return None
+    return functools.partial(fn, x, out=out, casting="unsafe")
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:

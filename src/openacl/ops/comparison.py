@@ -17,7 +17,9 @@ CANN has no aclnnIsNan (ops-math's IsNan is a graph-only operator), so there is 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -88,6 +90,7 @@ def _operands(c: Call, dtype: np.dtype, *names: str) -> Callable:
                     array = array.astype(dtype)
             values.append(array.astype(compute, copy=False))
         return values
+    read.scalars = tuple(scalars.get(name) for name in names)  # (None: a tensor)
     return read
 
 
@@ -99,12 +102,39 @@ def _compare(fn: Callable, supported) -> Callable[[Call], Kernel]:
         c.check_dtype("other", supported, promoted)
         c.check_out("out", c.broadcast(*_tensor_names(c, "self", "other")), BOOL)
         read = _operands(c, promoted, "self", "other")
+        scalars = {name: value for name, value in zip(("self", "other"), read.scalars,
+                                                      strict=True) if value is not None}
+        exact = promoted == promotion.compute_dtype(promoted)  # no rounding to do
 
         def kernel(v) -> None:
+            v.plan(kernel, lambda: exact and _compare_plan(v, fn, promoted, scalars) or
+                   functools.partial(general, v))()
+
+        def general(v) -> None:
             with ignore_floating_point():
                 v.write("out", fn(*read(v)))
         return kernel
     return prepare
+
+
+def _compare_plan(v, fn: Callable, dtype: np.dtype, scalars: dict[str, Any]
+                  ) -> Callable[[], Any] | None:
+    """A comparison's plan (``Views.plan``) where the promoted ``dtype`` is its own compute
+    dtype: the ufunc straight into a boolean host output when each tensor operand has that
+    dtype (nothing to round); None otherwise. (No floating-point warnings, NaN included.)"""
+    out = v["out"]
+    if type(out) is not np.ndarray or out.dtype != BOOL:
+        return None
+    operands = []
+    for name in ("self", "other"):
+        if name in scalars:
+            operands.append(scalars[name])
+            continue
+        array = v[name]
+        if type(array) is not np.ndarray or array.dtype != dtype:
+            return None
+        operands.append(array)
+    return functools.partial(fn, *operands, out=out)
 
 
 _COMPARISONS = {

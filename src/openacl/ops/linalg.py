@@ -30,9 +30,11 @@ of the compute dtype the product is written into it with ``out=``, with no extra
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -282,8 +284,17 @@ def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype, *,
     if factors is None:
         factors = (c.scalar("alpha", dtype), c.scalar("beta", dtype))
     alpha, beta = (np.asarray(f).astype(compute)[()] for f in factors)
+    plain = operands is None and compute == rounded == FLOAT32 and alpha == 1 and \
+        beta in (0, 1)  # what _add_product_plan takes
 
     def kernel(v) -> None:
+        if plain:
+            v.plan(kernel, lambda: _add_product_plan(v, left, right, bias, beta == 1) or
+                   functools.partial(general, v))()
+        else:
+            general(v)
+
+    def general(v) -> None:
         out = v["out"]
         a = _operand(v[left], rounded, compute)
         b = _operand(v[right], rounded, compute)
@@ -306,6 +317,42 @@ def _add_product_kernel(c: Call, left: str, right: str, dtype: np.dtype, *,
         if not direct:
             np.copyto(out, product, casting="unsafe")
     return kernel
+
+
+def _add_product_plan(v, left: str, right: str, bias: str, add: bool
+                      ) -> Callable[[], Any] | None:
+    """The plan (``Views.plan``) of ``out = left @ right (+ bias)`` for float32 host
+    matrices, alpha 1, beta 1 (``add``) or 0: one C call with the bias fused where the
+    product suits the packed GEMM (a constant right operand packed once), else numpy's
+    product (one row: BLAS's matrix-vector product) and one add. None where it does not
+    apply (the general kernel runs)."""
+    out, a, b = v["out"], v[left], v[right]
+    addend = v.get(bias) if add else None
+    if not native.host_float32(out) or out.ndim != 2 or out.size == 0 or \
+            any(type(m) is not np.ndarray or m.dtype != FLOAT32 or m.ndim != 2 or
+                np.may_share_memory(out, m) for m in (a, b)):
+        return None
+    if addend is not None and (type(addend) is not np.ndarray or addend.dtype != FLOAT32 or
+                               np.may_share_memory(out, addend)):
+        return None
+    rows, cols = out.shape
+    row = addend if addend is not None and addend.flags.c_contiguous and \
+        addend.size == cols and addend.shape[-1] == cols else None
+    product = native.rows_times_packed_call(
+        a, lambda: _packed_weight(v, right, FLOAT32, FLOAT32), out, bias=row)
+    if product is None and native.suits(rows, cols, a.shape[1]):
+        product = native.gemm_call(a, b, out, bias=row)
+    if product is not None and (addend is None or row is not None):
+        return product  # (the bias, if any, fused)
+    if product is None:
+        product = functools.partial(np.matmul, a, b, out=out)
+    if addend is None:
+        return product
+
+    def then_add() -> None:
+        product()
+        np.add(out, addend, out=out)
+    return then_add
 
 
 def _check_bias(c: Call, result: tuple[int, ...]) -> None:

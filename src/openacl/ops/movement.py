@@ -17,8 +17,9 @@ operator, the argument and the offending value.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -157,12 +158,21 @@ def _fill_value(c: Call, name: str, dtype: np.dtype) -> np.ndarray:
     return _convert(np.array(value), dtype)
 
 
+FEW_INDICES = 16  # index arrays up to this size are range-checked in Python
+
+
 def _check_index_range(op: str, name: str, index: np.ndarray, size: int,
                        negative: bool = False) -> np.ndarray:
     """Kernel-side range check: values in ``[0, size)`` (``[-size, size)`` when
     ``negative``, wrapped); raises ``IndexError`` naming the first bad value."""
     index = as_array(index).astype(np.int64, copy=False)
     low = -size if negative else 0
+    if not negative and index.size <= FEW_INDICES and type(index) is np.ndarray:
+        for value in index.reshape(-1).tolist():  # (cheaper than three ufuncs here)
+            if not 0 <= value < size:
+                raise IndexError(f"aclnn{op}: argument '{name}' holds index {value}, out of "
+                                 f"range [0, {size}) for a dim of size {size}")
+        return index
     bad = (index < low) | (index >= size)
     if bad.any():
         value = int(index[bad].reshape(-1)[0])
@@ -664,9 +674,37 @@ def index_select(c: Call) -> Kernel:
     limit = self.shape[dim] if self.ndim else 1
 
     def kernel(v) -> None:
+        v.plan(kernel, lambda: _index_select_plan(v, dim, limit) or
+               functools.partial(general, v))()
+
+    def general(v) -> None:
         idx = _check_index_range("IndexSelect", "index", v["index"].reshape(-1), limit)
         np.copyto(v["out"], np.take(np.atleast_1d(v["self"]), idx, dim).reshape(shape))
     return kernel
+
+
+def _index_select_plan(v, dim: int, limit: int) -> Callable[[], Any] | None:
+    """IndexSelect's plan (``Views.plan``) on host arrays: ``take`` straight into the
+    output; a constant index is range-checked once, and one that picks a run of
+    consecutive entries is a copy of that slice. None where it does not apply."""
+    x, out, index = v["self"], v["out"], v["index"]
+    if type(x) is not np.ndarray or type(out) is not np.ndarray or x.ndim == 0 or \
+            type(index) is not np.ndarray or out.dtype != x.dtype or \
+            np.may_share_memory(out, x):
+        return None
+    if "index" not in v.constant:
+        flat = index.reshape(-1)
+
+        def computed() -> None:  # (clip: the indices were just checked)
+            np.take(x, _check_index_range("IndexSelect", "index", flat, limit), dim, out,
+                    "clip")
+        return computed
+    picked = _check_index_range("IndexSelect", "index", index.reshape(-1), limit)
+    if picked.size and np.array_equal(picked, np.arange(picked[0], picked[0] + picked.size)):
+        start = int(picked[0])
+        run = x[(slice(None),) * dim + (slice(start, start + picked.size),)]
+        return functools.partial(np.copyto, out, run)
+    return functools.partial(np.take, x, picked.astype(np.intp), dim, out, "clip")
 
 
 @register("Embedding", "weight: tensor, indices: tensor, out: tensor!", silent=True)

@@ -11,6 +11,7 @@ time) everything runs on numpy, only slower.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -237,28 +238,42 @@ def gemm(a: np.ndarray | PackedMatrix, b: np.ndarray | PackedMatrix, out: np.nda
     kernels' thread pool. ``a`` and ``b`` are float32 matrices or ``pack``'s results; the
     float32 ``out`` has contiguous rows and shares no memory with the operands or the bias.
     True when done; False, with nothing written, where the C kernels cannot take it."""
+    call = gemm_call(a, b, out, bias=bias, bias_rows=bias_rows, relu=relu,
+                     accumulate=accumulate)
+    if call is None:
+        return False
+    call()
+    return True
+
+
+def gemm_call(a: np.ndarray | PackedMatrix, b: np.ndarray | PackedMatrix, out: np.ndarray, *,
+              bias: np.ndarray | None = None, bias_rows: bool = False, relu: bool = False,
+              accumulate: bool = False) -> Callable[[], None] | None:
+    """``gemm``'s checks made now: the C call on these arrays, to be made as often as a
+    kernel's plan (``Views.plan``) wants; None where the C kernels cannot take them. (A
+    ``set_isa`` after this makes a packed operand's call raise ValueError: the C checks
+    the layout at every call.)"""
     lib = kernels()
     if lib is None:
-        return False
+        return None
     left, right = _operand(a, LEFT), _operand(b, RIGHT)
     if left is None or right is None or not _matrix(out):
-        return False
+        return None
     rows, cols = out.shape
     if (a.shape[0], b.shape[1], a.shape[1]) != (rows, cols, b.shape[0]):
-        return False
+        return None
     if out.size and ((cols > 1 and out.strides[1] != 4) or
                      (rows > 1 and out.strides[0] < 4 * cols)):
-        return False
+        return None
     if bias is not None and (type(bias) is not np.ndarray or bias.dtype != SINGLE or
                              not bias.flags.c_contiguous or
                              bias.size != (rows if bias_rows else cols)):
-        return False
+        return None
     if any(type(x) is np.ndarray and np.may_share_memory(out, x) for x in (a, b, bias)):
-        return False
+        return None
     flags = (_RELU if relu else 0) | (_BIAS_ROWS if bias_rows else 0) | \
         (_ACCUMULATE if accumulate else 0)
-    lib.gemm(left, right, out, bias, flags)
-    return True
+    return functools.partial(lib.gemm, left, right, out, bias, flags)
 
 
 def conv2d(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarray | None,
@@ -375,11 +390,12 @@ def _stack(operand: np.ndarray, batch: tuple[int, ...], count: int) -> np.ndarra
 
 
 # A weight packed once needs no packing per call, so the packed GEMM pays off on much smaller
-# and flatter products than SMALL_PRODUCT / FEW_ROWS allow (measured, 2 x 256 @ 256 x 768:
-# numpy 70 us, packed 35; 4 x 256 @ 256 x 1024: 218 against 55); one row stays numpy's
-# matrix-vector product (1 x 512 @ 512 x 512: 18 us against 43).
-PACKED_MIN_PRODUCT = 1 << 16
-PACKED_MIN_ROWS = 2
+# and flatter products than SMALL_PRODUCT / FEW_ROWS allow; with its kernels for tiles of
+# fewer than 6 rows, down to one row (measured as planned calls, numpy's BLAS against
+# packed: 1 x 128 @ 128 x 128 2.2 us against 1.4; 1 x 1536 @ 1536 x 128 15 against 7 on two
+# threads; 2 x 256 @ 256 x 768 70 against 10).
+PACKED_MIN_PRODUCT = 1 << 13
+PACKED_MIN_ROWS = 1
 
 
 def rows_times_packed(a: Any, weight: Callable[[], PackedMatrix | bool | None],
@@ -389,20 +405,32 @@ def rows_times_packed(a: Any, weight: Callable[[], PackedMatrix | bool | None],
     (K x N) packed as RIGHT (called only once the shapes qualify, so a weight that never
     meets enough rows is never packed); False, with nothing written, where it does not
     apply or is too small."""
+    call = rows_times_packed_call(a, weight, out)
+    if call is None:
+        return False
+    call()
+    return True
+
+
+def rows_times_packed_call(a: Any, weight: Callable[[], PackedMatrix | bool | None],
+                           out: Any, bias: np.ndarray | None = None
+                           ) -> Callable[[], None] | None:
+    """``rows_times_packed``'s checks made now (as ``gemm_call``): the C call, with ``+
+    bias`` (one value per column) fused where given; None where it does not apply."""
     if type(a) is not np.ndarray or type(out) is not np.ndarray or a.ndim < 2 or \
             out.ndim != a.ndim or a.dtype != SINGLE or out.dtype != SINGLE or \
             out.shape[:-1] != a.shape[:-1]:
-        return False
+        return None
     depth, cols = a.shape[-1], out.shape[-1]
     rows = out.size // max(1, cols)
     if rows < PACKED_MIN_ROWS or cols < FEW_COLUMNS or \
             rows * cols * depth < PACKED_MIN_PRODUCT or \
             not (a.flags.c_contiguous and out.flags.c_contiguous):
-        return False
+        return None
     packed = weight()
     if not packed or packed.shape != (depth, cols):
-        return False
-    return gemm(a.reshape(rows, depth), packed, out.reshape(rows, cols))
+        return None
+    return gemm_call(a.reshape(rows, depth), packed, out.reshape(rows, cols), bias=bias)
 
 
 def packed_product(a: Any, packed: PackedMatrix | None, b: Any) -> Any:

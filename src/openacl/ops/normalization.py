@@ -14,7 +14,10 @@ declared as inputs and written through their (writable) views here.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -112,10 +115,12 @@ def layer_norm(c: Call) -> Kernel:
     mean_weights = np.full(width, 1.0 / width, compute) if width else None
 
     def kernel(v) -> None:
+        v.plan(kernel, lambda: _native_layer_norm(v, rows, width, eps) or
+               functools.partial(general, v))()
+
+    def general(v) -> None:
         x = v.compute("input", dtype).reshape(rows, width)
         target = v["out"]
-        if x.size and _native_layer_norm(v, x, target, width, eps, stat_shape):
-            return
         xp = array_module(x)
         direct = target.dtype == compute and target.flags.c_contiguous and x.size
         y = target.reshape(rows, width) if direct else xp.empty((rows, width), compute)
@@ -161,31 +166,47 @@ def layer_norm_with_impl_mode(c: Call) -> Kernel:
     return layer_norm(c)
 
 
-def _native_layer_norm(v, x: np.ndarray, target, width: int, eps: float, stat_shape) -> bool:
-    """LayerNorm by the C extension, for float32 host rows written straight into a float32
-    output that is apart from the input or the input itself; False where it does not apply
-    (the numpy kernel runs)."""
+def _native_layer_norm(v, rows: int, width: int, eps: float) -> Callable[[], Any] | None:
+    """LayerNorm's plan by the C extension (``Views.plan``), for float32 host rows written
+    into a float32 output apart from the input or the input itself, with float32
+    parameters (a constant one of another dtype converted once); None where it does not
+    apply (the numpy kernel runs). Mean and rstd go straight into their outputs where those
+    are float32 host arrays, else through scratch rows copied after the call."""
     lib = native.kernels()
-    if lib is None or not native.host_float32(x, target):
-        return False
-    if not native.apart_or_same(target, x):
-        return False  # a partial overlap: the numpy kernel reads x whole first
-    weight, bias = _optional(v, "weightOptional"), _optional(v, "biasOptional")
+    x, target = v["input"], v["out"]
+    if lib is None or not x.size or not native.host_float32(x, target) or \
+            not native.apart_or_same(target, x):
+        return None  # (a partial overlap: the numpy kernel reads x whole first)
     params = []
-    for param in (weight, bias):
+    for name in ("weightOptional", "biasOptional"):
+        param = v.get(name)
         if param is not None and not native.host_float32(param):
-            if type(param) is not np.ndarray:
-                return False
-            param = np.ascontiguousarray(param, np.float32)
+            if type(param) is not np.ndarray or name not in v.constant:
+                return None
+            param = v.derive(("float32", name), (name,),
+                             lambda param=param: np.ascontiguousarray(param, np.float32))
         params.append(param)
-    rows = x.shape[0]
-    mean, rstd = np.empty(rows, np.float32), np.empty(rows, np.float32)
-    lib.layer_norm_rows(x, params[0], params[1], target, mean, rstd, width, eps)
-    if v.get("meanOutOptional") is not None:
-        v.write("meanOutOptional", mean.reshape(stat_shape))
-    if v.get("rstdOutOptional") is not None:
-        v.write("rstdOutOptional", rstd.reshape(stat_shape))
-    return True
+    statistics, copies = [], []
+    for name in ("meanOutOptional", "rstdOutOptional"):
+        out = v.get(name)
+        if out is not None and native.host_float32(out) and \
+                not np.may_share_memory(out, target) and not np.may_share_memory(out, x):
+            statistics.append(out)
+        else:
+            scratch = np.empty(rows, np.float32)
+            statistics.append(scratch)
+            if out is not None:
+                copies.append((name, scratch, out.shape))
+    call = functools.partial(lib.layer_norm_rows, x, params[0], params[1], target,
+                             statistics[0], statistics[1], width, eps)
+    if not copies:
+        return call
+
+    def with_statistics() -> None:
+        call()
+        for name, scratch, shape in copies:
+            v.write(name, scratch.reshape(shape))
+    return with_statistics
 
 
 def _row_moments_blas(x: np.ndarray, y: np.ndarray, mean_weights: np.ndarray, eps: float

@@ -44,7 +44,7 @@ from openacl.ops.call import (
     as_array,
     like,
 )
-from openacl.ops.fpstate import quiet
+from openacl.ops.fpstate import ignore_floating_point, quiet
 from openacl.ops.registry import register
 
 INT64 = np.dtype(np.int64)
@@ -237,8 +237,12 @@ def _mean_kernel(shape: Sequence[int], axes: tuple[int, ...], keep: bool,
     def kernel(v) -> None:
         x = as_array(v["self"]).astype(result, copy=False)
         total = _sums(x, axes, keep, accumulate)
-        _store(v, "out", quiet(lambda: total / count)() if count else
-               array_module(total).full(total.shape, np.nan, accumulate))
+        if count:
+            with ignore_floating_point():
+                total = total / count
+        else:
+            total = array_module(total).full(total.shape, np.nan, accumulate)
+        _store(v, "out", total)
     return kernel
 
 
