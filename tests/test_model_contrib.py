@@ -171,6 +171,16 @@ def test_long_rows_are_summed_in_exact_blocks(dtype, name, size, hidden):
     check(lstm_model(values), feeds_of(values))
 
 
+@pytest.mark.usefixtures("kernel_path")  # the C steps and the numpy loop
+@pytest.mark.parametrize("hidden", [7, 37, 200])
+def test_hidden_sizes_off_the_unit_blocks_match_onnxruntime(hidden):
+    """The C recurrence's column blocks of 16 units with a ragged last one and columns past
+    the last SIMD vector (7, 37), and a step cut into parallel tasks of whole blocks (200:
+    4 x 200 x 200 multiply-adds)."""
+    values = lstm_values(seq=4, batch=2, size=5, hidden=hidden, per_column=True)
+    check(lstm_model(values), feeds_of(values))
+
+
 @pytest.mark.parametrize("attrs", [
     {"clip": 0.6},
     {"input_forget": 1},

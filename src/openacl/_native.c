@@ -823,13 +823,13 @@ MLAS_FUNCTIONS INLINE float gate_clip(float x, const float *bias, Py_ssize_t j, 
  * order; the sums stay in L1. */
 #define PAIR_PRODUCTS_SCALAR(name, Pair)                                                      \
     static void name(const int32_t *q, const void *matrix, int32_t *sums, Py_ssize_t hidden,  \
-                     Py_ssize_t width) {                                                      \
+                     Py_ssize_t width, Py_ssize_t first, Py_ssize_t last) {                   \
         const Pair *pairs = matrix;                                                           \
-        memset(sums, 0, (size_t)width * sizeof *sums);                                        \
+        memset(sums + first, 0, (size_t)(last - first) * sizeof *sums);                       \
         for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {                                   \
             int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;               \
             const Pair *row = pairs + 2 * p * width;                                          \
-            for (Py_ssize_t j = 0; j < width; j++)                                            \
+            for (Py_ssize_t j = first; j < last; j++)                                         \
                 sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];                             \
         }                                                                                     \
     }
@@ -848,20 +848,38 @@ INLINE int32_t packed_pair(const int32_t *q, Py_ssize_t p, Py_ssize_t hidden) {
                            LOAD)                                                             \
     __attribute__((target(isa))) static void name(const int32_t *q, const void *matrix,      \
                                                   int32_t *sums, Py_ssize_t hidden,          \
-                                                  Py_ssize_t width) {                        \
+                                                  Py_ssize_t width, Py_ssize_t first,        \
+                                                  Py_ssize_t last) {                         \
         const Pair *pairs = matrix;                                                           \
-        const Py_ssize_t body = width - width % LANES;                                        \
-        memset(sums, 0, (size_t)width * sizeof *sums);                                        \
-        for (Py_ssize_t p = 0; p < (hidden + 1) / 2; p++) {                                   \
+        const Py_ssize_t body = last - (last - first) % LANES, count = (hidden + 1) / 2;      \
+        memset(sums + first, 0, (size_t)(last - first) * sizeof *sums);                       \
+        Py_ssize_t p = 0;                                                                     \
+        for (; p + 4 <= count; p += 4) { /* four row pairs per pass: sums in registers */    \
+            const Int q0 = broadcast(packed_pair(q, p, hidden));                              \
+            const Int q1 = broadcast(packed_pair(q, p + 1, hidden));                          \
+            const Int q2 = broadcast(packed_pair(q, p + 2, hidden));                          \
+            const Int q3 = broadcast(packed_pair(q, p + 3, hidden));                          \
+            const Pair *r0 = pairs + 2 * p * width, *r1 = r0 + 2 * width;                     \
+            const Pair *r2 = r1 + 2 * width, *r3 = r2 + 2 * width;                            \
+            for (Py_ssize_t j = first; j < body; j += LANES) {                                \
+                Int part = add(madd(LOAD(r0, j), q0), madd(LOAD(r1, j), q1));                 \
+                part = add(part, add(madd(LOAD(r2, j), q2), madd(LOAD(r3, j), q3)));          \
+                store((void *)(sums + j), add(load((const void *)(sums + j)), part));         \
+            }                                                                                 \
+        }                                                                                     \
+        for (; p < count; p++) {                                                              \
             const Int qq = broadcast(packed_pair(q, p, hidden));                              \
             const Pair *row = pairs + 2 * p * width;                                          \
-            Py_ssize_t j = 0;                                                                 \
-            for (; j < body; j += LANES)                                                      \
+            for (Py_ssize_t j = first; j < body; j += LANES)                                  \
                 store((void *)(sums + j), add(load((const void *)(sums + j)),                 \
                                               madd(LOAD(row, j), qq)));                       \
-            int32_t q0 = q[2 * p], q1 = 2 * p + 1 < hidden ? q[2 * p + 1] : 0;               \
-            for (; j < width; j++) sums[j] += q0 * row[2 * j] + q1 * row[2 * j + 1];          \
         }                                                                                     \
+        for (Py_ssize_t j = body; j < last; j++) /* the columns past the last vector */       \
+            for (Py_ssize_t k = 0; k < count; k++) {                                          \
+                int32_t a0 = q[2 * k], a1 = 2 * k + 1 < hidden ? q[2 * k + 1] : 0;           \
+                const Pair *row = pairs + 2 * k * width;                                      \
+                sums[j] += a0 * row[2 * j] + a1 * row[2 * j + 1];                             \
+            }                                                                                 \
     }
 #define LOAD_WIDE_512(row, j) _mm512_loadu_si512((const void *)((row) + 2 * (j)))
 #define LOAD_NARROW_512(row, j) \
@@ -883,7 +901,9 @@ PAIR_PRODUCTS_SIMD(narrow_pair_products_avx2, int8_t, "avx2", __m256i, 8, _mm256
                    _mm256_set1_epi32, LOAD_NARROW_256)
 #endif
 
-typedef void (*PairProducts)(const int32_t *, const void *, int32_t *, Py_ssize_t, Py_ssize_t);
+/* sums[first:last) of the products (columns of R; the rest of sums untouched) */
+typedef void (*PairProducts)(const int32_t *, const void *, int32_t *, Py_ssize_t, Py_ssize_t,
+                             Py_ssize_t, Py_ssize_t);
 
 /* the best pair-product kernel for this CPU and the matrix's element type */
 static PairProducts pair_products_for(int narrow) {
@@ -932,38 +952,94 @@ MLAS_FUNCTIONS static void quantize_state(const float *h, Py_ssize_t count, int3
     *zero_out = z;
 }
 
+/* R's columns come in blocks of DQ_UNITS hidden units, each block holding its units'
+ * columns of gate i, then o, f and c (the last block: the units left); so the columns of
+ * any run of whole blocks are contiguous, and within a block each gate's are too. */
+#define DQ_UNITS 16
+
+/* One step for the hidden units [first, last) (whole blocks) of every batch row: their
+ * columns of the recurrent products (one contiguous run), then their gates, cell and
+ * hidden state, block by block (the loop over a block's units vectorises). Units are
+ * independent within a step (the products read the quantised state, not h), so the blocks
+ * of a step can run as parallel tasks. */
 MULTIVERSIONED MLAS_FUNCTIONS
-static void dq_lstm_loop(const DqLstm *a) {
+static void dq_lstm_units(const DqLstm *a, PairProducts products, const void *matrix,
+                          Py_ssize_t step, float h_scale, Py_ssize_t first, Py_ssize_t last) {
     const Py_ssize_t hidden = a->hidden, width = 4 * hidden, batch = a->batch;
-    const PairProducts products = pair_products_for(a->narrow != NULL);
-    const void *matrix = a->narrow != NULL ? (const void *)a->narrow : (const void *)a->pairs;
-    for (Py_ssize_t step = 0; step < a->steps; step++) {
-        float h_scale;
-        int32_t h_zero;
-        quantize_state(a->h, batch * hidden, a->quantized, &h_scale, &h_zero);
-        for (Py_ssize_t b = 0; b < batch; b++)
-            products(a->quantized + b * hidden, matrix, a->sums + b * width, hidden, width);
-        for (Py_ssize_t b = 0; b < batch; b++) {
-            const float *gx = a->gates_x + (step * batch + b) * width;
-            const int32_t *sums = a->sums + b * width;
-            float *h = a->h + b * hidden, *c = a->c + b * hidden;
-            float gates[4];
-            for (Py_ssize_t j = 0; j < hidden; j++) {
+    const int per_column = a->scales != 1;
+    for (Py_ssize_t b = 0; b < batch; b++) {
+        const int32_t *sums = a->sums + b * width;
+        products(a->quantized + b * hidden, matrix, a->sums + b * width, hidden, width,
+                 4 * first, 4 * last);
+        const float *gx = a->gates_x + (step * batch + b) * width;
+        float *h = a->h + b * hidden, *c = a->c + b * hidden;
+        for (Py_ssize_t block = first; block < last; block += DQ_UNITS) {
+            Py_ssize_t units = hidden - block < DQ_UNITS ? hidden - block : DQ_UNITS;
+            const int32_t *gate_sums = sums + 4 * block; /* gate g's: + g * units */
+            for (Py_ssize_t u = 0; u < units; u++) {
+                Py_ssize_t j = block + u;
+                float gates[4];
                 for (int g = 0; g < 4; g++) {
                     Py_ssize_t column = g * hidden + j;
-                    float multiplier = h_scale * a->r_scale[a->scales == 1 ? 0 : column];
-                    gates[g] = gx[column] + (float)sums[column] * multiplier;
+                    float multiplier = h_scale * a->r_scale[per_column ? column : 0];
+                    gates[g] = gx[column] + (float)gate_sums[g * units + u] * multiplier;
                 }
                 float input = mlas_logistic(gate_clip(gates[0], a->bias, j, a->clip));
                 float forget = mlas_logistic(gate_clip(gates[2], a->bias, 2 * hidden + j,
                                                        a->clip));
-                float cell = mlas_tanh(gate_clip(gates[3], a->bias, 3 * hidden + j, a->clip));
+                float cell = mlas_tanh(gate_clip(gates[3], a->bias, 3 * hidden + j,
+                                                 a->clip));
                 float state = c[j] * forget + input * cell;
-                float output = mlas_logistic(gate_clip(gates[1], a->bias, hidden + j, a->clip));
+                float output = mlas_logistic(gate_clip(gates[1], a->bias, hidden + j,
+                                                       a->clip));
                 c[j] = state;
                 h[j] = mlas_tanh(state) * output;
             }
         }
+    }
+}
+
+typedef struct {
+    const DqLstm *lstm;
+    PairProducts products;
+    const void *matrix;
+    Py_ssize_t step, per_task;
+    float h_scale;
+} DqLstmStep;
+
+static void dq_lstm_task(void *context, ptrdiff_t task) {
+    const DqLstmStep *s = context;
+    Py_ssize_t first = task * s->per_task;
+    Py_ssize_t last = first + s->per_task < s->lstm->hidden ? first + s->per_task
+                                                            : s->lstm->hidden;
+    dq_lstm_units(s->lstm, s->products, s->matrix, s->step, s->h_scale, first, last);
+}
+
+/* A step's recurrent product streams all of R (4H x H bytes: 2.4 MB at H = 768, more than
+ * a core's L2), so a large one is cut into tasks of whole unit blocks, a few per thread
+ * (each streams its own columns); a small one runs on the caller. */
+#define DQ_LSTM_SERIAL_WORK 131072
+
+MULTIVERSIONED MLAS_FUNCTIONS /* (quantize_state inlined: rintf is one instruction) */
+static void dq_lstm_loop(const DqLstm *a) {
+    const Py_ssize_t hidden = a->hidden, batch = a->batch;
+    DqLstmStep s = {a, pair_products_for(a->narrow != NULL),
+                    a->narrow != NULL ? (const void *)a->narrow : (const void *)a->pairs, 0,
+                    hidden, 0.0f};
+    if ((double)batch * 4.0 * (double)hidden * (double)hidden >= DQ_LSTM_SERIAL_WORK &&
+        pool_threads() > 1) {
+        Py_ssize_t tasks = 2 * (Py_ssize_t)pool_threads();
+        s.per_task = ((hidden + tasks - 1) / tasks + DQ_UNITS - 1) / DQ_UNITS * DQ_UNITS;
+    }
+    Py_ssize_t tasks = (hidden + s.per_task - 1) / s.per_task;
+    for (Py_ssize_t step = 0; step < a->steps; step++) {
+        int32_t h_zero;
+        quantize_state(a->h, batch * hidden, a->quantized, &s.h_scale, &h_zero);
+        s.step = step;
+        if (tasks > 1)
+            pool_run(tasks, dq_lstm_task, &s);
+        else
+            dq_lstm_units(a, s.products, s.matrix, step, s.h_scale, 0, hidden);
         if (a->y != NULL) {
             Py_ssize_t t = a->reverse ? a->steps - 1 - step : step;
             memcpy(a->y + t * batch * hidden, a->h, (size_t)(batch * hidden) * sizeof(float));
@@ -1949,7 +2025,8 @@ static PyMethodDef methods[] = {
      "onnxruntime's DynamicQuantizeLSTM steps (default activations, no peepholes, full "
      "sequences): gates_x (T, B, 4H) float32 in processing order, pairs (ceil(H / 2), 4H, 2) "
      "int16, or int8 where every value fits (R minus its zero point, rows 2p and 2p + 1 "
-     "interleaved), r_scale 1 or 4H float32, bias 4H float32 or None, h and c "
+     "interleaved, the columns in blocks of 16 hidden units, each block its units' columns of "
+     "gate i, o, f, then c), r_scale 1 or 4H float32, bias 4H float32 or None, h and c "
      "(B, H) float32 (initial in, final out), y (T, B, H) float32 or None."},
     {NULL, NULL, 0, NULL},
 };

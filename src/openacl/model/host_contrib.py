@@ -223,24 +223,36 @@ class IntegerWeights:
         self.matrix = np.ascontiguousarray(weight.astype(F32) - F32(zero_point))
         largest = int(np.abs(self.matrix).max()) if self.matrix.size else 0
         self.block = max(1, ((1 << 24) - 1) // (255 * max(largest, 1)))
-        self._pairs: np.ndarray | None = None
+        self._unit_pairs: np.ndarray | None = None
         self._packed: native.PackedMatrix | None = None
 
-    @property
     def pairs(self) -> np.ndarray:
         """The matrix (K, N) as row pairs (ceil(K / 2), N, 2), rows 2p and 2p + 1
         interleaved, a zero row after an odd K: the C recurrence's layout (one vpmaddwd per
         pair of rows); int8 where every value fits (half the bytes to read per step), else
-        int16 (|values| <= 255). Made on first use."""
-        if self._pairs is None:
-            rows, columns = self.matrix.shape
-            narrow = not self.matrix.size or (self.matrix.min() >= -128 and
-                                              self.matrix.max() <= 127)
-            padded = np.zeros((rows + rows % 2, columns), np.int8 if narrow else np.int16)
-            padded[:rows] = self.matrix
-            self._pairs = np.ascontiguousarray(
-                padded.reshape(-1, 2, columns).transpose(0, 2, 1))
-        return self._pairs
+        int16 (|values| <= 255)."""
+        rows, columns = self.matrix.shape
+        narrow = not self.matrix.size or (self.matrix.min() >= -128 and
+                                          self.matrix.max() <= 127)
+        padded = np.zeros((rows + rows % 2, columns), np.int8 if narrow else np.int16)
+        padded[:rows] = self.matrix
+        return padded.reshape(-1, 2, columns).transpose(0, 2, 1)
+
+    @property
+    def unit_pairs(self) -> np.ndarray:
+        """``pairs()`` of a recurrent matrix (H, 4H) with its columns regrouped as the C
+        recurrence reads them: blocks of ``UNIT_BLOCK`` hidden units, each block holding
+        its units' columns of the four gates in turn (the last block: the units left), so
+        that the columns of a run of whole blocks are contiguous (a task of the step's
+        parallel product streams one run). Made on first use."""
+        if self._unit_pairs is None:
+            hidden = self.matrix.shape[1] // 4
+            order = [gate * hidden + unit
+                     for block in range(0, hidden, UNIT_BLOCK)
+                     for gate in range(4)
+                     for unit in range(block, min(block + UNIT_BLOCK, hidden))]
+            self._unit_pairs = np.ascontiguousarray(self.pairs()[:, order])
+        return self._unit_pairs
 
     def product(self, a: np.ndarray, a_zero: int) -> np.ndarray:
         """MLAS's int32 accumulator of ``(a - a_zero) @ matrix``, as float32."""
@@ -256,6 +268,9 @@ class IntegerWeights:
             total += native.product(a[:, start:start + self.block],
                                     self.matrix[start:start + self.block])
         return total.astype(F32).reshape(*lead, columns)
+
+
+UNIT_BLOCK = 16  # hidden units per column block of unit_pairs (_native.c's DQ_UNITS)
 
 
 # --- DynamicQuantizeLSTM ------------------------------------------------------------------
@@ -360,7 +375,7 @@ def _native_steps(gates_x: np.ndarray, lengths: np.ndarray, weights: _Direction,
             or [f for f, _, _ in acts] != [ACTIVATIONS[n] for n in DEFAULT_LSTM_ACTIVATIONS]):
         return False
     bias = None if weights.bias[0] is None else np.concatenate(weights.bias).astype(F32)
-    lib.dq_lstm_sequence(np.ascontiguousarray(gates_x, F32), weights.r.pairs,
+    lib.dq_lstm_sequence(np.ascontiguousarray(gates_x, F32), weights.r.unit_pairs,
                          np.ascontiguousarray(weights.r_scale, F32), bias, h, c, y,
                          (seq, batch, weights.r.matrix.shape[0]), float(clip), reverse)
     return True
