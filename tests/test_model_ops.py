@@ -377,8 +377,9 @@ def test_ppocr_det_matches_onnxruntime():
 
 
 # -- recurrent -----------------------------------------------------------------------------------
-def _recurrent_model(op: str, gates: int, attrs: dict, peepholes: bool, layout: int = 0):
-    steps, batch, features, hidden = 5, 3, 4, 6
+def _recurrent_model(op: str, gates: int, attrs: dict, peepholes: bool, layout: int = 0,
+                     sizes: tuple[int, int, int, int] = (5, 3, 4, 6)):
+    steps, batch, features, hidden = sizes
     directions = 2 if attrs.get("direction") == "bidirectional" else 1
     rng = np.random.default_rng(7)
     weights = {
@@ -435,6 +436,20 @@ def test_recurrent_with_constant_weights_matches_onnxruntime(op, gates, attrs, p
         expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     for ours, theirs in zip(_ours(model, feeds), expected, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("sizes", [(16, 1, 96, 64), (7, 3, 40, 33)], ids=["oww", "ragged"])
+def test_lstm_on_the_packed_projection_matches_onnxruntime(direction, sizes):
+    """An LSTM whose input projection suits the packed GEMM (openWakeWord's: 16 steps, 96
+    features, 64 units): the engine's plan projects with both biases fused and writes the
+    recurrence straight into the outputs, run after run."""
+    model, feeds = _recurrent_model("LSTM", 4, {"direction": direction}, False, 0, sizes)
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    with InferenceSession(model) as session:
+        for _ in range(2):
+            for ours, theirs in zip(session.run(None, feeds), expected, strict=True):
+                np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("op,gates,step,attrs", [

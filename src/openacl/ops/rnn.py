@@ -25,6 +25,9 @@ is built, else a numpy loop over the steps.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 
 from openacl.errors import ACLNN_ERR_INNER_TILING_ERROR, ACLNN_ERR_PARAM_NULLPTR
@@ -93,6 +96,9 @@ def bidirection_lstm(c: Call) -> Kernel:
     compute = promotion.compute_dtype(dtype)
 
     def kernel(v) -> None:
+        v.plan(kernel, lambda: _lstm_plan(v, used, hidden) or functools.partial(general, v))()
+
+    def general(v) -> None:
         x = v.compute("x", compute)
         xp = array_module(x)
         y = xp.empty((steps, batch, directions * hidden), compute)
@@ -114,6 +120,54 @@ def bidirection_lstm(c: Call) -> Kernel:
         v.write("outputHOut", h_all)
         v.write("outputCOut", c_all)
     return kernel
+
+
+def _lstm_plan(v, used: list[tuple[str, ...]], hidden: int) -> Callable[[], None] | None:
+    """BidirectionLSTM's plan (``Views.plan``) for float32 host arrays and constant weights
+    (a model's): per direction one packed GEMM for the input projection with both biases
+    fused, into a buffer made once, and one C recurrence writing straight into the outputs;
+    None where it does not apply (the general kernel runs)."""
+    lib = native.kernels()
+    x, y, h_out, c_out = v["x"], v["yOut"], v["outputHOut"], v["outputCOut"]
+    h0, c0 = v["initH"], v["initC"]
+    names = [name for direction in used for name in direction]
+    if lib is None or not native.host_float32(x, y, h_out, c_out, h0, c0) or \
+            not v.constant.issuperset(names) or \
+            any(np.may_share_memory(out, source) for out in (y, h_out, c_out)
+                for source in (x, h0, c0)):
+        return None
+    steps, batch, features = x.shape
+    width = LSTM_GATES * hidden
+    calls = []
+    for direction, weights in enumerate(used):
+        if not native.host_float32(*(v[name] for name in weights)):
+            return None
+        packed = v.derive(("packed w", direction), weights[:1],
+                          lambda n=weights[0]: native.pack(v[n].T, native.RIGHT))
+        bias = v.derive(("bias", direction), weights[2:], lambda n=weights: (
+            v[n[2]] + v[n[3]])) if len(weights) > 2 else None
+        projected = np.empty((steps * batch, width), np.float32)
+        project = native.rows_times_packed_call(x.reshape(steps * batch, features),
+                                                lambda packed=packed: packed, projected,
+                                                bias=bias)
+        if project is None:
+            return None
+        r, transposed = _recurrent_weights(v, ("r_t", weights[1]), weights[1:2],
+                                           v[weights[1]], steps, batch)
+        recur = functools.partial(
+            lib.lstm_sequence, projected.reshape(steps, batch, width), r, h_out[direction],
+            c_out[direction], y, np.empty((batch, width), np.float32),
+            (steps, batch, hidden), (y.shape[2], direction * hidden), direction == 1,
+            transposed)
+        calls.append((project, recur))
+
+    def run() -> None:
+        np.copyto(h_out, h0)
+        np.copyto(c_out, c0)
+        for project, recur in calls:
+            project()
+            recur()
+    return run
 
 
 def _recurrence(v, recurrent: str, compute: np.dtype, projected, h, c, y, offset: int,
