@@ -710,7 +710,22 @@ static void recurrent_gates(const Recurrence *a, Py_ssize_t t, int add_projectio
                 g[j] += row_dot(h, a->recurrent + j * hidden, hidden);
             continue;
         }
-        for (Py_ssize_t k = 0; k < hidden; k++) {
+        Py_ssize_t k = 0;
+        for (; k + 4 <= hidden; k += 4) { /* four rows per pass: g[j] stays in a register,
+                                           * its sum in the same order as row by row */
+            const float h0 = h[k], h1 = h[k + 1], h2 = h[k + 2], h3 = h[k + 3];
+            const float *r0 = a->recurrent + k * width, *r1 = r0 + width;
+            const float *r2 = r1 + width, *r3 = r2 + width;
+            for (Py_ssize_t j = 0; j < width; j++) {
+                float sum = g[j];
+                sum += h0 * r0[j];
+                sum += h1 * r1[j];
+                sum += h2 * r2[j];
+                sum += h3 * r3[j];
+                g[j] = sum;
+            }
+        }
+        for (; k < hidden; k++) {
             const float hk = h[k];
             const float *r = a->recurrent + k * width;
             for (Py_ssize_t j = 0; j < width; j++) g[j] += hk * r[j];
