@@ -351,6 +351,25 @@ def test_bfloat16_transposed_with_bias_two_phase_repeatable():
     aclnn.destroy_executor(exe)
 
 
+def _bound_runs_pack_once(exe, constant: bool, out, expected) -> None:
+    """Run the convolution's kernel as the engine does (bound to its views; the weight and
+    bias constant or not) twice, exactly right each time, its weight packed (once) just
+    when it is constant."""
+    from openacl.ops import native
+    from openacl.ops.executor import find_executor
+
+    run = find_executor(exe).bound_kernel(
+        None, frozenset({"weight", "bias"}) if constant else frozenset())
+    if type(run.args[0]["output"]) is not np.ndarray:
+        pytest.skip("the CUDA backends convolve with their own library")
+    for _ in range(2):
+        run()
+        np.testing.assert_array_equal(out.numpy(), expected)
+    packed = [value for value in run.args[0].derived.values()
+              if isinstance(value, native.PackedMatrix)]
+    assert len(packed) == (constant and native.kernels() is not None)
+
+
 IMPLICIT_GEMM = {  # x, weight, stride, padding, dilation
     "2d": ((2, 12, 30, 28), (16, 12, 3, 3), [2, 2], [1, 1], [1, 1]),
     "1d": ((2, 6, 70), (10, 6, 5), [2], [3], [2]),
@@ -365,9 +384,6 @@ def test_dense_convolution_by_the_packed_gemm(constant, name):
     """A dense 1-d or 2-d float32 convolution runs as the packed GEMM over im2col packed
     from the image; a model's constant weight (the engine's bound kernels) is packed once
     and the second run uses the packed copy. Small integers: every sum exact."""
-    from openacl.ops import native
-    from openacl.ops.executor import find_executor
-
     shape_x, shape_w, stride, padding, dilation = IMPLICIT_GEMM[name]
     rng = np.random.default_rng(11)
     x = rng.integers(-3, 4, shape_x).astype(np.float32)
@@ -379,16 +395,7 @@ def test_dense_convolution_by_the_packed_gemm(constant, name):
     tensors = [_dev(x), _dev(w), _dev(b)]  # (alive while the kernel runs)
     ws, exe = aclnn.convolution_get_workspace_size(*tensors, stride, padding, dilation, False,
                                                    [0] * len(stride), 1, out, 0)
-    run = find_executor(exe).bound_kernel(
-        None, frozenset({"weight", "bias"}) if constant else frozenset())
-    if type(run.args[0]["output"]) is not np.ndarray:
-        pytest.skip("the CUDA backends convolve with their own library")
-    for _ in range(2):
-        run()
-        np.testing.assert_array_equal(out.numpy(), expected)
-    packed = [value for value in run.args[0].derived.values()
-              if isinstance(value, native.PackedMatrix)]
-    assert len(packed) == (constant and native.kernels() is not None)
+    _bound_runs_pack_once(exe, constant, out, expected)
 
 
 THIN = {  # x, weight, stride, padding, bias: few output positions, many output channels
@@ -406,9 +413,6 @@ def test_thin_convolution_by_the_transposed_packed_product(constant, name):
     model's constant weight computes positions x (taps, channels) against the weight
     reordered and packed once, the bias fused; a weight per call keeps the plain product.
     Both runs of the kernel, small integers: every sum exact."""
-    from openacl.ops import native
-    from openacl.ops.executor import find_executor
-
     shape_x, shape_w, stride, padding, with_bias = THIN[name]
     rng = np.random.default_rng(12)
     x = rng.integers(-3, 4, shape_x).astype(np.float32)
@@ -421,13 +425,4 @@ def test_thin_convolution_by_the_transposed_packed_product(constant, name):
     tensors = [_dev(x), _dev(w), _dev(b) if with_bias else None]
     ws, exe = aclnn.convolution_get_workspace_size(*tensors, stride, padding, [1] * spatial,
                                                    False, [0] * spatial, 1, out, 0)
-    run = find_executor(exe).bound_kernel(
-        None, frozenset({"weight", "bias"}) if constant else frozenset())
-    if type(run.args[0]["output"]) is not np.ndarray:
-        pytest.skip("the CUDA backends convolve with their own library")
-    for _ in range(2):
-        run()
-        np.testing.assert_array_equal(out.numpy(), expected)
-    packed = [value for value in run.args[0].derived.values()
-              if isinstance(value, native.PackedMatrix)]
-    assert len(packed) == (constant and native.kernels() is not None)
+    _bound_runs_pack_once(exe, constant, out, expected)

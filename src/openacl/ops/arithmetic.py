@@ -274,14 +274,36 @@ def _pow_prepare(c: Call) -> Kernel:
     if integer and not isinstance(exponent_arg, TensorArg) and exponent_arg.value < 0:
         raise c.fail("exponent", "integers to negative integer powers are not allowed")
     read_base, read_exponent = _operand(c, "self", dtype), _operand(c, "exponent", dtype)
+    # float tensors already of their compute dtype: np.power straight into the output
+    direct = not integer and dtype == promotion.compute_dtype(dtype) and all(
+        c.tensor(name).dtype == dtype for name in tensors)
 
     def kernel(v) -> None:
+        if direct:
+            v.plan(kernel, lambda: _power_plan(v, read_base, read_exponent) or
+                   functools.partial(general, v))()
+        else:
+            general(v)
+
+    def general(v) -> None:
         base, exponent = read_base(v), read_exponent(v)
         if integer:
             v.write("out", _integer_power(base, exponent))
         else:
             v.write("out", np.power(base, exponent))
     return kernel
+
+
+def _power_plan(v, read_base: Callable, read_exponent: Callable) -> Callable[[], Any] | None:
+    """Pow's plan (``Views.plan``) where every tensor operand has the float compute dtype
+    (the readers return the views themselves, or a scalar constant): one ``np.power`` into
+    a host output of that dtype; None otherwise."""
+    out = v["out"]
+    base, exponent = read_base(v), read_exponent(v)
+    if type(out) is not np.ndarray or any(type(x) is not np.ndarray and hasattr(x, "shape")
+                                          for x in (base, exponent)):
+        return None
+    return functools.partial(np.power, base, exponent, out=out, casting="unsafe")
 
 
 def _integer_power(base, exponent):

@@ -336,8 +336,8 @@ def _add_product_plan(v, left: str, right: str, bias: str, add: bool
                                np.may_share_memory(out, addend)):
         return None
     rows, cols = out.shape
-    row = addend if addend is not None and addend.flags.c_contiguous and \
-        addend.size == cols and addend.shape[-1] == cols else None
+    row = addend if addend is not None and addend.ndim and addend.flags.c_contiguous and \
+        addend.size == cols and addend.shape[-1] == cols else None  # (one per column)
     product = native.rows_times_packed_call(
         a, lambda: _packed_weight(v, right, FLOAT32, FLOAT32), out, bias=row)
     if product is None and native.suits(rows, cols, a.shape[1]):

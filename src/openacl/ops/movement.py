@@ -106,6 +106,22 @@ def _copy(target: np.ndarray, value: Any) -> None:
     np.copyto(target, value)
 
 
+def _copies(pairs: Sequence[tuple[Any, Any]]) -> Callable[[], None]:
+    """The plan (``Views.plan``) of a movement op that copies views of its inputs into its
+    outputs: the (destination, source) views made once, then one ``copyto`` each (sources
+    of the destination's dtype; ``_copy`` converts the others)."""
+    calls = [functools.partial(np.copyto, target, value) if as_array(value).dtype ==
+             target.dtype else functools.partial(_copy, target, value)
+             for target, value in pairs]
+    if len(calls) == 1:
+        return calls[0]
+
+    def run() -> None:
+        for call in calls:
+            call()
+    return run
+
+
 def _out_like(c: Call, shape: Sequence[int], dtype: np.dtype, name: str = "out") -> None:
     """Declare output ``name`` of ``shape``; its dtype must equal ``dtype`` (movement ops
     never cast)."""
@@ -248,13 +264,17 @@ def cat(c: Call) -> Kernel:
     c.check_out("out", shape, result)
 
     def kernel(v) -> None:
+        v.plan(kernel, lambda: _copies(pieces(v)))()
+
+    def pieces(v) -> list[tuple[Any, Any]]:
         out, arrays = v["out"], v["tensors"]
-        start = 0
+        pairs, start = [], 0
         for i in used:
             size = arrays[i].shape[dim]
-            index = (slice(None),) * dim + (slice(start, start + size),)
-            _copy(out[index], arrays[i])
+            pairs.append((out[(slice(None),) * dim + (slice(start, start + size),)],
+                          arrays[i]))
             start += size
+        return pairs
     return kernel
 
 
@@ -274,9 +294,9 @@ def stack(c: Call) -> Kernel:
     c.check_out("out", shape, result)
 
     def kernel(v) -> None:
-        out = v["out"]
-        for i, array in enumerate(v["tensors"]):
-            _copy(out[(slice(None),) * dim + (i, Ellipsis)], array)  # (a view, even 0-dim)
+        v.plan(kernel, lambda: _copies([
+            (v["out"][(slice(None),) * dim + (i, Ellipsis)], array)  # (a view, even 0-dim)
+            for i, array in enumerate(v["tensors"])]))()
     return kernel
 
 
@@ -300,10 +320,9 @@ def _split(c: Call, sizes: list[int], dim: int) -> Kernel:
     starts = np.cumsum([0, *sizes]).tolist()
 
     def kernel(v) -> None:
-        x = v["self"]
-        for i, out in enumerate(v["out"]):
-            index = (slice(None),) * dim + (slice(starts[i], starts[i + 1]),)
-            np.copyto(out, x[index])
+        v.plan(kernel, lambda: _copies([
+            (out, v["self"][(slice(None),) * dim + (slice(starts[i], starts[i + 1]),)])
+            for i, out in enumerate(v["out"])]))()
     return kernel
 
 
@@ -360,7 +379,7 @@ def slice_(c: Call) -> Kernel:
     index = (slice(None),) * dim + (window,)
 
     def kernel(v) -> None:
-        np.copyto(v["out"], v["self"][index])
+        v.plan(kernel, lambda: _copies([(v["out"], v["self"][index])]))()
     return kernel
 
 
@@ -464,7 +483,8 @@ def permute(c: Call) -> Kernel:
     _out_like(c, tuple(self.shape[d] for d in dims) if self.ndim else (), self.dtype)
 
     def kernel(v) -> None:
-        np.copyto(v["out"], np.transpose(v["self"], dims) if dims else v["self"])
+        v.plan(kernel, lambda: _copies([
+            (v["out"], np.transpose(v["self"], dims) if dims else v["self"])]))()
     return kernel
 
 
@@ -693,11 +713,9 @@ def _index_select_plan(v, dim: int, limit: int) -> Callable[[], Any] | None:
             np.may_share_memory(out, x):
         return None
     if "index" not in v.constant:
-        flat = index.reshape(-1)
-
         def computed() -> None:  # (clip: the indices were just checked)
-            np.take(x, _check_index_range("IndexSelect", "index", flat, limit), dim, out,
-                    "clip")
+            np.take(x, _check_index_range("IndexSelect", "index", index.reshape(-1), limit),
+                    dim, out, "clip")
         return computed
     picked = _check_index_range("IndexSelect", "index", index.reshape(-1), limit)
     if picked.size and np.array_equal(picked, np.arange(picked[0], picked[0] + picked.size)):
