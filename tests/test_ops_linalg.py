@@ -340,9 +340,11 @@ def test_fused_matmul_matches_torch(fused, shape1, shape2, bias_shape, x3_shape,
     ("add", (256,), True), ("mul", (256,), True), ("gelu_erf", None, False),
     ("gelu_tanh", None, False),
 ], ids=str)
-def test_fused_matmul_with_a_constant_weight(fused, bias_shape, x3):
+@pytest.mark.parametrize("rows", [256, 2])
+def test_fused_matmul_with_a_constant_weight(fused, bias_shape, x3, rows):
     """A model's constant weight (the engine's bound kernels): packed once for openacl's
-    GEMM, bias and ReLU in its tiles; the second run uses the packed copy."""
+    GEMM, bias and ReLU in its tiles; the second run uses the packed copy. Two rows (a
+    decoder's tokens) too: the few-row kernels."""
     from openacl.ops import native
     from openacl.ops.executor import find_executor
 
@@ -351,10 +353,10 @@ def test_fused_matmul_with_a_constant_weight(fused, bias_shape, x3):
     def integers(shape):  # small integers: every product and sum exact in float32
         return rng.integers(-3, 4, shape).astype(np.float32)
 
-    x1, x2 = integers((256, 16)), integers((16, 256))
+    x1, x2 = integers((rows, 16)), integers((16, 256))
     bias = None if bias_shape is None else integers(bias_shape)
-    third = integers((256, 256)) if x3 else None
-    y = openacl.empty((256, 256), np.float32)
+    third = integers((rows, 256)) if x3 else None
+    y = openacl.empty((rows, 256), np.float32)
     tensors = [_dev(x1), _dev(x2), None if bias is None else _dev(bias),
                None if third is None else _dev(third)]  # (alive while the kernel runs)
     ws, exe = aclnn.fused_matmul_get_workspace_size(*tensors, fused, 0, y)

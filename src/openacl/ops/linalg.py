@@ -193,6 +193,10 @@ def _product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
         rounded = dtype  # cubeMathType does not apply to two 1-D operands (CANN's note)
 
     def kernel(v) -> None:
+        v.plan(kernel, lambda: _product_plan(v, left, right, rounded) or
+               functools.partial(general, v))()
+
+    def general(v) -> None:
         a, b, out = v[left], v[right], v["out"]
         # cuBLAS multiplies float16/bfloat16 accumulating in float32 and rounds once into a
         # result of that dtype itself: no widened copies of the operands on a device
@@ -204,6 +208,18 @@ def _product_kernel(c: Call, left: str, right: str, dtype: np.dtype) -> Kernel:
         matmul_into(out, _operand(a, rounded, work), _operand(b, rounded, work), work,
                     tf32=cube in TF32_MATH_TYPES)
     return kernel
+
+
+def _product_plan(v, left: str, right: str, rounded: np.dtype) -> Callable[[], Any] | None:
+    """A plain product's plan (``Views.plan``) for float32 host operands against a constant
+    right operand: the packed GEMM's C call, checked once (``rows_times_packed_call``);
+    None for anything else (the general kernel decides per call)."""
+    a, out = v[left], v["out"]
+    if rounded != FLOAT32 or type(out) is not np.ndarray or out.dtype != FLOAT32 or \
+            type(a) is not np.ndarray or a.dtype != FLOAT32 or right not in v.constant:
+        return None
+    return native.rows_times_packed_call(
+        a, lambda: _packed_weight(v, right, FLOAT32, FLOAT32), out)
 
 
 def _packed_weight(v, name: str, rounded: np.dtype, compute: np.dtype):
@@ -566,8 +582,33 @@ def fused_matmul(c: Call) -> Kernel:
     relu_only = fused == "relu" and not bias  # the tiny model's step: two numpy calls
     # a model's constant weight: packed once for openacl's GEMM, bias and ReLU in its tiles
     packable = (compute == FLOAT32 and out_dtype == FLOAT32 and x2.ndim == 2 and
-                math.prod(shape) * x1.shape[-1] >= native.SMALL_PRODUCT and
+                math.prod(shape) * x1.shape[-1] >= native.PACKED_MIN_PRODUCT and
                 shape[-1] >= native.FEW_COLUMNS)
+
+    def planned(v) -> Callable[[], Any] | None:
+        """The packed product's plan (``Views.plan``): a constant weight (and bias) packed
+        once, the C call with the bias and ReLU in its tiles, then the rest of the
+        epilogue; None where it does not apply."""
+        y, a = v["y"], v["x1"]
+        if "x2" not in v.constant or (bias and "bias" not in v.constant) or \
+                type(y) is not np.ndarray or not writable(v, y) or \
+                type(a) is not np.ndarray or a.dtype != FLOAT32:
+            return None
+        weight = v.derive(("packed", "x2"), ("x2",), lambda: native.pack(
+            _operand(v["x2"], rounded, compute), native.RIGHT))
+        row = v.derive(("bias row", "bias"), ("bias",), lambda: native.bias_vector(
+            v["bias"], shape[-1])) if bias else None
+        if weight is None or (bias and row is None):
+            return None
+        call = native.rows_times_packed_call(a, lambda: weight, y, bias=row,
+                                             relu=fused == "relu")
+        if call is None or not (x3 or gelu_form is not None):
+            return call
+
+        def then_epilogue() -> None:
+            call()
+            epilogue(np, v, y, fused_bias=True)
+        return then_epilogue
 
     def packed_product(v, y) -> bool:
         """y = x1 @ W (+ bias) (ReLU) by the packed GEMM; False: not taken (nothing done)."""
@@ -591,6 +632,12 @@ def fused_matmul(c: Call) -> Kernel:
         return True
 
     def kernel(v) -> None:
+        if packable:
+            v.plan(kernel, lambda: planned(v) or functools.partial(general, v))()
+        else:
+            general(v)
+
+    def general(v) -> None:
         y = v["y"]
         if packable and packed_product(v, y):
             return

@@ -413,10 +413,11 @@ def rows_times_packed(a: Any, weight: Callable[[], PackedMatrix | bool | None],
 
 
 def rows_times_packed_call(a: Any, weight: Callable[[], PackedMatrix | bool | None],
-                           out: Any, bias: np.ndarray | None = None
+                           out: Any, bias: np.ndarray | None = None, relu: bool = False
                            ) -> Callable[[], None] | None:
     """``rows_times_packed``'s checks made now (as ``gemm_call``): the C call, with ``+
-    bias`` (one value per column) fused where given; None where it does not apply."""
+    bias`` (one value per column) and then ReLU fused where asked; None where it does not
+    apply."""
     if type(a) is not np.ndarray or type(out) is not np.ndarray or a.ndim < 2 or \
             out.ndim != a.ndim or a.dtype != SINGLE or out.dtype != SINGLE or \
             out.shape[:-1] != a.shape[:-1]:
@@ -430,7 +431,8 @@ def rows_times_packed_call(a: Any, weight: Callable[[], PackedMatrix | bool | No
     packed = weight()
     if not packed or packed.shape != (depth, cols):
         return None
-    return gemm_call(a.reshape(rows, depth), packed, out.reshape(rows, cols), bias=bias)
+    return gemm_call(a.reshape(rows, depth), packed, out.reshape(rows, cols), bias=bias,
+                     relu=relu)
 
 
 def packed_product(a: Any, packed: PackedMatrix | None, b: Any) -> Any:
