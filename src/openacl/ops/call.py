@@ -458,7 +458,8 @@ class Views(dict):
         a views object's arrays never change (a bound kernel's, a repeatable executor's
         cached views), so the layout and dtype checks are made once and a float32 host call
         becomes one C call on the arrays themselves. A plan may keep the arrays and what
-        ``derive`` gives; never the values of an input that is not constant."""
+        ``derive`` gives; never the values of an input that is not constant. (``build``
+        may give False, kept too: the kernel then takes its per-call path.)"""
         plan = self.derived.get(key)
         if plan is None:
             plan = self.derived[key] = build()

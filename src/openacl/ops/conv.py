@@ -233,8 +233,14 @@ def convolution(c: Call) -> Kernel:
         and c_out >= native.FEW_ROWS and math.prod(out_size) >= native.FEW_COLUMNS) else None
 
     def kernel(v) -> None:
-        if plane is not None and _implicit_gemm(v, plane, geometry.bias, rounded, compute):
-            return
+        if plane is not None:
+            planned = v.plan(("implicit", kernel), lambda: _implicit_gemm_call(
+                v, plane, geometry.bias, rounded, compute) or False)
+            if planned:
+                planned()
+                return
+            if _implicit_gemm(v, plane, geometry.bias, rounded, compute):
+                return
         if gather is not None:  # small: a replay plan made at these views' first call
             plan = v.derived.get(kernel)
             if plan is None:
@@ -323,6 +329,28 @@ def _implicit_gemm(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
     return native.conv2d(x.reshape(n, x.shape[1], *plane.size), weight, bias,
                          out.reshape(n, c_out, *plane.out_size), plane.kernel, plane.stride,
                          plane.pad, plane.dilation)
+
+
+def _implicit_gemm_call(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
+                        compute: np.dtype) -> Callable[[], None] | None:
+    """``_implicit_gemm``'s plan (``Views.plan``) for a model's constant weight (and bias):
+    the weight packed once, the C call checked once; None where it does not apply (a
+    weight per call, another dtype: ``_implicit_gemm`` decides per call)."""
+    out, x = v["output"], v["input"]
+    if out.size == 0 or not native.host_float32(out, x) or rounded != compute or \
+            "weight" not in v.constant or (has_bias and "bias" not in v.constant):
+        return None
+    n, c_out = out.shape[:2]
+    weight = v.derive(("packed", "weight"), ("weight",), lambda: native.pack(
+        np.ascontiguousarray(cast_operand(v["weight"], rounded, compute)).reshape(c_out, -1),
+        native.LEFT))
+    bias = v.derive(("cast", "bias"), ("bias",), lambda: cast_operand(
+        v["bias"], compute, compute)) if has_bias else None
+    if weight is None or (has_bias and not native.host_float32(bias)):
+        return None
+    return native.conv2d_call(x.reshape(n, x.shape[1], *plane.size), weight, bias,
+                              out.reshape(n, c_out, *plane.out_size), plane.kernel,
+                              plane.stride, plane.pad, plane.dilation)
 
 
 def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,

@@ -285,19 +285,31 @@ def conv2d(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarray | 
     per output channel, then ReLU: the packed GEMM with each image's im2col matrix packed
     block by block, never stored. True when done; False, with nothing written, where the C
     kernels cannot take it (dtypes, layouts, overlap)."""
+    call = conv2d_call(x, weight, bias, out, kernel, stride, pad, dilation, relu=relu)
+    if call is None:
+        return False
+    call()
+    return True
+
+
+def conv2d_call(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarray | None,
+                out: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
+                pad: tuple[int, int], dilation: tuple[int, int], *, relu: bool = False
+                ) -> Callable[[], None] | None:
+    """``conv2d``'s checks made now (as ``gemm_call``): the C call on these arrays, or None
+    where the C kernels cannot take them."""
     lib = kernels()
     left = _operand(weight, LEFT)
     if lib is None or left is None or not host_float32(x, out) or x.ndim != 4 or \
             out.ndim != 4 or out.shape[:2] != (x.shape[0], weight.shape[0]) or \
             weight.shape[1] != x.shape[1] * kernel[0] * kernel[1]:
-        return False
+        return None
     if bias is not None and not (host_float32(bias) and bias.size == out.shape[1]):
-        return False
+        return None
     if any(type(a) is np.ndarray and np.may_share_memory(out, a) for a in (x, weight, bias)):
-        return False
-    lib.conv2d_gemm(x, left, bias, out, x.shape, kernel, stride, pad, dilation,
-                    out.shape[2:], _RELU if relu else 0)
-    return True
+        return None
+    return functools.partial(lib.conv2d_gemm, x, left, bias, out, x.shape, kernel, stride,
+                             pad, dilation, out.shape[2:], _RELU if relu else 0)
 
 
 # Below this many multiply-adds numpy's matmul (its BLAS on one thread) is as fast: the
