@@ -479,3 +479,62 @@ def test_a_seen_whole_model_signature_runs_its_engine_and_eviction_forgets_it():
     with pytest.raises(AclError) as info:  # the fast path still checks what it is given
         staged.run({"x": np.zeros((1, 8), np.float64)})
     assert "'x'" in info.value.message
+
+
+SLICES = [  # data shape, starts, ends, axes, steps
+    ((5, 6), [1], [4], None, None),
+    ((5, 6), [-3, 0], [100, -1], [1, 0], None),
+    ((5, 6), [4], [-100], [0], [-2]),
+    ((5, 6), [2, 5], [2, 0], [-1, 0], [1, -1]),
+    ((4,), [0], [np.iinfo(np.int64).max], [0], [3]),
+    ((3, 4), [5], [9], [1], None),  # past the end: empty
+]
+
+
+@pytest.mark.parametrize("shape, starts, ends, axes, steps", SLICES)
+def test_host_slice_computes_what_the_evaluator_does(shape, starts, ends, axes, steps):
+    from onnx.reference import ReferenceEvaluator
+
+    from openacl.model.host_nodes import FAST_HOST_OPS
+
+    data = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    bounds = [np.array(b, np.int64) for b in (starts, ends, axes, steps) if b is not None]
+    names = ["data", "starts", "ends", *(["axes"] if axes is not None else []),
+             *(["steps"] if steps is not None else [])]
+    node = h.make_node("Slice", names, ["y"])
+    model = _model([node], [h.make_tensor_value_info(n, T.FLOAT if n == "data" else T.INT64,
+                                                     None) for n in names],
+                   [h.make_tensor_value_info("y", T.FLOAT, None)])
+    (expected,) = ReferenceEvaluator(model).run(None, dict(zip(names, [data, *bounds])))
+    got = FAST_HOST_OPS["Slice"](data, *bounds)
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("start, limit, delta, dtype", [
+    (0, 5, 1, np.int64), (10, 2, -3, np.int64), (3, 3, 1, np.int32), (-4, 7, 5, np.int32)])
+def test_host_range_computes_what_the_evaluator_does(start, limit, delta, dtype):
+    from onnx.reference import ReferenceEvaluator
+
+    from openacl.model.host_nodes import FAST_HOST_OPS
+
+    values = [np.array(x, dtype) for x in (start, limit, delta)]
+    kind = T.INT64 if dtype == np.int64 else T.INT32
+    model = _model([h.make_node("Range", ["s", "l", "d"], ["y"])],
+                   [h.make_tensor_value_info(n, kind, []) for n in ("s", "l", "d")],
+                   [h.make_tensor_value_info("y", kind, None)], opset=17)
+    (expected,) = ReferenceEvaluator(model).run(None, dict(zip(("s", "l", "d"), values)))
+    got = FAST_HOST_OPS["Range"](*values)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    assert FAST_HOST_OPS["Range"](*values[:2], np.array(0, dtype)) is None  # the evaluator's
+
+
+def test_host_slice_leaves_odd_bounds_to_the_evaluator():
+    from openacl.model.host_nodes import FAST_HOST_OPS
+
+    data = np.zeros((3, 4), np.float32)
+    one = np.array([1], np.int64)
+    assert FAST_HOST_OPS["Slice"](data, one, one, one, np.array([0], np.int64)) is None
+    assert FAST_HOST_OPS["Slice"](data, one, one, np.array([5], np.int64)) is None
+    assert FAST_HOST_OPS["Slice"](data, np.array([0.5]), one) is None

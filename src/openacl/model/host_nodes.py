@@ -29,7 +29,7 @@ from openacl.errors import (
     ACL_ERROR_RT_AICORE_EXCEPTION,
     AclError,
 )
-from openacl.model.onnx_graph import free_names
+from openacl.model.onnx_graph import default_opset_of, free_names
 
 __all__ = ["host_node"]
 
@@ -69,16 +69,66 @@ class _HostNode:
         """Release what the node built (its body models)."""
 
 
+def _host_slice(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                axes: np.ndarray | None = None, steps: np.ndarray | None = None
+                ) -> np.ndarray | None:
+    """ONNX Slice (opset 10 on) as the reference evaluator computes it: Python slices per
+    axis (they clamp as ONNX says), the result a view of ``data``; None where the inputs are
+    not 1-d integer arrays of one length (the evaluator then runs, and reports)."""
+    bounds = [starts, ends, *(() if axes is None else (axes,)),
+              *(() if steps is None else (steps,))]
+    if any(b.dtype.kind not in "iu" or b.ndim != 1 or b.size != starts.size for b in bounds):
+        return None
+    count = starts.size
+    axes_list = range(count) if axes is None else axes.tolist()
+    steps_list = [1] * count if steps is None else steps.tolist()
+    if 0 in steps_list or len(set(axes_list)) != count or \
+            any(not -data.ndim <= a < data.ndim for a in axes_list):
+        return None
+    window = [slice(None)] * data.ndim
+    for axis, start, end, step in zip(axes_list, starts.tolist(), ends.tolist(), steps_list,
+                                      strict=True):
+        window[axis] = slice(start, end, step)
+    return data[tuple(window)]
+
+
+def _host_range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray | None:
+    """ONNX Range of integer scalars, as the reference evaluator computes it (``arange``);
+    None for anything else (floats: the evaluator's own rounding rules)."""
+    if any(v.dtype.kind not in "iu" or v.size != 1 for v in (start, limit, delta)) or \
+            not delta.item():
+        return None
+    return np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)
+
+
+# the ops a loop body typically leaves on the host (a Slice bound, a Range start that is the
+# loop counter), computed without the evaluator's per-call cost (~50 us): the functions
+# return None to leave a case to the evaluator
+FAST_HOST_OPS = {"Slice": _host_slice, "Range": _host_range}
+SLICE_INPUTS_OPSET = 10  # Slice takes its bounds as inputs from here on
+
+
+def _opset(model: Any) -> int:
+    return default_opset_of(model._opsets)
+
+
 class ReferenceNode(_HostNode):
-    """One node run by the ONNX reference evaluator."""
+    """One node run by the ONNX reference evaluator (a few common ops directly in numpy,
+    computing what the evaluator does: ``FAST_HOST_OPS``)."""
 
     def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
         super().__init__(node, model, constants)
         self._evaluators: dict[tuple, Any] = {}  # by input dtypes
+        self._fast = FAST_HOST_OPS.get(node.op_type) if node.domain in ("", "ai.onnx") and \
+            not node.attribute and _opset(model) >= SLICE_INPUTS_OPSET else None
 
     def run(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [name for name in self.node.input if name]
         arrays = [self.value(name, env) for name in names]
+        if self._fast is not None and len(names) == len(self.node.input):
+            result = self._fast(*arrays)
+            if result is not None:
+                return {self.node.output[0]: result}
         key = tuple(array.dtype.str for array in arrays)
         evaluator = self._evaluators.get(key)
         if evaluator is None:
