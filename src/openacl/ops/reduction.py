@@ -23,6 +23,7 @@ Argument lists and dtype lists are CANN's (``hicann/ops-math``, each op's
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 
@@ -50,6 +51,7 @@ from openacl.ops.registry import register
 INT64 = np.dtype(np.int64)
 BFLOAT16 = promotion.BFLOAT16
 FLOAT64 = np.dtype(np.float64)
+FLOAT32 = np.dtype(np.float32)
 COMPLEX128 = np.dtype(np.complex128)
 HALF_FLOAT_DTYPES = FLOAT_DTYPES - {FLOAT64}  # float16, bfloat16, float32
 
@@ -233,8 +235,15 @@ def _mean_kernel(shape: Sequence[int], axes: tuple[int, ...], keep: bool,
     accumulate = _accumulator(result) if promotion.is_floating(result) or \
         promotion.category(result) == promotion.COMPLEX else FLOAT64
     count = _count(shape, axes)
+    trailing = bool(axes) and axes == tuple(range(len(shape) - len(axes), len(shape)))
 
     def kernel(v) -> None:
+        if trailing and count and result == FLOAT32:
+            v.plan(kernel, lambda: _mean_rows_plan(v, count) or functools.partial(general, v))()
+        else:
+            general(v)
+
+    def general(v) -> None:
         x = as_array(v["self"]).astype(result, copy=False)
         total = _sums(x, axes, keep, accumulate)
         if count:
@@ -244,6 +253,25 @@ def _mean_kernel(shape: Sequence[int], axes: tuple[int, ...], keep: bool,
             total = array_module(total).full(total.shape, np.nan, accumulate)
         _store(v, "out", total)
     return kernel
+
+
+def _mean_rows_plan(v, count: int) -> Callable[[], None] | None:
+    """The plan (``Views.plan``) of a float32 mean over trailing axes (a global average
+    pool) on host arrays: the C kernel's float64 row sums into a buffer made once, then one
+    division rounded once into the output, as the general kernel computes it; None where
+    it does not apply."""
+    lib = native.kernels()
+    x, out = v["self"], v["out"]
+    if lib is None or not native.host_float32(x, out) or not x.size or \
+            np.may_share_memory(x, out):
+        return None
+    sums = np.empty(out.size, np.float64)
+    rows, flat = functools.partial(lib.row_sums, x, sums, x.size // out.size), out.reshape(-1)
+
+    def run() -> None:
+        rows()
+        np.divide(sums, count, out=flat, casting="unsafe")
+    return run
 
 
 @register("MeanV2", "self: tensor, dim: int_array = [], keepDim: bool = False, "
