@@ -362,7 +362,10 @@ def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
     taps, locations = math.prod(g.kernel_size), math.prod(g.out_size)
     unit_stride = all(s == 1 for s in g.stride)
     pointwise = taps == 1 and unit_stride and not any(b or a for b, a in g.pads)
-    small = not pointwise and taps * c_in * n * locations <= GATHER_MAX_COLUMNS
+    # (a pointwise one is a plain product, im2col's reshape, unless its few positions make
+    # it thin: the gather plan's transposed product then, _thin_plan)
+    small = (not pointwise or locations <= THIN_LOCATIONS) and \
+        taps * c_in * n * locations <= GATHER_MAX_COLUMNS
     if transposed:
         body = transposed_conv
     elif small and spatial != 2:  # (2-d depthwise and few-channel ones have C kernels)
