@@ -505,7 +505,8 @@ def test_host_slice_computes_what_the_evaluator_does(shape, starts, ends, axes, 
     model = _model([node], [h.make_tensor_value_info(n, T.FLOAT if n == "data" else T.INT64,
                                                      None) for n in names],
                    [h.make_tensor_value_info("y", T.FLOAT, None)])
-    (expected,) = ReferenceEvaluator(model).run(None, dict(zip(names, [data, *bounds])))
+    feeds = dict(zip(names, [data, *bounds], strict=True))
+    (expected,) = ReferenceEvaluator(model).run(None, feeds)
     got = FAST_HOST_OPS["Slice"](data, *bounds)
     assert got.shape == expected.shape
     np.testing.assert_array_equal(got, expected)
@@ -523,7 +524,8 @@ def test_host_range_computes_what_the_evaluator_does(start, limit, delta, dtype)
     model = _model([h.make_node("Range", ["s", "l", "d"], ["y"])],
                    [h.make_tensor_value_info(n, kind, []) for n in ("s", "l", "d")],
                    [h.make_tensor_value_info("y", kind, None)], opset=17)
-    (expected,) = ReferenceEvaluator(model).run(None, dict(zip(("s", "l", "d"), values)))
+    feeds = dict(zip(("s", "l", "d"), values, strict=True))
+    (expected,) = ReferenceEvaluator(model).run(None, feeds)
     got = FAST_HOST_OPS["Range"](*values)
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
