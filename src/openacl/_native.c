@@ -345,84 +345,125 @@ typedef struct {
 #define CONV_SERIAL_WORK 262144 /* fewer run on the caller alone (the GEMM's rule) */
 
 /* the scratch plane: `rows` rows of `pitch` floats, each row `phases` runs of `run`, from
- * padded row `first_row` on */
-INLINE void copy_phased(const float *in, float *padded, const ConvGeometry *g,
+ * padded row `first_row` on. Only the margins are zeroed, the bounds of each phase are
+ * worked out once, and stride 2's two phases are split in one pass (a vectorised
+ * deinterleave): on a small plane this copy costs more than a 3x3 layer's sums. */
+#define PHASED_MAX 8 /* strides up to this split with bounds computed once */
+
+INLINE void zero_floats(float *line, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++) line[i] = 0.0f;
+}
+
+MULTIVERSIONED
+static void copy_phased(const float *restrict in, float *restrict padded, const ConvGeometry *g,
                         Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t columns,
                         Py_ssize_t run) {
     Py_ssize_t phases = g->stride_w, pitch = phases * run;
+    Py_ssize_t first = g->pad_w, last = g->pad_w + g->width; /* columns holding input */
+    if (last > columns) last = columns;
+    if (first > last) first = last;
+    /* phase p holds padded columns pos * phases + p: positions [lo[p], hi[p]) hold input */
+    Py_ssize_t lo[PHASED_MAX], hi[PHASED_MAX];
+    for (Py_ssize_t p = 0; p < phases && p < PHASED_MAX; p++) {
+        lo[p] = first > p ? (first - p + phases - 1) / phases : 0;
+        hi[p] = last > p ? (last - p + phases - 1) / phases : 0;
+    }
     for (Py_ssize_t r = 0; r < rows; r++) {
         float *line = padded + r * pitch;
         Py_ssize_t source_row = first_row + r - g->pad_h;
-        memset(line, 0, (size_t)pitch * sizeof(float));
-        if (source_row < 0 || source_row >= g->height) continue;
-        const float *source = in + source_row * g->width;
-        Py_ssize_t first = g->pad_w, last = g->pad_w + g->width; /* columns holding input */
-        if (last > columns) last = columns;
-        if (phases == 1) {
-            if (first < last)
-                memcpy(line + first, source, (size_t)(last - first) * sizeof(float));
+        if (source_row < 0 || source_row >= g->height || first == last) {
+            memset(line, 0, (size_t)pitch * sizeof(float));
             continue;
         }
-        for (Py_ssize_t phase = 0; phase < phases; phase++) { /* stride 2: constant step */
-            if (phases == 2) {
-                Py_ssize_t lo = first > phase ? (first - phase + 1) / 2 : 0;
-                Py_ssize_t hi = last > phase ? (last - phase + 1) / 2 : 0;
-                float *target = line + phase * run;
-                const float *origin = source + phase - g->pad_w;
-                for (Py_ssize_t pos = lo; pos < hi; pos++) target[pos] = origin[2 * pos];
-                continue;
+        const float *restrict source = in + source_row * g->width - g->pad_w; /* column 0 */
+        if (phases == 1) {
+            zero_floats(line, first);
+            memcpy(line + first, source + first, (size_t)(last - first) * sizeof(float));
+            zero_floats(line + last, pitch - last);
+            continue;
+        }
+        if (phases == 2) { /* the positions both phases hold in one pass, then the ends */
+            float *restrict even = line, *restrict odd = line + run;
+            Py_ssize_t both_lo = lo[0] > lo[1] ? lo[0] : lo[1];
+            Py_ssize_t both_hi = hi[0] < hi[1] ? hi[0] : hi[1];
+            if (both_hi < both_lo) both_hi = both_lo;
+            zero_floats(even, lo[0]);
+            zero_floats(odd, lo[1]);
+            for (Py_ssize_t pos = lo[0]; pos < both_lo && pos < hi[0]; pos++)
+                even[pos] = source[2 * pos];
+            for (Py_ssize_t pos = lo[1]; pos < both_lo && pos < hi[1]; pos++)
+                odd[pos] = source[2 * pos + 1];
+            for (Py_ssize_t pos = both_lo; pos < both_hi; pos++) {
+                even[pos] = source[2 * pos];
+                odd[pos] = source[2 * pos + 1];
             }
-            /* positions whose column pos * phases + phase lies in [first, last) */
-            Py_ssize_t lo = first > phase ? (first - phase + phases - 1) / phases : 0;
-            Py_ssize_t hi = last > phase ? (last - phase + phases - 1) / phases : 0;
-            float *target = line + phase * run;
-            const float *origin = source + phase - g->pad_w; /* column 0 of this phase */
-            for (Py_ssize_t pos = lo; pos < hi; pos++) target[pos] = origin[pos * phases];
+            for (Py_ssize_t pos = both_hi > lo[0] ? both_hi : lo[0]; pos < hi[0]; pos++)
+                even[pos] = source[2 * pos];
+            for (Py_ssize_t pos = both_hi > lo[1] ? both_hi : lo[1]; pos < hi[1]; pos++)
+                odd[pos] = source[2 * pos + 1];
+            zero_floats(even + hi[0], run - hi[0]);
+            zero_floats(odd + hi[1], run - hi[1]);
+            continue;
+        }
+        for (Py_ssize_t p = 0; p < phases; p++) {
+            Py_ssize_t low = p < PHASED_MAX ? lo[p] : first > p ? (first - p + phases - 1) / phases : 0;
+            Py_ssize_t high = p < PHASED_MAX ? hi[p] : last > p ? (last - p + phases - 1) / phases : 0;
+            float *target = line + p * run;
+            zero_floats(target, low);
+            for (Py_ssize_t pos = low; pos < high; pos++) target[pos] = source[pos * phases + p];
+            zero_floats(target + high, run - high);
         }
     }
 }
 
-/* out[i] = start + sum_t weights[t] * source[i + offsets[t]] for i < count (taps <= MAX_TAPS):
- * one function per vector width, from one body (the GEMM's ISA picks it: tap_sums_kernel).
- * Four accumulators of the machine's own width and the weights broadcast once per call:
- * GCC lowers a vector wider than the machine's, or a scalar times one, through the stack. */
-typedef void (*TapSums)(const float *source, const Py_ssize_t *offsets, const float *weights,
-                        Py_ssize_t taps, float start, float *out, Py_ssize_t count);
+/* out[r * out_pitch + i] = start + sum_t weights[t] * source[r * source_pitch + i + offsets[t]]
+ * for i < count and r < rows (taps <= MAX_TAPS): one function per vector width, from one
+ * body (the GEMM's ISA picks it: tap_sums_kernel). Four accumulators of the machine's own
+ * width and the weights broadcast once per call (a strided depthwise layer's rows are a
+ * few vectors each: per-row calls cost more than their sums); GCC lowers a vector wider
+ * than the machine's, or a scalar times one, through the stack. */
+typedef void (*TapSums)(const float *source, Py_ssize_t source_pitch,
+                        const Py_ssize_t *offsets, const float *weights, Py_ssize_t taps,
+                        float start, float *out, Py_ssize_t out_pitch, Py_ssize_t count,
+                        Py_ssize_t rows);
 
 #define DEFINE_TAP_SUMS(NAME, TARGET, V, W)                                                 \
-    TARGET static void NAME(const float *source, const Py_ssize_t *offsets,               \
-                            const float *weights, Py_ssize_t taps, float start,           \
-                            float *out, Py_ssize_t count) {                                \
+    TARGET static void NAME(const float *source, Py_ssize_t source_pitch,                 \
+                            const Py_ssize_t *offsets, const float *weights,              \
+                            Py_ssize_t taps, float start, float *out,                     \
+                            Py_ssize_t out_pitch, Py_ssize_t count, Py_ssize_t rows) {    \
         V broadcast[MAX_TAPS];                                                              \
         for (Py_ssize_t t = 0; t < taps; t++) broadcast[t] = (V){0} + weights[t];         \
         V first = (V){0} + start;                                                           \
-        Py_ssize_t i = 0;                                                                   \
-        for (; i + 4 * W <= count; i += 4 * W) {                                            \
-            V a0 = first, a1 = first, a2 = first, a3 = first;                               \
-            for (Py_ssize_t t = 0; t < taps; t++) {                                         \
-                const float *s = source + i + offsets[t];                                   \
-                V weight = broadcast[t];                                                    \
-                a0 += weight * *(const V *)s;                                               \
-                a1 += weight * *(const V *)(s + W);                                         \
-                a2 += weight * *(const V *)(s + 2 * W);                                     \
-                a3 += weight * *(const V *)(s + 3 * W);                                     \
+        for (Py_ssize_t r = 0; r < rows; r++, source += source_pitch, out += out_pitch) {  \
+            Py_ssize_t i = 0;                                                               \
+            for (; i + 4 * W <= count; i += 4 * W) {                                        \
+                V a0 = first, a1 = first, a2 = first, a3 = first;                           \
+                for (Py_ssize_t t = 0; t < taps; t++) {                                     \
+                    const float *s = source + i + offsets[t];                               \
+                    V weight = broadcast[t];                                                \
+                    a0 += weight * *(const V *)s;                                           \
+                    a1 += weight * *(const V *)(s + W);                                     \
+                    a2 += weight * *(const V *)(s + 2 * W);                                 \
+                    a3 += weight * *(const V *)(s + 3 * W);                                 \
+                }                                                                           \
+                *(V *)(out + i) = a0;                                                       \
+                *(V *)(out + i + W) = a1;                                                   \
+                *(V *)(out + i + 2 * W) = a2;                                               \
+                *(V *)(out + i + 3 * W) = a3;                                               \
             }                                                                               \
-            *(V *)(out + i) = a0;                                                           \
-            *(V *)(out + i + W) = a1;                                                       \
-            *(V *)(out + i + 2 * W) = a2;                                                   \
-            *(V *)(out + i + 3 * W) = a3;                                                   \
-        }                                                                                   \
-        for (; i < count; i += W) { /* the last partial vector reads up to W - 1 floats  \
-                                     * past the source (its callers' margin) */           \
-            V acc = first;                                                                  \
-            for (Py_ssize_t t = 0; t < taps; t++)                                           \
-                acc += broadcast[t] * *(const V *)(source + i + offsets[t]);                \
-            if (i + W <= count) {                                                           \
-                *(V *)(out + i) = acc;                                                      \
-            } else {                                                                        \
-                float lanes[W];                                                             \
-                memcpy(lanes, &acc, sizeof acc);                                            \
-                memcpy(out + i, lanes, (size_t)(count - i) * sizeof(float));                \
+            for (; i < count; i += W) { /* the last partial vector reads up to W - 1      \
+                                         * floats past the row (its callers' margin) */    \
+                V acc = first;                                                              \
+                for (Py_ssize_t t = 0; t < taps; t++)                                       \
+                    acc += broadcast[t] * *(const V *)(source + i + offsets[t]);            \
+                if (i + W <= count) {                                                       \
+                    *(V *)(out + i) = acc;                                                  \
+                } else {                                                                    \
+                    float lanes[W];                                                         \
+                    memcpy(lanes, &acc, sizeof acc);                                        \
+                    memcpy(out + i, lanes, (size_t)(count - i) * sizeof(float));            \
+                }                                                                           \
             }                                                                               \
         }                                                                                   \
     }
@@ -455,19 +496,44 @@ typedef struct {
     const Py_ssize_t *offsets; /* per tap of a group's channel (ci, kh, kw) */
     Py_ssize_t columns, run, pitch, plane_floats, group_in, group_out, taps;
     Py_ssize_t block_rows, blocks, items, per_task, scratch_floats;
+    int activation; /* then this activation (_native_gemm.h's codes) on every output */
+    float alpha;    /* its parameter */
     atomic_int failed; /* a task found no scratch */
 } DirectConv;
 
-/* out[count] = start + the taps of weights (any count: by groups of MAX_TAPS, summed) */
-static void conv_taps(const DirectConv *job, const float *source, const float *weights,
-                      float start, float *out, float *partial, Py_ssize_t count) {
-    for (Py_ssize_t first = 0; first < job->taps; first += MAX_TAPS) {
-        Py_ssize_t taps = job->taps - first < MAX_TAPS ? job->taps - first : MAX_TAPS;
-        job->tap_sums(source, job->offsets + first, weights + first, taps,
-                      first ? 0.0f : start, first ? partial : out, count);
-        if (first)
-            for (Py_ssize_t i = 0; i < count; i++) out[i] += partial[i];
+/* `rows` rows of `count` outputs (out_pitch apart) = start + the taps of weights, the rows'
+ * sources source_pitch apart; any tap count: more than MAX_TAPS go by groups of MAX_TAPS,
+ * row by row, summed through `partial` (count floats) */
+static void conv_taps(const DirectConv *job, const float *source, Py_ssize_t source_pitch,
+                      const float *weights, float start, float *out, Py_ssize_t out_pitch,
+                      float *partial, Py_ssize_t count, Py_ssize_t rows) {
+    if (job->taps <= MAX_TAPS) {
+        job->tap_sums(source, source_pitch, job->offsets, weights, job->taps, start, out,
+                      out_pitch, count, rows);
+        return;
     }
+    for (Py_ssize_t r = 0; r < rows; r++, source += source_pitch, out += out_pitch)
+        for (Py_ssize_t first = 0; first < job->taps; first += MAX_TAPS) {
+            Py_ssize_t taps = job->taps - first < MAX_TAPS ? job->taps - first : MAX_TAPS;
+            job->tap_sums(source, 0, job->offsets + first, weights + first, taps,
+                          first ? 0.0f : start, first ? partial : out, 0, count, 1);
+            if (first)
+                for (Py_ssize_t i = 0; i < count; i++) out[i] += partial[i];
+        }
+}
+
+/* out = the job's activation of in (in may be out): ReLU's max(x, 0) here (NaN stays NaN),
+ * the others by the elementwise operators' loops; none: a copy */
+static void activate(const DirectConv *job, const float *in, float *out, Py_ssize_t count) {
+    if (job->activation == GEMM_RELU) {
+        for (Py_ssize_t i = 0; i < count; i++) out[i] = in[i] < 0.0f ? 0.0f : in[i];
+        return;
+    }
+    RowActivation apply = native_row_activation(job->activation);
+    if (apply != NULL)
+        apply(in, out, count, job->alpha);
+    else if (in != out)
+        memcpy(out, in, (size_t)count * sizeof(float));
 }
 
 static void direct_conv_item(const DirectConv *job, Py_ssize_t item, float *padded) {
@@ -487,25 +553,25 @@ static void direct_conv_item(const DirectConv *job, Py_ssize_t item, float *padd
     float *sums = padded + job->group_in * job->plane_floats + VECTOR_LANES;
     Py_ssize_t first_out = image * g->out_channels + group * job->group_out;
     if (g->stride_h == 1 && g->stride_w == 1 && job->group_out == 1) {
-        /* one output channel: the block's rows as one flat run over the scratch rows */
+        /* one output channel: the block's rows as one flat run over the scratch rows (long
+         * vectors on narrow planes), copied out row by row */
         Py_ssize_t co = group, count = (out_rows - 1) * job->pitch + g->out_w;
-        conv_taps(job, padded, job->w + co * job->taps, job->bias ? job->bias[co] : 0.0f,
-                  sums, sums + job->plane_floats, count);
+        conv_taps(job, padded, 0, job->w + co * job->taps, job->bias ? job->bias[co] : 0.0f,
+                  sums, 0, sums + job->plane_floats, count, 1);
         float *o = job->out + (first_out * g->out_h + first_oh) * g->out_w;
         for (Py_ssize_t r = 0; r < out_rows; r++)
-            memcpy(o + r * g->out_w, sums + r * job->pitch, (size_t)g->out_w * sizeof(float));
+            activate(job, sums + r * job->pitch, o + r * g->out_w, g->out_w);
         return;
     }
-    /* output row by output row, every output channel of the group in turn, so that the
-     * input rows a row reads stay in cache */
-    for (Py_ssize_t r = 0; r < out_rows; r++) {
-        const float *source = padded + r * g->stride_h * job->pitch;
-        for (Py_ssize_t oc = 0; oc < job->group_out; oc++) {
-            Py_ssize_t co = group * job->group_out + oc;
-            float *row = job->out + ((first_out + oc) * g->out_h + first_oh + r) * g->out_w;
-            conv_taps(job, source, job->w + co * job->taps, job->bias ? job->bias[co] : 0.0f,
-                      row, sums, g->out_w);
-        }
+    /* each output channel of the group in turn, all the block's rows in one pass straight
+     * into the output (the block's input rows stay in cache) */
+    for (Py_ssize_t oc = 0; oc < job->group_out; oc++) {
+        Py_ssize_t co = group * job->group_out + oc;
+        float *row = job->out + ((first_out + oc) * g->out_h + first_oh) * g->out_w;
+        conv_taps(job, padded, g->stride_h * job->pitch, job->w + co * job->taps,
+                  job->bias ? job->bias[co] : 0.0f, row, g->out_w, sums, g->out_w, out_rows);
+        if (job->activation) /* the rows just written, still in cache */
+            activate(job, row, row, out_rows * g->out_w);
     }
 }
 
@@ -552,10 +618,11 @@ static void shifted_sums_task(void *context, ptrdiff_t task) {
     Py_ssize_t first = task % job->tasks_per_channel * job->rows_per_task;
     Py_ssize_t last = first + job->rows_per_task < s->rows ? first + job->rows_per_task
                                                            : s->rows;
-    for (Py_ssize_t r = first; r < last; r++)
-        job->tap_sums(job->source + c * s->channel_stride + r * s->row_pitch, job->offsets,
-                      ones, s->taps, job->bias ? job->bias[c] : 0.0f,
-                      job->out + c * s->out_plane + (s->first_row + r) * s->cols, s->cols);
+    if (first < last)
+        job->tap_sums(job->source + c * s->channel_stride + first * s->row_pitch, s->row_pitch,
+                      job->offsets, ones, s->taps, job->bias ? job->bias[c] : 0.0f,
+                      job->out + c * s->out_plane + (s->first_row + first) * s->cols, s->cols,
+                      s->cols, last - first);
 }
 
 static void shifted_sums_loop(const float *source, float *out, const float *bias,
@@ -662,6 +729,33 @@ static void silu_loop(const float *x, float *out, Py_ssize_t n) {
 MULTIVERSIONED
 static void leaky_relu_loop(const float *x, float *out, Py_ssize_t n, float slope) {
     for (Py_ssize_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? x[i] : x[i] * slope;
+}
+
+/* -- the activations a GEMM or a convolution applies to its finished rows ----------------- */
+static void row_hardswish(const float *in, float *out, ptrdiff_t n, float alpha) {
+    (void)alpha;
+    hardswish_loop(in, out, n);
+}
+static void row_sigmoid(const float *in, float *out, ptrdiff_t n, float alpha) {
+    (void)alpha;
+    sigmoid_loop(in, out, n);
+}
+static void row_silu(const float *in, float *out, ptrdiff_t n, float alpha) {
+    (void)alpha;
+    silu_loop(in, out, n);
+}
+static void row_leaky_relu(const float *in, float *out, ptrdiff_t n, float alpha) {
+    leaky_relu_loop(in, out, n, alpha);
+}
+
+RowActivation native_row_activation(int code) {
+    switch (code) {
+    case GEMM_HARDSWISH: return row_hardswish;
+    case GEMM_SIGMOID: return row_sigmoid;
+    case GEMM_SILU: return row_silu;
+    case GEMM_LEAKY_RELU: return row_leaky_relu;
+    default: return NULL; /* none, or ReLU (inlined by its callers) */
+    }
 }
 
 /* -- LSTM and GRU over a whole sequence (PyTorch's gate orders: LSTM i, f, g, o; GRU r, z,
@@ -1638,12 +1732,19 @@ static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) 
 static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *x_object, *w_object, *bias_object, *out_object;
     ConvGeometry g;
-    if (!PyArg_ParseTuple(args, "OOOO(nnnn)(nn)(nn)(nn)(nn)(nn)(nn)", &x_object, &w_object,
+    int activation = 0;
+    float alpha = 0.0f;
+    if (!PyArg_ParseTuple(args, "OOOO(nnnn)(nn)(nn)(nn)(nn)(nn)(nn)|if", &x_object, &w_object,
                           &bias_object, &out_object, &g.batch, &g.channels, &g.height,
                           &g.width, &g.out_channels, &g.groups, &g.kernel_h, &g.kernel_w,
                           &g.stride_h, &g.stride_w, &g.pad_h, &g.pad_w, &g.dilation_h,
-                          &g.dilation_w, &g.out_h, &g.out_w))
+                          &g.dilation_w, &g.out_h, &g.out_w, &activation, &alpha))
         return NULL;
+    if (activation < 0 || activation > GEMM_LAST_ACTIVATION) {
+        PyErr_Format(PyExc_ValueError, "conv2d_direct: argument 'activation' = %d is invalid",
+                     activation);
+        return NULL;
+    }
     /* every input read is guarded by the row and column ranges, so any positive output
      * size is memory-safe; the sizes only have to be positive and fit the buffers */
     if (g.batch < 0 || g.channels <= 0 || g.height <= 0 || g.width <= 0 ||
@@ -1721,7 +1822,8 @@ static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
                       .plane_floats = plane_floats, .group_in = group_in,
                       .group_out = group_out, .taps = taps, .block_rows = block_rows,
                       .blocks = (g.out_h + block_rows - 1) / block_rows,
-                      .scratch_floats = scratch_count};
+                      .scratch_floats = scratch_count, .activation = activation,
+                      .alpha = alpha};
     atomic_init(&job.failed, 0);
     job.items = g.batch * g.groups * job.blocks;
     job.per_task = work < CONV_SERIAL_WORK ? job.items : 1;
@@ -2018,9 +2120,10 @@ static PyMethodDef methods[] = {
      "row means and reciprocal standard deviations into mean and rstd."},
     {"conv2d_direct", py_conv2d_direct, METH_VARARGS,
      "conv2d_direct(x, weight, bias, out, (N, C, H, W), (C_out, groups), (KH, KW), stride, "
-     "(pad_top, pad_left), dilation, (OH, OW)): NCHW float32 grouped convolution (weight "
-     "C_out x C/groups x KH x KW, bias C_out or None) summing taps directly; for depthwise "
-     "and few-channel convolutions."},
+     "(pad_top, pad_left), dilation, (OH, OW), activation=0, alpha=0): NCHW float32 grouped "
+     "convolution (weight C_out x C/groups x KH x KW, bias C_out or None, then the "
+     "activation: conv2d_gemm's codes) summing taps directly; for depthwise and few-channel "
+     "convolutions."},
     {"lstm_sequence", py_lstm_sequence, METH_VARARGS,
      "lstm_sequence(projected, recurrent, h, c, y, gates, (T, B, H), (y_row, y_offset), "
      "reverse, transposed): an LSTM over T steps (PyTorch's gate order i, f, g, o): "

@@ -449,6 +449,8 @@ typedef struct {
     ptrdiff_t batch, a_batch_stride, c_batch_stride; /* the products of a batch */
     const float *bias;
     int flags;
+    RowActivation activation; /* a flags activation other than ReLU, or NULL */
+    float alpha;              /* its parameter */
     ptrdiff_t row_tile, col_tile, col_tasks, row_tasks;
     atomic_int failed; /* a task could not get its scratch */
 } ProductJob;
@@ -457,7 +459,7 @@ static void epilogue(const ProductJob *g, float *c, ptrdiff_t row, ptrdiff_t col
                      ptrdiff_t rows, ptrdiff_t cols) {
     int bias_rows = g->flags & GEMM_BIAS_ROWS;
     int relu = (g->flags & GEMM_ACTIVATION_MASK) == GEMM_RELU;
-    if (g->bias == NULL && !relu)
+    if (g->bias == NULL && !relu && g->activation == NULL)
         return;
     for (ptrdiff_t r = 0; r < rows; r++) {
         float *line = c + (row + r) * g->ldc + col;
@@ -475,6 +477,8 @@ static void epilogue(const ProductJob *g, float *c, ptrdiff_t row, ptrdiff_t col
         if (relu)
             for (ptrdiff_t q = 0; q < cols; q++)
                 line[q] = line[q] < 0.0f ? 0.0f : line[q]; /* NaN stays NaN */
+        else if (g->activation != NULL)
+            g->activation(line, line, cols, g->alpha);
     }
 }
 
@@ -604,12 +608,15 @@ static void plan_tiles(ProductJob *g) {
  * the operands' by their batch_stride; a packed operand serves them all); `a` and `b` raw
  * or packed. Returns 0, or -1 when scratch cannot be allocated. Call without the GIL. */
 static int gemm_run(const Operand *a, const Operand *b, float *c, ptrdiff_t ldc,
-                    const float *bias, int flags, ptrdiff_t batch, ptrdiff_t c_batch_stride) {
+                    const float *bias, int flags, float alpha, ptrdiff_t batch,
+                    ptrdiff_t c_batch_stride) {
     const Isa *isa = current_isa();
     ProductJob g = {.isa = isa, .c = c, .m = a->rows, .n = b->cols, .k = a->cols, .ldc = ldc,
                     .m_padded = round_up(a->rows, MR), .n_padded = round_up(b->cols, isa->nr),
                     .batch = batch, .c_batch_stride = c_batch_stride, .bias = bias,
-                    .flags = flags};
+                    .flags = flags,
+                    .activation = native_row_activation(flags & GEMM_ACTIVATION_MASK),
+                    .alpha = alpha};
     if (g.m == 0 || g.n == 0 || batch == 0)
         return 0;
     float *scratch_a = NULL;
@@ -836,7 +843,7 @@ static PyObject *py_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
     int failed;
     Py_BEGIN_ALLOW_THREADS
     failed = gemm_run(&a, &b, out_view.buf, out_strides[0] / 4,
-                      have_bias ? bias_view.buf : NULL, flags, batch, out_batch_stride);
+                      have_bias ? bias_view.buf : NULL, flags, 0.0f, batch, out_batch_stride);
     Py_END_ALLOW_THREADS
     result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
 done:
@@ -858,11 +865,12 @@ static PyObject *py_conv2d_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
     Im2colShape shape;
     Py_ssize_t batch;
     int flags;
-    if (!PyArg_ParseTuple(args, "OOOO(nnnn)(nn)(nn)(nn)(nn)(nn)i", &x_object, &a_object,
+    float alpha = 0.0f;
+    if (!PyArg_ParseTuple(args, "OOOO(nnnn)(nn)(nn)(nn)(nn)(nn)i|f", &x_object, &a_object,
                           &bias_object, &out_object, &batch, &shape.channels, &shape.height,
                           &shape.width, &shape.kernel_h, &shape.kernel_w, &shape.stride_h,
                           &shape.stride_w, &shape.pad_h, &shape.pad_w, &shape.dilation_h,
-                          &shape.dilation_w, &shape.out_h, &shape.out_w, &flags))
+                          &shape.dilation_w, &shape.out_h, &shape.out_w, &flags, &alpha))
         return NULL;
     if (batch < 0 || shape.channels <= 0 || shape.height <= 0 || shape.width <= 0 ||
         shape.kernel_h <= 0 || shape.kernel_w <= 0 || shape.stride_h <= 0 ||
@@ -872,7 +880,8 @@ static PyObject *py_conv2d_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
                         "dilation and output size must be > 0, batch and padding >= 0");
         return NULL;
     }
-    if ((flags & ~GEMM_ACTIVATION_MASK) != 0 || (flags & GEMM_ACTIVATION_MASK) > GEMM_RELU) {
+    if ((flags & ~GEMM_ACTIVATION_MASK) != 0 ||
+        (flags & GEMM_ACTIVATION_MASK) > GEMM_LAST_ACTIVATION) {
         PyErr_Format(PyExc_ValueError, "argument 'flags' = %d is invalid", flags);
         return NULL;
     }
@@ -940,7 +949,7 @@ static PyObject *py_conv2d_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
     int failed;
     Py_BEGIN_ALLOW_THREADS
     failed = gemm_run(&a, &b, out_view.buf, plane, have_bias ? bias_view.buf : NULL,
-                      flags | GEMM_BIAS_ROWS, batch, c_out * plane);
+                      flags | GEMM_BIAS_ROWS, alpha, batch, c_out * plane);
     Py_END_ALLOW_THREADS
     result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
 done:
@@ -1017,9 +1026,9 @@ PyMethodDef native_gemm_methods[] = {
      "gemm_info(): the microkernel in use: {'isa', 'mr', 'nr', 'kc'}."},
     {"conv2d_gemm", py_conv2d_gemm, METH_VARARGS,
      "conv2d_gemm(x, weight, bias, out, (N, C, H, W), (KH, KW), stride, pad, dilation, "
-     "(OH, OW), flags): a 2-d convolution (one group) as the packed GEMM of the weight "
+     "(OH, OW), flags, alpha=0): a 2-d convolution (one group) as the packed GEMM of the weight "
      "(C_out x C*KH*KW, raw or packed as the left operand) with each image's im2col matrix, "
-     "packed from the image block by block; bias per output channel, flags 0 or RELU."},
+     "packed from the image block by block; bias per output channel, flags: the activation (1 ReLU, 2 Hardswish, 3 Sigmoid, 4 SiLU, 5 LeakyRelu of slope alpha)."},
     {"gemm_set_isa", py_gemm_set_isa, METH_VARARGS,
      "gemm_set_isa(name): use the 'avx512', 'avx2' or 'baseline' kernel (tests); False "
      "where the CPU lacks it. Packed matrices of another ISA are refused afterwards."},

@@ -48,9 +48,11 @@ from openacl.errors import (
     ACL_ERROR_RT_AICORE_EXCEPTION,
     AclError,
 )
+from openacl.model.epilogues import fused_steps
 from openacl.model.ir import Lowered, Ref, RefList, Scalar
 from openacl.model.plan import MemoryPlan, slot_bytes
 from openacl.ops import REGISTRY
+from openacl.ops.call import Epilogue
 from openacl.ops.dispatch import phase1
 from openacl.ops.executor import find_executor
 from openacl.ops.fpstate import ignore_floating_point
@@ -338,10 +340,23 @@ class Engine:
         self._host = _HostRun(
             inputs=[(name, views[name]) for name in self.graph.inputs],
             outputs=[views[name] for name in self.graph.outputs],
-            kernels=[find_executor(executor).bound_kernel(workspace, self._constant_args(step))
-                     for (executor, _), step in zip(self._executors, self.lowered.steps,
-                                                    strict=True)])
+            kernels=self._bound_kernels(workspace))
         return self._host
+
+    def _bound_kernels(self, workspace: Any) -> list[Callable[[], None]]:
+        """Every step's kernel bound to its views; a step followed by an activation it
+        applies in its tiles (model/epilogues.py) carries it, the activation's slot runs
+        nothing (its own kernel is the producer's fallback, ``Epilogue.apply``)."""
+        steps = self.lowered.steps
+        kernels = [find_executor(executor).bound_kernel(workspace, self._constant_args(step))
+                   for (executor, _), step in zip(self._executors, steps, strict=True)]
+        for index, (name, alpha) in fused_steps(steps).items():
+            executor = find_executor(self._executors[index][0])
+            kernels[index] = executor.bound_kernel(
+                workspace, self._constant_args(steps[index]),
+                Epilogue(name, alpha, kernels[index + 1]))
+            kernels[index + 1] = _skip
+        return kernels
 
     def _constant_args(self, step: Any) -> frozenset[str]:
         """The arguments of ``step`` bound to initializers: nothing changes them while the
@@ -425,6 +440,10 @@ class Engine:
         for pointer in self._pointers:
             memory.free(pointer)
         self._pointers = []
+
+
+def _skip() -> None:
+    """The kernel of an activation step fused into the step before it."""
 
 
 def _run_steps(kernels: list[Callable[[], None]]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from openacl.errors import ACL_ERROR_OP_NOT_FOUND, ACL_ERROR_PARSE_MODEL, AclError
+from openacl.model.epilogues import write_in_place
 from openacl.model.ir import (  # noqa: F401 - Step's family, re-exported for the lowerings
     Graph,
     Lowered,
@@ -179,4 +180,5 @@ def lower(graph: Graph) -> Lowered:
             error.node = node.name
             raise error from exc
     builder.node = None
+    write_in_place(lowered)  # activations the producing step can apply (model/epilogues.py)
     return lowered

@@ -424,6 +424,23 @@ def _byte_span(arg: TensorArg) -> tuple[int, int] | None:
     return start, start + arg.numel * arg.dtype.itemsize
 
 
+@dataclass(frozen=True)
+class Epilogue:
+    """An activation a kernel applies to its output before it returns (``Views.epilogue``):
+    the model engine's fusion of the in-place activation step that follows it. ``apply``
+    runs that step itself, for a kernel path that cannot apply it in its tiles, so the
+    output holds the standalone operator's bits either way."""
+
+    name: str  # one of the operator's OpDef.epilogues: "relu", "hardswish", "silu"...
+    alpha: float = 0.0  # the activation's parameter (leaky_relu: the negative slope)
+    apply: Callable[[], None] | None = None  # the activation step's own bound kernel
+
+    def run(self) -> None:
+        """Apply it after a kernel path that could not (no ``apply``: nothing to run)."""
+        if self.apply is not None:
+            self.apply()
+
+
 class Views(dict):
     """Phase-2 access to a call's memory: strided numpy views of every tensor argument, by
     argument name (and by the prepare function's names for in-place aliases).
@@ -431,7 +448,11 @@ class Views(dict):
     ``constant`` names the inputs whose memory the caller guarantees unchanged while these
     views live (the model engine's weights); a kernel may keep what it derives from them
     (a packed or transposed weight) in ``derived``, computed at its first run. Empty for a
-    plain aclnn call: its inputs may change between launches."""
+    plain aclnn call: its inputs may change between launches.
+
+    ``epilogue`` is an activation (``Epilogue``, one of the operator's ``OpDef.epilogues``)
+    the kernel applies to its output before it returns, set by the model engine before the
+    first call when it fuses the in-place activation that follows the step (None: none)."""
 
     def __init__(self, arrays: dict[str, Any], aliases: dict[str, str],
                  workspace: Any = None) -> None:
@@ -442,6 +463,7 @@ class Views(dict):
         self.workspace = workspace
         self.constant: frozenset[str] = frozenset()
         self.derived: dict[Any, Any] = {}
+        self.epilogue: Epilogue | None = None
 
     def derive(self, key: Any, inputs: tuple[str, ...], make: Callable[[], Any]) -> Any:
         """``make()``, kept under ``key`` when every name in ``inputs`` is constant (see the

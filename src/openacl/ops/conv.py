@@ -59,11 +59,12 @@ import functools
 import itertools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from openacl.ops import native, promotion
-from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module, as_array
+from openacl.ops.call import FLOAT_DTYPES, Call, Epilogue, Kernel, array_module, as_array
 from openacl.ops.linalg import CUBE_MATH_TYPES_NO_FP32_ADD, check_cube_math_type, operand_dtype
 from openacl.ops.registry import register
 
@@ -165,9 +166,11 @@ def conv_attributes(c: Call, spatial: int, transposed: bool):
                          "stride: int_array = None, padding: int_array = None, "
                          "dilation: int_array = None, transposed: bool = False, "
                          "outputPadding: int_array?, groups: int = 1, output: tensor!, "
-                         "cubeMathType: int = 0")
+                         "cubeMathType: int = 0", epilogues=tuple(native.ACTIVATIONS))
 def convolution(c: Call) -> Kernel:
-    """N-d convolution (1d/2d/3d), optionally transposed, grouped, with bias."""
+    """N-d convolution (1d/2d/3d), optionally transposed, grouped, with bias; a model
+    engine's fused activation (``Views.epilogue``) in the GEMM's and the direct sums'
+    tiles, or by the activation's own step after the other paths."""
     x, w = c.tensor("input"), c.tensor("weight")
     if not MIN_DIMS <= x.ndim <= MAX_DIMS:
         raise c.fail("input", f"must have {MIN_DIMS} to {MAX_DIMS} dims (N, C, spatial...)")
@@ -233,24 +236,27 @@ def convolution(c: Call) -> Kernel:
         and c_out >= native.FEW_ROWS and math.prod(out_size) >= native.FEW_COLUMNS) else None
 
     def kernel(v) -> None:
+        epilogue = v.epilogue
         if plane is not None:
             planned = v.plan(("implicit", kernel), lambda: _implicit_gemm_call(
-                v, plane, geometry.bias, rounded, compute) or False)
+                v, plane, geometry.bias, rounded, compute, epilogue) or False)
             if planned:
                 planned()
                 return
-            if _implicit_gemm(v, plane, geometry.bias, rounded, compute):
+            if _implicit_gemm(v, plane, geometry.bias, rounded, compute, epilogue):
                 return
         if gather is not None:  # small: a replay plan made at these views' first call
             plan = v.derived.get(kernel)
             if plan is None:
                 plan = v.derived[kernel] = _gather_plan(v, gather, geometry, rounded,
-                                                        compute, lambda: run_views(v))
+                                                        compute, lambda: run_views(v, None))
             plan()
+            if epilogue is not None:
+                epilogue.run()
             return
-        run_views(v)
+        run_views(v, epilogue)
 
-    def run_views(v) -> None:
+    def run_views(v, epilogue: Epilogue | None) -> None:
         out = v["output"]
         if out.size == 0:
             return
@@ -267,9 +273,12 @@ def convolution(c: Call) -> Kernel:
         if type(out) is np.ndarray and out.dtype == np.float16 and compute == np.float32 \
                 and out.flags.c_contiguous and native.kernels() is not None:
             out = np.empty(out.shape, compute)
-        run_body(body, direct, out, xs, ws, bias_values, geometry, compute)
+        done = run_body(body, direct, out, xs, ws, bias_values, geometry, compute,
+                        epilogue if out is final else None)
         if out is not final and not native.narrowed_into(final, out):
             np.copyto(final, out, casting="unsafe")
+        if epilogue is not None and not done:
+            epilogue.run()
     return kernel
 
 
@@ -302,11 +311,25 @@ def _as_plane(g: Geometry, in_size: tuple[int, ...]) -> _Plane | None:
                   g.out_size)
 
 
+def _activation(epilogue: Epilogue | None) -> tuple[int, float]:
+    """The C kernels' activation code and parameter for ``epilogue`` (0: none)."""
+    if epilogue is None:
+        return 0, 0.0
+    return native.ACTIVATIONS[epilogue.name], float(epilogue.alpha)
+
+
+def _activation_arguments(epilogue: Epilogue | None) -> dict[str, Any]:
+    """``native.conv2d``'s activation keywords for ``epilogue``."""
+    if epilogue is None:
+        return {}
+    return {"activation": epilogue.name, "alpha": float(epilogue.alpha)}
+
+
 def _implicit_gemm(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
-                   compute: np.dtype) -> bool:
+                   compute: np.dtype, epilogue: Epilogue | None = None) -> bool:
     """A dense float32 host convolution by ``native.conv2d`` (the packed GEMM over im2col
-    packed from each image; a constant weight packed once, the bias in the tiles); False
-    where it cannot run (nothing written): another body then does."""
+    packed from each image; a constant weight packed once, the bias and the ``epilogue``
+    in the tiles); False where it cannot run (nothing written): another body then does."""
     out, x = v["output"], v["input"]
     if out.size == 0 or not native.host_float32(out, x) or rounded != compute:
         return False
@@ -328,11 +351,12 @@ def _implicit_gemm(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
             return False
     return native.conv2d(x.reshape(n, x.shape[1], *plane.size), weight, bias,
                          out.reshape(n, c_out, *plane.out_size), plane.kernel, plane.stride,
-                         plane.pad, plane.dilation)
+                         plane.pad, plane.dilation, **_activation_arguments(epilogue))
 
 
 def _implicit_gemm_call(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
-                        compute: np.dtype) -> Callable[[], None] | None:
+                        compute: np.dtype, epilogue: Epilogue | None = None
+                        ) -> Callable[[], None] | None:
     """``_implicit_gemm``'s plan (``Views.plan``) for a model's constant weight (and bias):
     the weight packed once, the C call checked once; None where it does not apply (a
     weight per call, another dtype: ``_implicit_gemm`` decides per call)."""
@@ -350,7 +374,8 @@ def _implicit_gemm_call(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
         return None
     return native.conv2d_call(x.reshape(n, x.shape[1], *plane.size), weight, bias,
                               out.reshape(n, c_out, *plane.out_size), plane.kernel,
-                              plane.stride, plane.pad, plane.dilation)
+                              plane.stride, plane.pad, plane.dilation,
+                              **_activation_arguments(epilogue))
 
 
 def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
@@ -389,18 +414,21 @@ def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
 
 
 def run_body(body: Callable, direct: bool, out, xs, ws, bias, g: Geometry,
-             compute: np.dtype) -> None:
+             compute: np.dtype, epilogue: Epilogue | None = None) -> bool:
     """``out`` = the convolution by ``body`` (``choose_body``), on the arrays' own module:
     on a device one im2col matmul (grouped: depthwise too), as the host-cache tilings of
-    the other bodies only add kernel launches there; the C direct tap sums where allowed."""
+    the other bodies only add kernel launches there; the C direct tap sums where allowed,
+    ``epilogue`` then applied in their rows. Whether the epilogue was applied."""
     transposed = body is transposed_conv
     run = body if type(out) is np.ndarray or transposed else im2col
     if type(xs) is not np.ndarray and isinstance(run, functools.partial):
         run = im2col  # the gather indices are host arrays
     if (direct and not transposed and native.host_float32(out, xs)
             and native.kernels() is not None):
-        run = _direct_native
+        _direct_native(out, xs, ws, bias, g, compute, epilogue)
+        return True
     run(out, xs, ws, bias, g, compute)
+    return False
 
 
 class Geometry:
@@ -881,9 +909,11 @@ def _depthwise_columns(out, x, w, bias, g: Geometry, compute) -> None:
 _DEPTHWISE_BODIES = (_depthwise_flat, _depthwise_columns)
 
 
-def _direct_native(out, x, w, bias, g: Geometry, compute) -> None:
+def _direct_native(out, x, w, bias, g: Geometry, compute,
+                   epilogue: Epilogue | None = None) -> None:
     """2-d float32 grouped convolution by the C kernels' direct tap sums (any stride,
-    padding and dilation; the bias added in the same pass): depthwise, or few channels."""
+    padding and dilation; the bias and the ``epilogue`` in the same pass): depthwise, or
+    few channels."""
     n, channels, height, width = x.shape
     apart = not np.may_share_memory(out, x)  # the kernel reads x while it writes out
     result = out if apart else np.empty(out.shape, np.float32)
@@ -891,7 +921,8 @@ def _direct_native(out, x, w, bias, g: Geometry, compute) -> None:
     bias_values = None if bias is None else np.ascontiguousarray(bias, np.float32)
     native.kernels().conv2d_direct(
         x, weights, bias_values, result, (n, channels, height, width), (w.shape[0], g.groups),
-        g.kernel_size, g.stride, (g.pads[0][0], g.pads[1][0]), g.dilation, g.out_size)
+        g.kernel_size, g.stride, (g.pads[0][0], g.pads[1][0]), g.dilation, g.out_size,
+        *_activation(epilogue))
     if result is not out:
         np.copyto(out, result)
 

@@ -35,7 +35,8 @@ from openacl.errors import (
     ACLNN_ERR_PARAM_INVALID,
     AclError,
 )
-from openacl.ops.call import Call, Kernel, TensorArg, Views
+from openacl.ops.call import Call, Epilogue, Kernel, TensorArg, Views
+from openacl.ops.registry import REGISTRY
 from openacl.runtime import core, profiler, sanitizer
 from openacl.runtime.memory import use_on_stream
 from openacl.runtime.stream import resolve_stream
@@ -103,15 +104,24 @@ class OpExecutor:
                 arrays[arg.name] = view
         return Views(arrays, self.call.aliases), keep
 
-    def bound_kernel(self, workspace: Any = None,
-                     constant: frozenset[str] = frozenset()) -> Callable[[], None]:
+    def bound_kernel(self, workspace: Any = None, constant: frozenset[str] = frozenset(),
+                     epilogue: Epilogue | None = None) -> Callable[[], None]:
         """The kernel bound to its views, for a caller that runs it itself on the host, in
         order and synchronously (the model engine's ``run``). The caller owns the memory and
         keeps it allocated while it uses the callable; it promises that the inputs named in
-        ``constant`` never change meanwhile (``Views.constant``)."""
+        ``constant`` never change meanwhile (``Views.constant``). ``epilogue``: an
+        activation of the operator's ``epilogues`` applied to its output (``Views``)."""
+        if epilogue is not None:
+            op = REGISTRY.get(self.op_name)
+            applies = op.epilogues if op is not None else frozenset()
+            if epilogue.name not in applies:
+                raise AclError(ACLNN_ERR_PARAM_INVALID,
+                               f"aclnn{self.op_name}: argument 'epilogue' = "
+                               f"{epilogue.name!r} is not one it applies: {sorted(applies)}")
         views, _ = self._resolve()
         views.workspace = workspace
         views.constant = frozenset(constant)
+        views.epilogue = epilogue
         return functools.partial(self.kernel, views)
 
     def launch(self, workspace: int, workspace_size: int, stream: Any) -> None:

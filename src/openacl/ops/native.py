@@ -137,6 +137,9 @@ def apart_or_same(out: np.ndarray, source: np.ndarray) -> bool:
 # -- the packed GEMM (_native_gemm.c) -------------------------------------------------------
 LEFT, RIGHT = 0, 1  # the operand a matrix is packed as: A of A @ B, or B
 _RELU, _BIAS_ROWS, _ACCUMULATE = 1, 16, 32  # _native_gemm.h's flags
+# the activations conv2d_gemm and conv2d_direct apply to their outputs (_native_gemm.h's
+# codes): the elementwise operators' own loops, so a fused one gives the operator's bits
+ACTIVATIONS = {"relu": 1, "hardswish": 2, "sigmoid": 3, "silu": 4, "leaky_relu": 5}
 
 
 @dataclass(frozen=True, eq=False)
@@ -278,14 +281,17 @@ def gemm_call(a: np.ndarray | PackedMatrix, b: np.ndarray | PackedMatrix, out: n
 
 def conv2d(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarray | None,
            out: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
-           pad: tuple[int, int], dilation: tuple[int, int], *, relu: bool = False) -> bool:
+           pad: tuple[int, int], dilation: tuple[int, int], *, relu: bool = False,
+           activation: str | None = None, alpha: float = 0.0) -> bool:
     """``out`` (N, C_out, OH, OW) = the 2-d convolution (one group) of ``x`` (N, C, H, W)
     with ``weight`` (C_out x C*KH*KW: a matrix, or ``pack(..., LEFT)``'s result), ``pad``
     the (top, left) padding (what comes after is implied by the output size), plus ``bias``
-    per output channel, then ReLU: the packed GEMM with each image's im2col matrix packed
-    block by block, never stored. True when done; False, with nothing written, where the C
-    kernels cannot take it (dtypes, layouts, overlap)."""
-    call = conv2d_call(x, weight, bias, out, kernel, stride, pad, dilation, relu=relu)
+    per output channel, then ReLU (or ``activation``, see ``conv2d_call``): the packed GEMM
+    with each image's im2col matrix packed block by block, never stored. True when done;
+    False, with nothing written, where the C kernels cannot take it (dtypes, layouts,
+    overlap)."""
+    call = conv2d_call(x, weight, bias, out, kernel, stride, pad, dilation, relu=relu,
+                       activation=activation, alpha=alpha)
     if call is None:
         return False
     call()
@@ -294,10 +300,12 @@ def conv2d(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarray | 
 
 def conv2d_call(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarray | None,
                 out: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
-                pad: tuple[int, int], dilation: tuple[int, int], *, relu: bool = False
+                pad: tuple[int, int], dilation: tuple[int, int], *, relu: bool = False,
+                activation: str | None = None, alpha: float = 0.0
                 ) -> Callable[[], None] | None:
     """``conv2d``'s checks made now (as ``gemm_call``): the C call on these arrays, or None
-    where the C kernels cannot take them."""
+    where the C kernels cannot take them. ``activation`` (a name of ``ACTIVATIONS``, with
+    its parameter ``alpha``) is applied in the tiles; ``relu`` is ``activation="relu"``."""
     lib = kernels()
     left = _operand(weight, LEFT)
     if lib is None or left is None or not host_float32(x, out) or x.ndim != 4 or \
@@ -308,8 +316,9 @@ def conv2d_call(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarr
         return None
     if any(type(a) is np.ndarray and np.may_share_memory(out, a) for a in (x, weight, bias)):
         return None
+    code = ACTIVATIONS["relu"] if relu else ACTIVATIONS[activation] if activation else 0
     return functools.partial(lib.conv2d_gemm, x, left, bias, out, x.shape, kernel, stride,
-                             pad, dilation, out.shape[2:], _RELU if relu else 0)
+                             pad, dilation, out.shape[2:], code, alpha)
 
 
 # Below this many multiply-adds numpy's matmul (its BLAS on one thread) is as fast: the

@@ -39,6 +39,9 @@ class OpDef:
     # its kernels never raise numpy floating-point warnings (maxima, copies, gathers): a model
     # of only such steps runs without switching numpy's error state (model/engine.py)
     silent: bool = False
+    # activations its kernels can apply to their output in the same pass, when the model
+    # engine asks (``Views.epilogue``: a following in-place activation fused away)
+    epilogues: frozenset[str] = frozenset()
 
     @property
     def snake_name(self) -> str:
@@ -161,13 +164,16 @@ def _add(op: OpDef) -> OpDef:
     return op
 
 
-def register(name: str, signature: str, silent: bool = False) -> Callable[[Prepare], Prepare]:
+def register(name: str, signature: str, silent: bool = False,
+             epilogues: tuple[str, ...] = ()) -> Callable[[Prepare], Prepare]:
     """Declare operator ``name`` with CANN's argument list; decorates its prepare function.
-    ``silent``: its kernels never raise numpy floating-point warnings (``OpDef.silent``)."""
+    ``silent``: its kernels never raise numpy floating-point warnings (``OpDef.silent``);
+    ``epilogues``: the activations its kernels apply when asked (``OpDef.epilogues``)."""
     params = parse_signature(signature)
 
     def decorate(prepare: Prepare) -> Prepare:
-        _add(OpDef(name, params, prepare, doc=(prepare.__doc__ or "").strip(), silent=silent))
+        _add(OpDef(name, params, prepare, doc=(prepare.__doc__ or "").strip(), silent=silent,
+                   epilogues=frozenset(epilogues)))
         return prepare
 
     return decorate

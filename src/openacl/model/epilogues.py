@@ -1,0 +1,130 @@
+"""Activations fused into the step that computes their input (GE's ReluFusionPass: the
+activation becomes an instruction inside the preceding operator).
+
+Two halves, so that an offline model stays a list of plain aclnn calls:
+
+* ``write_in_place(lowered)``, at conversion: ``Convolution(output=a)`` then
+  ``Relu(self=a, out=b)``, where nothing else reads ``a``, becomes ``Convolution(output=b)``
+  then ``InplaceRelu(selfRef=b)`` (Hardswish, Sigmoid and LeakyRelu alike; Silu, which has
+  no in-place operator, as ``Silu(self=b, out=b)``). The same results on every backend;
+  ``a`` needs no memory.
+* ``fused_steps(steps)``, when the engine binds its host kernels: a step whose operator
+  declares the activation among its ``OpDef.epilogues``, directly followed by that in-place
+  activation on its output, gets the activation as its ``Views.epilogue`` (applied in its
+  tiles, no second pass over the output, by the activation operator's own C loop) and the
+  activation step runs inside it: a kernel path that cannot apply it runs that step's
+  kernel (``Epilogue.apply``), so the bits are the two steps' whichever path runs.
+
+Invariant: a fused pair always reads and writes exactly what the two steps would; nothing
+is fused across a step, onto a value another step reads, or onto a graph output's producer
+whose value the activation does not also own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from openacl.model.ir import Lowered, Ref, RefList, Scalar, Step
+from openacl.ops.registry import REGISTRY
+
+__all__ = ["ACTIVATIONS", "Activation", "fused_steps", "write_in_place"]
+
+@dataclass(frozen=True)
+class Activation:
+    """An activation step the producing step can apply: its operator, the operator that
+    computes it in place (``argument`` its tensor; ``None``: the operator itself, given its
+    output as its input), the epilogue's name and the step argument holding its parameter."""
+
+    op: str
+    in_place: str | None
+    argument: str
+    epilogue: str
+    parameter: str | None = None
+
+
+ACTIVATIONS = {a.op: a for a in (
+    Activation("Relu", "InplaceRelu", "selfRef", "relu"),
+    Activation("Hardswish", "InplaceHardswish", "self", "hardswish"),
+    Activation("Sigmoid", "InplaceSigmoid", "selfRef", "sigmoid"),
+    Activation("LeakyRelu", "InplaceLeakyRelu", "selfRef", "leaky_relu", "negativeSlope"),
+    Activation("Silu", None, "self", "silu"),  # (CANN has no aclnnInplaceSilu)
+)}
+# the in-place steps write_in_place leaves, by operator
+IN_PLACE = {a.in_place or a.op: a for a in ACTIVATIONS.values()}
+# the output argument of the operators that may carry an epilogue
+OUTPUT_ARGUMENT = {"Convolution": "output"}
+
+
+def _readers(lowered: Lowered) -> Counter:
+    """How many step arguments name each value."""
+    counts: Counter = Counter()
+    for step in lowered.steps:
+        for _, arg in step.args:
+            if isinstance(arg, Ref):
+                counts[arg.value] += 1
+            elif isinstance(arg, RefList):
+                counts.update(arg.values)
+    return counts
+
+
+def write_in_place(lowered: Lowered) -> int:
+    """Rewrite each producer + activation pair (module note) in ``lowered``; returns how many."""
+    steps, graph = lowered.steps, lowered.graph
+    readers = _readers(lowered)
+    kept = set(graph.outputs) | set(lowered.views) | set(lowered.views.values())
+    fused = 0
+    for index in range(len(steps) - 1):
+        producer, follower = steps[index], steps[index + 1]
+        output = OUTPUT_ARGUMENT.get(producer.op)
+        activation = ACTIVATIONS.get(follower.op)
+        if output is None or activation is None:
+            continue
+        args, follow = dict(producer.args), dict(follower.args)
+        source, target = args.get(output), follow.get("out")
+        expected = {"self", "out"} | ({activation.parameter} if activation.parameter else set())
+        if not (isinstance(source, Ref) and isinstance(target, Ref)
+                and follow.get("self") == source and set(follow) == expected):
+            continue
+        if (source.value in kept or readers[source.value] != 2  # written once, read once
+                or graph.value(source.value).dtype != graph.value(target.value).dtype
+                or graph.value(source.value).shape != graph.value(target.value).shape):
+            continue
+        args[output] = target
+        steps[index] = Step(producer.op, tuple(args.items()), producer.node)
+        rest = tuple((name, arg) for name, arg in follower.args if name == activation.parameter)
+        if activation.in_place is None:
+            step = Step(activation.op, (("self", target), *rest, ("out", target)), follower.node)
+        else:
+            step = Step(activation.in_place, ((activation.argument, target), *rest),
+                        follower.node)
+        steps[index + 1] = step
+        fused += 1
+    return fused
+
+
+def fused_steps(steps: Sequence[Step]) -> dict[int, tuple[str, float]]:
+    """Step index -> (epilogue, its parameter) its kernel applies, for each pair the engine
+    fuses (the in-place activation at index + 1 then runs inside it)."""
+    fused: dict[int, tuple[str, float]] = {}
+    for index in range(len(steps) - 1):
+        producer, follower = steps[index], steps[index + 1]
+        output = OUTPUT_ARGUMENT.get(producer.op)
+        activation = IN_PLACE.get(follower.op)
+        if output is None or activation is None:
+            continue
+        op = REGISTRY.get(producer.op)
+        if op is None or activation.epilogue not in op.epilogues:
+            continue
+        args, follow = dict(producer.args), dict(follower.args)
+        target = args.get(output)
+        if target is None or follow.get(activation.argument) != target:
+            continue
+        if activation.in_place is None and follow.get("out") != target:
+            continue  # (an out-of-place step that is not in place)
+        parameter = follow.get(activation.parameter) if activation.parameter else None
+        if activation.parameter and not isinstance(parameter, Scalar):
+            continue
+        fused[index] = (activation.epilogue, float(parameter.value) if parameter else 0.0)
+    return fused
