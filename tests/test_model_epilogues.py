@@ -53,8 +53,8 @@ def _conv_relu_model(x_shape, w_shape, *, keep_conv: bool, transposed: bool = Fa
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _session(model) -> InferenceSession:
-    return InferenceSession(model.SerializeToString())
+def _session(model, precision: str = "fp32") -> InferenceSession:
+    return InferenceSession(model.SerializeToString(), precision=precision)
 
 
 def _engine(session: InferenceSession, feeds):
@@ -102,6 +102,23 @@ def test_a_fused_activation_gives_the_bits_of_the_two_steps(case, activation):
     views = engine._host.kernels[producer].args[0]
     assert views.epilogue.name == epilogue
     assert views.epilogue.alpha == (pytest.approx(0.1) if activation == "LeakyRelu" else 0)
+
+
+@pytest.mark.parametrize("case", ["implicit-gemm", "depthwise", "gathered"])
+@pytest.mark.parametrize("activation", ["HardSwish", "Relu"])
+def test_a_fused_activation_in_fp16_mode(case, activation):
+    """float16 outputs: the kernels compute into a float32 buffer and round it once; the
+    activation then runs on the float16 result, as the unfused step does."""
+    x_shape, w_shape, attributes = CASES[case]
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    fused = _session(_conv_relu_model(x_shape, w_shape, keep_conv=False,
+                                      activation=activation, **attributes), "fp16")
+    plain = _session(_conv_relu_model(x_shape, w_shape, keep_conv=True,
+                                      activation=activation, **attributes), "fp16")
+    y_fused = fused.run(None, {"x": x})[0]
+    y_plain, conv = plain.run(None, {"x": x})
+    np.testing.assert_array_equal(y_fused, y_plain)
+    assert (conv < 0).any() and (y_fused >= (-0.375 if activation == "HardSwish" else 0)).all()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -43,21 +43,48 @@
                              * sleeping worker costs more (40-60 us on a VM) */
 
 /* a[r][p] is rows[r][p * k_step]: a packed panel (rows[r] = panel + r, k_step MR) or the
- * rows of a raw A with contiguous rows (k_step 1), read in place */
+ * rows of a raw A with contiguous rows (k_step 1), read in place. `mode`: TILE_ACCUMULATE
+ * (add to C), then TILE_ROW_BIAS (bias[r] per row) or TILE_COLUMN_BIAS (bias[0:NR) per
+ * column: whole tiles only), then TILE_RELU, in registers before the one store, in the
+ * epilogue's order: ((C + sum) + bias) then ReLU. (An epilogue pass reading the tile back
+ * waits for its stores' cache misses: measured, as long as a K = 16 product.) */
 typedef void (*MicroKernel)(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_step,
-                            const float *b, float *c, ptrdiff_t ldc, int accumulate);
+                            const float *b, float *c, ptrdiff_t ldc, int mode,
+                            const float *bias);
+#define TILE_ACCUMULATE 1
+#define TILE_ROW_BIAS 2
+#define TILE_COLUMN_BIAS 4
+#define TILE_RELU 8
+
+/* x = max(x, 0) on a vector, NaN staying NaN (x < 0 is false for it) and -0 staying -0, as
+ * the epilogue's scalar `x < 0 ? 0 : x` */
+#define VECTOR_RELU(x, V)                                                                   \
+    {                                                                                       \
+        __typeof__((x) < (V){0}) negative = (x) < (V){0};                                  \
+        (x) = (V)((__typeof__(negative))(x) & ~negative);                                  \
+    }
+
+/* the tile's finished row r: h = 0, 1 its two vectors */
+#define FINISH_VECTOR(sum, V, W, row, h, r)                                                 \
+    {                                                                                       \
+        if (mode & TILE_ACCUMULATE)                                                         \
+            sum += *(const V *)((row) + (h) * W);                                           \
+        if (mode & TILE_ROW_BIAS)                                                           \
+            sum += bias[r];                                                                 \
+        else if (mode & TILE_COLUMN_BIAS)                                                   \
+            sum += *(const V *)(bias + (h) * W);                                            \
+        if (mode & TILE_RELU)                                                               \
+            VECTOR_RELU(sum, V)                                                             \
+        *(V *)((row) + (h) * W) = sum;                                                      \
+    }
 
 /* One microkernel per vector width, from one body: 2 vectors of W floats per row, MR rows,
  * 2 * MR accumulators (GCC vector extensions; a scalar operand is broadcast). */
 #define KERNEL_ROW(r, V, W)                                                                 \
     {                                                                                       \
         float *row = c + (r) * ldc;                                                         \
-        if (accumulate) {                                                                   \
-            acc##r##0 += *(const V *)row;                                                   \
-            acc##r##1 += *(const V *)(row + W);                                             \
-        }                                                                                   \
-        *(V *)row = acc##r##0;                                                              \
-        *(V *)(row + W) = acc##r##1;                                                        \
+        FINISH_VECTOR(acc##r##0, V, W, row, 0, r)                                           \
+        FINISH_VECTOR(acc##r##1, V, W, row, 1, r)                                           \
     }
 
 #define KERNEL_STEP(r)                                                                      \
@@ -70,7 +97,7 @@ typedef void (*MicroKernel)(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_
 #define DEFINE_KERNEL(NAME, TARGET, V, W)                                                   \
     TARGET static void NAME(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_step,      \
                             const float *restrict b, float *restrict c, ptrdiff_t ldc,      \
-                            int accumulate) {                                               \
+                            int mode, const float *restrict bias) {                        \
         const float *a0 = rows[0], *a1 = rows[1], *a2 = rows[2];                            \
         const float *a3 = rows[3], *a4 = rows[4], *a5 = rows[5];                            \
         V acc00 = {0}, acc01 = {0}, acc10 = {0}, acc11 = {0}, acc20 = {0}, acc21 = {0};    \
@@ -93,7 +120,8 @@ typedef void (*MicroKernel)(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_
 #define DEFINE_FEW_BODY(V, W)                                                               \
     static inline __attribute__((always_inline)) void few_##V(                             \
         ptrdiff_t kc, const float *const *rows, ptrdiff_t k_step, const float *restrict b,  \
-        float *restrict c, ptrdiff_t ldc, int accumulate, const int R, const int U) {       \
+        float *restrict c, ptrdiff_t ldc, int mode, const float *restrict bias, const int R, \
+        const int U) {                                                                      \
         const float *a[MR];                                                                 \
         V acc[MR][4][2];                                                                    \
         for (int r = 0; r < R; r++) {                                                       \
@@ -129,9 +157,7 @@ typedef void (*MicroKernel)(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_
                     sum += acc[r][1][h];                                                    \
                 if (U == 4)                                                                 \
                     sum = (sum + acc[r][1][h]) + (acc[r][2][h] + acc[r][3][h]);             \
-                if (accumulate)                                                             \
-                    sum += *(const V *)(row + h * W);                                       \
-                *(V *)(row + h * W) = sum;                                                  \
+                FINISH_VECTOR(sum, V, W, row, h, r)                                         \
             }                                                                               \
         }                                                                                   \
     }
@@ -139,8 +165,8 @@ typedef void (*MicroKernel)(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_
 #define FEW_KERNEL(NAME, TARGET, V, R, U)                                                   \
     TARGET static void NAME(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_step,      \
                             const float *restrict b, float *restrict c, ptrdiff_t ldc,      \
-                            int accumulate) {                                               \
-        few_##V(kc, rows, k_step, b, c, ldc, accumulate, R, U);                             \
+                            int mode, const float *restrict bias) {                        \
+        few_##V(kc, rows, k_step, b, c, ldc, mode, bias, R, U);                             \
     }
 
 /* the kernels of 1 to MR - 1 rows, by row count (index 0 unused) */
@@ -168,6 +194,7 @@ DEFINE_FEW_BODY(v16sf, 16)
 DEFINE_FEW_KERNELS(few_8, __attribute__((target("avx2,fma"))), v8sf)
 DEFINE_FEW_KERNELS(few_16, __attribute__((target("avx512f"))), v16sf)
 #endif
+
 
 typedef struct {
     const char *name;
@@ -455,6 +482,8 @@ typedef struct {
     atomic_int failed; /* a task could not get its scratch */
 } ProductJob;
 
+/* The bias and the activation of C's rows [row, row + rows) x [col, col + cols) (an empty
+ * product's; the tiles' bias and ReLU are applied by the microkernels). */
 static void epilogue(const ProductJob *g, float *c, ptrdiff_t row, ptrdiff_t col,
                      ptrdiff_t rows, ptrdiff_t cols) {
     int bias_rows = g->flags & GEMM_BIAS_ROWS;
@@ -504,7 +533,9 @@ static void product_task(void *context, ptrdiff_t task) {
     ptrdiff_t row1 = row0 + g->row_tile < g->m ? row0 + g->row_tile : g->m;
     ptrdiff_t col1 = col0 + g->col_tile < g->n ? col0 + g->col_tile : g->n;
     int accumulate = g->flags & GEMM_ACCUMULATE;
-    float tile[MR * NR_MAX];
+    int bias_rows = g->flags & GEMM_BIAS_ROWS;
+    int relu = (g->flags & GEMM_ACTIVATION_MASK) == GEMM_RELU;
+    float tile[MR * NR_MAX], tile_bias[NR_MAX];
     float *packed_b = NULL; /* a raw B's block of this task's columns, packed here */
     if (g->b_raw != NULL) {
         packed_b = pool_scratch(round_up(col1 - col0, nr) * isa->kc);
@@ -552,19 +583,41 @@ static void product_task(void *context, ptrdiff_t task) {
                 }
                 float *c = g->c + i * g->ldc + j;
                 MicroKernel kernel = rows == MR ? isa->kernel : isa->few[rows];
+                int mode = add ? TILE_ACCUMULATE : 0;
+                const float *bias = NULL;
+                if (last && g->bias != NULL) {
+                    if (bias_rows) {
+                        mode |= TILE_ROW_BIAS;
+                        bias = g->bias + i;
+                    } else {
+                        mode |= TILE_COLUMN_BIAS;
+                        bias = g->bias + j;
+                        if (cols < nr) { /* the kernel reads nr values */
+                            memcpy(tile_bias, bias, (size_t)cols * sizeof(float));
+                            memset(tile_bias + cols, 0, (size_t)(nr - cols) * sizeof(float));
+                            bias = tile_bias;
+                        }
+                    }
+                }
+                if (last && relu)
+                    mode |= TILE_RELU;
                 if (cols == nr) { /* (a few-row kernel writes its rows only) */
-                    kernel(block, a_rows, k_step, b_panel, c, g->ldc, add);
+                    kernel(block, a_rows, k_step, b_panel, c, g->ldc, mode, bias);
                 } else {
                     if (add)
                         for (ptrdiff_t r = 0; r < rows; r++)
                             memcpy(tile + r * nr, c + r * g->ldc, (size_t)cols * sizeof(float));
-                    kernel(block, a_rows, k_step, b_panel, tile, nr, add);
+                    kernel(block, a_rows, k_step, b_panel, tile, nr, mode, bias);
                     for (ptrdiff_t r = 0; r < rows; r++)
                         memcpy(c + r * g->ldc, tile + r * nr, (size_t)cols * sizeof(float));
                 }
-                if (last)
-                    epilogue(g, g->c, i, j, rows, cols);
             }
+            /* another activation over the block's finished rows, once their stores have
+             * landed (reading a tile straight back waits for its cache misses) */
+            if (last && g->activation != NULL && j + nr >= col1)
+                for (ptrdiff_t r = first_row; r < last_row; r++)
+                    g->activation(g->c + r * g->ldc + col0, g->c + r * g->ldc + col0,
+                                  col1 - col0, g->alpha);
         }
     }
 }

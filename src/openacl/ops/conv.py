@@ -418,7 +418,7 @@ def run_body(body: Callable, direct: bool, out, xs, ws, bias, g: Geometry,
     """``out`` = the convolution by ``body`` (``choose_body``), on the arrays' own module:
     on a device one im2col matmul (grouped: depthwise too), as the host-cache tilings of
     the other bodies only add kernel launches there; the C direct tap sums where allowed,
-    ``epilogue`` then applied in their rows. Whether the epilogue was applied."""
+    ``epilogue`` then applied in their rows. Whether an ``epilogue`` was given and applied."""
     transposed = body is transposed_conv
     run = body if type(out) is np.ndarray or transposed else im2col
     if type(xs) is not np.ndarray and isinstance(run, functools.partial):
@@ -426,7 +426,7 @@ def run_body(body: Callable, direct: bool, out, xs, ws, bias, g: Geometry,
     if (direct and not transposed and native.host_float32(out, xs)
             and native.kernels() is not None):
         _direct_native(out, xs, ws, bias, g, compute, epilogue)
-        return True
+        return epilogue is not None
     run(out, xs, ws, bias, g, compute)
     return False
 
