@@ -44,12 +44,20 @@ def _conv_relu_model(x_shape, w_shape, *, keep_conv: bool, transposed: bool = Fa
                  helper.make_node("Mul", ["c", "s"], ["y"])]
     elif activation == "LeakyRelu":
         nodes = [helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.1)]
+    elif activation == "Gelu":  # written out with Erf, as exporters do: fused into GeluV2
+        nodes = [helper.make_node("Div", ["c", "sqrt2"], ["d"]),
+                 helper.make_node("Erf", ["d"], ["e"]),
+                 helper.make_node("Add", ["e", "one"], ["f"]),
+                 helper.make_node("Mul", ["c", "f"], ["g"]),
+                 helper.make_node("Mul", ["g", "half"], ["y"])]
     else:
         nodes = [helper.make_node(activation, ["c"], ["y"])]
     graph = helper.make_graph(
         [conv, *nodes], f"conv{spatial}d_{activation}",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))], outputs,
-        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")])
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b"),
+         *(numpy_helper.from_array(np.float32(value), name) for name, value in
+           (("sqrt2", np.sqrt(2.0)), ("one", 1.0), ("half", 0.5)))])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -80,7 +88,7 @@ CASES = {
 # ONNX activation -> the step the engine fuses, and its epilogue
 FUSED = {"Relu": ("InplaceRelu", "relu"), "HardSwish": ("InplaceHardswish", "hardswish"),
          "Sigmoid": ("InplaceSigmoid", "sigmoid"), "Silu": ("Silu", "silu"),
-         "LeakyRelu": ("InplaceLeakyRelu", "leaky_relu")}
+         "LeakyRelu": ("InplaceLeakyRelu", "leaky_relu"), "Gelu": ("GeluV2", "gelu_erf")}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -202,3 +210,41 @@ def test_an_epilogue_the_operator_does_not_apply_is_refused():
         executor.bound_kernel(epilogue=Epilogue("relu"))
     assert info.value.code == ACLNN_ERR_PARAM_INVALID
     assert "'epilogue' = 'relu'" in str(info.value) and "aclnnRelu" in str(info.value)
+
+
+def test_write_in_place_through_a_view_of_the_output():
+    """A Relu reading the convolution's output through a view of the same shape (an
+    Identity, a no-op Reshape): the view goes, the convolution writes the Relu's output."""
+    relu = Step("Relu", (("self", Ref("z")), ("out", Ref("y"))))
+    lowered = _lowered([CONV, relu], views={"z": "c"})
+    assert write_in_place(lowered) == 1
+    assert lowered.views == {}
+    assert lowered.steps[1] == Step("InplaceRelu", (("selfRef", Ref("y")),))
+    assert dict(lowered.steps[0].args)["output"] == Ref("y")
+
+
+@pytest.mark.parametrize("why", ["a second view", "the view is read again", "a graph output"])
+def test_write_in_place_leaves_a_view_others_see(why):
+    relu = Step("Relu", (("self", Ref("z")), ("out", Ref("y"))))
+    steps, views, outputs = [CONV, relu], {"z": "c"}, ("y",)
+    if why == "a second view":
+        views["w"] = "c"
+    elif why == "the view is read again":
+        steps.append(Step("Neg", (("self", Ref("z")), ("out", Ref("x")))))
+    else:
+        outputs = ("y", "z")
+    lowered = _lowered(steps, outputs, views)
+    before = list(lowered.steps)
+    assert write_in_place(lowered) == 0
+    assert lowered.steps == before and lowered.views == views
+
+
+def test_gelu_erf_is_fused_and_its_tanh_form_is_not():
+    gelu = Step("GeluV2", (("x", Ref("c")), ("approximate", 0), ("y", Ref("y"))))
+    lowered = _lowered([CONV, gelu])
+    assert write_in_place(lowered) == 1
+    assert lowered.steps[1] == Step("GeluV2", (("x", Ref("y")), ("approximate", 0),
+                                               ("y", Ref("y"))))
+    assert fused_steps(lowered.steps) == {0: ("gelu_erf", 0.0)}
+    tanh = Step("GeluV2", (("x", Ref("c")), ("approximate", 1), ("y", Ref("y"))))
+    assert write_in_place(_lowered([CONV, tanh])) == 0

@@ -747,6 +747,10 @@ static void row_silu(const float *in, float *out, ptrdiff_t n, float alpha) {
 static void row_leaky_relu(const float *in, float *out, ptrdiff_t n, float alpha) {
     leaky_relu_loop(in, out, n, alpha);
 }
+static void row_gelu_erf(const float *in, float *out, ptrdiff_t n, float alpha) {
+    (void)alpha;
+    gelu_erf_loop(in, out, n);
+}
 
 RowActivation native_row_activation(int code) {
     switch (code) {
@@ -754,6 +758,7 @@ RowActivation native_row_activation(int code) {
     case GEMM_SIGMOID: return row_sigmoid;
     case GEMM_SILU: return row_silu;
     case GEMM_LEAKY_RELU: return row_leaky_relu;
+    case GEMM_GELU_ERF: return row_gelu_erf;
     default: return NULL; /* none, or ReLU (inlined by its callers) */
     }
 }

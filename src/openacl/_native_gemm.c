@@ -1081,7 +1081,7 @@ PyMethodDef native_gemm_methods[] = {
      "conv2d_gemm(x, weight, bias, out, (N, C, H, W), (KH, KW), stride, pad, dilation, "
      "(OH, OW), flags, alpha=0): a 2-d convolution (one group) as the packed GEMM of the weight "
      "(C_out x C*KH*KW, raw or packed as the left operand) with each image's im2col matrix, "
-     "packed from the image block by block; bias per output channel, flags: the activation (1 ReLU, 2 Hardswish, 3 Sigmoid, 4 SiLU, 5 LeakyRelu of slope alpha)."},
+     "packed from the image block by block; bias per output channel, flags: the activation (1 ReLU, 2 Hardswish, 3 Sigmoid, 4 SiLU, 5 LeakyRelu of slope alpha, 6 GELU's erf form)."},
     {"gemm_set_isa", py_gemm_set_isa, METH_VARARGS,
      "gemm_set_isa(name): use the 'avx512', 'avx2' or 'baseline' kernel (tests); False "
      "where the CPU lacks it. Packed matrices of another ISA are refused afterwards."},

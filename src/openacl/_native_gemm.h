@@ -14,7 +14,8 @@
 #define GEMM_SIGMOID 3
 #define GEMM_SILU 4
 #define GEMM_LEAKY_RELU 5 /* slope: the call's alpha */
-#define GEMM_LAST_ACTIVATION GEMM_LEAKY_RELU
+#define GEMM_GELU_ERF 6   /* GELU's erf form */
+#define GEMM_LAST_ACTIVATION GEMM_GELU_ERF
 #define GEMM_ACTIVATION_MASK 15
 #define GEMM_BIAS_ROWS 16        /* the bias holds one value per row (else per column) */
 #define GEMM_ACCUMULATE 32       /* out += A @ B */

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from openacl.model.ir import Lowered, Ref, RefList, Scalar, Step
 from openacl.ops.registry import REGISTRY
@@ -33,15 +34,19 @@ __all__ = ["ACTIVATIONS", "Activation", "fused_steps", "write_in_place"]
 
 @dataclass(frozen=True)
 class Activation:
-    """An activation step the producing step can apply: its operator, the operator that
-    computes it in place (``argument`` its tensor; ``None``: the operator itself, given its
-    output as its input), the epilogue's name and the step argument holding its parameter."""
+    """An activation step the producing step can apply: its operator and argument names,
+    the operator that computes it in place (``argument`` its tensor; ``None``: the operator
+    itself, given its output as its input), the epilogue's name, the step argument holding
+    its parameter, and arguments that must have these values (GeluV2's erf form)."""
 
     op: str
     in_place: str | None
     argument: str
     epilogue: str
     parameter: str | None = None
+    source: str = "self"  # the out-of-place operator's input and output arguments
+    target: str = "out"
+    fixed: tuple[tuple[str, Any], ...] = ()
 
 
 ACTIVATIONS = {a.op: a for a in (
@@ -50,6 +55,8 @@ ACTIVATIONS = {a.op: a for a in (
     Activation("Sigmoid", "InplaceSigmoid", "selfRef", "sigmoid"),
     Activation("LeakyRelu", "InplaceLeakyRelu", "selfRef", "leaky_relu", "negativeSlope"),
     Activation("Silu", None, "self", "silu"),  # (CANN has no aclnnInplaceSilu)
+    Activation("GeluV2", None, "x", "gelu_erf", source="x", target="y",
+               fixed=(("approximate", 0),)),
 )}
 # the in-place steps write_in_place leaves, by operator
 IN_PLACE = {a.in_place or a.op: a for a in ACTIVATIONS.values()}
@@ -70,10 +77,13 @@ def _readers(lowered: Lowered) -> Counter:
 
 
 def write_in_place(lowered: Lowered) -> int:
-    """Rewrite each producer + activation pair (module note) in ``lowered``; returns how many."""
-    steps, graph = lowered.steps, lowered.graph
+    """Rewrite each producer + activation pair (module note) in ``lowered``; returns how many.
+    The activation may read the producer's output through a view of the same shape (an
+    Identity or a Reshape that changes nothing), which then goes."""
+    steps, graph, views = lowered.steps, lowered.graph, lowered.views
     readers = _readers(lowered)
-    kept = set(graph.outputs) | set(lowered.views) | set(lowered.views.values())
+    viewed = Counter(views.values())  # how many views each value is the source of
+    outputs = set(graph.outputs)
     fused = 0
     for index in range(len(steps) - 1):
         producer, follower = steps[index], steps[index + 1]
@@ -82,26 +92,45 @@ def write_in_place(lowered: Lowered) -> int:
         if output is None or activation is None:
             continue
         args, follow = dict(producer.args), dict(follower.args)
-        source, target = args.get(output), follow.get("out")
-        expected = {"self", "out"} | ({activation.parameter} if activation.parameter else set())
-        if not (isinstance(source, Ref) and isinstance(target, Ref)
-                and follow.get("self") == source and set(follow) == expected):
+        written, read, target = args.get(output), follow.get(activation.source), \
+            follow.get(activation.target)
+        names = {activation.source, activation.target, *(name for name, _ in activation.fixed)}
+        if activation.parameter:
+            names.add(activation.parameter)
+        if not (isinstance(written, Ref) and isinstance(read, Ref) and isinstance(target, Ref)
+                and set(follow) == names
+                and all(follow[name] == value for name, value in activation.fixed)):
             continue
-        if (source.value in kept or readers[source.value] != 2  # written once, read once
-                or graph.value(source.value).dtype != graph.value(target.value).dtype
-                or graph.value(source.value).shape != graph.value(target.value).shape):
+        through = read.value != written.value  # read through a view of the output
+        if through and views.get(read.value) != written.value:
             continue
+        if (written.value in outputs or read.value in outputs or written.value in views
+                or viewed[written.value] != through or viewed[read.value]
+                or readers[written.value] != (1 if through else 2)  # written, [read]
+                or (through and readers[read.value] != 1)
+                or not _same_kind(graph, written.value, target.value)
+                or not _same_kind(graph, read.value, target.value)):
+            continue  # someone else sees the producer's output
+        if through:
+            del views[read.value]
         args[output] = target
         steps[index] = Step(producer.op, tuple(args.items()), producer.node)
-        rest = tuple((name, arg) for name, arg in follower.args if name == activation.parameter)
+        kept = tuple((name, arg) for name, arg in follower.args
+                     if name not in (activation.source, activation.target))
         if activation.in_place is None:
-            step = Step(activation.op, (("self", target), *rest, ("out", target)), follower.node)
+            step = Step(activation.op, ((activation.source, target), *kept,
+                                        (activation.target, target)), follower.node)
         else:
-            step = Step(activation.in_place, ((activation.argument, target), *rest),
+            step = Step(activation.in_place, ((activation.argument, target), *kept),
                         follower.node)
         steps[index + 1] = step
         fused += 1
     return fused
+
+
+def _same_kind(graph: Any, name: str, other: str) -> bool:
+    first, second = graph.value(name), graph.value(other)
+    return first.dtype == second.dtype and tuple(first.shape) == tuple(second.shape)
 
 
 def fused_steps(steps: Sequence[Step]) -> dict[int, tuple[str, float]]:
@@ -121,8 +150,10 @@ def fused_steps(steps: Sequence[Step]) -> dict[int, tuple[str, float]]:
         target = args.get(output)
         if target is None or follow.get(activation.argument) != target:
             continue
-        if activation.in_place is None and follow.get("out") != target:
+        if activation.in_place is None and follow.get(activation.target) != target:
             continue  # (an out-of-place step that is not in place)
+        if any(follow.get(name) != value for name, value in activation.fixed):
+            continue
         parameter = follow.get(activation.parameter) if activation.parameter else None
         if activation.parameter and not isinstance(parameter, Scalar):
             continue

@@ -139,7 +139,8 @@ LEFT, RIGHT = 0, 1  # the operand a matrix is packed as: A of A @ B, or B
 _RELU, _BIAS_ROWS, _ACCUMULATE = 1, 16, 32  # _native_gemm.h's flags
 # the activations conv2d_gemm and conv2d_direct apply to their outputs (_native_gemm.h's
 # codes): the elementwise operators' own loops, so a fused one gives the operator's bits
-ACTIVATIONS = {"relu": 1, "hardswish": 2, "sigmoid": 3, "silu": 4, "leaky_relu": 5}
+ACTIVATIONS = {"relu": 1, "hardswish": 2, "sigmoid": 3, "silu": 4, "leaky_relu": 5,
+               "gelu_erf": 6}
 
 
 @dataclass(frozen=True, eq=False)
