@@ -269,6 +269,28 @@ def test_row_kernel_argument_checks():
         _native.layer_norm_rows(x, None, np.ones(4), np.empty_like(x), stats, stats, 4, 1e-5)
 
 
+def test_max_pool2d_argument_checks():
+    x, out = np.arange(32, dtype=F32).reshape(2, 4, 4), np.empty((2, 2, 2), F32)
+    _native.max_pool2d(x, out, (2, 4, 4), (2, 2), (2, 2), (0, 0), (2, 2))
+    np.testing.assert_array_equal(out[0], [[5, 7], [13, 15]])
+    with pytest.raises(ValueError, match="must be > 0"):
+        _native.max_pool2d(x, out, (2, 4, 4), (2, 0), (2, 2), (0, 0), (2, 2))
+    with pytest.raises(ValueError, match="'x' holds 32 float32 values, 48 needed"):
+        _native.max_pool2d(x, out, (3, 4, 4), (2, 2), (2, 2), (0, 0), (2, 2))
+    with pytest.raises(ValueError, match="'out' holds 8 float32 values, 18 needed"):
+        _native.max_pool2d(x, out, (2, 4, 4), (2, 2), (1, 1), (0, 0), (3, 3))
+    with pytest.raises(TypeError, match="'x' must be a float32 buffer"):
+        _native.max_pool2d(x.astype(np.float64), out, (2, 4, 4), (2, 2), (2, 2), (0, 0),
+                           (2, 2))
+    huge = 1 << 40
+    with pytest.raises(OverflowError, match="sizes overflow"):
+        _native.max_pool2d(x, out, (huge, huge, 4), (2, 2), (2, 2), (0, 0), (2, 2))
+    # an output past the image's reach only reads guarded positions: -inf where none
+    wide = np.empty((2, 3, 3), F32)
+    _native.max_pool2d(x, wide, (2, 4, 4), (1, 1), (3, 3), (1, 1), (3, 3))
+    assert wide[0, 0, 0] == -np.inf and wide[0, 1, 1] == x[0, 2, 2]
+
+
 def test_conv2d_direct_argument_checks():
     x, w, out = np.ones((1, 2, 4, 4), F32), np.ones((2, 1, 3, 3), F32), np.empty((1, 2, 4, 4), F32)
     shape, channels, rest = (1, 2, 4, 4), (2, 2), ((3, 3), (1, 1), (1, 1), (1, 1), (4, 4))

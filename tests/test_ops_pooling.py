@@ -98,6 +98,29 @@ def test_max_pool_symmetric_pads_and_ceil_mode(pads, ceil):
     assert_close(result.numpy(), from_torch(golden))
 
 
+@pytest.mark.parametrize("kernel,stride,pads,ceil", [
+    ([3, 3], [1, 1], [1, 1, 1, 1], 0),  # PP-OCRv6's 3x3 stride 1
+    ([3, 3], [2, 2], [1, 0, 2, 1], 0),
+    ([2, 3], [2, 3], [0, 1, 0, 1], 1),
+    ([5, 1], [1, 2], [2, 0, 2, 0], 0),
+])
+def test_float32_max_pool_agrees_with_torch_and_the_numpy_path(kernel, stride, pads, ceil):
+    """float32 host planes take the C kernels' one-pass max pool: NaN and infinities as
+    torch (a NaN in a window wins), and the very values of the separable numpy passes."""
+    x = _data((2, 3, 11, 13), np.float32, 4)
+    x[0, 0, 2, 4], x[1, 2, 5, 6], x[0, 1, 0, 0] = np.nan, np.inf, -np.inf
+    top, left, bottom, right = pads
+    t = F.pad(to_torch(x), (left, right, top, bottom), value=float("-inf"))
+    golden = F.max_pool2d(t, kernel, stride, 0, 1, bool(ceil))
+    result = openacl.ops.max_pool(_dev(x), kernel, stride, 0, pads, [1, 1], ceil).numpy()
+    assert_close(result, from_torch(golden))
+    assert np.isnan(result).any() and np.isposinf(result).any()
+    from openacl.ops.pooling import Axis, _max_values
+    axes = [Axis(n, k, s, before, after, 1, bool(ceil)) for n, k, s, before, after in zip(
+        x.shape[2:], kernel, stride, (top, left), (bottom, right), strict=True)]
+    np.testing.assert_array_equal(result, _max_values(x, axes))
+
+
 # -- AvgPool2d ----------------------------------------------------------------------------------
 # (kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
 AVG_CASES = [

@@ -681,6 +681,54 @@ static void tile_taps_loop(const float *taps, const float *bias, float *out,
         }
 }
 
+/* -- 2-d max pooling, NCHW: a window's positions outside the image count as -inf -------- */
+typedef struct {
+    const float *x;
+    float *out;
+    Py_ssize_t planes, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_top,
+        pad_left, out_h, out_w, per_task;
+} MaxPool2d;
+
+/* numpy.maximum's: a NaN on either side wins */
+INLINE float pool_max(float a, float b) { return a >= b || a != a ? a : b; }
+
+/* every output row of one plane: -inf, then the max with each tap's run of the input row
+ * (the taps' column ranges computed once per tap, so the inner loops are plain) */
+MULTIVERSIONED
+static void max_pool_plane(const MaxPool2d *p, Py_ssize_t plane) {
+    const float *in = p->x + plane * p->height * p->width;
+    float *o = p->out + plane * p->out_h * p->out_w;
+    for (Py_ssize_t oh = 0; oh < p->out_h; oh++) {
+        float *row = o + oh * p->out_w;
+        for (Py_ssize_t ow = 0; ow < p->out_w; ow++) row[ow] = -INFINITY;
+        for (Py_ssize_t i = 0; i < p->kernel_h; i++) {
+            Py_ssize_t ih = oh * p->stride_h - p->pad_top + i;
+            if (ih < 0 || ih >= p->height) continue;
+            const float *source = in + ih * p->width;
+            for (Py_ssize_t j = 0; j < p->kernel_w; j++) {
+                /* outputs ow whose column ow * stride + offset lies in [0, width) */
+                Py_ssize_t offset = j - p->pad_left, sw = p->stride_w;
+                Py_ssize_t lo = offset >= 0 ? 0 : (-offset + sw - 1) / sw;
+                Py_ssize_t hi = p->width - offset > 0 ? (p->width - offset + sw - 1) / sw : 0;
+                if (hi > p->out_w) hi = p->out_w;
+                if (sw == 1)
+                    for (Py_ssize_t ow = lo; ow < hi; ow++)
+                        row[ow] = pool_max(row[ow], source[ow + offset]);
+                else
+                    for (Py_ssize_t ow = lo; ow < hi; ow++)
+                        row[ow] = pool_max(row[ow], source[ow * sw + offset]);
+            }
+        }
+    }
+}
+
+static void max_pool_task(void *context, ptrdiff_t task) {
+    const MaxPool2d *p = context;
+    Py_ssize_t first = task * p->per_task;
+    Py_ssize_t last = first + p->per_task < p->planes ? first + p->per_task : p->planes;
+    for (Py_ssize_t plane = first; plane < last; plane++) max_pool_plane(p, plane);
+}
+
 /* -- sigmoid and tanh -------------------------------------------------------------------- */
 /* 1 / (1 + exp(-x)): exp's ~2 ulp carry over; -x past EXP_HI gives 1 / inf = 0, NaN stays */
 INLINE float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
@@ -2032,6 +2080,53 @@ static PyObject *py_tile_taps(PyObject *Py_UNUSED(self), PyObject *args) {
     return result;
 }
 
+static PyObject *py_max_pool2d(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *x_object, *out_object;
+    MaxPool2d p;
+    if (!PyArg_ParseTuple(args, "OO(nnn)(nn)(nn)(nn)(nn)", &x_object, &out_object, &p.planes,
+                          &p.height, &p.width, &p.kernel_h, &p.kernel_w, &p.stride_h,
+                          &p.stride_w, &p.pad_top, &p.pad_left, &p.out_h, &p.out_w))
+        return NULL;
+    /* every read is guarded by the row and column ranges: any positive geometry is safe */
+    if (p.planes < 0 || p.height <= 0 || p.width <= 0 || p.kernel_h <= 0 || p.kernel_w <= 0 ||
+        p.stride_h <= 0 || p.stride_w <= 0 || p.pad_top < 0 || p.pad_left < 0 ||
+        p.out_h <= 0 || p.out_w <= 0) {
+        PyErr_SetString(PyExc_ValueError, "max_pool2d: sizes, kernel, stride and output size "
+                        "must be > 0, planes and padding >= 0");
+        return NULL;
+    }
+    Py_ssize_t x_count = product4(p.planes, p.height, p.width, 1);
+    Py_ssize_t out_count = product4(p.planes, p.out_h, p.out_w, 1);
+    double reach = ((double)p.out_h * p.stride_h + p.kernel_h) +
+                   ((double)p.out_w * p.stride_w + p.kernel_w);
+    if (x_count < 0 || out_count < 0 || reach > 1e15) {
+        PyErr_SetString(PyExc_OverflowError, "max_pool2d: sizes overflow");
+        return NULL;
+    }
+    BufferArg b[2] = {
+        {.object = x_object, .name = "x", .role = INPUT},
+        {.object = out_object, .name = "out", .role = OUTPUT},
+    };
+    if (hold_buffers(b, 2) != 0) return NULL;
+    PyObject *result = NULL;
+    if (check_count(&b[0].view, x_count, "x") == 0 &&
+        check_count(&b[1].view, out_count, "out") == 0) {
+        p.x = data_of(&b[0]);
+        p.out = data_of(&b[1]);
+        double work = (double)out_count * (double)(p.kernel_h * p.kernel_w);
+        Py_ssize_t tasks = work < CONV_SERIAL_WORK ? 1 : 4 * (Py_ssize_t)pool_threads();
+        if (tasks > p.planes) tasks = p.planes > 0 ? p.planes : 1;
+        p.per_task = (p.planes + tasks - 1) / tasks;
+        if (p.per_task < 1) p.per_task = 1;
+        Py_BEGIN_ALLOW_THREADS
+        pool_run((p.planes + p.per_task - 1) / p.per_task, max_pool_task, &p);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    release_buffers(b, 2);
+    return result;
+}
+
 static PyObject *py_masked_softmax(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *x_object, *mask_object, *out_object;
     MaskedSoftmax m;
@@ -2115,6 +2210,10 @@ static PyMethodDef methods[] = {
      "x = x1 + x2 (+ bias: one row or one per row, or None) into x_out (or None), its "
      "LayerNorm over rows of length into y (float32; y and x_out apart from the inputs or "
      "the very same), row means and rstds into mean and rstd."},
+    {"max_pool2d", py_max_pool2d, METH_VARARGS,
+     "max_pool2d(x, out, (planes, H, W), (KH, KW), stride, (pad_top, pad_left), (OH, OW)): "
+     "float32 max pooling of each H x W plane, positions outside the plane counting as -inf "
+     "(any NaN in a window gives NaN, as numpy.maximum)."},
     {"tile_taps", py_tile_taps, METH_VARARGS,
      "tile_taps(taps, bias, out, (C, KH, KW), (N, H, W)): out[n, c, i*KH + a, j*KW + b] = "
      "taps[c, a*KW + b, n, i, j] + bias[c] (float32; bias C values or None): a transposed "

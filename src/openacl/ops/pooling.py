@@ -25,6 +25,7 @@ float16/bfloat16 are computed in float32 and rounded once into the output.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from openacl.errors import ACLNN_ERR_PARAM_NULLPTR
-from openacl.ops import promotion
+from openacl.ops import native, promotion
 from openacl.ops.call import FLOAT_DTYPES, Call, Kernel, array_module, as_array, like
 from openacl.ops.registry import register
 
@@ -318,8 +319,29 @@ def max_pool(c: Call) -> Kernel:
     c.check_out("out", _check_outputs(c, axes, "self", dtype), dtype, exact_dtype=True)
 
     def kernel_fn(v) -> None:
+        planned = v.plan(kernel_fn, lambda: _native_max_pool_call(v, axes) or False)
+        if planned:
+            planned()
+            return
         v.write("out", _max_values(_compute_input(v, "self", dtype), axes))
     return kernel_fn
+
+
+def _native_max_pool_call(v, axes: Sequence[Axis]):
+    """The C kernels' one-pass max pooling of float32 host planes (``Views.plan``: checked
+    once), or None where it does not apply (other dtypes, devices, overlapping arrays):
+    numpy's separable passes then, with the same values (max is exact; a NaN wins)."""
+    x, out = v["self"], v["out"]
+    lib = native.kernels()
+    if lib is None or len(axes) != 2 or x.ndim < 3 or out.size == 0 or \
+            not native.host_float32(x, out) or np.may_share_memory(x, out) or \
+            any(axis.dilation != 1 for axis in axes):
+        return None
+    height, width = axes
+    planes = math.prod(x.shape[:-2])
+    return functools.partial(lib.max_pool2d, x, out, (planes, height.size, width.size),
+                             (height.kernel, width.kernel), (height.stride, width.stride),
+                             (height.pad_before, width.pad_before), (height.out, width.out))
 
 
 @register("MaxPool2dWithIndices",
