@@ -79,11 +79,17 @@ def _readers(lowered: Lowered) -> Counter:
 def write_in_place(lowered: Lowered) -> int:
     """Rewrite each producer + activation pair (module note) in ``lowered``; returns how many.
     The activation may read the producer's output through a view of the same shape (an
-    Identity or a Reshape that changes nothing), which then goes."""
+    Identity or a Reshape that changes nothing), which then goes, with any other view of
+    that output nothing reads."""
     steps, graph, views = lowered.steps, lowered.graph, lowered.views
     readers = _readers(lowered)
-    viewed = Counter(views.values())  # how many views each value is the source of
+    viewed: dict[str, list[str]] = {}  # each value's views
+    for view, source in views.items():
+        viewed.setdefault(source, []).append(view)
     outputs = set(graph.outputs)
+
+    def dead(view: str) -> bool:  # a view nothing reads (an unused alias the importer left)
+        return not readers[view] and view not in outputs and not viewed.get(view)
     fused = 0
     for index in range(len(steps) - 1):
         producer, follower = steps[index], steps[index + 1]
@@ -104,15 +110,17 @@ def write_in_place(lowered: Lowered) -> int:
         through = read.value != written.value  # read through a view of the output
         if through and views.get(read.value) != written.value:
             continue
+        others = [view for view in viewed.get(written.value, ()) if view != read.value]
         if (written.value in outputs or read.value in outputs or written.value in views
-                or viewed[written.value] != through or viewed[read.value]
+                or not all(dead(view) for view in others) or viewed.get(read.value)
                 or readers[written.value] != (1 if through else 2)  # written, [read]
                 or (through and readers[read.value] != 1)
                 or not _same_kind(graph, written.value, target.value)
                 or not _same_kind(graph, read.value, target.value)):
             continue  # someone else sees the producer's output
-        if through:
-            del views[read.value]
+        for view in [*others, *([read.value] if through else [])]:
+            del views[view]  # (nothing reads them: the producer's output is gone)
+        viewed.pop(written.value, None)
         args[output] = target
         steps[index] = Step(producer.op, tuple(args.items()), producer.node)
         kept = tuple((name, arg) for name, arg in follower.args
