@@ -23,7 +23,7 @@ whose value the activation does not also own.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,18 @@ def _readers(lowered: Lowered) -> Counter:
     return counts
 
 
+def _pairs(steps: Sequence[Step], table: dict[str, Activation]
+           ) -> Iterator[tuple[int, Step, Step, str, Activation]]:
+    """(index, producer, follower, the producer's output argument, the activation) of each
+    step that may carry an epilogue directly followed by an activation of ``table``."""
+    for index in range(len(steps) - 1):
+        producer, follower = steps[index], steps[index + 1]
+        output = OUTPUT_ARGUMENT.get(producer.op)
+        activation = table.get(follower.op)
+        if output is not None and activation is not None:
+            yield index, producer, follower, output, activation
+
+
 def write_in_place(lowered: Lowered) -> int:
     """Rewrite each producer + activation pair (module note) in ``lowered``; returns how many.
     The activation may read the producer's output through a view of the same shape (an
@@ -91,12 +103,7 @@ def write_in_place(lowered: Lowered) -> int:
     def dead(view: str) -> bool:  # a view nothing reads (an unused alias the importer left)
         return not readers[view] and view not in outputs and not viewed.get(view)
     fused = 0
-    for index in range(len(steps) - 1):
-        producer, follower = steps[index], steps[index + 1]
-        output = OUTPUT_ARGUMENT.get(producer.op)
-        activation = ACTIVATIONS.get(follower.op)
-        if output is None or activation is None:
-            continue
+    for index, producer, follower, output, activation in _pairs(steps, ACTIVATIONS):
         args, follow = dict(producer.args), dict(follower.args)
         written, read, target = args.get(output), follow.get(activation.source), \
             follow.get(activation.target)
@@ -145,12 +152,7 @@ def fused_steps(steps: Sequence[Step]) -> dict[int, tuple[str, float]]:
     """Step index -> (epilogue, its parameter) its kernel applies, for each pair the engine
     fuses (the in-place activation at index + 1 then runs inside it)."""
     fused: dict[int, tuple[str, float]] = {}
-    for index in range(len(steps) - 1):
-        producer, follower = steps[index], steps[index + 1]
-        output = OUTPUT_ARGUMENT.get(producer.op)
-        activation = IN_PLACE.get(follower.op)
-        if output is None or activation is None:
-            continue
+    for index, producer, follower, output, activation in _pairs(steps, IN_PLACE):
         op = REGISTRY.get(producer.op)
         if op is None or activation.epilogue not in op.epilogues:
             continue
