@@ -345,13 +345,21 @@ typedef struct {
 #define CONV_SERIAL_WORK 262144 /* fewer run on the caller alone (the GEMM's rule) */
 
 /* the scratch plane: `rows` rows of `pitch` floats, each row `phases` runs of `run`, from
- * padded row `first_row` on. Only the margins are zeroed, the bounds of each phase are
- * worked out once, and stride 2's two phases are split in one pass (a vectorised
- * deinterleave): on a small plane this copy costs more than a 3x3 layer's sums. */
-#define PHASED_MAX 8 /* strides up to this split with bounds computed once */
+ * padded row `first_row` on. Only the margins are zeroed and the bounds of each phase are
+ * worked out once per call (on a small plane this copy costs more than a 3x3 layer's
+ * sums). */
+#define PHASED_MAX 8 /* strides up to this have their phase bounds computed once */
 
 INLINE void zero_floats(float *line, Py_ssize_t count) {
     for (Py_ssize_t i = 0; i < count; i++) line[i] = 0.0f;
+}
+
+/* phase p holds padded columns pos * phases + p: positions [*lo, *hi) of it hold the input
+ * columns [first, last) */
+INLINE void phase_bounds(Py_ssize_t first, Py_ssize_t last, Py_ssize_t p, Py_ssize_t phases,
+                         Py_ssize_t *lo, Py_ssize_t *hi) {
+    *lo = first > p ? (first - p + phases - 1) / phases : 0;
+    *hi = last > p ? (last - p + phases - 1) / phases : 0;
 }
 
 MULTIVERSIONED
@@ -362,12 +370,9 @@ static void copy_phased(const float *restrict in, float *restrict padded, const 
     Py_ssize_t first = g->pad_w, last = g->pad_w + g->width; /* columns holding input */
     if (last > columns) last = columns;
     if (first > last) first = last;
-    /* phase p holds padded columns pos * phases + p: positions [lo[p], hi[p]) hold input */
     Py_ssize_t lo[PHASED_MAX], hi[PHASED_MAX];
-    for (Py_ssize_t p = 0; p < phases && p < PHASED_MAX; p++) {
-        lo[p] = first > p ? (first - p + phases - 1) / phases : 0;
-        hi[p] = last > p ? (last - p + phases - 1) / phases : 0;
-    }
+    for (Py_ssize_t p = 0; p < phases && p < PHASED_MAX; p++)
+        phase_bounds(first, last, p, phases, &lo[p], &hi[p]);
     for (Py_ssize_t r = 0; r < rows; r++) {
         float *line = padded + r * pitch;
         Py_ssize_t source_row = first_row + r - g->pad_h;
@@ -382,35 +387,21 @@ static void copy_phased(const float *restrict in, float *restrict padded, const 
             zero_floats(line + last, pitch - last);
             continue;
         }
-        if (phases == 2) { /* the positions both phases hold in one pass, then the ends */
-            float *restrict even = line, *restrict odd = line + run;
-            Py_ssize_t both_lo = lo[0] > lo[1] ? lo[0] : lo[1];
-            Py_ssize_t both_hi = hi[0] < hi[1] ? hi[0] : hi[1];
-            if (both_hi < both_lo) both_hi = both_lo;
-            zero_floats(even, lo[0]);
-            zero_floats(odd, lo[1]);
-            for (Py_ssize_t pos = lo[0]; pos < both_lo && pos < hi[0]; pos++)
-                even[pos] = source[2 * pos];
-            for (Py_ssize_t pos = lo[1]; pos < both_lo && pos < hi[1]; pos++)
-                odd[pos] = source[2 * pos + 1];
-            for (Py_ssize_t pos = both_lo; pos < both_hi; pos++) {
-                even[pos] = source[2 * pos];
-                odd[pos] = source[2 * pos + 1];
-            }
-            for (Py_ssize_t pos = both_hi > lo[0] ? both_hi : lo[0]; pos < hi[0]; pos++)
-                even[pos] = source[2 * pos];
-            for (Py_ssize_t pos = both_hi > lo[1] ? both_hi : lo[1]; pos < hi[1]; pos++)
-                odd[pos] = source[2 * pos + 1];
-            zero_floats(even + hi[0], run - hi[0]);
-            zero_floats(odd + hi[1], run - hi[1]);
-            continue;
-        }
         for (Py_ssize_t p = 0; p < phases; p++) {
-            Py_ssize_t low = p < PHASED_MAX ? lo[p] : first > p ? (first - p + phases - 1) / phases : 0;
-            Py_ssize_t high = p < PHASED_MAX ? hi[p] : last > p ? (last - p + phases - 1) / phases : 0;
+            Py_ssize_t low, high;
+            if (p < PHASED_MAX) {
+                low = lo[p];
+                high = hi[p];
+            } else {
+                phase_bounds(first, last, p, phases, &low, &high);
+            }
             float *target = line + p * run;
+            const float *origin = source + p; /* column p */
             zero_floats(target, low);
-            for (Py_ssize_t pos = low; pos < high; pos++) target[pos] = source[pos * phases + p];
+            if (phases == 2) /* a constant step: the loop vectorises */
+                for (Py_ssize_t pos = low; pos < high; pos++) target[pos] = origin[2 * pos];
+            else
+                for (Py_ssize_t pos = low; pos < high; pos++) target[pos] = origin[pos * phases];
             zero_floats(target + high, run - high);
         }
     }
@@ -522,13 +513,8 @@ static void conv_taps(const DirectConv *job, const float *source, Py_ssize_t sou
         }
 }
 
-/* out = the job's activation of in (in may be out): ReLU's max(x, 0) here (NaN stays NaN),
- * the others by the elementwise operators' loops; none: a copy */
+/* out = the job's activation of in (in may be out); none: a copy */
 static void activate(const DirectConv *job, const float *in, float *out, Py_ssize_t count) {
-    if (job->activation == GEMM_RELU) {
-        for (Py_ssize_t i = 0; i < count; i++) out[i] = in[i] < 0.0f ? 0.0f : in[i];
-        return;
-    }
     RowActivation apply = native_row_activation(job->activation);
     if (apply != NULL)
         apply(in, out, count, job->alpha);
@@ -780,6 +766,12 @@ static void leaky_relu_loop(const float *x, float *out, Py_ssize_t n, float slop
 }
 
 /* -- the activations a GEMM or a convolution applies to its finished rows ----------------- */
+/* max(x, 0): NaN stays NaN (x < 0 is false for it), -0 stays -0, as np.maximum(x, 0) */
+MULTIVERSIONED
+static void row_relu(const float *in, float *out, ptrdiff_t n, float alpha) {
+    (void)alpha;
+    for (ptrdiff_t i = 0; i < n; i++) out[i] = in[i] < 0.0f ? 0.0f : in[i];
+}
 static void row_hardswish(const float *in, float *out, ptrdiff_t n, float alpha) {
     (void)alpha;
     hardswish_loop(in, out, n);
@@ -802,12 +794,13 @@ static void row_gelu_erf(const float *in, float *out, ptrdiff_t n, float alpha) 
 
 RowActivation native_row_activation(int code) {
     switch (code) {
+    case GEMM_RELU: return row_relu;
     case GEMM_HARDSWISH: return row_hardswish;
     case GEMM_SIGMOID: return row_sigmoid;
     case GEMM_SILU: return row_silu;
     case GEMM_LEAKY_RELU: return row_leaky_relu;
     case GEMM_GELU_ERF: return row_gelu_erf;
-    default: return NULL; /* none, or ReLU (inlined by its callers) */
+    default: return NULL; /* none */
     }
 }
 

@@ -57,7 +57,7 @@ typedef void (*MicroKernel)(ptrdiff_t kc, const float *const *rows, ptrdiff_t k_
 #define TILE_RELU 8
 
 /* x = max(x, 0) on a vector, NaN staying NaN (x < 0 is false for it) and -0 staying -0, as
- * the epilogue's scalar `x < 0 ? 0 : x` */
+ * row_relu's scalar `x < 0 ? 0 : x` (_native.c) */
 #define VECTOR_RELU(x, V)                                                                   \
     {                                                                                       \
         __typeof__((x) < (V){0}) negative = (x) < (V){0};                                  \
@@ -194,7 +194,6 @@ DEFINE_FEW_BODY(v16sf, 16)
 DEFINE_FEW_KERNELS(few_8, __attribute__((target("avx2,fma"))), v8sf)
 DEFINE_FEW_KERNELS(few_16, __attribute__((target("avx512f"))), v16sf)
 #endif
-
 
 typedef struct {
     const char *name;
@@ -476,7 +475,7 @@ typedef struct {
     ptrdiff_t batch, a_batch_stride, c_batch_stride; /* the products of a batch */
     const float *bias;
     int flags;
-    RowActivation activation; /* a flags activation other than ReLU, or NULL */
+    RowActivation activation; /* the flags' activation, or NULL (ReLU: in the tiles) */
     float alpha;              /* its parameter */
     ptrdiff_t row_tile, col_tile, col_tasks, row_tasks;
     atomic_int failed; /* a task could not get its scratch */
@@ -487,8 +486,7 @@ typedef struct {
 static void epilogue(const ProductJob *g, float *c, ptrdiff_t row, ptrdiff_t col,
                      ptrdiff_t rows, ptrdiff_t cols) {
     int bias_rows = g->flags & GEMM_BIAS_ROWS;
-    int relu = (g->flags & GEMM_ACTIVATION_MASK) == GEMM_RELU;
-    if (g->bias == NULL && !relu && g->activation == NULL)
+    if (g->bias == NULL && g->activation == NULL)
         return;
     for (ptrdiff_t r = 0; r < rows; r++) {
         float *line = c + (row + r) * g->ldc + col;
@@ -503,10 +501,7 @@ static void epilogue(const ProductJob *g, float *c, ptrdiff_t row, ptrdiff_t col
                     line[q] += bias[q];
             }
         }
-        if (relu)
-            for (ptrdiff_t q = 0; q < cols; q++)
-                line[q] = line[q] < 0.0f ? 0.0f : line[q]; /* NaN stays NaN */
-        else if (g->activation != NULL)
+        if (g->activation != NULL)
             g->activation(line, line, cols, g->alpha);
     }
 }
@@ -614,7 +609,7 @@ static void product_task(void *context, ptrdiff_t task) {
             }
             /* another activation over the block's finished rows, once their stores have
              * landed (reading a tile straight back waits for its cache misses) */
-            if (last && g->activation != NULL && j + nr >= col1)
+            if (last && g->activation != NULL && !relu && j + nr >= col1)
                 for (ptrdiff_t r = first_row; r < last_row; r++)
                     g->activation(g->c + r * g->ldc + col0, g->c + r * g->ldc + col0,
                                   col1 - col0, g->alpha);
@@ -1079,9 +1074,12 @@ PyMethodDef native_gemm_methods[] = {
      "gemm_info(): the microkernel in use: {'isa', 'mr', 'nr', 'kc'}."},
     {"conv2d_gemm", py_conv2d_gemm, METH_VARARGS,
      "conv2d_gemm(x, weight, bias, out, (N, C, H, W), (KH, KW), stride, pad, dilation, "
-     "(OH, OW), flags, alpha=0): a 2-d convolution (one group) as the packed GEMM of the weight "
-     "(C_out x C*KH*KW, raw or packed as the left operand) with each image's im2col matrix, "
-     "packed from the image block by block; bias per output channel, flags: the activation (1 ReLU, 2 Hardswish, 3 Sigmoid, 4 SiLU, 5 LeakyRelu of slope alpha, 6 GELU's erf form)."},
+     "(OH, OW), flags, alpha=0): a 2-d convolution (one group) as the packed GEMM of the "
+     "weight (C_out x C*KH*KW, raw or packed as the left operand) with each image's im2col "
+     "matrix, "
+     "packed from the image block by block; bias per output channel, flags: the activation "
+     "(1 ReLU, 2 Hardswish, 3 Sigmoid, 4 SiLU, 5 LeakyRelu of slope alpha, 6 GELU's erf "
+     "form)."},
     {"gemm_set_isa", py_gemm_set_isa, METH_VARARGS,
      "gemm_set_isa(name): use the 'avx512', 'avx2' or 'baseline' kernel (tests); False "
      "where the CPU lacks it. Packed matrices of another ISA are refused afterwards."},

@@ -59,7 +59,6 @@ import functools
 import itertools
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -311,18 +310,10 @@ def _as_plane(g: Geometry, in_size: tuple[int, ...]) -> _Plane | None:
                   g.out_size)
 
 
-def _activation(epilogue: Epilogue | None) -> tuple[int, float]:
-    """The C kernels' activation code and parameter for ``epilogue`` (0: none)."""
-    if epilogue is None:
-        return 0, 0.0
-    return native.ACTIVATIONS[epilogue.name], float(epilogue.alpha)
-
-
-def _activation_arguments(epilogue: Epilogue | None) -> dict[str, Any]:
-    """``native.conv2d``'s activation keywords for ``epilogue``."""
-    if epilogue is None:
-        return {}
-    return {"activation": epilogue.name, "alpha": float(epilogue.alpha)}
+def _activation(epilogue: Epilogue | None) -> tuple[str | None, float]:
+    """The C kernels' activation (a ``native.ACTIVATIONS`` name, or None) and parameter for
+    ``epilogue``."""
+    return (None, 0.0) if epilogue is None else (epilogue.name, float(epilogue.alpha))
 
 
 def _implicit_gemm(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
@@ -330,52 +321,43 @@ def _implicit_gemm(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
     """A dense float32 host convolution by ``native.conv2d`` (the packed GEMM over im2col
     packed from each image; a constant weight packed once, the bias and the ``epilogue``
     in the tiles); False where it cannot run (nothing written): another body then does."""
+    call = _implicit_gemm_call(v, plane, has_bias, rounded, compute, epilogue, planned=False)
+    if call is None:
+        return False
+    call()
+    return True
+
+
+def _implicit_gemm_call(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
+                        compute: np.dtype, epilogue: Epilogue | None = None,
+                        planned: bool = True) -> Callable[[], None] | None:
+    """``_implicit_gemm``'s C call, checked now; None where it does not apply (another
+    dtype, layout or overlap). ``planned`` (``Views.plan``: the call is kept and replayed)
+    needs a model's constant weight and bias, whose packed and cast forms it keeps; else a
+    weight that may change is read in place (A's rows are contiguous) and the bias cast
+    afresh, for this one call."""
     out, x = v["output"], v["input"]
     if out.size == 0 or not native.host_float32(out, x) or rounded != compute:
-        return False
+        return None
+    if planned and ("weight" not in v.constant or (has_bias and "bias" not in v.constant)):
+        return None
     n, c_out = out.shape[:2]
 
     def matrix() -> np.ndarray:
         return np.ascontiguousarray(cast_operand(v["weight"], rounded, compute)).reshape(
             c_out, -1)
-    # a model's weight packed once; any other read in place (A's rows are contiguous)
+    # a model's weight packed once
     weight = v.derive(("packed", "weight"), ("weight",), lambda: native.pack(
         matrix(), native.LEFT)) if "weight" in v.constant else matrix()
-    if weight is None:
-        return False
-    bias = None
-    if has_bias:
-        bias = v.derive(("cast", "bias"), ("bias",),
-                        lambda: cast_operand(v["bias"], compute, compute))
-        if not native.host_float32(bias):
-            return False
-    return native.conv2d(x.reshape(n, x.shape[1], *plane.size), weight, bias,
-                         out.reshape(n, c_out, *plane.out_size), plane.kernel, plane.stride,
-                         plane.pad, plane.dilation, **_activation_arguments(epilogue))
-
-
-def _implicit_gemm_call(v, plane: _Plane, has_bias: bool, rounded: np.dtype,
-                        compute: np.dtype, epilogue: Epilogue | None = None
-                        ) -> Callable[[], None] | None:
-    """``_implicit_gemm``'s plan (``Views.plan``) for a model's constant weight (and bias):
-    the weight packed once, the C call checked once; None where it does not apply (a
-    weight per call, another dtype: ``_implicit_gemm`` decides per call)."""
-    out, x = v["output"], v["input"]
-    if out.size == 0 or not native.host_float32(out, x) or rounded != compute or \
-            "weight" not in v.constant or (has_bias and "bias" not in v.constant):
-        return None
-    n, c_out = out.shape[:2]
-    weight = v.derive(("packed", "weight"), ("weight",), lambda: native.pack(
-        np.ascontiguousarray(cast_operand(v["weight"], rounded, compute)).reshape(c_out, -1),
-        native.LEFT))
     bias = v.derive(("cast", "bias"), ("bias",), lambda: cast_operand(
         v["bias"], compute, compute)) if has_bias else None
     if weight is None or (has_bias and not native.host_float32(bias)):
         return None
+    activation, alpha = _activation(epilogue)
     return native.conv2d_call(x.reshape(n, x.shape[1], *plane.size), weight, bias,
                               out.reshape(n, c_out, *plane.out_size), plane.kernel,
-                              plane.stride, plane.pad, plane.dilation,
-                              **_activation_arguments(epilogue))
+                              plane.stride, plane.pad, plane.dilation, activation=activation,
+                              alpha=alpha)
 
 
 def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
@@ -915,6 +897,7 @@ def _direct_native(out, x, w, bias, g: Geometry, compute,
     padding and dilation; the bias and the ``epilogue`` in the same pass): depthwise, or
     few channels."""
     n, channels, height, width = x.shape
+    activation, alpha = _activation(epilogue)
     apart = not np.may_share_memory(out, x)  # the kernel reads x while it writes out
     result = out if apart else np.empty(out.shape, np.float32)
     weights = np.ascontiguousarray(w, np.float32)
@@ -922,7 +905,7 @@ def _direct_native(out, x, w, bias, g: Geometry, compute,
     native.kernels().conv2d_direct(
         x, weights, bias_values, result, (n, channels, height, width), (w.shape[0], g.groups),
         g.kernel_size, g.stride, (g.pads[0][0], g.pads[1][0]), g.dilation, g.out_size,
-        *_activation(epilogue))
+        native.activation_code(activation), alpha)
     if result is not out:
         np.copyto(out, result)
 

@@ -143,6 +143,11 @@ ACTIVATIONS = {"relu": 1, "hardswish": 2, "sigmoid": 3, "silu": 4, "leaky_relu":
                "gelu_erf": 6}
 
 
+def activation_code(name: str | None) -> int:
+    """The C kernels' code of the activation ``name`` of ``ACTIVATIONS`` (None: 0, none)."""
+    return 0 if name is None else ACTIVATIONS[name]
+
+
 @dataclass(frozen=True, eq=False)
 class PackedMatrix:
     """A float32 matrix packed once into the GEMM microkernel's layout (a model's weight),
@@ -317,7 +322,7 @@ def conv2d_call(x: np.ndarray, weight: np.ndarray | PackedMatrix, bias: np.ndarr
         return None
     if any(type(a) is np.ndarray and np.may_share_memory(out, a) for a in (x, weight, bias)):
         return None
-    code = ACTIVATIONS["relu"] if relu else ACTIVATIONS[activation] if activation else 0
+    code = activation_code("relu" if relu else activation)
     return functools.partial(lib.conv2d_gemm, x, left, bias, out, x.shape, kernel, stride,
                              pad, dilation, out.shape[2:], code, alpha)
 
