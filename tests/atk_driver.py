@@ -76,7 +76,9 @@ random operators (the decorated function is then not called and may just ``pass`
 take on CPU (say why in the reason), else None (it is asked twice: on the inputs as the
 case writes them, then on the values as bound, attribute ranges drawn); ``with_dtypes``
 passes the list of the inputs' original numpy dtypes (``None`` for non-tensors) as the
-golden's first argument.
+golden's first argument; ``standard`` replaces the case's standard (say why: an INT8
+output quantized from a float32 chain is ``stand_quantize``, one quantum apart where two
+float32 ``exp`` implementations round a value on either side of a half).
 
 Cases whose inputs exceed ``MAX_CASE_BYTES`` are skipped with that reason; a case whose
 operator OpenACL does not register, or that has no golden, is counted as not run.
@@ -134,6 +136,7 @@ class Golden:
     skip: Callable[[list[Any]], str | None] | None = None
     with_dtypes: bool = False
     prepare: Callable[[list[Any]], list[Any]] | None = None
+    standard: str | None = None
 
 
 GOLDENS: dict[str, Golden] = {}
@@ -143,8 +146,8 @@ def golden(op: str, *, params: Iterable[str] | None = None,
            check: Callable[[list[np.ndarray], list[Any]], None] | None = None,
            skip: Callable[[list[Any]], str | None] | None = None,
            with_dtypes: bool = False,
-           prepare: Callable[[list[Any]], list[Any]] | None = None
-           ) -> Callable[[Callable], Callable]:
+           prepare: Callable[[list[Any]], list[Any]] | None = None,
+           standard: str | None = None) -> Callable[[Callable], Callable]:
     """Register the golden of aclnn operator ``op`` (CANN's name without the prefix)."""
 
     def register(fn: Callable) -> Callable:
@@ -152,7 +155,7 @@ def golden(op: str, *, params: Iterable[str] | None = None,
             raise ValueError(f"a golden for {op!r} is already registered "
                              f"({GOLDENS[op].fn.__module__})")
         GOLDENS[op] = Golden(op, fn, tuple(params) if params is not None else None, check,
-                             skip, with_dtypes, prepare)
+                             skip, with_dtypes, prepare, standard)
         return fn
 
     return register
@@ -619,7 +622,7 @@ def run_case(case: Case, goldens: dict[str, Golden] | None = None) -> None:
     for index, (mine, theirs) in enumerate(zip(ours, expected, strict=False)):  # a prefix
         if theirs is None:
             continue  # an output the golden does not check (documented there)
-        _compare(mine, _to_numpy(theirs), case.standard,
+        _compare(mine, _to_numpy(theirs), entry.standard or case.standard,
                  f"aclnn{case.op} case {case.data.get('id', case.index)} output {index}",
                  lambda index=index: benchmark(index))
 

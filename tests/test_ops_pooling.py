@@ -75,6 +75,122 @@ def test_max_pool_propagates_nan():
     assert_close(out.numpy(), from_torch(F.max_pool2d(to_torch(x), 2)))
 
 
+# -- MaxPool2dWithMask --------------------------------------------------------------------------
+# (kernel, stride, padding, ceil_mode): dilation is 1 only
+MASK_CASES = [
+    ([2], [], [0], False),
+    ([3, 3], [2, 2], [1, 1], False),
+    ([3, 2], [2, 1], [1, 0], True),
+    ([4, 4], [3, 3], [2, 2], True),
+    ([5, 1], [1, 1], [2, 0], False),
+]
+
+
+def _mask_shape(lead, kernel, out_hw):
+    """The documented mask shape (aclnnMaxPool2dWithMask.md)."""
+    kh, kw = (kernel * 2)[:2]
+    return (*lead, kh * kw, (-(-out_hw[0] * out_hw[1] // 16) + 1) * 32)
+
+
+def _mask_int32(mask, count):
+    """The int32 indices a multi-tap mask begins with (CANN's Atlas A2/A3 layout)."""
+    return np.ascontiguousarray(mask).reshape(-1)[:count * 4].view("<i4")
+
+
+@pytest.mark.parametrize("case", MASK_CASES, ids=str)
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_max_pool2d_with_mask_matches_torch(case, dtype):
+    kernel, stride, padding, ceil = case
+    x = _data((2, 3, 9, 10), dtype)
+    values, indices = F.max_pool2d(to_torch(x), kernel, stride or None, padding, 1, ceil,
+                                   return_indices=True)
+    out, mask = openacl.ops.max_pool2d_with_mask(_dev(x), kernel, stride, padding, [1], ceil)
+    assert_close(out.numpy(), from_torch(values), f"max_pool2d_with_mask {case} {dtype}")
+    mask = mask.numpy()
+    assert mask.dtype == np.int8
+    assert mask.shape == _mask_shape((2, 3), kernel, values.shape[-2:])
+    golden = from_torch(indices)
+    np.testing.assert_array_equal(_mask_int32(mask, golden.size).reshape(golden.shape), golden)
+    assert not mask.reshape(-1)[golden.size * 4:].any()  # the rest is zero
+
+
+def test_max_pool2d_with_mask_3d_input_two_phase_and_strided_out():
+    x = _data((3, 7, 8), np.float32)
+    x[0, :2, :2] = -np.inf  # an all -inf window: PyTorch's first valid position
+    x[1, 3, 3] = np.nan
+    values, indices = F.max_pool2d(to_torch(x), 3, 2, 1, 1, True, return_indices=True)
+    out = openacl.empty(tuple(values.shape), np.float32)
+    mask = strided(np.ones(_mask_shape((3,), [3], values.shape[-2:]), np.int8))  # strided
+    source = _dev(x)
+    ws, exe = aclnn.max_pool2d_with_mask_get_workspace_size(source, [3], [2], [1], [1], True,
+                                                            out, mask)
+    aclnn.max_pool2d_with_mask(0, ws, exe, 0)
+    assert_close(out.numpy(), from_torch(values))
+    written = mask.numpy()
+    golden = from_torch(indices)
+    np.testing.assert_array_equal(_mask_int32(written, golden.size).reshape(golden.shape),
+                                  golden)
+    assert not written.reshape(-1)[golden.size * 4:].any()
+
+
+def test_max_pool2d_with_mask_single_tap_kernel_sets_every_output_bit():
+    """A 1 x 1 kernel: CANN's bit mask (16-bit words per output position and group of 16
+    channels), each window's only position taken."""
+    x = _data((2, 18, 5, 7), np.float32)
+    out, mask = openacl.ops.max_pool2d_with_mask(_dev(x), [1], [2], [0], [1], False)
+    np.testing.assert_array_equal(out.numpy(), x[..., ::2, ::2])
+    outputs = 3 * 4
+    mask = mask.numpy()
+    assert mask.shape == (2, 18, 1, 64)
+    words = mask.reshape(-1)[:2 * 2 * 32 * 2].view("<u2").reshape(2, 2, 32)
+    np.testing.assert_array_equal(words[:, 0, :outputs], 0xFFFF)
+    np.testing.assert_array_equal(words[:, 1, :outputs], 0b11)  # channels 16 and 17
+    assert not words[..., outputs:].any() and not mask.reshape(-1)[2 * 2 * 64:].any()
+
+
+def test_max_pool2d_with_mask_errors():
+    x = _dev(np.ones((1, 2, 6, 6), np.float32))
+    out = openacl.empty((1, 2, 3, 3), np.float32)
+    mask = openacl.empty((1, 2, 4, 64), np.int8)
+    phase1 = aclnn.max_pool2d_with_mask_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "self", phase1, None, [2], [], [0], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "kernelSize", phase1, x, None, [], [0], [1], False, out,
+            mask)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "out", phase1, x, [2], [], [0], [1], False, None, mask)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, "indices", phase1, x, [2], [], [0], [1], False, out, None)
+    for bad in (np.float64, np.int32):
+        _expect(ACLNN_ERR_PARAM_INVALID, "self", phase1, _dev(np.ones((1, 2, 6, 6), bad)),
+                [2], [], [0], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "self", phase1, _dev(np.ones((6, 6), np.float32)),
+            [2], [], [0], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "self", phase1, _dev(np.ones((1, 1, 2, 6, 6), np.float32)),
+            [2], [], [0], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "self", phase1, _dev(np.ones((1, 0, 6, 6), np.float32)),
+            [2], [], [0], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "kernelSize", phase1, x, [2, 2, 2], [], [0], [1], False,
+            out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "kernelSize", phase1, x, [0], [], [0], [1], False, out,
+            mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "stride", phase1, x, [2], [0], [0], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "stride", phase1, x, [2], [2, 2, 2], [0], [1], False, out,
+            mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "padding", phase1, x, [2], [], [2], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "padding", phase1, x, [2], [], [-1], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "padding", phase1, x, [2], [], [], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "dilation", phase1, x, [2], [], [0], [2], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "dilation", phase1, x, [2], [], [0], [1, 1, 1], False, out,
+            mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "self", phase1, x, [7], [], [0], [1], False, out, mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "out", phase1, x, [2], [], [0], [1], False,
+            openacl.empty((1, 2, 2, 2), np.float32), mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "out", phase1, x, [2], [], [0], [1], False,
+            openacl.empty((1, 2, 3, 3), np.float16), mask)
+    _expect(ACLNN_ERR_PARAM_INVALID, "indices", phase1, x, [2], [], [0], [1], False, out,
+            openacl.empty((1, 2, 4, 64), np.int32))
+    _expect(ACLNN_ERR_PARAM_INVALID, "indices", phase1, x, [2], [], [0], [1], False, out,
+            openacl.empty((1, 2, 3, 3), np.int8))
+
+
 # -- MaxPool (ONNX-style) ------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", HALF_FLOATS + [np.dtype(t) for t in (np.int8, np.uint8,
                                                                        np.int32, np.int64)],

@@ -129,6 +129,73 @@ def test_max_backward_errors():
             grad, _dev(np.ones((1, 3, 6, 6), np.float32)), indices, out)
 
 
+# -- MaxPool2dWithMaskBackward ----------------------------------------------------------------
+@pytest.mark.parametrize("case", [([2], [], [0], False), ([3, 3], [2, 2], [1, 1], False),
+                                  ([3, 2], [1, 1], [1, 0], True), ([4, 4], [3, 3], [2, 2], True),
+                                  ([1], [2], [0], False)], ids=str)
+@pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)
+def test_max_pool2d_with_mask_backward_matches_autograd(case, dtype):
+    """The backward reads the mask the forward wrote (CANN's pair)."""
+    kernel, stride, padding, ceil = case
+    x = _data((2, 3, 8, 9), dtype, 3)
+    xt = _leaf(x)
+    y = F.max_pool2d(xt, kernel, stride or None, padding, 1, ceil)
+    grad = _data(tuple(y.shape), dtype, 4)
+    y.backward(to_torch(grad).double())
+    source = _dev(x)
+    _, mask = openacl.ops.max_pool2d_with_mask(source, kernel, stride, padding, [1], ceil)
+    result = openacl.ops.max_pool2d_with_mask_backward(_dev(grad), source, mask, kernel,
+                                                       stride, padding, [1], ceil)
+    assert_close(result.numpy(), _rounded(xt.grad, dtype), f"mask backward {case}")
+
+
+def test_max_pool2d_with_mask_backward_reads_cann_s_harness_mask_3d():
+    """A mask built as CANN's ATK harness builds it (torch's int32 indices, zero-padded,
+    viewed as int8), for a 3-D input."""
+    x = _data((3, 7, 6), np.float32, 5)
+    xt = _leaf(x)
+    y, indices = F.max_pool2d(xt, 3, 2, 1, ceil_mode=True, return_indices=True)
+    grad = _data(tuple(y.shape), np.float32, 6)
+    y.backward(to_torch(grad).double())
+    shape = (3, 9, (-(-y.shape[-2] * y.shape[-1] // 16) + 1) * 32)
+    flat = np.zeros(np.prod(shape) // 4, "<i4")
+    flat[:indices.numel()] = indices.numpy().reshape(-1)
+    result = openacl.ops.max_pool2d_with_mask_backward(
+        _dev(grad), _dev(x), _dev(flat.view(np.int8).reshape(shape)), [3], [2], [1], [1], True)
+    assert_close(result.numpy(), _rounded(xt.grad, np.float32))
+
+
+def test_max_pool2d_with_mask_backward_errors():
+    x = _dev(np.ones((1, 2, 6, 6), np.float32))
+    grad = _dev(np.ones((1, 2, 3, 3), np.float32))
+    mask = _dev(np.zeros((1, 2, 4, 64), np.int8))
+    out = openacl.empty((1, 2, 6, 6), np.float32)
+    phase1 = aclnn.max_pool2d_with_mask_backward_get_workspace_size
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, None, x, mask, [2], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, grad, None, mask, [2], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, grad, x, None, [2], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, grad, x, mask, None, [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_NULLPTR, phase1, grad, x, mask, [2], [2], [0], [1], False, None)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, x, _dev(np.zeros((1, 2, 4, 64), np.int32)),
+            [2], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, x, _dev(np.zeros((1, 2, 3, 3), np.int8)),
+            [2], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, _dev(np.ones((1, 2, 3, 3), np.float16)), x, mask,
+            [2], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, _dev(np.ones((1, 2, 2, 2), np.float32)), x, mask,
+            [2], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, _dev(np.ones((6, 6), np.float32)), mask,
+            [2], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, x, mask, [2, 2, 2], [2], [0], [1], False,
+            out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, x, mask, [0], [2], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, x, mask, [2], [0], [0], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, x, mask, [2], [2], [2], [1], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, x, mask, [2], [2], [0], [2], False, out)
+    _expect(ACLNN_ERR_PARAM_INVALID, phase1, grad, x, mask, [2], [2], [0], [1], False,
+            openacl.empty((1, 2, 6, 6), np.float16))
+
+
 # -- AdaptiveAvgPool2dBackward ----------------------------------------------------------------
 @pytest.mark.parametrize("out", [(4, 3), (5, 5), (3, 10), (12, 13)], ids=str)
 @pytest.mark.parametrize("dtype", HALF_FLOATS, ids=str)

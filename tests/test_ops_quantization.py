@@ -1,4 +1,5 @@
-"""Quantization operators (AscendQuant, AscendQuantV3, AscendAntiQuant, DynamicQuant) against
+"""Quantization operators (AscendQuant, AscendQuantV3, AscendAntiQuant, DynamicQuant, the
+quantized products QuantMatmulV3/V4/WeightNz and WeightQuantBatchMatmul) against
 PyTorch references that follow CANN's formulas and goldens: the quantizers' arithmetic in
 float32 (CANN's golden order; a float64 value could round the other way at a halfway
 point), the integer results compared exactly; the dequantizer in float64, rounded once."""
@@ -12,8 +13,11 @@ import torch
 import openacl
 from op_harness import BF16, assert_close, from_torch, random_array, to_torch
 from openacl import aclnn
+from openacl.dtypes import Format
 from openacl.errors import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, AclError
+from openacl.ops.quant_matmul import pack_weight_nz, unpack_weight_nz, weight_nz
 from openacl.ops.quantization import pack_int4, unpack_int4
+from openacl.tensor import Tensor, create_tensor
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 ROUNDING = {"round": torch.round, "floor": torch.floor, "ceil": torch.ceil,
@@ -715,3 +719,152 @@ def test_weight_quant_batch_matmul_v3_takes_inner_precise():
                    _dev(weight), _dev(scale), None, None, None, None, 0, 2,
                    openacl.empty((3, 8), np.float16))
     assert error.code == ACLNN_ERR_PARAM_INVALID and "'innerPrecise'" in error.message
+
+
+# -- QuantMatmulWeightNz --------------------------------------------------------------------------
+def _nz_pack(weight: np.ndarray) -> np.ndarray:
+    """The test's own FRACTAL_NZ packing, element by element from CANN's doc: a view of
+    (H, W) -> (W1, H1, 16, C0) blocks, [h, w] at [w // C0, h // 16, h % 16, w % C0], C0 = 32
+    bytes (32 INT8, 8 INT32), the padding zero."""
+    *batch, rows, cols = weight.shape
+    c0 = 32 // weight.dtype.itemsize
+    out = np.zeros((*batch, -(-cols // c0), -(-rows // 16), 16, c0), weight.dtype)
+    for h in range(rows):
+        for w in range(cols):
+            out[..., w // c0, h // 16, h % 16, w % c0] = weight[..., h, w]
+    return out
+
+
+def _nz_tensor(weight: np.ndarray, blocks: np.ndarray | None = None,
+               fmt=Format.ACL_FORMAT_FRACTAL_NZ, view=None, strides=None) -> Tensor:
+    """A device tensor as aclnnTransMatmulWeight leaves x2: ND view, NZ storage."""
+    storage = openacl.to_device(_nz_pack(weight) if blocks is None else blocks)
+    handle = create_tensor(weight.shape if view is None else view, weight.dtype, strides, 0,
+                           fmt, storage.shape, storage.data_ptr)
+    return Tensor(handle, keepalive=storage)
+
+
+def test_nz_packing_matches_the_documented_layout():
+    rng = np.random.default_rng(11)
+    w8 = rng.integers(-128, 128, (2, 40, 50)).astype(np.int8)
+    assert pack_weight_nz(w8).shape == (2, 2, 3, 16, 32)          # (batch, n1, k1, 16, 32)
+    assert np.array_equal(pack_weight_nz(w8), _nz_pack(w8))
+    assert np.array_equal(unpack_weight_nz(pack_weight_nz(w8), 40, 50), w8)
+    w32 = pack_int4(rng.integers(-8, 8, (17, 72)).astype(np.int8))  # (17, 9) words: C0 = 8
+    assert pack_weight_nz(w32).shape == (2, 2, 16, 8)
+    assert np.array_equal(pack_weight_nz(w32), _nz_pack(w32))
+
+
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=str)
+@pytest.mark.parametrize("form", ["int32 bias", "bf16 bias", "per-token", "encoded int8"])
+def test_quant_matmul_weight_nz_matches_reference(trans, form):
+    rng = np.random.default_rng(12)
+    trans_a, trans_b = trans
+    m, k, n = 5, 40, 50                               # k and n not multiples of 16 / 32
+    x1 = rng.integers(-128, 128, (2, m, k) if not trans_a else (2, k, m)).astype(np.int8)
+    x2 = rng.integers(-128, 128, (k, n) if not trans_b else (n, k)).astype(np.int8)
+    scale = random_array((n,), F32, rng, 1e-4, 1e-2)
+    pertoken = bias = offset = None
+    if form == "int32 bias":
+        bias = rng.integers(-500, 500, n).astype(np.int32)
+    elif form == "bf16 bias":
+        bias = random_array((n,), BF16, rng, -3, 3)
+    elif form == "per-token":
+        pertoken = random_array((m,), F32, rng, 0.5, 2)
+    args = dict(x1=_dev(x1), x2=_nz_tensor(x2), x2Scale=_dev(scale),
+                x1Scale=None if pertoken is None else _dev(pertoken),
+                bias=None if bias is None else _dev(bias), transposeX1=trans_a,
+                transposeX2=trans_b)
+    if form == "encoded int8":
+        offset = np.full(n, -3.0, np.float32)
+        args["x2Scale"] = openacl.ops.trans_quant_param_v2(_dev(scale), None)
+        args["x2Offset"] = _dev(offset)
+        scale = (scale.view(np.uint32) & 0xFFFFE000).view(np.float32)
+    got = openacl.ops.quant_matmul_weight_nz(**args).numpy()
+    dtype = np.dtype(np.int8) if offset is not None else BF16 if bias is not None and \
+        bias.dtype == BF16 else F16
+    want = _qmm_reference(x1, x2, scale, offset, pertoken, bias, trans_a, trans_b, dtype)
+    if dtype == np.int8:
+        assert np.array_equal(got, want)
+    else:
+        assert_close(got, want)
+
+
+def test_quant_matmul_weight_nz_int4_batches_and_the_two_phase_api():
+    rng = np.random.default_rng(13)
+    a4 = rng.integers(-8, 8, (3, 1, 6, 64)).astype(np.int8)
+    b4 = rng.integers(-8, 8, (2, 64, 72)).astype(np.int8)
+    x1, x2 = pack_int4(a4), pack_int4(b4)              # x2 (2, 64, 9) INT32: C0 = 8 words
+    scale = random_array((72,), F32, rng, 0.01, 0.1)
+    out = openacl.empty((3, 2, 6, 72), np.float16)
+    tensors = [_dev(x1), _nz_tensor(x2), None, _dev(scale)]     # alive until phase 2
+    ws, exe = aclnn.quant_matmul_weight_nz_get_workspace_size(
+        *tensors, None, None, None, None, None, False, False, 0, out)
+    aclnn.quant_matmul_weight_nz(0, ws, exe, 0)
+    assert_close(out.numpy(), _qmm_reference(x1, x2, scale, None, None, None, False, False,
+                                             F16))
+    # a transposed view of an NZ (n, k) weight: CANN swaps it back and flips transposeX2
+    w = rng.integers(-128, 128, (48, 40)).astype(np.int8)          # (n, k)
+    view = _nz_tensor(w, view=(40, 48), strides=(1, 40))
+    x1 = rng.integers(-128, 128, (5, 40)).astype(np.int8)
+    got = openacl.ops.quant_matmul_weight_nz(_dev(x1), view, x2Scale=_dev(scale[:48]),
+                                             transposeX2=False).numpy()
+    assert_close(got, _qmm_reference(x1, w, scale[:48], None, None, None, False, True, F16))
+    # the library's own helper gives the same tensor
+    got = openacl.ops.quant_matmul_weight_nz(_dev(x1), weight_nz(w), x2Scale=_dev(scale[:48]),
+                                             transposeX2=True).numpy()
+    assert_close(got, _qmm_reference(x1, w, scale[:48], None, None, None, False, True, F16))
+
+
+def test_quant_matmul_weight_nz_errors():
+    rng = np.random.default_rng(14)
+    w = rng.integers(-4, 4, (40, 48)).astype(np.int8)
+    x1, x2 = _dev(np.ones((4, 40), np.int8)), _nz_tensor(w)
+    scale = _dev(np.ones(48, np.float32))
+    out = openacl.empty((4, 48), np.float16)
+    fn = aclnn.quant_matmul_weight_nz_get_workspace_size
+
+    def call(**changes):
+        args = dict(x1=x1, x2=x2, x1Scale=None, x2Scale=scale, yScale=None, x1Offset=None,
+                    x2Offset=None, yOffset=None, bias=None, transposeX1=False,
+                    transposeX2=False, groupSize=0, out=out)
+        args.update(changes)
+        return _error(fn, *args.values())
+
+    one = _dev(np.ones(48, np.float32))
+    for changes, code, name in [
+        (dict(x1=None), ACLNN_ERR_PARAM_NULLPTR, "'x1'"),
+        (dict(x2=None), ACLNN_ERR_PARAM_NULLPTR, "'x2'"),
+        (dict(x2Scale=None), ACLNN_ERR_PARAM_NULLPTR, "'x2Scale'"),
+        (dict(out=None), ACLNN_ERR_PARAM_NULLPTR, "'out'"),
+        (dict(x2=_dev(w)), ACLNN_ERR_PARAM_INVALID, "'x2'"),             # ND, not NZ
+        (dict(x2=_nz_tensor(w.astype(np.float16))), ACLNN_ERR_PARAM_INVALID, "'x2'"),
+        (dict(x2=_nz_tensor(w, view=(40 * 48,), strides=(1,))), ACLNN_ERR_PARAM_INVALID,
+         "'x2'"),                                                        # a 1-d view
+        (dict(x2=_nz_tensor(w, _nz_pack(w)[:, :2])), ACLNN_ERR_PARAM_INVALID, "'x2'"),
+        (dict(x2=_nz_tensor(w[:, :1].copy())), ACLNN_ERR_PARAM_INVALID, "'x2'"),  # n == 1
+        (dict(x1=_dev(np.ones((4, 32), np.int8))), ACLNN_ERR_PARAM_INVALID, "'x2'"),  # k
+        (dict(x1=_dev(np.ones((4, 40), np.float16))), ACLNN_ERR_PARAM_INVALID, "'x1'"),
+        (dict(x1=_dev(np.ones((4, 5), np.int32))), ACLNN_ERR_PARAM_INVALID, "'x2'"),  # dtypes
+        (dict(x2Scale=_dev(np.ones(48, np.float16))), ACLNN_ERR_PARAM_INVALID, "'x2Scale'"),
+        (dict(x2Scale=_dev(np.ones(5, np.float32))), ACLNN_ERR_PARAM_INVALID, "'x2Scale'"),
+        (dict(x1Scale=_dev(np.ones(3, np.float32))), ACLNN_ERR_PARAM_INVALID, "'x1Scale'"),
+        (dict(x2Offset=one), ACLNN_ERR_PARAM_INVALID, "'x2Offset'"),    # FLOAT16 out
+        (dict(yScale=_dev(np.ones((1, 48), np.int64))), ACLNN_ERR_PARAM_INVALID, "'yScale'"),
+        (dict(x1Offset=one), ACLNN_ERR_PARAM_INVALID, "'x1Offset'"),
+        (dict(yOffset=one), ACLNN_ERR_PARAM_INVALID, "'yOffset'"),
+        (dict(groupSize=32), ACLNN_ERR_PARAM_INVALID, "'groupSize'"),
+        (dict(bias=_dev(np.ones(40, np.int32))), ACLNN_ERR_PARAM_INVALID, "'bias'"),
+        (dict(out=openacl.empty((4, 48), np.float32)), ACLNN_ERR_PARAM_INVALID, "'out'"),
+        (dict(out=openacl.empty((4, 64), np.float16)), ACLNN_ERR_PARAM_INVALID, "'out'"),
+    ]:
+        error = call(**changes)
+        assert error.code == code and name in error.message, (changes, error.message)
+    # empty yScale / x1Offset / yOffset count as null, as CANN reads them
+    empty = _dev(np.ones(0, np.float32))
+    ws, exe = fn(x1, x2, None, scale, empty, empty, None, empty, None, False, False, 0, out)
+    aclnn.quant_matmul_weight_nz(0, ws, exe, 0)
+    assert_close(out.numpy(), _qmm_reference(np.ones((4, 40), np.int8), w,
+                                             np.ones(48, np.float32), None, None, None,
+                                             False, False, F16))

@@ -174,3 +174,152 @@ def test_group_norm_silu_quant_refuses_bad_arguments():
     assert err.code == ACLNN_ERR_PARAM_INVALID and "'activateSilu'" in err.message
     err = error(x, None, None, None, 3, 1e-5, True)
     assert err.code == ACLNN_ERR_PARAM_NULLPTR and "'quantScale'" in err.message
+
+
+# -- DequantSwigluQuantV2 -------------------------------------------------------------------------
+def _swiglu_reference(x, weight, act, bias, q_scale, q_offset, counts, left, dynamic, mode,
+                      limit=7.0, alpha=1.702, glu_bias=1.0):
+    """CANN's formulas in float64 with numpy, group by group: (y before rounding, scales)."""
+    rows = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    half = rows.shape[1] // 2
+    y, scales = np.zeros((len(rows), half)), np.zeros(len(rows))
+    start = 0
+    for g, n in enumerate(counts):
+        part = rows[start:start + n]
+        if x.dtype == I32:
+            if bias is not None and bias.dtype == I32:
+                part = part + bias[g]
+            part = part * weight[g]
+            if act is not None:
+                part = part * act[start:start + n, None]
+            if bias is not None and bias.dtype != I32:
+                part = part + bias[g].astype(np.float64)
+        if mode == 1:
+            a, b = part[:, 0::2], part[:, 1::2]
+        elif left or mode in (2, 3):
+            a, b = part[:, :half], part[:, half:]
+        else:
+            a, b = part[:, half:], part[:, :half]
+        silu = a / (1 + np.exp(-a))
+        if mode == 0:
+            out = silu * b
+        elif mode == 3:
+            out = np.minimum(silu, limit) * np.clip(b, -limit, limit)
+        else:
+            a = np.minimum(a, limit)
+            out = a / (1 + np.exp(-alpha * a)) * (np.clip(b, -limit, limit) + glu_bias)
+        factor = None if q_scale is None else np.asarray(q_scale[g], np.float64).reshape(
+            1, -1)
+        if dynamic:
+            out = out if factor is None else out * factor
+            largest = np.abs(out).max(1)
+            scales[start:start + n] = largest / 127
+            out = out * (127 / largest[:, None])
+        else:
+            out = out / factor
+            if q_offset is not None:
+                out = out + np.asarray(q_offset[g], np.float64).reshape(1, -1)
+        y[start:start + n] = out
+        start += n
+    return np.clip(y, -128, 127), scales
+
+
+def _assert_within_a_quantum(actual, expected):
+    """INT8 results of a float32 chain: within one quantum of the float64 value rounded,
+    exact where that value is not within 1e-3 of a rounding half."""
+    exact = np.rint(expected)
+    assert np.abs(actual.astype(np.int64) - exact).max() <= 1
+    clear = np.abs(np.abs(expected - np.floor(expected)) - 0.5) > 1e-3
+    np.testing.assert_array_equal(actual[clear], exact[clear].astype(np.int8))
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("bias_dtype", [I32, BF16, F32], ids=str)
+def test_dequant_swiglu_quant_v2_groups(mode, dynamic, bias_dtype):
+    rng = np.random.default_rng(mode * 7 + dynamic)
+    counts, h = [2, 0, 3, 1], 16
+    groups, rows = len(counts), sum(counts)
+    x = rng.integers(-50, 50, (rows, 2 * h)).astype(I32)
+    weight = rng.uniform(0.01, 0.05, (groups, 2 * h)).astype(F32)
+    act = rng.uniform(0.5, 2, rows).astype(F32)
+    bias = (rng.integers(-5, 5, (groups, 2 * h)) if bias_dtype == I32 else
+            rng.uniform(-1, 1, (groups, 2 * h))).astype(bias_dtype)
+    q_scale = rng.uniform(0.02, 0.1, (groups, h) if dynamic or mode % 2 else groups
+                          ).astype(F32)
+    q_offset = None if dynamic else rng.uniform(-3, 3, q_scale.shape).astype(F32)
+    left = mode != 1 and bool(rng.integers(2))
+    y, scale = openacl.ops.dequant_swiglu_quant_v2(
+        x, weight, act, bias, q_scale, q_offset, np.array(counts, np.int64), left,
+        "dynamic" if dynamic else "static", 2, "rint", -1, mode, 6.5, 1.5, 0.5)
+    want_y, want_scale = _swiglu_reference(x, weight, act, bias, q_scale, q_offset, counts,
+                                           left, dynamic, mode, 6.5, 1.5, 0.5)
+    _assert_within_a_quantum(y.numpy(), want_y)
+    if dynamic:
+        assert_close(scale.numpy(), want_scale.astype(F32), F32)
+
+
+def test_dequant_swiglu_quant_v2_float_input_and_untouched_rows():
+    """A bfloat16 x is gated as it is; rows past the groups' sum keep what yOut held, and a
+    static call leaves scaleOut alone."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-4, 4, (2, 3, 8)).astype(BF16)
+    q_scale = np.array([0.05], F32)
+    y_out, scale_out = openacl.to_device(np.full((2, 3, 4), 7, np.int8)), openacl.to_device(
+        np.full((2, 3), 9.0, F32))
+    from openacl import aclnn
+
+    inputs = [_dev(a) for a in (x, q_scale, np.array([1.0], F32), np.array([4], np.int64))]
+    workspace, executor = aclnn.dequant_swiglu_quant_v2_get_workspace_size(
+        inputs[0], None, None, None, *inputs[1:], True, "static", 2, "rint", -1, 0, 7.0,
+        1.702, 1.0, y_out, scale_out)
+    aclnn.dequant_swiglu_quant_v2(0, workspace, executor, None)
+    openacl.rt.synchronize_device()
+    want, _ = _swiglu_reference(x.astype(np.float64), None, None, None, [q_scale],
+                                [np.array([1.0])], [4], True, False, 0)
+    got = y_out.numpy().reshape(6, 4)
+    _assert_within_a_quantum(got[:4], want[:4])
+    assert (got[4:] == 7).all() and (scale_out.numpy() == 9).all()
+    # no group index: one group of every row, dynamic with no quant scale
+    y, scale = openacl.ops.dequant_swiglu_quant_v2(x, quantModeOptional="dynamic")
+    want, want_scale = _swiglu_reference(x.astype(np.float64), None, None, None, None, None,
+                                         [6], False, True, 0)
+    _assert_within_a_quantum(y.numpy().reshape(6, 4), want)
+    assert_close(scale.numpy().reshape(6), want_scale.astype(F32), F32)
+
+
+def test_dequant_swiglu_quant_v2_errors():
+    x = _dev(np.ones((4, 8), I32))
+    weight, scale = _dev(np.ones(8, F32)), _dev(np.ones(1, F32))
+
+    def call(code, name, *args, **kwargs):
+        arguments = dict(x=x, weightScaleOptional=weight, quantScaleOptional=scale)
+        arguments.update(kwargs)
+        with pytest.raises(AclError) as info:
+            openacl.ops.dequant_swiglu_quant_v2(**arguments)
+        assert info.value.code == code, info.value.message
+        assert f"'{name}'" in info.value.message, info.value.message
+
+    openacl.ops.dequant_swiglu_quant_v2(x, weight, quantScaleOptional=scale)  # the good call
+    call(ACLNN_ERR_PARAM_NULLPTR, "x", x=None)
+    call(ACLNN_ERR_PARAM_NULLPTR, "weightScaleOptional", weightScaleOptional=None)
+    call(ACLNN_ERR_PARAM_NULLPTR, "quantScaleOptional", quantScaleOptional=None)
+    invalid = ACLNN_ERR_PARAM_INVALID
+    call(invalid, "x", x=_dev(np.ones((4, 8), F32)))
+    call(invalid, "x", x=_dev(np.ones(8, I32)))
+    call(invalid, "x", x=_dev(np.ones((4, 7), I32)), weightScaleOptional=_dev(np.ones(7, F32)))
+    call(invalid, "weightScaleOptional", x=_dev(np.ones((4, 8), F16)))
+    call(invalid, "weightScaleOptional", weightScaleOptional=_dev(np.ones(4, F32)))
+    call(invalid, "activationScaleOptional", activationScaleOptional=_dev(np.ones(3, F32)))
+    call(invalid, "swigluMode", swigluMode=4)
+    call(invalid, "quantModeOptional", quantModeOptional="per-token")
+    call(invalid, "dstType", dstType=35)
+    call(invalid, "roundModeOptional", roundModeOptional="floor")
+    call(invalid, "activateDim", activateDim=0)
+    call(invalid, "activateDim", activateDim=2)
+    call(invalid, "clampLimit", swigluMode=1, clampLimit=0.0)
+    call(invalid, "groupIndexOptional", groupIndexOptional=_dev(np.ones((2, 2), np.int64)))
+    call(invalid, "weightScaleOptional", groupIndexOptional=_dev(np.ones(2, np.int64)))
+    call(invalid, "quantOffsetOptional", quantOffsetOptional=_dev(np.ones(2, F32)))
+    call(invalid, "quantOffsetOptional", quantModeOptional="dynamic",
+         quantOffsetOptional=_dev(np.ones(1, F32)))

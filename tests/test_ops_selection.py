@@ -341,3 +341,122 @@ def test_apply_top_k_top_p_refusals():
         logits, p, _dev(np.ones(4, np.int32)), out), "k")
     _refused(lambda: aclnn.apply_top_k_top_p_get_workspace_size(
         _dev(np.ones(8, np.float32)), p, k, openacl.empty((8,), np.float32)), "logits")
+
+
+# -- TopKTopPSampleV2 ---------------------------------------------------------------------------
+def _sample(logits, k, p, q=None, min_p=None, *, need_logits=False, is_logits=True,
+            sample_result=False, ks_max=1024):
+    """The one-shot TopKTopPSampleV2 on host arrays; its four outputs as host arrays."""
+    rows = len(logits)
+    outs = openacl.ops.top_k_top_p_sample_v2(
+        np.asarray(logits, np.float32), np.asarray(k, np.int32),
+        np.full(rows, p, np.float32) if np.isscalar(p) else np.asarray(p, np.float32),
+        None if q is None else np.asarray(q, np.float32),
+        None if min_p is None else np.asarray(min_p, np.float32), 1e-8, need_logits, 32,
+        ks_max, is_logits, sample_result)
+    return [o.numpy() for o in outs]
+
+
+def test_top_k_top_p_sample_v2_top_k_then_argmax():
+    logits = [[1.0, 3.0, 2.0, 0.0], [5.0, 1.0, 4.0, 6.0]]
+    selected, survivors, _, _ = _sample(logits, [2, 0], 1.0, need_logits=True)
+    _exact(selected, np.array([1, 3]))  # row 1: k = 0 filters nothing
+    _exact(survivors, np.array([[-np.inf, 3, 2, -np.inf], [5, 1, 4, 6]], np.float32))
+    # probabilities given (inputIsLogits false): dropped positions hold 0, not -inf
+    _, survivors, _, _ = _sample([[0.1, 0.5, 0.3, 0.1]], [2], 1.0, need_logits=True,
+                                 is_logits=False)
+    _exact(survivors, np.array([[0, 0.5, 0.3, 0]], np.float32))
+
+
+def test_top_k_top_p_sample_v2_intermediate_results():
+    """isNeedSampleResult: the surviving probabilities at each row's front, their
+    positions beside them; logitsSelectIdx is not written."""
+    _, _, positions, probs = _sample([[1.0, 3.0, 2.0, 0.0]], [2], 1.0, sample_result=True)
+    two = np.exp([3.0, 2.0]) / np.exp([3.0, 2.0]).sum()
+    _exact(positions, np.array([[1, 2, 0, 0]]))
+    np.testing.assert_allclose(probs, [[two[0], two[1], 0, 0]], rtol=1e-6)
+    # top-p on probabilities: 0.5 and 0.3 reach 0.7, the rest is dropped
+    _, _, positions, probs = _sample([[0.1, 0.5, 0.3, 0.1]], [0], 0.7, is_logits=False,
+                                     sample_result=True)
+    _exact(positions, np.array([[1, 2, 0, 0]]))
+    _exact(probs, np.array([[0.5, 0.3, 0, 0]], np.float32))
+    # min-p alone (no top-k, no top-p): the row is not sorted; >= 0.5 * max survives
+    _, _, positions, probs = _sample([[0.3, 0.1, 0.5, 0.2]], [0], 1.0, min_p=[0.5],
+                                     is_logits=False, sample_result=True)
+    _exact(positions, np.array([[0, 2, 0, 0]]))
+    _exact(probs, np.array([[0.3, 0.5, 0, 0]], np.float32))
+    # p <= 0 keeps the largest alone, with probability 1; min-p >= 1 likewise
+    for p, min_p in [(0.0, None), (1.0, [1.0])]:
+        _, _, positions, probs = _sample([[1.0, 3.0, 2.0, 0.0]], [3], p, min_p=min_p,
+                                         sample_result=True)
+        assert positions[0, 0] == 1 and (positions[0, 1:] == 0).all()
+        assert (probs[0, 1:] == 0).all()
+    assert probs[0, 0] == np.float32(np.exp(3.0) / np.exp([3.0, 2.0, 1.0]).sum())
+
+
+def test_top_k_top_p_sample_v2_q_sample():
+    """With q the sample is the argmax of probability / (|q| + eps), q aligned to the
+    compacted, descending probabilities."""
+    logits = [[1.0, 3.0, 2.0, 0.0]]
+    (selected, *_) = _sample(logits, [2], 1.0, q=[[0.9, 0.1, 1.0, 1.0]])
+    _exact(selected, np.array([2]))  # 0.27 / 0.1 beats 0.73 / 0.9
+    (selected, *_) = _sample(logits, [2], 1.0, q=[[-0.1, 0.9, 1.0, 1.0]])
+    _exact(selected, np.array([1]))  # |q| is used
+
+
+@pytest.mark.parametrize("is_logits", [True, False])
+def test_top_k_top_p_sample_v2_matches_the_row_by_row_golden(is_logits):
+    """Random rows through every stage against the row-by-row float64 reference the ATK
+    suite uses (tests/atk_goldens/indexing.py), with ties and every skip rule."""
+    from atk_goldens.indexing import top_k_top_p_sample_v2 as reference
+
+    rows, width = 40, 37
+    logits = np.round(RNG.uniform(0, 8, (rows, width)), 1).astype(np.float32)  # ties
+    if not is_logits:
+        logits = logits / logits.sum(1, keepdims=True)
+    k = RNG.integers(-3, 45, rows).astype(np.int32)
+    p = RNG.choice([-0.5, 0.0, 0.3, 0.6, 0.95, 1.0, 2.0], rows).astype(np.float32)
+    min_p = RNG.choice([-1.0, 0.0, 0.2, 0.7, 1.0, 1.5], rows).astype(np.float32)
+    q = RNG.uniform(-1, 1, (rows, width)).astype(np.float32)
+    wide = [torch.from_numpy(a.astype(np.float64)) for a in (logits, p, q, min_p)]
+    for sample_result in (False, True):
+        got = _sample(logits, k, p, q, min_p, need_logits=True, is_logits=is_logits,
+                      sample_result=sample_result, ks_max=20)
+        want = reference(wide[0], torch.from_numpy(k.astype(np.int64)), wide[1], wide[2],
+                         wide[3], 1e-8, True, 32, 20, is_logits, sample_result)
+        for mine, theirs in zip(got, want, strict=True):
+            if theirs is None:
+                continue
+            theirs = theirs.numpy()
+            if theirs.dtype == np.int64:
+                _exact(mine, theirs)
+            else:
+                np.testing.assert_allclose(mine, theirs.astype(np.float32), rtol=1e-6)
+
+
+def test_top_k_top_p_sample_v2_refusals():
+    logits = _dev(np.ones((3, 8), np.float32))
+    k, p = _dev(np.ones(3, np.int32)), _dev(np.ones(3, np.float32))
+    outs = (openacl.empty((3,), np.int64), openacl.empty((3, 8), np.float32),
+            openacl.empty((3, 8), np.int64), openacl.empty((3, 8), np.float32))
+
+    def phase1(logits=logits, k=k, p=p, q=None, min_p=None, ks_max=1024, outs=outs):
+        return aclnn.top_k_top_p_sample_v2_get_workspace_size(
+            logits, k, p, q, min_p, 1e-8, False, 32, ks_max, True, False, *outs)
+
+    phase1()  # the good call
+    _refused(lambda: phase1(logits=None), "logits", ACLNN_ERR_PARAM_NULLPTR)
+    _refused(lambda: phase1(k=None), "topK", ACLNN_ERR_PARAM_NULLPTR)
+    _refused(lambda: phase1(p=None), "topP", ACLNN_ERR_PARAM_NULLPTR)
+    _refused(lambda: phase1(logits=_dev(np.ones((3, 8), np.int32))), "logits")
+    _refused(lambda: phase1(logits=_dev(np.ones(8, np.float32))), "logits")
+    _refused(lambda: phase1(k=_dev(np.ones(3, np.int64))), "topK")
+    _refused(lambda: phase1(k=_dev(np.ones(4, np.int32))), "topK")
+    _refused(lambda: phase1(p=_dev(np.ones(3, np.float16))), "topP")
+    _refused(lambda: phase1(min_p=_dev(np.ones((3, 2), np.float32))), "minPs")
+    _refused(lambda: phase1(q=_dev(np.ones((3, 7), np.float32))), "q")
+    _refused(lambda: phase1(q=_dev(np.ones((3, 8), np.float16))), "q")
+    for ks_max in (0, 1025):
+        _refused(lambda ks_max=ks_max: phase1(ks_max=ks_max), "ksMax")
+    _refused(lambda: phase1(outs=(openacl.empty((3,), np.int32), *outs[1:])),
+             "logitsSelectIdx")

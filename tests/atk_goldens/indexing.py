@@ -562,3 +562,64 @@ def scatter_list(var, indice, updates, mask, reduce, axis):
         length = int(rows[b, 1]) if rows.shape[1] == 2 else updates.shape[axis]
         target.narrow(axis - 1, start, length).copy_(updates[b].narrow(axis - 1, 0, length))
     return tuple(out)
+
+
+# -- TopKTopPSampleV2 -----------------------------------------------------------------------------
+def _sample_row(row, k, p, min_p, q_row, eps, ks_max, input_is_logits):
+    """One row through CANN's stages, as its ATK executor runs them: (kept probabilities,
+    their positions in the row, the sampled position)."""
+    width = row.numel()
+    use_k = 1 <= k <= min(ks_max, width)
+    use_p = p < 1
+    values, positions = torch.sort(row, descending=True, stable=True)
+    if use_k:
+        values, positions = values[:k], positions[:k]
+    if input_is_logits:
+        values = torch.softmax(values, -1)
+    if use_p:
+        keep = torch.zeros(values.numel(), dtype=torch.bool)
+        if p > 0:
+            keep = (values.cumsum(-1) - values) < p
+        else:
+            keep[0] = True
+        values, positions = values[keep].clone(), positions[keep]
+        if p <= 0 and input_is_logits:
+            values[0] = 1.0
+    if not use_k and not use_p and min_p < 1:  # nothing sorted it
+        positions = torch.arange(width)
+        values = torch.softmax(row, -1) if input_is_logits else row
+    if 0 < min_p < 1:
+        keep = values >= values.max() * min_p
+    else:
+        keep = torch.ones(values.numel(), dtype=torch.bool)
+        if min_p >= 1:
+            keep[1:] = False
+    values, positions = values[keep], positions[keep]
+    scores = values if q_row is None else values / (q_row[:values.numel()].abs() + eps)
+    return values, positions, positions[scores.argmax()]
+
+
+@golden("TopKTopPSampleV2")
+def top_k_top_p_sample_v2(logits, top_k, top_p, q, min_ps, eps, is_need_logits, top_k_guess,
+                          ks_max, input_is_logits, is_need_sample_result):
+    """Row by row in float64; the outputs a mode leaves alone are not checked (None)."""
+    rows, width = logits.shape
+    ks_cap = min(-(-ks_max // 8) * 8, 1024)
+    selected = torch.zeros(rows, dtype=torch.long)
+    survivors = torch.full((rows, width), float("-inf") if input_is_logits else 0.0,
+                           dtype=torch.float64)
+    positions_out = torch.zeros((rows, width), dtype=torch.long)
+    values_out = torch.zeros((rows, width), dtype=torch.float64)
+    for b in range(rows):
+        min_p = float(min_ps.reshape(-1)[b]) if min_ps is not None else -1.0
+        q_row = None if q is None or is_need_sample_result else q[b]
+        values, positions, choice = _sample_row(logits[b], int(top_k[b]), float(top_p[b]),
+                                                min_p, q_row, eps, ks_cap, input_is_logits)
+        selected[b] = choice
+        survivors[b, positions] = logits[b, positions]
+        values_out[b, :values.numel()] = values
+        positions_out[b, :positions.numel()] = positions
+    return (None if is_need_sample_result else selected,
+            survivors if is_need_logits else None,
+            positions_out if is_need_sample_result else None,
+            values_out if is_need_sample_result else None)

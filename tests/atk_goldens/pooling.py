@@ -3,9 +3,12 @@ global pools in 2-d and 3-d and their backward forms. Each is PyTorch in float64
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 
-from atk_driver import golden
+from atk_driver import MAX_CASE_BYTES, golden
 
 
 def _spatial(x):
@@ -103,12 +106,127 @@ def adaptive_avg_pool2d_backward(grad, x):
 def _forward_indices(inputs) -> str | None:
     return ("CANN's harness makes these indices by running the forward pool on self; the "
             "case's own indices are random values of another shape, which no forward "
-            "writes (the driver has no hook to derive an input)")
+            "writes (no prepare hook derives them here yet)")
 
 
-@golden("MaxPool2dWithIndicesBackward", skip=_forward_indices)
-def max_pool2d_with_indices_backward(grad, x, indices, *attrs):
-    pass
+def _max_pool_args(kernel, stride, padding, dilation):
+    """torch's (kernel, stride, padding, dilation) from aclnn's arrays (stride [] is the
+    kernel)."""
+    kernel = _pair(kernel, (1, 1))
+    return kernel, _pair(stride, kernel), _pair(padding, (0, 0)), _pair(dilation, (1, 1))
+
+
+def _forward_pool_indices(x, kernel, stride, padding, dilation, ceil) -> torch.Tensor:
+    """Torch's max_pool2d indices of ``x`` (a numpy array), run in float32 as CANN's
+    harnesses run the forward pool."""
+    source = torch.from_numpy(np.asarray(x, np.float32))
+    return torch.nn.functional.max_pool2d(source, *_max_pool_args(kernel, stride, padding,
+                                                                  dilation),
+                                          ceil_mode=bool(ceil), return_indices=True)[1]
+
+
+def _indices_from_forward(inputs):
+    """CANN's harness (executor_aclnnMaxPool2dWithIndicesBackward.py): ``indices`` is the
+    forward pool's on ``self``, cast to the case's indices dtype. A case whose indices are
+    ``"null"`` stays one of CANN's null-pointer cases."""
+    grad, x, indices, *attrs = inputs
+    if x is None or indices is None:
+        return inputs
+    made = _forward_pool_indices(x, *attrs[:5]).numpy().astype(indices.dtype)
+    return [grad, x, made, *attrs]
+
+
+@golden("MaxPool2dWithIndicesBackward", skip=_malformed(7), prepare=_indices_from_forward)
+def max_pool2d_with_indices_backward(grad, x, indices, kernel, stride=(), padding=(0,),
+                                     dilation=(1,), ceil=False):
+    return torch.ops.aten.max_pool2d_with_indices_backward(
+        grad, x, *_max_pool_args(kernel, stride, padding, dilation), bool(ceil), indices)
+
+
+# -- MaxPool2dWithMask and its backward ----------------------------------------------------------
+MASK_BLOCK = 16  # outputs per 16-bit word of a mask row (aclnnMaxPool2dWithMask.md)
+
+
+def _harness_mask(indices: torch.Tensor, kernel) -> torch.Tensor:
+    """The mask CANN's harness gives MaxPool2dWithMaskBackward
+    (executor_aclnnMaxPool2dWithMaskBackward.py): torch's indices as int32, flattened,
+    zero-padded to the documented mask shape ``(*lead, kH * kW, (ceil(Ho * Wo / 16) + 1) *
+    32)`` and viewed as int8 (what aclnnMaxPool2dWithMask writes on Atlas A2/A3)."""
+    kernel = _pair(kernel, (1, 1))
+    *lead, height, width = indices.shape
+    shape = (*lead, kernel[0] * kernel[1],
+             (math.ceil(height * width / MASK_BLOCK) + 1) * 2 * MASK_BLOCK)
+    flat = indices.to(torch.int32).flatten()
+    padding = torch.zeros(math.prod(shape) // 4 - flat.numel(), dtype=torch.int32)
+    return torch.cat((flat, padding)).view(torch.int8).reshape(shape)
+
+
+def _pooled(size, kernel, stride, pad, ceil) -> int:
+    """CANN's PoolingOutShape (dilation 1)."""
+    span = size + 2 * pad - kernel
+    if span < 0:
+        return 0
+    out = (span + (stride - 1 if ceil else 0)) // stride + 1
+    return out - 1 if ceil and (out - 1) * stride >= size + pad else out
+
+
+def _mask_over_budget(inputs) -> str | None:
+    """A case whose int8 mask output (``kH * kW`` rows of about 2 bytes per output, per
+    plane: up to ~60x the input for ATK's large kernels) exceeds the budget a case's inputs
+    have here; decided once the attributes are bound."""
+    x, kernel, stride, padding, _dilation, ceil = inputs[:6]
+    arrays = (kernel, stride, padding)
+    if not all(isinstance(a, (list, tuple)) and all(isinstance(v, int) for v in a)
+               for a in arrays) or not isinstance(ceil, bool):
+        return None
+    kernel, stride, padding, _ = _max_pool_args(kernel, stride, padding, (1,))
+    outs = [_pooled(size, *geometry, ceil) for size, *geometry in
+            zip(x.shape[-2:], kernel, stride, padding, strict=True)]
+    size = math.prod(x.shape[:-2]) * kernel[0] * kernel[1] * \
+        (math.ceil(math.prod(outs) / MASK_BLOCK) + 1) * 2 * MASK_BLOCK
+    if size > MAX_CASE_BYTES:
+        return (f"the int8 mask output of {size >> 20} MiB exceeds the "
+                f"{MAX_CASE_BYTES >> 20} MiB a case may take here")
+    return None
+
+
+def _mask_skip(inputs) -> str | None:
+    return _malformed(5)(inputs) or _mask_over_budget(inputs)
+
+
+@golden("MaxPool2dWithMask", skip=_mask_skip)
+def max_pool2d_with_mask(x, kernel, stride=(), padding=(0,), dilation=(1,), ceil=False):
+    """CANN's harness compares ``out`` only (its golden returns torch's values); the mask
+    is checked too, against the layout its backward harness builds from torch's indices
+    (``_harness_mask``), except for a 1 x 1 kernel, whose mask is CANN's bit mask (each
+    window's one position taken)."""
+    values, indices = torch.nn.functional.max_pool2d(
+        x, *_max_pool_args(kernel, stride, padding, dilation), ceil_mode=bool(ceil),
+        return_indices=True)
+    single = _pair(kernel, (1, 1)) == [1, 1]
+    return values, None if single else _harness_mask(indices, kernel)
+
+
+def _mask_from_forward(inputs):
+    """CANN's harness: ``indices`` is the forward pool's mask on ``self``, built from
+    torch's indices (``_harness_mask``). A case whose mask is ``"null"`` stays one of
+    CANN's null-pointer cases."""
+    grad, x, indices, *attrs = inputs
+    if x is None or indices is None:
+        return inputs
+    mask = _harness_mask(_forward_pool_indices(x, *attrs[:5]), attrs[0])
+    return [grad, x, mask.numpy(), *attrs]
+
+
+@golden("MaxPool2dWithMaskBackward", skip=_malformed(7), prepare=_mask_from_forward)
+def max_pool2d_with_mask_backward(grad, x, mask, kernel, stride=(), padding=(0,),
+                                  dilation=(1,), ceil=False):
+    """CANN's golden: torch's max_pool2d_with_indices_backward at the forward's indices."""
+    args = _max_pool_args(kernel, stride, padding, dilation)
+    indices = torch.nn.functional.max_pool2d(x, *args, ceil_mode=bool(ceil),
+                                             return_indices=True)[1]
+    return torch.ops.aten.max_pool2d_with_indices_backward(grad, x, *args, bool(ceil),
+                                                           indices)
 
 
 @golden("AdaptiveMaxPool2dBackward", skip=_forward_indices)

@@ -8,6 +8,8 @@ packed eight to an int32, the first in the lowest bits (CANN's ``pack_int4_to_in
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import torch
 
@@ -152,17 +154,70 @@ def quant_matmul_v3(dtypes, x1, x2, scale, offset=None, bias=None, trans_a=False
     return _quant_matmul(full, x1, x2, scale, offset, None, bias, trans_a, trans_b)
 
 
-def _v4_placeholders(inputs) -> str | None:
-    if any(_placeholder(v) for v in inputs[2:6]) or len(inputs) > 9:
-        return ("the ATK gives null optional tensors as bool tensors of shape [] and lists "
-                "the out tensor among the inputs; the driver passes both to the operator")
-    return None
+def _int4_packed(inputs):
+    """CANN's V4 harness packs an INT32 x1 / x2 (one int4 value an element) eight to an
+    int32 along the last dim (npu_convert_weight_to_int4pack): the operator's form."""
+    inputs = list(inputs)
+    for i in (0, 1):
+        if isinstance(inputs[i], np.ndarray) and inputs[i].dtype == np.int32:
+            inputs[i] = _pack(inputs[i])
+    return inputs
 
 
-@golden("QuantMatmulV4", with_dtypes=True, skip=_v4_placeholders)
+# the ATK lists isNz (the harness's choice of x2's layout, not an aclnn argument; the values
+# are the same) and the out tensor (its dtype; the one-shot infers its own) after the inputs
+@golden("QuantMatmulV4", with_dtypes=True, prepare=_int4_packed,
+        params=("x1", "x2", "scale", "offset", "pertokenScaleOptional", "bias", "transposeX1",
+                "transposeX2", "_isNz", "out"))
 def quant_matmul_v4(dtypes, x1, x2, scale, offset=None, pertoken=None, bias=None,
-                    trans_a=False, trans_b=False):
+                    trans_a=False, trans_b=False, is_nz=False, out=None):
     return _quant_matmul(dtypes, x1, x2, scale, offset, pertoken, bias, trans_a, trans_b)
+
+
+NZ_ROWS, NZ_ROW_BYTES = 16, 32  # FRACTAL_NZ: 16-row blocks of 32-byte rows
+NZ_NULL = (2, 4, 5, 6, 7)  # x1Scale, yScale, x1Offset, x2Offset, yOffset
+
+
+def _nz_blocks(weight: np.ndarray) -> np.ndarray:
+    """An ND weight (batch..., H, W) as CANN's FRACTAL_NZ: [h, w] at [w // C0, h // 16,
+    h % 16, w % C0], C0 = 32 bytes, zero padded (aclnnQuantMatmulWeightNz.md: x2 is
+    (batch, n1, k1, k0 = 16, n0 = 32), or (batch, k1, n1, n0 = 16, k0 = 32) transposed)."""
+    *batch, rows, cols = weight.shape
+    c0 = NZ_ROW_BYTES // weight.dtype.itemsize
+    blocks = np.zeros((*batch, -(-cols // c0), -(-rows // NZ_ROWS), NZ_ROWS, c0), weight.dtype)
+    h, w = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    blocks[..., w // c0, h // NZ_ROWS, h % NZ_ROWS, w % c0] = weight
+    return blocks
+
+
+def _weight_nz(inputs):
+    """CANN's harness (executor_aclnnQuantMatmulWeightNz.py) passes x1Scale, yScale,
+    x1Offset, x2Offset and yOffset as null and x2 in FRACTAL_NZ (its get_format of input 1):
+    x2 becomes a tensor of the ND view over NZ storage; the golden takes the ND x2 (_x2)."""
+    import openacl
+    from openacl.dtypes import Format
+    from openacl.tensor import Tensor, create_tensor
+
+    inputs = list(inputs)
+    for i in NZ_NULL:
+        inputs[i] = None
+    weight = inputs[1]
+    storage = openacl.to_device(_nz_blocks(weight))
+    handle = create_tensor(weight.shape, weight.dtype, None, 0, Format.ACL_FORMAT_FRACTAL_NZ,
+                           storage.shape, storage.data_ptr)
+    inputs[1] = Tensor(handle, keepalive=storage)
+    return [*inputs, weight]
+
+
+@golden("QuantMatmulWeightNz", with_dtypes=True, prepare=_weight_nz,
+        params=("x1", "x2", "x1Scale", "x2Scale", "yScale", "x1Offset", "x2Offset", "yOffset",
+                "bias", "transposeX1", "transposeX2", "groupSize", "_x2"))
+def quant_matmul_weight_nz(dtypes, x1, x2, x1_scale, x2_scale, y_scale, x1_offset, x2_offset,
+                           y_offset, bias, trans_a, trans_b, group_size, x2_nd):
+    """CANN's golden: ``x1 @ x2 * x2Scale + bias`` (the harness's nulls absent)."""
+    full = [dtypes[0], dtypes[12], dtypes[3], dtypes[6], dtypes[2], dtypes[8]]
+    return _quant_matmul(full, x1, x2_nd, x2_scale, x2_offset, x1_scale, bias, trans_a,
+                         trans_b)
 
 
 def _given(tensor):
@@ -354,3 +409,82 @@ def group_norm_silu_quant(x, gamma, beta, quant_scale, group, eps, activate_silu
         y = y * torch.sigmoid(y)
     y = torch.clamp(torch.round(y / quant_scale.reshape(-1, 1)), *INT8_RANGE)
     return y.to(torch.int8).reshape(x.shape), mean.reshape(n, group), rstd.reshape(n, group)
+
+
+# -- DequantSwigluQuantV2 -------------------------------------------------------------------------
+def _swiglu_groups(inputs):
+    """CANN's harness: the group index written as a JSON list becomes an INT64 tensor; a
+    dynamic case's quant offset is passed as null."""
+    inputs = list(inputs)
+    if isinstance(inputs[6], str):
+        inputs[6] = np.array(json.loads(inputs[6]), np.int64)
+    if inputs[8] == "dynamic":
+        inputs[5] = None
+    return inputs
+
+
+@golden("DequantSwigluQuantV2", with_dtypes=True, prepare=_swiglu_groups,
+        standard="stand_quantize")
+def dequant_swiglu_quant_v2(dtypes, x, weight_scale, activation_scale, bias, quant_scale,
+                            quant_offset, group_index, activate_left, quant_mode, dst_type,
+                            round_mode, activate_dim, swiglu_mode, clamp_limit, glu_alpha,
+                            glu_bias):
+    """CANN's ATK golden, group by group in float32 in its order; the scales are checked in
+    dynamic mode only. The INT8 result is judged within one quantum (CANN's quantization
+    standard): torch's and numpy's float32 exp differ in the last bit, which moves about
+    one value in a million across a rounding half."""
+    rows = x.reshape(-1, x.shape[-1]).float()
+    counts = group_index.tolist() if group_index is not None else [rows.shape[0]]
+    half = rows.shape[1] // 2
+    y = torch.zeros(rows.shape[0], half)
+    scales = torch.zeros(rows.shape[0])
+
+    def row_of(factor, g, width):
+        if factor is None:
+            return None
+        factor = factor.float()
+        if factor.dim() == 1 and factor.numel() != width:
+            return factor[g if group_index is not None else 0].reshape(1, 1)
+        return factor.reshape(-1, width)[g if factor.numel() > width else 0]
+
+    start = 0
+    for g, count in enumerate(int(n) for n in counts):
+        part = rows[start:start + count]
+        if dtypes[0] == np.int32:
+            if bias is not None and dtypes[3] == np.int32:
+                part = part + row_of(bias, g, rows.shape[1])
+            part = part * row_of(weight_scale, g, rows.shape[1])
+            if activation_scale is not None:
+                part = part * activation_scale.float().reshape(-1, 1)[start:start + count]
+            if bias is not None and dtypes[3] != np.int32:
+                part = part + row_of(bias, g, rows.shape[1])
+        if swiglu_mode == 1:
+            gate, linear = part[:, 0::2], part[:, 1::2]
+        elif activate_left or swiglu_mode in (2, 3):
+            gate, linear = part[:, :half], part[:, half:]
+        else:
+            gate, linear = part[:, half:], part[:, :half]
+        if swiglu_mode == 0:
+            out = torch.nn.functional.silu(gate) * linear
+        elif swiglu_mode == 3:
+            out = torch.nn.functional.silu(gate).clamp(max=clamp_limit) * linear.clamp(
+                -clamp_limit, clamp_limit)
+        else:
+            gate = gate.clamp(max=clamp_limit)
+            out = gate * torch.sigmoid(glu_alpha * gate) * (
+                linear.clamp(-clamp_limit, clamp_limit) + glu_bias)
+        if quant_mode == "dynamic":
+            if quant_scale is not None:
+                out = out * row_of(quant_scale, g, half)
+            largest = out.abs().amax(-1)
+            scales[start:start + count] = largest / 127
+            out = out * (127 / largest).unsqueeze(1)
+        else:
+            out = out / row_of(quant_scale, g, half)
+            if quant_offset is not None:
+                out = out + row_of(quant_offset, g, half)
+        y[start:start + count] = torch.round(out.clamp(-128, 127))
+        start += count
+    shape = (*x.shape[:-1], half)
+    return (y.to(torch.int8).reshape(shape),
+            scales.reshape(x.shape[:-1]) if quant_mode == "dynamic" else None)

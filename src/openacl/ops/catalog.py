@@ -194,7 +194,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "pooling": (
         "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "GlobalAveragePool",
-        "GlobalMaxPool", "MaxPool", "MaxPool2dWithIndices",
+        "GlobalMaxPool", "MaxPool", "MaxPool2dWithIndices", "MaxPool2dWithMask",
     ),
     "pooling3d": (
         "AdaptiveAvgPool3d", "AdaptiveAvgPool3dBackward", "AdaptiveMaxPool3d",
@@ -203,11 +203,11 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "pooling_backward": (
         "AdaptiveAvgPool2dBackward", "AdaptiveMaxPool2dBackward", "AvgPool2dBackward",
-        "MaxPool2dWithIndicesBackward",
+        "MaxPool2dWithIndicesBackward", "MaxPool2dWithMaskBackward",
     ),
     "quant_matmul": (
-        "QuantMatmulV3", "QuantMatmulV4", "TransQuantParamV2", "WeightQuantBatchMatmulV2",
-        "WeightQuantBatchMatmulV3",
+        "QuantMatmulV3", "QuantMatmulV4", "QuantMatmulWeightNz", "TransQuantParamV2",
+        "WeightQuantBatchMatmulV2", "WeightQuantBatchMatmulV3",
     ),
     "quantization": (
         "AscendAntiQuant", "AscendQuant", "AscendQuantV3", "DequantBias", "DynamicQuant",
@@ -215,7 +215,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
         "FlatQuant", "GroupQuant", "Quantize",
     ),
     "quantized_fused": (
-        "AddRmsNormQuant", "GroupNormSiluQuant",
+        "AddRmsNormQuant", "DequantSwigluQuantV2", "GroupNormSiluQuant",
     ),
     "quantized_norm": (
         "QuantizedBatchNorm",
@@ -247,7 +247,7 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     ),
     "selection": (
         "ApplyTopKTopP", "Kthvalue", "Median", "MedianDim", "NanMedian", "NanMedianDim",
-        "Nonzero", "NonzeroV2", "Unique", "Unique2", "UniqueDim",
+        "Nonzero", "NonzeroV2", "TopKTopPSampleV2", "Unique", "Unique2", "UniqueDim",
     ),
     "statistics": (
         "Bincount", "Histc",

@@ -1,5 +1,5 @@
-"""Pooling operators: MaxPool, MaxPool2dWithIndices, AvgPool2d, AdaptiveAvgPool2d,
-AdaptiveMaxPool2d.
+"""Pooling operators: MaxPool, MaxPool2dWithIndices, MaxPool2dWithMask, AvgPool2d,
+AdaptiveAvgPool2d, AdaptiveMaxPool2d.
 
 Semantics are aclnn's, which are PyTorch's ``max_pool2d`` / ``avg_pool2d`` /
 ``adaptive_*_pool2d`` on the last two axes of a 3-D (C, H, W) or 4-D (N, C, H, W) tensor:
@@ -9,15 +9,17 @@ Semantics are aclnn's, which are PyTorch's ``max_pool2d`` / ``avg_pool2d`` /
   bottom/right padding (``(out - 1) * stride >= in + pad_before``) is dropped.
 * Max pooling pads with -inf (the integer minimum for integer dtypes) and propagates NaN;
   indices are flat positions ``h * W + w`` in each (H, W) plane, the first maximum in
-  row-major window order, as PyTorch's CPU kernel picks them.
+  row-major window order, as PyTorch's CPU kernel picks them. MaxPool2dWithMask records
+  them in CANN's int8 mask instead (``encode_mask``).
 * Average pooling pads with zeros; the divisor is ``divisorOverride`` when non-zero, else
   the window clipped to the padded input (``countIncludePad``) or to the input itself.
 * Adaptive bins on an axis of size ``L`` into ``n`` outputs: ``[floor(i L / n),
   ceil((i + 1) L / n))``.
 
 Kernels are vectorised: max and average pools combine one axis at a time, a strided
-whole-array pass per kernel tap (kh + kw passes, ``_separable``); max with indices takes
-strided window views (``sliding_window_view``); adaptive bins are gathered per axis
+whole-array pass per kernel tap (kh + kw passes, ``_separable``); max with indices scans the
+taps of one axis at a time too (``_scanned_argmax``), or, for few outputs, takes one
+argmax over strided window views (``sliding_window_view``); adaptive bins are gathered per axis
 (average: no prefix sums, so an inf stays in its own bin) or all at once (max); no Python
 loop visits pixels.
 float16/bfloat16 are computed in float32 and rounded once into the output.
@@ -49,6 +51,11 @@ AUTO_PAD_NOTSET = 0  # aclnnMaxPool's autoPad: only "NOTSET" exists
 MAX_PADDED_PLANE = 1 << 26  # elements
 ADAPTIVE_BLOCK_ELEMENTS = 1 << 22  # input elements an adaptive average widens at a time
 CUBE_MATH_TYPES = (0, 1, 2)  # KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16 (USE_HF32 refused)
+# max with indices: the cost model choosing between an axis-by-axis scan and one argmax over
+# gathered windows (``_scan_pays``), in elements visited, fitted to numpy on x86
+SCAN_PASS_COST = 1 << 14  # the fixed cost of one tap's few numpy calls
+SCAN_ELEMENT_COST = 1.5  # a scanned element against a gathered one
+WINDOW_MAX_ELEMENTS = 1 << 26  # a larger window gather always scans (memory)
 
 
 @dataclass(frozen=True)
@@ -244,30 +251,93 @@ def unravel(flat: np.ndarray, dims: Sequence[int]) -> list[np.ndarray]:
 
 def _max_with_indices(x: np.ndarray, axes: Sequence[Axis]) -> tuple[np.ndarray, np.ndarray]:
     """Max values and flat indices (``h * W + w``, or ``(d * H + h) * W + w``) of every
-    window, the first maximum in window order."""
+    window, the first maximum in window order (PyTorch's pick, ``torch_argmax``)."""
     n = len(axes)
-    windows = _windows(x, axes, _max_fill(x.dtype))
-    flat = windows.reshape(*windows.shape[:-n], math.prod(a.kernel for a in axes))
-    arg = torch_argmax(flat)
-    values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
+    taps = math.prod(a.kernel for a in axes)
+    if _scan_pays(math.prod(x.shape[:-n]), axes):
+        values, arg = _scanned_argmax(x, axes)
+    else:
+        windows = _windows(x, axes, _max_fill(x.dtype))
+        flat = windows.reshape(*windows.shape[:-n], taps)
+        arg = torch_argmax(flat)
+        values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
     offsets = unravel(arg, tuple(a.kernel for a in axes))
     index, outside = None, None
     for k, (axis, offset) in enumerate(zip(axes, offsets, strict=True)):
         shape = [1] * n
         shape[k] = axis.out
-        position = like(offset, axis.starts.reshape(shape)) + offset * axis.dilation
-        out_k = (position < 0) | (position >= axis.size)
-        outside = out_k if outside is None else outside | out_k
+        # (int32: a padded plane has at most MAX_PADDED_PLANE elements)
+        position = like(offset, axis.starts.reshape(shape).astype(np.int32)) + \
+            offset * axis.dilation
+        if _padded_size(axis) != axis.size or axis.pad_before:  # some window leaves it
+            out_k = (position < 0) | (position >= axis.size)
+            outside = out_k if outside is None else outside | out_k
         index = position if index is None else index * axis.size + position
-    if outside.any():  # a window of -inf values: PyTorch keeps its first valid position
+    if outside is not None and outside.any():  # all -inf: PyTorch's first valid position
         first = None
         for k, axis in enumerate(axes):
             shape = [1] * n
             shape[k] = axis.out
-            position = like(arg, _first_valid(axis).reshape(shape))
+            position = like(arg, _first_valid(axis).reshape(shape).astype(np.int32))
             first = position if first is None else first * axis.size + position
         index = np.where(outside, first, index)
     return values, index
+
+
+def _scan_pays(planes: int, axes: Sequence[Axis]) -> bool:
+    """Whether ``_scanned_argmax`` beats one argmax over the gathered windows: a scan
+    visits each axis's intermediate (later axes pooled) once per tap of that axis, plus a
+    fixed cost per tap; the gather copies every window, dearer per element for small
+    windows (short inner loops); a gather over WINDOW_MAX_ELEMENTS always scans."""
+    taps = math.prod(a.kernel for a in axes)
+    gathered = planes * math.prod(a.out for a in axes) * taps
+    if gathered > WINDOW_MAX_ELEMENTS:
+        return True
+    size, scan = planes * math.prod(_padded_size(a) for a in axes), 0.0
+    for axis in reversed(axes):
+        size = size // _padded_size(axis) * axis.out
+        scan += axis.kernel * (size * SCAN_ELEMENT_COST + SCAN_PASS_COST)
+    return scan < gathered * (1 + 4 / math.sqrt(taps))
+
+
+def _scanned_argmax(x: np.ndarray, axes: Sequence[Axis]) -> tuple[np.ndarray, np.ndarray]:
+    """Window maxima and the tap (row-major window position) each came from, one axis at
+    a time, the last first (kh + kw strided whole-array passes for a 2-d window, not
+    kh * kw, and no window copy), each pass PyTorch's scan ``val > max || isnan(val)``
+    over the axis's taps in order: a compare, a maximum and a branch-free select per tap.
+
+    Separable as PyTorch's row-major scan is: the first maximum of a window lies in the
+    first row holding the window's maximum, at that row's first maximum; a NaN is the
+    last NaN of the last row holding one. Padding is -inf, which never wins the strict
+    compare over a real value (``_max_with_indices`` moves an all -inf window's pick)."""
+    xp = array_module(x)
+    values = _padded(x, axes, _max_fill(x.dtype))
+    nan = x.dtype.kind == "f" and bool(xp.isnan(x).any())
+    arg, later = None, 1  # the tap over the axes scanned so far, and their tap count
+    for k in range(len(axes) - 1, -1, -1):
+        axis, dim = axes[k], values.ndim - len(axes) + k
+        best = best_arg = None
+        for tap in range(axis.kernel):
+            start = tap * axis.dilation
+            index = [slice(None)] * values.ndim
+            index[dim] = slice(start, start + (axis.out - 1) * axis.stride + 1, axis.stride)
+            part, offset = values[tuple(index)], np.int32(tap * later)
+            if best is None:
+                best = part.copy()
+                best_arg = xp.zeros(part.shape, np.int32) if arg is None else \
+                    arg[tuple(index)].copy()
+                continue
+            take = xp.greater(part, best)
+            if nan:
+                take |= xp.isnan(part)
+            xp.maximum(best, part, out=best)  # (NaN propagates, as the scan keeps it)
+            # best_arg = take ? candidate : best_arg, branch-free
+            step = xp.subtract(offset, best_arg) if arg is None else \
+                xp.subtract(arg[tuple(index)] + offset, best_arg)
+            step *= take
+            best_arg += step
+        values, arg, later = best, best_arg, later * axis.kernel
+    return values, arg
 
 
 def _compute_input(v, name: str, dtype: np.dtype) -> np.ndarray:
@@ -344,20 +414,30 @@ def _native_max_pool_call(v, axes: Sequence[Axis]):
                              (height.pad_before, width.pad_before), (height.out, width.out))
 
 
-@register("MaxPool2dWithIndices",
-          "self: tensor, kernelSize: int_array, stride: int_array = [], "
-          "padding: int_array = [0], dilation: int_array = [1], ceilMode: bool = False, "
-          "out: tensor!, indices: tensor!")
-def max_pool2d_with_indices(c: Call) -> Kernel:
-    """``torch.nn.functional.max_pool2d(..., return_indices=True)``; indices int32 or int64."""
+def max_pool_geometry(c: Call, unit_dilation: bool = False
+                      ) -> tuple[np.dtype, tuple[int, int], tuple[Axis, Axis], tuple[int, ...]]:
+    """Phase 1 shared by the max pools with indices or a mask and their backward forms:
+    ``self``'s dtype, the (kH, kW) kernel, the (H, W) axes and the pooled shape. The mask
+    forms take dilation 1 only (``unit_dilation``), as CANN documents."""
     dtype = _pool_input(c, "self", HALF_FLOATS)
     kernel = _pair(_ints(c, "kernelSize", (1, 2), 1), (1, 1))
     stride = _pair(_ints(c, "stride", (0, 1, 2), 1, ()), kernel)
     padding = _pair(_ints(c, "padding", (1, 2), 0), (0, 0))
     _check_half_kernel_padding(c, "padding", padding, kernel)
     dilation = _pair(_ints(c, "dilation", (1, 2), 1), (1, 1))
+    if unit_dilation and dilation != (1, 1):
+        raise c.fail("dilation", "only 1 is supported")
     axes = _padded_axes(c, kernel, stride, (*padding, *padding), dilation, c["ceilMode"])
-    shape = _check_outputs(c, axes, "self", dtype)
+    return dtype, kernel, axes, _check_outputs(c, axes, "self", dtype)
+
+
+@register("MaxPool2dWithIndices",
+          "self: tensor, kernelSize: int_array, stride: int_array = [], "
+          "padding: int_array = [0], dilation: int_array = [1], ceilMode: bool = False, "
+          "out: tensor!, indices: tensor!")
+def max_pool2d_with_indices(c: Call) -> Kernel:
+    """``torch.nn.functional.max_pool2d(..., return_indices=True)``; indices int32 or int64."""
+    dtype, _, axes, shape = max_pool_geometry(c)
     c.check_out("out", shape, dtype, exact_dtype=True)
     index_dtype = np.dtype(np.int64)
     if c["indices"] is not None:
@@ -368,6 +448,102 @@ def max_pool2d_with_indices(c: Call) -> Kernel:
         values, indices = _max_with_indices(v.compute("self", dtype), axes)
         v.write("out", values)
         v.write("indices", indices)
+    return kernel_fn
+
+
+# -- MaxPool2dWithMask: CANN's int8 "mask" in place of the indices -----------------------------
+MASK_DTYPE = np.dtype(np.int8)
+MASK_BLOCK = 16  # outputs per 16-bit word of the mask's rows
+MASK_INDEX = np.dtype("<i4")  # the int32 argmax the mask's bytes begin with
+
+
+def mask_shape(lead: Sequence[int], kernel: tuple[int, int], outs: Sequence[int]
+               ) -> tuple[int, ...]:
+    """The mask's documented shape ``(*lead, kH * kW, (ceil(Ho * Wo / 16) + 1) * 32)``: per
+    plane one row per kernel tap of 16-bit words, a bit per output and a word to spare, as
+    int8 bytes."""
+    words = -(-math.prod(outs) // MASK_BLOCK) + 1
+    return (*lead, kernel[0] * kernel[1], words * MASK_BLOCK * 2)
+
+
+def encode_mask(mask: np.ndarray, indices: np.ndarray, kernel: tuple[int, int],
+                width: int) -> None:
+    """Write into ``mask`` (the flat int8 bytes of a mask of ``mask_shape``, rows of
+    ``width`` bytes) the mask of flat ``indices`` (``h * W + w`` per plane, shaped
+    ``(*lead, Ho, Wo)``).
+
+    A kernel of several taps: CANN's Atlas A2/A3 path (``aclnn_max_pool2d_with_indices.cpp``
+    points MaxPool3DWithArgmaxV2's int32 argmax at the mask's memory, its backward reads
+    that memory back as int32, and CANN's ATK harness builds the mask so): the indices as
+    little-endian int32 in (N, C, Ho, Wo) order from the first byte, the rest zero (the
+    mask has at least ``4 * N * C * Ho * Wo + 64`` bytes when kH * kW >= 2). A 1 x 1 kernel,
+    which CANN sends to its bit-mask path instead (the indices would not fit):
+    MaxPoolWithArgmaxV1's NC1HWC0 mask, 16-bit words ``(N, ceil(C / 16), taps, (ceil(Ho *
+    Wo / 16) + 1) * 16)`` whose bit c0 says channel ``16 c1 + c0`` took that tap at that
+    output; a window of one position always takes it, so every present channel's bit is
+    set at every output."""
+    if kernel[0] * kernel[1] > 1:
+        used = indices.size * MASK_INDEX.itemsize
+        mask[:used].view(MASK_INDEX)[...] = indices.reshape(-1)
+        mask[used:] = 0
+        return
+    lead = indices.shape[:-SPATIAL_DIMS]
+    batch, channels = (1, *lead)[-2:]
+    groups = -(-channels // MASK_BLOCK)
+    positions = width // 2
+    bits = np.full(groups, (1 << MASK_BLOCK) - 1, np.dtype("<u2"))
+    bits[-1] = (1 << (channels - (groups - 1) * MASK_BLOCK)) - 1  # the last group's channels
+    words = np.zeros((groups, positions), np.dtype("<u2"))
+    words[:, :math.prod(indices.shape[-SPATIAL_DIMS:])] = bits[:, None]
+    size = batch * words.nbytes  # (<= the mask's bytes: C >= ceil(C / 16))
+    mask[:size] = like(mask, np.tile(words.reshape(-1).view(MASK_DTYPE), batch))
+    mask[size:] = 0
+
+
+def _write_mask(v, name: str, indices: np.ndarray, kernel: tuple[int, int]) -> None:
+    """Output ``name`` = the mask of ``indices`` (``encode_mask``), written in place when
+    the output is contiguous (a mask is some 2 kH kW bytes per output: no second copy)."""
+    target = v[name]
+    if target.flags.c_contiguous:
+        encode_mask(target.reshape(-1), indices, kernel, target.shape[-1])
+        return
+    flat = array_module(target).empty(target.size, MASK_DTYPE)
+    encode_mask(flat, indices, kernel, target.shape[-1])
+    v.write(name, flat.reshape(target.shape))
+
+
+def mask_indices(mask, kernel: tuple[int, int], axes: Sequence[Axis], planes: int
+                 ) -> np.ndarray:
+    """The (planes, Ho * Wo) flat indices a MaxPool2dWithMask mask records (the inverse of
+    ``encode_mask``); a 1 x 1 kernel's from the geometry, its only choice."""
+    xp = array_module(mask)
+    outputs = math.prod(a.out for a in axes)
+    if kernel[0] * kernel[1] == 1:
+        height, width = axes
+        plane = like(mask, (height.starts[:, None] * width.size + width.starts[None, :]))
+        return xp.broadcast_to(plane.reshape(1, outputs), (planes, outputs))
+    flat = xp.ascontiguousarray(mask).reshape(-1)[:planes * outputs * MASK_INDEX.itemsize]
+    return flat.view(MASK_INDEX).reshape(planes, outputs)
+
+
+@register("MaxPool2dWithMask",
+          "self: tensor, kernelSize: int_array, stride: int_array = [], "
+          "padding: int_array = [0], dilation: int_array = [1], ceilMode: bool = False, "
+          "out: tensor!, indices: tensor!")
+def max_pool2d_with_mask(c: Call) -> Kernel:
+    """MaxPool2dWithIndices (dilation 1 only) whose ``indices`` is CANN's int8 mask of
+    ``mask_shape`` (the layout: ``encode_mask``), what MaxPool2dWithMaskBackward reads."""
+    dtype, kernel, axes, shape = max_pool_geometry(c, unit_dilation=True)
+    c.check_out("out", shape, dtype, exact_dtype=True)
+    if c["indices"] is not None:
+        c.check_dtype("indices", {MASK_DTYPE})
+    c.check_out("indices", mask_shape(shape[:-SPATIAL_DIMS], kernel, shape[-SPATIAL_DIMS:]),
+                MASK_DTYPE, exact_dtype=True)
+
+    def kernel_fn(v) -> None:
+        values, indices = _max_with_indices(v.compute("self", dtype), axes)
+        v.write("out", values)
+        _write_mask(v, "indices", indices, kernel)
     return kernel_fn
 
 

@@ -1,5 +1,5 @@
 """Backward pooling operators: AvgPool2dBackward, MaxPool2dWithIndicesBackward,
-AdaptiveAvgPool2dBackward, AdaptiveMaxPool2dBackward.
+MaxPool2dWithMaskBackward, AdaptiveAvgPool2dBackward, AdaptiveMaxPool2dBackward.
 
 Each is the adjoint of its forward kernel in ``pooling.py`` (PyTorch's
 ``avg_pool2d_backward`` / ``max_pool2d_with_indices_backward`` /
@@ -12,7 +12,8 @@ Each is the adjoint of its forward kernel in ``pooling.py`` (PyTorch's
   product with each axis's averaging matrix for finite gradients, else one slice-add per
   bin (a product's zero weights would turn an inf into NaN outside its bin);
 * max pooling: each output's gradient added at its recorded index (``h * W + w`` in its
-  plane) with one ``bincount`` over every plane (several windows may pick one input).
+  plane; the mask form's read out of its int8 mask, ``pooling.mask_indices``) with one
+  ``bincount`` over every plane (several windows may pick one input).
 
 Gradients are summed in float64 and rounded once into ``gradInput``.
 """
@@ -20,7 +21,7 @@ Gradients are summed in float64 and rounded once into ``gradInput``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from openacl.ops.pooling import (
     CUBE_MATH_TYPES,
     HALF_FLOATS,
     INDEX_DTYPES,
+    MASK_DTYPE,
     SPATIAL_DIMS,
     Axis,
     _avg_divisor,
@@ -40,6 +42,9 @@ from openacl.ops.pooling import (
     _padded_axes,
     _pair,
     _pool_input,
+    mask_indices,
+    mask_shape,
+    max_pool_geometry,
 )
 from openacl.ops.registry import register
 
@@ -158,34 +163,49 @@ def avg_pool2d_backward(c: Call) -> Kernel:
     return kernel_fn
 
 
-# -- MaxPool2dWithIndicesBackward ------------------------------------------------------------
+# -- MaxPool2dWithIndicesBackward, MaxPool2dWithMaskBackward -----------------------------------
 @register("MaxPool2dWithIndicesBackward",
           "gradOutput: tensor, self: tensor, indices: tensor, kernelSize: int_array, "
           "stride: int_array = [], padding: int_array = [0], dilation: int_array = [1], "
           "ceilMode: bool = False, gradInput: tensor!")
 def max_pool2d_with_indices_backward(c: Call) -> Kernel:
     """The gradient of MaxPool2dWithIndices: ``gradOutput`` added at ``indices``."""
-    dtype = _pool_input(c, "self", HALF_FLOATS)
-    kernel = _pair(_ints(c, "kernelSize", (1, 2), 1), (1, 1))
-    stride = _pair(_ints(c, "stride", (0, 1, 2), 1, ()), kernel)
-    padding = _pair(_ints(c, "padding", (1, 2), 0), (0, 0))
-    _check_half_kernel_padding(c, "padding", padding, kernel)
-    dilation = _pair(_ints(c, "dilation", (1, 2), 1), (1, 1))
-    axes = _padded_axes(c, kernel, stride, (*padding, *padding), dilation, c["ceilMode"])
-    shape = _check_outputs(c, axes, "self", dtype)
+    dtype, _, _, shape = max_pool_geometry(c)
     _grad_like(c, shape, dtype)
     _indices(c, "indices", shape)
     return _scatter_kernel(c.tensor("self").shape)
 
 
-def _scatter_kernel(shape: Sequence[int], spatial: int = SPATIAL_DIMS) -> Kernel:
+@register("MaxPool2dWithMaskBackward",
+          "gradOutput: tensor, self: tensor, indices: tensor, kernelSize: int_array, "
+          "stride: int_array = [], padding: int_array = [0], dilation: int_array = [1], "
+          "ceilMode: bool = False, gradInput: tensor!")
+def max_pool2d_with_mask_backward(c: Call) -> Kernel:
+    """The gradient of MaxPool2dWithMask: ``gradOutput`` added at the positions its int8
+    mask ``indices`` records (``pooling.mask_indices``); dilation 1 only."""
+    dtype, kernel, axes, shape = max_pool_geometry(c, unit_dilation=True)
+    _grad_like(c, shape, dtype)
+    c.check_dtype("indices", {MASK_DTYPE})
+    expected = mask_shape(shape[:-SPATIAL_DIMS], kernel, shape[-SPATIAL_DIMS:])
+    if c.tensor("indices").shape != expected:
+        raise c.fail("indices", f"shape must be MaxPool2dWithMask's mask shape "
+                                f"{list(expected)}")
+    return _scatter_kernel(c.tensor("self").shape, indices=lambda mask, planes: mask_indices(
+        mask, kernel, axes, planes))
+
+
+def _scatter_kernel(shape: Sequence[int], spatial: int = SPATIAL_DIMS,
+                    indices: Callable[[np.ndarray, int], np.ndarray] | None = None) -> Kernel:
+    """``gradOutput`` summed into ``gradInput`` (``shape``) at the flat positions input
+    ``indices`` holds, or ``indices(its array, planes)`` gives as (planes, outputs)."""
     plane = math.prod(shape[-spatial:])
+    planes = math.prod(shape[:-spatial])
 
     def kernel_fn(v) -> None:
         grad = v.compute("gradOutput", FLOAT64)
-        index = v["indices"]
-        planes = math.prod(shape[:-spatial])
-        flat = scatter_at_indices(grad.reshape(planes, -1), index.reshape(planes, -1), plane)
+        index = v["indices"].reshape(planes, -1) if indices is None else \
+            indices(v["indices"], planes)
+        flat = scatter_at_indices(grad.reshape(planes, -1), index, plane)
         v.write("gradInput", flat.reshape(shape))
     return kernel_fn
 

@@ -15,9 +15,19 @@ and saturated. ``scale`` is FLOAT32, BFLOAT16, or INT64/UINT64 as TransQuantPara
 it (the float32's 19 high bits in bits 0-31, bit 46 set, a 9-bit offset in bits 37-45,
 which applies to an INT8 ``out``). x1 and x2 are INT8, or INT32 carrying eight int4 values
 each along their last dim (``quantization.pack_int4``'s layout); batch dims (2-6 dims in
-all) broadcast. The NZ format of x2 and the INT4 dtype itself are refused (no host dtype:
-the INT32 carrier is their form here). A one-shot call's ``out`` is INT8 when an offset is
-given, else BFLOAT16 when scale or bias is BFLOAT16, else FLOAT16.
+all) broadcast. The INT4 dtype itself is refused (no host dtype: the INT32 carrier is its
+form here). A one-shot call's ``out`` is INT8 when an offset is given, else BFLOAT16 when
+scale or bias is BFLOAT16, else FLOAT16.
+
+``QuantMatmulWeightNz(x1, x2, x1Scale, x2Scale, yScale, x1Offset, x2Offset, yOffset, bias,
+transposeX1, transposeX2, groupSize, out)`` is QuantMatmulV4 (``x2Scale`` the scale,
+``x1Scale`` the per-token scale, ``x2Offset`` the offset) with x2 in FRACTAL_NZ, as CANN's
+aclnnTransMatmulWeight leaves it: the view the ND weight (batch, k, n) ((batch, n, k) with
+transposeX2), the storage its 16 x C0 blocks ``(batch, ceil(W / C0), ceil(H / 16), 16, C0)``
+for a view of (H, W) rows and columns, zero padded, C0 = 32 bytes (32 INT8 or 8 INT32
+values; ``pack_weight_nz``, ``weight_nz``). ``yScale``, ``x1Offset`` and ``yOffset`` must be
+null or empty and ``groupSize`` 0 (the A2/A3 and 310P forms; the 950's float8, MX and
+per-group forms and the INT8 x INT32 MSD form are not implemented).
 
 ``WeightQuantBatchMatmulV2`` is the weight-only form: ``y = x @ ((weight + antiquantOffset)
 * antiquantScale) + bias``, the weight (INT8, or int4 in INT32) dequantized per tensor, per
@@ -29,14 +39,22 @@ absent (CANN's ATK cases pass empty tensors for the parameters they leave out).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
+from openacl.dtypes import Format
 from openacl.ops.call import Call, Kernel, TensorArg, array_module, as_array
 from openacl.ops.promotion import BFLOAT16
 from openacl.ops.quantization import INT4_PER_INT32, unpack_int4
 from openacl.ops.registry import register
+from openacl.tensor import AclTensor, Tensor, contiguous_strides, create_tensor, to_device
 
-__all__ = ["quant_matmul_v3", "quant_matmul_v4", "trans_quant_param_v2",
+__all__ = ["pack_weight_nz", "quant_matmul_v3", "quant_matmul_v4", "quant_matmul_weight_nz",
+           "trans_quant_param_v2", "unpack_weight_nz", "weight_nz",
            "weight_quant_batch_matmul_v2", "weight_quant_batch_matmul_v3"]
 
 FLOAT32 = np.dtype(np.float32)
@@ -135,11 +153,40 @@ def _vector(c: Call, name: str, sizes: tuple[int, ...], dtypes: frozenset) -> Te
     return tensor
 
 
-def _quant_matmul(c: Call, pertoken: bool) -> Kernel:
-    a, b = _operand_shape(c, "x1"), _operand_shape(c, "x2")
+@dataclass(frozen=True)
+class _Roles:
+    """The arguments that play each part of the formulas (their names differ per operator)."""
+
+    scale: str = "scale"
+    offset: str = "offset"
+    pertoken: str | None = "pertokenScaleOptional"
+    bias: str = "bias"
+
+
+V3_ROLES = _Roles(pertoken=None)
+V4_ROLES = _Roles()
+NZ_ROLES = _Roles(scale="x2Scale", offset="x2Offset", pertoken="x1Scale")
+
+
+@dataclass(frozen=True)
+class _Weight:
+    """x2 as an operator other than V3/V4 gives it: its logical shape (INT32: eight int4
+    values per element counted), whether it is transposed, and its values (views -> the
+    array of the operand as stored, int4 still packed) in that shape."""
+
+    shape: tuple[int, ...]
+    transpose: bool
+    values: Callable[[Any], Any]
+    blocks: tuple[int, ...] = ()  # a FRACTAL_NZ weight: the shape of its storage
+
+
+def _quant_matmul(c: Call, roles: _Roles, weight: _Weight | None = None) -> Kernel:
+    a = _operand_shape(c, "x1")
+    b = _operand_shape(c, "x2") if weight is None else weight.shape
     if c.dtype("x1") != c.dtype("x2"):
         raise c.fail("x2", f"dtype must equal x1's ({c.dtype('x1')})")
-    trans_a, trans_b = bool(c["transposeX1"]), bool(c["transposeX2"])
+    trans_a = bool(c["transposeX1"])
+    trans_b = bool(c["transposeX2"]) if weight is None else weight.transpose
     m, k = (a[-1], a[-2]) if trans_a else (a[-2], a[-1])
     k2, n = (b[-1], b[-2]) if trans_b else (b[-2], b[-1])
     if k != k2:
@@ -149,16 +196,16 @@ def _quant_matmul(c: Call, pertoken: bool) -> Kernel:
     except ValueError:
         raise c.fail("x2", f"batch dims {list(b[:-2])} cannot be broadcast with x1's "
                            f"{list(a[:-2])}") from None
-    scale = _vector(c, "scale", (1, n), SCALE_DTYPES)
-    offset = _vector(c, "offset", (1, n), frozenset({FLOAT32}))
-    per_token = _vector(c, "pertokenScaleOptional", (m,), frozenset({FLOAT32})) \
-        if pertoken else None
+    scale = _vector(c, roles.scale, (1, n), SCALE_DTYPES)
+    offset = _vector(c, roles.offset, (1, n), frozenset({FLOAT32}))
+    per_token = _vector(c, roles.pertoken, (m,), frozenset({FLOAT32})) \
+        if roles.pertoken else None
     bias = None
-    if c.has("bias"):
-        bias = c.tensor("bias")
-        c.check_dtype("bias", BIAS_DTYPES)
+    if c.has(roles.bias):
+        bias = c.tensor(roles.bias)
+        c.check_dtype(roles.bias, BIAS_DTYPES)
         if bias.shape not in ((n,), (batch[0] if len(batch) == 1 else -1, 1, n)):
-            raise c.fail("bias", f"must be [{n}], or [batch, 1, {n}] for a 3-d result")
+            raise c.fail(roles.bias, f"must be [{n}], or [batch, 1, {n}] for a 3-d result")
     given = c["out"]
     if given is not None:
         dtype = c.check_dtype("out", OUT_DTYPES, given.dtype)
@@ -168,7 +215,7 @@ def _quant_matmul(c: Call, pertoken: bool) -> Kernel:
         dtypes = {scale.dtype} | ({bias.dtype} if bias is not None else set())
         dtype = BFLOAT16 if BFLOAT16 in dtypes else FLOAT16
     if offset is not None and dtype != INT8:
-        raise c.fail("offset", "must be null unless out is INT8")
+        raise c.fail(roles.offset, "must be null unless out is INT8")
     c.check_out("out", (*batch, m, n), dtype, exact_dtype=True)
     encoded = scale.dtype in ENCODED_SCALE_DTYPES
     integer_bias = bias is not None and bias.dtype == INT32
@@ -178,7 +225,7 @@ def _quant_matmul(c: Call, pertoken: bool) -> Kernel:
     exact = FLOAT32 if largest < FLOAT32_EXACT_INTEGER else np.dtype(np.float64)
 
     def operand(v, name: str, transpose: bool):
-        values = as_array(v[name])
+        values = as_array(v[name] if weight is None or name == "x1" else weight.values(v))
         if values.dtype == INT32:
             values = unpack_int4(values)
         values = values.astype(exact)
@@ -188,19 +235,19 @@ def _quant_matmul(c: Call, pertoken: bool) -> Kernel:
         xp = array_module(v["out"])
         product = xp.matmul(operand(v, "x1", trans_a), operand(v, "x2", trans_b))
         if integer_bias:  # (exactly: a float32 product is below 2^24, the bias int32)
-            product = product.astype(np.float64) + as_array(v["bias"]).reshape(bias.shape)
-        factor = as_array(v["scale"])
+            product = product.astype(np.float64) + as_array(v[roles.bias]).reshape(bias.shape)
+        factor = as_array(v[roles.scale])
         shift = None
         if encoded:
             factor, packed_offset = decode_scale(factor)
             shift = packed_offset if dtype == INT8 else None
         value = product.astype(np.float32) * factor.astype(np.float32)
         if per_token is not None:
-            value *= as_array(v["pertokenScaleOptional"]).astype(np.float32)[:, None]
+            value *= as_array(v[roles.pertoken]).astype(np.float32)[:, None]
         if bias is not None and not integer_bias:
-            value += as_array(v["bias"]).astype(np.float32).reshape(bias.shape)
+            value += as_array(v[roles.bias]).astype(np.float32).reshape(bias.shape)
         if offset is not None:
-            shift = as_array(v["offset"]).astype(np.float32)
+            shift = as_array(v[roles.offset]).astype(np.float32)
         if shift is not None:
             value += shift
         limits = ROUNDED_OUT.get(dtype)
@@ -216,7 +263,7 @@ def _quant_matmul(c: Call, pertoken: bool) -> Kernel:
 def quant_matmul_v3(c: Call) -> Kernel:
     """``out = (x1 @ x2 [+ int32 bias]) * scale [+ float bias] [+ offset]`` for INT8 (or
     int4 in INT32) operands; see the module notes."""
-    return _quant_matmul(c, pertoken=False)
+    return _quant_matmul(c, V3_ROLES)
 
 
 @register("QuantMatmulV4", "x1: tensor, x2: tensor, scale: tensor, offset: tensor?, "
@@ -226,7 +273,111 @@ def quant_matmul_v3(c: Call) -> Kernel:
 def quant_matmul_v4(c: Call) -> Kernel:
     """QuantMatmulV3 with a per-token (per-row) scale ``pertokenScaleOptional`` (m,) applied
     after ``scale``."""
-    return _quant_matmul(c, pertoken=True)
+    return _quant_matmul(c, V4_ROLES)
+
+
+# -- QuantMatmulWeightNz ------------------------------------------------------------------------
+NZ_ROWS = 16  # rows of a FRACTAL_NZ block
+NZ_ROW_BYTES = 32  # a block row is 32 bytes: C0 = 32 INT8 or 8 INT32 (64 int4) values
+NZ_WEIGHT_DTYPES = frozenset({INT8, INT32})
+NZ_ABSENT = ("yScale", "x1Offset", "yOffset")  # CANN: null or an empty tensor (not supported)
+
+
+def _nz_c0(dtype: np.dtype) -> int:
+    return NZ_ROW_BYTES // np.dtype(dtype).itemsize
+
+
+def nz_shape(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, ...]:
+    """The FRACTAL_NZ storage shape of an ND matrix (batch..., H, W) of ``dtype``:
+    ``(batch..., ceil(W / C0), ceil(H / 16), 16, C0)`` (CANN's GetWeightNzShape)."""
+    *batch, rows, cols = shape
+    c0 = _nz_c0(dtype)
+    return (*batch, -(-cols // c0), -(-rows // NZ_ROWS), NZ_ROWS, c0)
+
+
+def pack_weight_nz(weight: np.ndarray) -> np.ndarray:
+    """An ND weight (batch..., H, W), INT8 or INT32 (packed int4), in FRACTAL_NZ: element
+    [h, w] at [w // C0, h // 16, h % 16, w % C0], the padding zero; what
+    aclnnTransMatmulWeight stores for it (the host side of ``weight_nz``)."""
+    weight = np.asarray(weight)
+    if weight.dtype not in NZ_WEIGHT_DTYPES or weight.ndim < 2:
+        raise ValueError(f"pack_weight_nz takes an INT8 or INT32 array of 2 or more dims, "
+                         f"not {weight.dtype} of shape {list(weight.shape)}")
+    *batch, cols1, rows1, _, c0 = nz_shape(weight.shape, weight.dtype)
+    padded = np.zeros((*batch, rows1 * NZ_ROWS, cols1 * c0), weight.dtype)
+    padded[..., :weight.shape[-2], :weight.shape[-1]] = weight
+    blocks = padded.reshape(*batch, rows1, NZ_ROWS, cols1, c0)
+    return np.ascontiguousarray(np.moveaxis(blocks, -2, -4))  # (.., W1, H1, 16, C0)
+
+
+def unpack_weight_nz(blocks: Any, rows: int, cols: int) -> Any:
+    """FRACTAL_NZ blocks (batch..., W1, H1, 16, C0) -> the ND matrix (batch..., rows, cols)
+    (any array module)."""
+    *batch, cols1, rows1, height, c0 = blocks.shape
+    nd = blocks.swapaxes(-4, -3).swapaxes(-3, -2)  # (.., H1, 16, W1, C0)
+    return nd.reshape(*batch, rows1 * height, cols1 * c0)[..., :rows, :cols]
+
+
+def weight_nz(weight: np.ndarray) -> Tensor:
+    """A device tensor of ``weight`` as aclnnTransMatmulWeight leaves an INT8 (or INT32
+    packed int4) ND weight: view the ND shape, format FRACTAL_NZ, storage
+    ``pack_weight_nz(weight)``; pass it as QuantMatmulWeightNz's x2 (ND shape (k, n), or
+    (n, k) with transposeX2)."""
+    weight = np.asarray(weight)
+    blocks = to_device(pack_weight_nz(weight))
+    handle = create_tensor(weight.shape, weight.dtype, None, 0, Format.ACL_FORMAT_FRACTAL_NZ,
+                           blocks.shape, blocks.data_ptr)
+    return Tensor(handle, keepalive=blocks)
+
+
+def _nz_weight(c: Call) -> _Weight:
+    """x2 of QuantMatmulWeightNz: checked as CANN checks it, and read from its NZ storage."""
+    x2 = c.tensor("x2")
+    c.check_dtype("x2", NZ_WEIGHT_DTYPES)
+    if x2.meta.format != Format.ACL_FORMAT_FRACTAL_NZ:
+        raise c.fail("x2", f"its format is {x2.meta.format.name}; it must be FRACTAL_NZ "
+                           f"(aclnnTransMatmulWeight's layout; see weight_nz)")
+    if not MIN_DIMS <= x2.ndim <= MAX_DIMS:
+        raise c.fail("x2", f"its view must have {MIN_DIMS} to {MAX_DIMS} dims (the ND shape)")
+    view, strides = list(x2.shape), x2.meta.strides
+    transpose = bool(c["transposeX2"])
+    if strides[-2] == 1 and strides[-1] == view[-2]:  # a transposed view: CANN swaps it back
+        view[-2], view[-1], transpose = view[-1], view[-2], not transpose
+    if 1 in view[-2:]:
+        raise c.fail("x2", f"k and n must exceed 1 for the NZ layout (view {view})")
+    blocks = nz_shape(tuple(view), x2.dtype)
+    if math.prod(x2.meta.storage_dims) != math.prod(blocks):
+        raise c.fail("x2", f"storage {list(x2.meta.storage_dims)} does not hold the NZ blocks "
+                           f"{list(blocks)} of its view {view}")
+    rows, cols = view[-2:]
+    logical = (*view[:-1], view[-1] * (INT4_PER_INT32 if x2.dtype == INT32 else 1))
+    return _Weight(logical, transpose, lambda v: unpack_weight_nz(v["x2"], rows, cols),
+                   blocks)
+
+
+@register("QuantMatmulWeightNz",
+          "x1: tensor, x2: tensor, x1Scale: tensor?, x2Scale: tensor, yScale: tensor?, "
+          "x1Offset: tensor?, x2Offset: tensor?, yOffset: tensor?, bias: tensor?, "
+          "transposeX1: bool = False, transposeX2: bool = False, groupSize: int = 0, "
+          "out: tensor!")
+def quant_matmul_weight_nz(c: Call) -> Kernel:
+    """QuantMatmulV4 on a FRACTAL_NZ x2 (see the module notes): ``out = (x1 @ x2 [+ int32
+    bias]) * x2Scale [* x1Scale] [+ float bias] [+ x2Offset]``."""
+    for name in NZ_ABSENT:
+        if c.has(name) and c.tensor(name).numel:
+            raise c.fail(name, "must be null or empty (not supported)")
+    if c["groupSize"] != 0:
+        raise c.fail("groupSize", "must be 0 (per-group quantization is not supported)")
+    weight = _nz_weight(c)
+    kernel = _quant_matmul(c, NZ_ROLES, weight)
+    # phase 2 reads the storage: this call's snapshot of x2 becomes a view of its blocks, so
+    # the executor bounds-checks, keeps alive and hands the kernel the NZ data (an
+    # aclSetInputTensorAddr naming x2's tensor then finds its view differs: pass none)
+    x2 = c.tensor("x2")
+    meta = x2.meta
+    x2.meta = AclTensor(weight.blocks, meta.data_type, contiguous_strides(weight.blocks),
+                        meta.offset, meta.format, meta.storage_dims, meta.data)
+    return kernel
 
 
 # -- WeightQuantBatchMatmulV2 ---------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Selection operators: the positions of non-zero elements (aclnnNonzero, NonzeroV2), the
 distinct elements (Unique, Unique2, UniqueDim), medians (Median, MedianDim, NanMedian,
 NanMedianDim), the k-th smallest (Kthvalue) and top-k / top-p filtering of logits
-(ApplyTopKTopP), with CANN's argument lists.
+(ApplyTopKTopP) and sampling (TopKTopPSampleV2), with CANN's argument lists.
 
 Semantics are CANN's, which are PyTorch's (``torch.nonzero``, ``torch.unique``,
 ``torch.median``, ``torch.nanmedian``, ``torch.kthvalue``):
@@ -354,4 +354,154 @@ def apply_top_k_top_p(c: Call) -> Kernel:
                                   host(v["p"]).astype(wide) if has_p else None,
                                   host(v["k"]) if has_k else None)
         store(v["out"], result)
+    return kernel
+
+
+# -- TopKTopPSampleV2 ---------------------------------------------------------------------------
+SAMPLE_KS_MAX_LIMIT = 1024  # ksMax's range is [1, 1024], aligned up to a multiple of 8
+SAMPLE_MAX_VOCABULARY = 1 << 20
+SAMPLE_Q_DTYPES = F32
+SAMPLE_BLOCK_ELEMENTS = 1 << 20  # rows sampled together: about 8 MiB per float64 array
+
+
+def _compact(keep: np.ndarray, *rows: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """``rows`` with each row's kept entries moved to its front, in their order; and the
+    count kept per row (entries past it are left-overs, to be masked)."""
+    order = np.argsort(~keep, axis=-1, kind="stable")
+    return [np.take_along_axis(r, order, -1) for r in rows], keep.sum(-1)
+
+
+def _softmax_rows(x: np.ndarray, live: np.ndarray) -> np.ndarray:
+    """The softmax of each row over its ``live`` entries (0 elsewhere), max-shifted."""
+    masked = np.where(live, x, -np.inf)
+    weights = np.exp(masked - masked.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True)
+
+
+def _top_k_top_p_sample(x: np.ndarray, k: np.ndarray, p: np.ndarray, min_p: np.ndarray,
+                        q: np.ndarray | None, eps: float, ks_cap: int, input_is_logits: bool
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """CANN's TopKTopPSampleV2 stages on float64 rows ``x`` (batch, vocabulary), every row
+    at once: (the selected index per row, the surviving values and their positions in ``x``
+    compacted to each row's front, their count per row).
+
+    Stages, per row: sort descending (stable); top-k keeps the first k when 1 <= k <=
+    ks_cap (else the whole row); the values become probabilities by a softmax over those
+    kept (``input_is_logits``) or are taken as they are; top-p (p < 1) keeps the prefix
+    whose exclusive running sum stays below p (p <= 0: the largest alone, with probability
+    1 for logits); a row with neither top-k nor top-p is not sorted; min-p (0 < min_p < 1)
+    keeps the values >= min_p times the largest (min_p >= 1: the largest alone); the
+    sample is the argmax of the values divided by ``|q| + eps`` (q aligned to the compacted
+    values), or of the values without q.
+    """
+    rows, width = x.shape
+    cols = np.arange(width)
+    order = np.argsort(-x, axis=-1, kind="stable")
+    values = np.take_along_axis(x, order, -1)
+    use_k = (k >= 1) & (k <= min(ks_cap, width))
+    live = cols < np.where(use_k, k, width)[:, None]
+    if input_is_logits:
+        values = _softmax_rows(values, live)
+    use_p = p < 1
+    exclusive = np.cumsum(np.where(live, values, 0), -1) - values
+    keep = np.where(use_p[:, None], exclusive < p[:, None], True) & live
+    keep[p <= 0] = cols == 0
+    (values, order), _ = _compact(keep, values, order)
+    if input_is_logits:
+        values[p <= 0, 0] = 1.0
+    # a row with neither top-k nor top-p (and min-p below 1) is never sorted
+    plain = ~use_k & ~use_p & (min_p < 1)
+    if plain.any():
+        whole = np.ones((int(plain.sum()), width), bool)
+        values[plain] = _softmax_rows(x[plain], whole) if input_is_logits else x[plain]
+        order[plain] = cols
+        keep[plain] = True
+    count = keep.sum(-1)
+    present = cols < count[:, None]
+    largest = np.where(present, values, -np.inf).max(-1)
+    with ignore_floating_point():  # (0 * -inf for an empty row: no threshold)
+        threshold = largest * min_p
+    above = values >= threshold[:, None]
+    band = ((min_p > 0) & (min_p < 1))[:, None]
+    kept = present & np.where(band, above, True)
+    kept[min_p >= 1] = cols == 0
+    (values, order), count = _compact(kept, values, order)
+    present = cols < count[:, None]
+    scores = values if q is None else values / (np.abs(q) + eps)
+    choice = np.where(present, scores, -np.inf).argmax(-1)
+    selected = order[np.arange(rows), choice]
+    return selected, values, order, count
+
+
+@register("TopKTopPSampleV2",
+          "logits: tensor, topK: tensor, topP: tensor, q: tensor?, minPs: tensor?, "
+          "eps: float = 1e-8, isNeedLogits: bool = False, topKGuess: int = 32, "
+          "ksMax: int = 1024, inputIsLogits: bool = True, isNeedSampleResult: bool = False, "
+          "logitsSelectIdx: tensor!, logitsTopKPSelect: tensor!, logitsIdx: tensor!, "
+          "logitsSortMasked: tensor!")
+def top_k_top_p_sample_v2(c: Call) -> Kernel:
+    """Top-k, top-p and min-p filtering of each row of ``logits``, then a sample (CANN's
+    document and its ATK golden): ``logitsSelectIdx`` the sampled position per row;
+    ``logitsTopKPSelect`` (isNeedLogits) the logits that survive the filters, the others
+    -inf (inputIsLogits) or 0; with isNeedSampleResult, ``logitsSortMasked`` the surviving
+    probabilities compacted to each row's front (then 0) and ``logitsIdx`` their positions,
+    and no sample. Outputs a mode does not produce are left as they are, as on the device.
+    ``topKGuess`` only steers the device's search: the result does not depend on it."""
+    logits = c.tensor("logits")
+    dtype = c.check_dtype("logits", TOP_DTYPES)
+    if logits.ndim != 2 or logits.numel == 0:
+        raise c.fail("logits", "must be a non-empty 2-dim tensor (batch, vocabulary)")
+    rows, width = logits.shape
+    if width > SAMPLE_MAX_VOCABULARY:
+        raise c.fail("logits", f"vocabulary size must be at most {SAMPLE_MAX_VOCABULARY}")
+    c.check_dtype("topK", TOP_K_DTYPES)
+    for name in ("topK", "topP", "minPs"):
+        if c[name] is None:
+            continue
+        if name != "topK":
+            c.check_dtype(name, frozenset({dtype}))
+        accepted = ((rows,), (rows, 1)) if name == "minPs" else ((rows,),)
+        if c.tensor(name).shape not in accepted:
+            raise c.fail(name, f"shape must be [{rows}] (one per row of logits)")
+    if c["q"] is not None:
+        c.check_dtype("q", SAMPLE_Q_DTYPES)
+        if c.tensor("q").shape != (rows, width):
+            raise c.fail("q", f"shape must be that of logits, {[rows, width]}")
+    ks_max = c["ksMax"]
+    if not 1 <= ks_max <= SAMPLE_KS_MAX_LIMIT:
+        raise c.fail("ksMax", f"must be in [1, {SAMPLE_KS_MAX_LIMIT}]")
+    ks_cap = min(-(-ks_max // 8) * 8, SAMPLE_KS_MAX_LIMIT)
+    c.check_out("logitsSelectIdx", (rows,), INDEX_OUT_DTYPE, exact_dtype=True)
+    c.check_out("logitsTopKPSelect", (rows, width), np.dtype(np.float32), exact_dtype=True)
+    c.check_out("logitsIdx", (rows, width), INDEX_OUT_DTYPE, exact_dtype=True)
+    c.check_out("logitsSortMasked", (rows, width), np.dtype(np.float32), exact_dtype=True)
+    eps, input_is_logits = float(c["eps"]), bool(c["inputIsLogits"])
+    need_logits, need_sample_result = bool(c["isNeedLogits"]), bool(c["isNeedSampleResult"])
+    has_q, has_min_p = c["q"] is not None and not need_sample_result, c["minPs"] is not None
+
+    def kernel(v) -> None:
+        logits_rows, top_k, top_p = host(v["logits"]), host(v["topK"]), host(v["topP"])
+        min_ps = host(v["minPs"]).reshape(rows) if has_min_p else np.full(rows, -1.0)
+        q = host(v["q"]) if has_q else None
+        step = max(1, SAMPLE_BLOCK_ELEMENTS // width)  # float64 temporaries stay bounded
+        for start in range(0, rows, step):
+            block = slice(start, min(start + step, rows))
+            x = logits_rows[block].astype(np.float64)
+            with ignore_floating_point():  # (exp of -inf rows, a q of 0 with eps 0)
+                selected, values, positions, count = _top_k_top_p_sample(
+                    x, top_k[block].astype(np.int64), top_p[block].astype(np.float64),
+                    min_ps[block].astype(np.float64),
+                    None if q is None else q[block].astype(np.float64), eps, ks_cap,
+                    input_is_logits)
+            present = np.arange(width) < count[:, None]
+            if need_sample_result:
+                store(v["logitsSortMasked"][block], np.where(present, values, 0))
+                store(v["logitsIdx"][block], np.where(present, positions, 0))
+            else:
+                store(v["logitsSelectIdx"][block], selected)
+            if need_logits:
+                survivors = np.full(x.shape, -np.inf if input_is_logits else 0.0)
+                np.put_along_axis(survivors, positions, np.where(
+                    present, np.take_along_axis(x, positions, -1), survivors[:, :1]), -1)
+                store(v["logitsTopKPSelect"][block], survivors)
     return kernel
