@@ -602,14 +602,15 @@ def _sample_row(row, k, p, min_p, q_row, eps, ks_max, input_is_logits):
 @golden("TopKTopPSampleV2")
 def top_k_top_p_sample_v2(logits, top_k, top_p, q, min_ps, eps, is_need_logits, top_k_guess,
                           ks_max, input_is_logits, is_need_sample_result):
-    """Row by row in float64; the outputs a mode leaves alone are not checked (None)."""
+    """Row by row in the inputs' precision (float64 here); the outputs a mode leaves alone
+    are not checked (None)."""
     rows, width = logits.shape
     ks_cap = min(-(-ks_max // 8) * 8, 1024)
     selected = torch.zeros(rows, dtype=torch.long)
     survivors = torch.full((rows, width), float("-inf") if input_is_logits else 0.0,
-                           dtype=torch.float64)
+                           dtype=logits.dtype)
     positions_out = torch.zeros((rows, width), dtype=torch.long)
-    values_out = torch.zeros((rows, width), dtype=torch.float64)
+    values_out = torch.zeros((rows, width), dtype=logits.dtype)
     for b in range(rows):
         min_p = float(min_ps.reshape(-1)[b]) if min_ps is not None else -1.0
         q_row = None if q is None or is_need_sample_result else q[b]
