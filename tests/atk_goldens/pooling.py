@@ -103,12 +103,6 @@ def adaptive_avg_pool2d_backward(grad, x):
     return torch.ops.aten._adaptive_avg_pool2d_backward(grad, x)
 
 
-def _forward_indices(inputs) -> str | None:
-    return ("CANN's harness makes these indices by running the forward pool on self; the "
-            "case's own indices are random values of another shape, which no forward "
-            "writes (no prepare hook derives them here yet)")
-
-
 def _max_pool_args(kernel, stride, padding, dilation):
     """torch's (kernel, stride, padding, dilation) from aclnn's arrays (stride [] is the
     kernel)."""
@@ -229,9 +223,25 @@ def max_pool2d_with_mask_backward(grad, x, mask, kernel, stride=(), padding=(0,)
                                                            indices)
 
 
-@golden("AdaptiveMaxPool2dBackward", skip=_forward_indices)
-def adaptive_max_pool2d_backward(grad, x, indices, *attrs):
-    pass
+def _adaptive_from_forward(pool):
+    """CANN's harness (executor_aclnnAdaptiveMaxPool{2,3}dBackward.py): the forward
+    adaptive pool of ``self`` at the case's output size, run in float32; its output becomes
+    ``gradOutput`` (in self's dtype) and its indices, as INT32, ``indices``."""
+    def prepare(inputs):
+        grad, x, indices, output_size = inputs
+        if x is None or grad is None or indices is None:
+            return inputs
+        source = torch.from_numpy(np.asarray(x, np.float32))
+        values, made = pool(source, list(output_size), return_indices=True)
+        return [values.numpy().astype(np.asarray(x).dtype), x,
+                made.numpy().astype(np.int32), output_size]
+    return prepare
+
+
+@golden("AdaptiveMaxPool2dBackward", params=("gradOutput", "self", "indices", "_outputSize"),
+        prepare=_adaptive_from_forward(torch.nn.functional.adaptive_max_pool2d))
+def adaptive_max_pool2d_backward(grad, x, indices, _output_size):
+    return torch.ops.aten.adaptive_max_pool2d_backward(grad, x, indices.long())
 
 
 def _triple(values, fallback):
@@ -282,11 +292,34 @@ def adaptive_avg_pool3d_backward(grad, x):
     return torch.ops.aten._adaptive_avg_pool3d_backward(grad, x)
 
 
-@golden("MaxPool3dWithArgmaxBackward", skip=_forward_indices)
-def max_pool3d_with_argmax_backward(grad, x, indices, *attrs):
-    pass
+def _pool3d_args(kernel, stride, padding, dilation):
+    kernel = _triple(kernel, (1, 1, 1))
+    return kernel, _triple(stride, kernel), _triple(padding, (0, 0, 0)), _triple(dilation,
+                                                                                (1, 1, 1))
 
 
-@golden("AdaptiveMaxPool3dBackward", skip=_forward_indices)
-def adaptive_max_pool3d_backward(grad, x, indices, *attrs):
-    pass
+def _argmax3d_from_forward(inputs):
+    """CANN's harness (executor_aclnnMaxPool3dWithArgmaxBackward.py): ``indices`` is the
+    forward MaxPool3d's on ``self`` in float32, as INT32."""
+    grad, x, indices, *attrs = inputs
+    if x is None or indices is None:
+        return inputs
+    source = torch.from_numpy(np.asarray(x, np.float32))
+    made = torch.nn.functional.max_pool3d(source, *_pool3d_args(*attrs[:4]),
+                                          ceil_mode=bool(attrs[4]) if len(attrs) > 4
+                                          else False, return_indices=True)[1]
+    return [grad, x, made.numpy().astype(np.int32), *attrs]
+
+
+@golden("MaxPool3dWithArgmaxBackward", skip=_malformed(7), prepare=_argmax3d_from_forward)
+def max_pool3d_with_argmax_backward(grad, x, indices, kernel, stride=(), padding=(0,),
+                                    dilation=(1,), ceil=False):
+    return torch.ops.aten.max_pool3d_with_indices_backward(
+        grad, x, *_pool3d_args(kernel, stride, padding, dilation), bool(ceil),
+        indices.long())
+
+
+@golden("AdaptiveMaxPool3dBackward", params=("gradOutput", "self", "indices", "_outputSize"),
+        prepare=_adaptive_from_forward(torch.nn.functional.adaptive_max_pool3d))
+def adaptive_max_pool3d_backward(grad, x, indices, _output_size):
+    return torch.ops.aten.adaptive_max_pool3d_backward(grad, x, indices.long())
