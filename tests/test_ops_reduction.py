@@ -121,6 +121,20 @@ def test_mean_matches_torch(dev, dtype):
             assert_close(_run(dev, "mean", a, dims, keep), golden, f"mean {dtype} {dims}")
 
 
+def test_mean_into_a_narrower_dtype_rounds_once(dev):
+    """A float64 mean asked for in bfloat16 / float16 is the wide mean rounded once (torch's
+    ``mean(dtype=)``), not a mean of elements each rounded to the narrow type first: values
+    cancelling to near zero show the difference (CANN's ATK Mean case 55)."""
+    a = np.random.default_rng(55).uniform(-1, 1, 255)
+    a -= a.mean() - 0.0101  # a small mean of large terms
+    for narrow, torch_dtype in ((ml_dtypes.bfloat16, torch.bfloat16),
+                                (np.float16, torch.float16)):
+        want = torch.mean(torch.from_numpy(a), dtype=torch_dtype).float().item()
+        got = _run(dev, "mean", a, [], False, np.dtype(narrow))
+        assert float(got) == want
+        assert want == float(np.float64(a.mean()).astype(narrow))
+
+
 @pytest.mark.parametrize("dtype", INTS, ids=str)
 def test_mean_of_integers_needs_a_float_dtype(dev, dtype):
     a = random_array((4, 5), dtype, np.random.default_rng(4))

@@ -230,8 +230,9 @@ def mean(c: Call) -> Kernel:
 
 def _mean_kernel(shape: Sequence[int], axes: tuple[int, ...], keep: bool,
                  result: np.dtype) -> Kernel:
-    """out = the sum over ``axes`` (accumulated wide) / their element count (NaN if none);
-    an integer ``result`` (MeanV2) takes the float64 mean truncated."""
+    """out = the sum over ``axes`` (accumulated wide) / their element count (NaN if none),
+    rounded once into ``result``; an integer ``result`` (MeanV2) takes the float64 mean
+    truncated."""
     accumulate = _accumulator(result) if promotion.is_floating(result) or \
         promotion.category(result) == promotion.COMPLEX else FLOAT64
     count = _count(shape, axes)
@@ -244,7 +245,11 @@ def _mean_kernel(shape: Sequence[int], axes: tuple[int, ...], keep: bool,
             general(v)
 
     def general(v) -> None:
-        x = as_array(v["self"]).astype(result, copy=False)
+        x = as_array(v["self"])
+        if promotion.category(x.dtype) < promotion.FLOATING:  # (integers: cast first, as torch)
+            x = x.astype(result, copy=False)
+        # floats are summed wide as they are and rounded once into ``result``: a float64
+        # mean asked for in bfloat16 is not rounded to bfloat16 element by element first
         total = _sums(x, axes, keep, accumulate)
         if count:
             with ignore_floating_point():
