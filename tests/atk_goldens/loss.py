@@ -95,19 +95,6 @@ def _list_attribute(*positions: int):
     return skip
 
 
-def _int_as_bool(*positions: int):
-    """A skip rule: the case writes a bool attribute as 0/1 (ATK dtype ``attr_bool``), which
-    the driver passes as an int; the aclnn argument is a bool."""
-    def skip(inputs) -> str | None:
-        for position in positions:
-            value = inputs[position] if position < len(inputs) else None
-            if isinstance(value, int) and not isinstance(value, bool):
-                return (f"bool attribute {position} is written as the int {value}; the driver "
-                        f"passes it as an int")
-        return None
-    return skip
-
-
 def _chamfer_index_outside(inputs) -> str | None:
     """The ATK draws idx1/idx2 from ranges that may pass the other set's point count (an
     index CANN's kernel would read outside its tensor with): such a case has no defined
@@ -180,7 +167,7 @@ def _pointwise_backward(grad, x, y, reduction, slope, batch_of_self: bool = Fals
     return (grad * slope).expand(shape) * _scale(reduction, count, batch)
 
 
-@golden("MseLossBackward", skip=_list_attribute(3))
+@golden("MseLossBackward")
 def mse_loss_backward(grad, x, y, reduction=1):
     return _pointwise_backward(grad, x, y, reduction, 2 * (x - y))
 
@@ -243,12 +230,12 @@ def binary_cross_entropy_with_logits_backward(grad, x, t, weight=None, pos_weigh
 
 
 # -- Logit -----------------------------------------------------------------------------------------
-@golden("Logit", skip=_list_attribute(1))
+@golden("Logit")
 def logit(x, eps=-1.0):
     return torch.logit(x, None if eps < 0 else eps)
 
 
-@golden("LogitGrad", skip=_list_attribute(2))
+@golden("LogitGrad")
 def logit_grad(x, dy, eps=-1.0):
     gradient = dy / (x * (1 - x))
     if eps < 0:
@@ -359,7 +346,7 @@ def _integral(targets: torch.Tensor) -> torch.Tensor:
     return targets.to(torch.int64)  # CANN takes float and bool labels too (truncated)
 
 
-@golden("CtcLoss", skip=_int_as_bool(5))
+@golden("CtcLoss")
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
     batched = log_probs.dim() == 3
     if not batched:
@@ -372,7 +359,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_in
     return (nll if batched else nll.reshape(())), None
 
 
-@golden("CtcLossBackward", skip=_int_as_bool(8))
+@golden("CtcLossBackward")
 def ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, nll, log_alpha,
                       blank=0, zero_infinity=False):
     return torch.ops.aten._ctc_loss_backward(
