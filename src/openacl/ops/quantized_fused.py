@@ -373,14 +373,10 @@ def dequant_swiglu_quant_v2(c: Call) -> Kernel:
                 if scale is not None:
                     y = y * scale
                 largest = np.abs(y).max(axis=1, keepdims=True, initial=0.0)
-                y = y * (FLOAT32.type(127) / largest)
+                quantized = quantize_int8(xp, y, FLOAT32.type(127) / largest, None, False)
             else:
-                y = y / scale
-                offset = per_row(v, "quantOffsetOptional", group)
-                if offset is not None:
-                    y = y + offset
-            quantized = xp.nan_to_num(xp.rint(xp.clip(y, INT8_INFO.min, INT8_INFO.max)),
-                                      nan=0.0).astype(INT8)
+                quantized = quantize_int8(xp, y, scale, per_row(v, "quantOffsetOptional",
+                                                                group), True)
         target = v["yOut"].reshape(rows, half)
         target[:taken] = like(target, quantized)
         if dynamic:
