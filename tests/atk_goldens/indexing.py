@@ -314,86 +314,63 @@ def kthvalue(x, k, dim, keepdim):
 
 
 # -- repeat_interleave --------------------------------------------------------------------------
-def _candidates(value) -> list[int]:
-    """The values an attribute may take: itself, or every int of a [lo, hi] range (the
-    driver draws ranges after this check)."""
-    if isinstance(value, list):
-        low, high = sorted(int(v) for v in (value * 2)[:2])
-        return list(range(low, high + 1))
-    return [int(value)]
+def _repeat_output_size(repeats_at: int, dim_at: int | None = None):
+    """A prepare setting ``outputSize`` (the last input) as CANN's harnesses
+    (executor_aclnnRepeatInterleave*.py, ``init_by_input_data``) do: the length of torch's
+    repeat_interleave of the drawn input with the drawn repeats (along the drawn ``dim``;
+    the flattened input without one); the file's value is a placeholder. Repeats that fit
+    neither one value nor the repeated length keep the file's outputSize (the operator
+    refuses them in phase 1)."""
+    def prepare(inputs):
+        x, repeats = inputs[0], inputs[repeats_at]
+        counts = np.asarray(repeats).astype(np.int64).reshape(-1)
+        if dim_at is None:
+            length = int(np.asarray(x).size)
+        else:
+            dim = int(inputs[dim_at])
+            if not -x.ndim <= dim < max(x.ndim, 1):
+                return inputs
+            length = int(x.shape[dim]) if x.ndim else 1
+        if counts.size == 1:
+            total = int(counts[0]) * length
+        elif counts.size == length:
+            total = int(counts.sum())
+        else:
+            return inputs
+        return [*inputs[:-1], total]
+    return prepare
 
 
-def _repeat_skip(length_of, repeats_at: int, dim_at: int | None = None):
-    """A skip for a repeat_interleave case whose ``outputSize`` (the last input) cannot be
-    the repeats' sum: the ATK harness computes outputSize from the drawn repeats; the file
-    holds a placeholder, which matches only by chance."""
-    def skip(inputs) -> str | None:
-        ranged = [name for at, name in ((repeats_at, "repeats"), (dim_at, "dim"),
-                                        (len(inputs) - 1, "outputSize"))
-                  if at is not None and isinstance(inputs[at], list)]
-        if ranged:
-            return (f"{', '.join(ranged)} given as ranges: the driver draws each on its own, "
-                    f"while CANN's harness derives outputSize from the drawn repeats")
-        repeats = inputs[repeats_at]
-        counts = [np.asarray(repeats).astype(np.int64).reshape(-1)] if not isinstance(
-            repeats, (list, int)) else [np.array([r]) for r in _candidates(repeats)]
-        dims = _candidates(inputs[dim_at]) if dim_at is not None else [None]
-        sizes = _candidates(inputs[-1])
-        totals = set()
-        for dim in dims:
-            try:
-                length = length_of(inputs, dim)
-            except IndexError:
-                continue
-            for c in counts:
-                if c.size not in (1, length):
-                    return None  # the operator refuses it (phase 1)
-                totals.add(int(c.sum()) if c.size != 1 else int(c[0]) * length)
-        if not totals & set(sizes):
-            return (f"outputSize {inputs[-1]!r} cannot be the repeats' sum "
-                    f"({sorted(totals)[:4]}...): the ATK harness computes it from the drawn "
-                    f"repeats")
-        return None
-    return skip
+def _repeat_tensor_output_size(inputs):
+    """CANN's harness (executor_aclnnRepeatInterleaveTensor.py): ``outputSize`` is the
+    length of torch's repeat_interleave of the drawn repeats, their sum."""
+    repeats = inputs[0]
+    if repeats is None:
+        return inputs
+    return [repeats, int(np.asarray(repeats).astype(np.int64).sum()), *inputs[2:]]
 
 
-def _numel(inputs, dim) -> int:
-    return int(np.asarray(inputs[0]).size)
-
-
-def _along(inputs, dim) -> int:
-    return int(np.asarray(inputs[0]).shape[dim])
-
-
-@golden("RepeatInterleave", skip=_repeat_skip(_numel, 1))
+@golden("RepeatInterleave", prepare=_repeat_output_size(1))
 def repeat_interleave(x, repeats, output_size):
     return torch.repeat_interleave(_t(x).reshape(-1), _t(repeats).long().reshape(-1))
 
 
-@golden("RepeatInterleaveWithDim", skip=_repeat_skip(_along, 1, 2))
+@golden("RepeatInterleaveWithDim", prepare=_repeat_output_size(1, 2))
 def repeat_interleave_with_dim(x, repeats, dim, output_size):
     return torch.repeat_interleave(x, _t(repeats).long().reshape(-1), dim)
 
 
-@golden("RepeatInterleaveInt", skip=_repeat_skip(_numel, 1))
+@golden("RepeatInterleaveInt", prepare=_repeat_output_size(1))
 def repeat_interleave_int(x, repeats, output_size):
     return torch.repeat_interleave(_t(x).reshape(-1), repeats)
 
 
-@golden("RepeatInterleaveIntWithDim", skip=_repeat_skip(_along, 1, 2))
+@golden("RepeatInterleaveIntWithDim", prepare=_repeat_output_size(1, 2))
 def repeat_interleave_int_with_dim(x, repeats, dim, output_size):
     return torch.repeat_interleave(x, repeats, dim)
 
 
-def _repeat_tensor_skip(inputs) -> str | None:
-    total = int(np.asarray(inputs[0]).astype(np.int64).sum())
-    if inputs[-1] != total:
-        return (f"outputSize {inputs[-1]!r} is not the repeats' sum {total} (the ATK harness "
-                f"computes it from the drawn repeats)")
-    return None
-
-
-@golden("RepeatInterleaveTensor", skip=_repeat_tensor_skip)
+@golden("RepeatInterleaveTensor", prepare=_repeat_tensor_output_size)
 def repeat_interleave_tensor(repeats, output_size):
     return torch.repeat_interleave(repeats.long())
 
