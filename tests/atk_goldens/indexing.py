@@ -444,12 +444,32 @@ def _unpool_golden(x, indices, output_size, spatial):
     return out.reshape(*x.shape[:-spatial], *output_size)
 
 
-@golden("MaxUnpool2d", skip=_unpool_skip(2, 0))
+def _unpool_identity(spatial: int):
+    """A prepare as CANN's harnesses (executor_aclnnMaxUnpool2d.py / 3d.py,
+    ``init_by_input_data``) derive the inputs: ``indices`` is ``torch.arange`` over one
+    input plane (int64, as torch makes it) expanded over the batch and channels,
+    ``outputSize`` the input's own spatial size (so every index is a valid, distinct
+    position of its output plane), and for 3d ``stride`` and ``padding`` [1, 2, 3]. The
+    file's indices (drawn from [0, "inf"]) and sizes are placeholders."""
+    def prepare(inputs):
+        x, indices, output_size, *rest = inputs
+        if x is None or indices is None or x.ndim < spatial:
+            return inputs
+        plane = x.shape[-spatial:]
+        made = np.broadcast_to(np.arange(int(np.prod(plane)), dtype=np.int64).reshape(plane),
+                               x.shape).copy()
+        if spatial == 3:
+            rest = [[1, 2, 3], [1, 2, 3]]
+        return [x, made, [int(d) for d in plane], *rest]
+    return prepare
+
+
+@golden("MaxUnpool2d", prepare=_unpool_identity(2))
 def max_unpool2d(x, indices, output_size):
     return _unpool_golden(x, indices, output_size, 2)
 
 
-@golden("MaxUnpool3d", skip=_unpool_skip(3, 0))
+@golden("MaxUnpool3d", prepare=_unpool_identity(3))
 def max_unpool3d(x, indices, output_size, stride, padding):
     return _unpool_golden(x, indices, output_size, 3)
 
