@@ -1100,10 +1100,67 @@ def test_top_k_v2_and_sort(session):
     golden = torch.sort(torch.from_numpy(x), descending=True)
     np.testing.assert_array_equal(y1, golden.values.numpy())
     np.testing.assert_array_equal(y2, golden.indices.numpy())
-    with pytest.raises(openacl.AclError) as info:  # int32 indices: refused, saying why
-        run(session, "TopKV2", [x, np.array([2], np.int32)],
-            [((3, 2), np.float32), ((3, 2), np.int32)])
-    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH and "DT_INT64" in info.value.message
+
+
+@pytest.mark.parametrize("op_type", ["TopK", "TopKV2"])
+@pytest.mark.parametrize("largest", [True, False])
+def test_top_k_int32_indices_by_default(session, op_type, largest):
+    """CANN's IR defaults to int32 indices: aclnnTopk's int64 ones are narrowed through a
+    scratch buffer of the call's own."""
+    x = rand(4, 9)
+    values, indices = run(session, op_type, [x, np.array(3, np.int32)],
+                          [((4, 3), np.float32), ((4, 3), np.int32)], largest=largest)
+    golden = torch.topk(torch.from_numpy(x), 3, largest=largest)
+    np.testing.assert_array_equal(values, golden.values.numpy())
+    np.testing.assert_array_equal(indices, golden.indices.numpy().astype(np.int32))
+    assert indices.dtype == np.int32
+
+
+def test_sort_int32_indices_handle_reused(session):
+    """A handle's scratch buffer is allocated per run: two runs with new data both right."""
+    x = rand(3, 7)
+    dx, _, _ = session.tensor(x)
+    d1, _, _ = session.output((3, 7), np.float32)
+    d2, _, _ = session.output((3, 7), np.int32)
+    attr = make_attr(descending=True)
+    handle = op.create_handle("Sort", [dx], [d1, d2], attr)
+    try:
+        for k in range(3):
+            data = rand(3, 7)
+            _, bx, _ = session.tensor(data)
+            _, b1, t1 = session.output((3, 7), np.float32)
+            _, b2, t2 = session.output((3, 7), np.int32)
+            op.execute_with_handle(handle, [bx], [b1, b2], None)
+            golden = torch.sort(torch.from_numpy(data), descending=True)
+            np.testing.assert_array_equal(t1.numpy(), golden.values.numpy())
+            np.testing.assert_array_equal(t2.numpy(), golden.indices.numpy())
+    finally:
+        op.destroy_handle(handle)
+        op.destroy_attr(attr)
+    dy1 = session.desc(np.float32, [-1])
+    dy2 = session.desc(np.float32, [-1])
+    assert op.infer_shape("Sort", [dx], None, 2, None, [dy1, dy2]) == \
+        [((3, 7), DataType.ACL_FLOAT), ((3, 7), DataType.ACL_INT32)]
+
+
+def test_top_k_indices_dtype_errors(session):
+    x, k = rand(3, 6), np.array([2], np.int32)
+    with pytest.raises(openacl.AclError) as info:  # the attribute asks int64, the desc int32
+        run(session, "TopKV2", [x, k], [((3, 2), np.float32), ((3, 2), np.int32)],
+            indices_dtype=int(DataType.ACL_INT64))
+    assert info.value.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH
+    assert "'indices'" in info.value.message and "ACL_INT64" in info.value.message
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "TopKV2", [x, k], [((3, 2), np.float32), ((3, 2), np.int32)],
+            indices_dtype=int(DataType.ACL_FLOAT))
+    assert info.value.code == ACL_ERROR_OP_ATTR_NOT_MATCH
+    assert "indices_dtype" in info.value.message
+    with pytest.raises(openacl.AclError) as info:  # TopK's indices are int32 only
+        run(session, "TopK", [x, k], [((3, 2), np.float32), ((3, 2), np.int64)])
+    assert info.value.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH and "ACL_INT32" in info.value.message
+    with pytest.raises(openacl.AclError) as info:
+        run(session, "Sort", [x], [((3, 6), np.float32), ((3, 6), np.float32)])
+    assert info.value.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH and "'y2'" in info.value.message
 
 
 def test_addcmul_addcdiv_swish_prelu(session):
@@ -1141,8 +1198,80 @@ def test_adaptive_pool_resize_nearest_reduce_prod(session):
     (y,) = run(session, "ReduceProd", [x, np.array([], np.int32)], [(x.shape, np.float32)])
     np.testing.assert_array_equal(y, x)
     with pytest.raises(openacl.AclError) as info:
-        run(session, "ReduceProd", [x, np.array([1, 2], np.int32)], [((1, 7), np.float32)])
+        run(session, "ReduceProd", [x, np.array([1, 4], np.int32)], [((1, 6), np.float32)])
     assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "axes" in info.value.message
+
+
+@pytest.mark.parametrize("axes", [[1, 2], [0, 2], [3, 1], [0, 1, 3], [-1, 0]])
+@pytest.mark.parametrize("keep", [False, True])
+def test_reduce_prod_several_axes(session, axes, keep):
+    """Adjacent axes reduce through a view, others through a permuted scratch copy; one
+    rounding either way (float16 checked against the float64 product rounded once)."""
+    x = rand(2, 3, 4, 5, low=0.6, high=1.6).astype(np.float16)
+    golden = np.prod(x.astype(np.float64), axis=tuple(axes), keepdims=keep)
+    (y,) = run(session, "ReduceProd", [x, np.array(axes, np.int64)],
+               [(golden.shape, np.float16)], keep_dims=keep)
+    close(y, golden.astype(np.float16), np.float16)
+    dx = session.desc(np.float16, x.shape)
+    _, ba, _ = session.tensor(np.array(axes, np.int64))
+    da = session.desc(np.int64, [len(axes)])
+    attr = make_attr(keep_dims=keep)
+    try:
+        assert op.infer_shape("ReduceProd", [dx, da], [0, ba], 1, attr) == \
+            [(golden.shape, DataType.ACL_FLOAT16)]
+    finally:
+        op.destroy_attr(attr)
+
+
+RANGES = [  # (start, limit, delta, dtype, is_closed)
+    (0, 10, 3, np.int32, False), (10, 0, -3, np.int64, False), (10, 1, -3, np.int32, False),
+    (0, 9, 3, np.int32, True), (0.5, 2.0, 0.25, np.float32, False),
+    (0.5, 2.0, 0.25, np.float32, True), (1.0, -1.0, -0.3, np.float16, False),
+    (2.0, 5.0, 0.5, np.float64, False),
+]
+
+
+@pytest.mark.parametrize("start,limit,delta,dtype,closed", RANGES)
+def test_range(session, start, limit, delta, dtype, closed):
+    """Range's value inputs are real numbers; its length is CANN's shape inference's."""
+    end = limit + (delta / 2 if closed else 0)
+    golden = np.arange(start, end, delta, dtype=np.float64)
+    values = [np.array(v, dtype) for v in (start, limit, delta)]
+    (y,) = run(session, "Range", values, [(golden.shape, dtype)], is_closed=closed)
+    close(y, golden.astype(dtype), dtype) if np.dtype(dtype).kind == "f" else \
+        np.testing.assert_array_equal(y, golden.astype(dtype))
+    descs, buffers = zip(*[session.tensor(v)[:2] for v in values], strict=True)
+    attr = make_attr(is_closed=closed)
+    try:
+        assert op.infer_shape("Range", list(descs), list(buffers), 1, attr) == \
+            [(golden.shape, DataType(openacl.dtypes.from_numpy_dtype(dtype)))]
+    finally:
+        op.destroy_attr(attr)
+
+
+def test_range_mixed_types_and_errors(session):
+    values = [np.array(1, np.int32), np.array(4.0, np.float32), np.array(1, np.int32)]
+    descs, buffers = zip(*[session.tensor(v)[:2] for v in values], strict=True)
+    assert op.infer_shape("Range", list(descs), list(buffers), 1) == \
+        [((3,), DataType.ACL_FLOAT)]  # mixed input types: float32, as CANN infers
+    for start, limit, delta, word in [(0, 5, 0, "zero"), (0, 5, -1, "steps away"),
+                                      (5, 0, 1, "steps away")]:
+        with pytest.raises(openacl.AclError) as info:
+            run(session, "Range", [np.array(v, np.int32) for v in (start, limit, delta)],
+                [((5,), np.int32)])
+        assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH
+        assert "'delta'" in info.value.message and word in info.value.message
+    with pytest.raises(openacl.AclError) as info:  # the desc's length is not the sequence's
+        run(session, "Range", [np.array(v, np.int32) for v in (0, 5, 1)], [((4,), np.int32)])
+    assert info.value.code == ACL_ERROR_OP_OUTPUT_NOT_MATCH
+    with pytest.raises(openacl.AclError) as info:  # one value each
+        run(session, "Range", [np.array([0, 1], np.int32), np.array(5, np.int32),
+                               np.array(1, np.int32)], [((5,), np.int32)])
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "'start'" in info.value.message
+    with pytest.raises(openacl.AclError) as info:  # other op types still take only integers
+        run(session, "Transpose", [rand(2, 3), np.array([1.0, 0.0], np.float32)],
+            [((3, 2), np.float32)])
+    assert info.value.code == ACL_ERROR_OP_INPUT_NOT_MATCH and "integer" in info.value.message
 
 
 def test_rms_group_and_instance_norm(session):

@@ -1,13 +1,15 @@
 """The lowering machinery: ``_Lowering``, what an op type's ``lower`` sees (its operands,
 attributes and value inputs) and through which it issues aclnn calls, binding each one's
-phase 1 into a ``_Step``; also ``_Operand`` (an input or output as its desc described it).
+phase 1 into a ``_Step``; also ``_Operand`` (an input, an output or a scratch buffer as its
+desc described it).
 
-While binding, every executor tensor is mapped to the input or output buffer it reads; see
-the design note in ``openacl.aclop.program``.
+While binding, every executor tensor is mapped to the input, output or scratch buffer it
+reads; see the design note in ``openacl.aclop.program``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,8 +40,8 @@ if TYPE_CHECKING:
 class _Operand:
     """One input or output as the call described it (a snapshot of its desc)."""
 
-    name: str  # CANN name; dynamic inputs are x0, x1...
-    origin: tuple[str, int]  # ("in", i) or ("out", j): which buffer holds it
+    name: str  # CANN name; dynamic inputs are x0, x1...; scratch buffers scratch0...
+    origin: tuple[str, int]  # ("in", i), ("out", j) or ("tmp", k): which buffer holds it
     data_type: DataType
     dims: tuple[int, ...]
     format: Format
@@ -67,6 +69,15 @@ class _Step:
     workspace_bytes: int
 
 
+@dataclass
+class _Bound:
+    """A lowering bound once: its steps in order and the bytes of each scratch buffer they
+    pass between them (allocated per run, as the workspaces are)."""
+
+    steps: list[_Step]
+    scratch_bytes: list[int]
+
+
 class _Lowering:
     """What an op type's ``lower`` sees: inputs, outputs, attributes, value inputs; it issues
     aclnn calls with ``call``."""
@@ -79,8 +90,9 @@ class _Lowering:
         self.outputs = outputs
         self.attrs = attrs
         self.infer = infer
-        self.values: dict[str, tuple[int, ...]] = {}
+        self.values: dict[str, tuple[int | float, ...]] = {}
         self.steps: list[_Step] = []
+        self.scratch_bytes: list[int] = []  # per scratch buffer, in the order made
         self.inferred: dict[str, tuple[tuple[int, ...], DataType]] = {}
         self.infer_dtypes: dict[str, DataType] = {}
         self._origins: dict[int, tuple[str, int]] = {}  # aclTensor handle -> buffer
@@ -152,6 +164,30 @@ class _Lowering:
         """A strided view (element strides, element offset) of output ``name``'s buffer (an
         NHWC output written as NCHW, a padded output's interior)."""
         return self._create(self.outputs[name], dims, strides, offset)
+
+    def scratch(self, dims: Sequence[int], data_type: DataType) -> _Operand:
+        """A buffer of the call's own, for an intermediate one aclnn call writes and the next
+        reads (int64 indices narrowed to the int32 output CANN's IR declares, a permuted
+        copy): ``tensor`` makes aclTensors over it. Each run allocates it and frees it once
+        the run's work is enqueued, as workspaces are."""
+        index = len(self.scratch_bytes)
+        dims = tuple(int(d) for d in dims)
+        operand = _Operand(f"scratch{index}", ("tmp", index), DataType(data_type), dims,
+                           Format.ACL_FORMAT_ND, None)
+        self.scratch_bytes.append(math.prod(dims) * operand.dtype.itemsize)
+        return operand
+
+    def tensor(self, operand: _Operand, dims: Sequence[int] | None = None,
+               strides: Sequence[int] | None = None, offset: int = 0) -> int:
+        """An aclTensor over ``operand``'s buffer (a scratch buffer's): all of it as its desc
+        says, or ``dims`` with element ``strides`` (contiguous when None) from ``offset``."""
+        if dims is None:
+            return self._tensor(operand)
+        return self._create(operand, dims, strides, offset)
+
+    def bound(self) -> _Bound:
+        """What binding made: the steps and their scratch buffers."""
+        return _Bound(self.steps, self.scratch_bytes)
 
     def _create(self, operand: _Operand, dims: Sequence[int], strides: Sequence[int] | None,
                 offset: int) -> int:

@@ -12,8 +12,11 @@ Design note (invariants)
 * Running (``_Program.run``) checks each DataBuffer against its desc, gives the executors
   the buffers' addresses and enqueues every aclnn call in order on one stream; workspaces are
   allocated per run and freed right after enqueueing (stream-ordered reuse, as the one-shot
-  helpers do). ``execute_v2`` binds, runs once and releases; ``create_handle`` binds once and
-  ``execute_with_handle`` runs it any number of times with new buffers.
+  helpers do); so are the scratch buffers a lowering passes between its calls (``_Lowering.
+  scratch``: int64 indices narrowed to int32, a permuted copy), whose executor tensors name
+  them as their buffer ("tmp", k). ``execute_v2`` binds, runs once and releases;
+  ``create_handle`` binds once and ``execute_with_handle`` runs it any number of times with
+  new buffers.
 * Value inputs (Slice ``offsets``/``size``, Transpose ``perm``, ReduceSum ``axes``...) decide
   shapes, so they are read on the host when binding: from ``set_tensor_const`` data when the
   desc has it, else (``execute_v2``, ``infer_shape``) from the buffer's memory at call time, as
@@ -44,7 +47,7 @@ import numpy as np
 
 from openacl import dtypes
 from openacl.aclop.attr import ATTR_KIND_NAMES, COMPATIBLE_KINDS, _bad, _lookup_attr
-from openacl.aclop.lowering import _Lowering, _Operand, _Step
+from openacl.aclop.lowering import _Bound, _Lowering, _Operand
 from openacl.aclop.types import REQUIRED, OpType, _spec
 from openacl.dtypes import DataType
 from openacl.errors import (
@@ -62,6 +65,8 @@ from openacl.runtime.stream import resolve_stream
 from openacl.tensor import PLAIN_FORMATS, TensorDesc, lookup_data_buffer, lookup_tensor_desc
 
 BOUND_PER_HANDLE = 16  # bindings a handle with run-time value inputs keeps, by their values
+FLOAT_VALUE_TYPES = frozenset({DataType.ACL_FLOAT16, DataType.ACL_BF16, DataType.ACL_FLOAT,
+                               DataType.ACL_DOUBLE})  # read as floats where values are real
 
 
 # -- binding a call ----------------------------------------------------------------------------
@@ -230,8 +235,10 @@ def _infer(spec: OpType, inputs: dict[str, Any], attrs: dict[str, Any], explicit
 
 
 def _check_value_dtype(spec: OpType, operand: _Operand) -> None:
-    if operand.dtype.kind not in "iu":
-        raise _fail_input(spec, operand.name, f"must be an integer tensor, not "
+    if operand.dtype.kind not in "iu" and not (spec.real_values and
+                                               operand.data_type in FLOAT_VALUE_TYPES):
+        what = "a real (integer or float)" if spec.real_values else "an integer"
+        raise _fail_input(spec, operand.name, f"must be {what} tensor, not "
                                               f"{operand.data_type.name}")
 
 
@@ -241,8 +248,9 @@ def _fail_input(spec: OpType, name: str, reason: str) -> AclError:
 
 
 def _read_value(spec: OpType, operand: _Operand, buffers: Sequence[Any] | None
-                ) -> tuple[int, ...]:
-    """One value input's integers: its const data, else its buffer's bytes read now."""
+                ) -> tuple[int | float, ...]:
+    """One value input's numbers (integers; floats where the op type takes real values): its
+    const data, else its buffer's bytes read now."""
     _check_value_dtype(spec, operand)
     name = operand.name
     count = math.prod(operand.dims)
@@ -265,7 +273,10 @@ def _read_value(spec: OpType, operand: _Operand, buffers: Sequence[Any] | None
     if len(raw) < nbytes:
         raise _fail_input(spec, name, f"its const data holds {len(raw)} bytes; the desc "
                                       f"needs {nbytes}")
-    return tuple(int(v) for v in np.frombuffer(raw[:nbytes], operand.dtype))
+    values = np.frombuffer(raw[:nbytes], operand.dtype)
+    if operand.data_type in FLOAT_VALUE_TYPES:
+        return tuple(float(v) for v in values)
+    return tuple(int(v) for v in values)
 
 
 def _fresh(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -293,17 +304,17 @@ class _Program:
         self.num_inputs = len(input_desc)
         self.in_bytes = self._bytes(self._inputs, len(input_desc))
         self.out_bytes = [math.prod(o.dims) * o.dtype.itemsize for o in self._outputs.values()]
-        self.steps: list[_Step] = []
+        self.bound = _Bound([], [])
         self._run_lock = threading.Lock()  # addresses set + launch is one step per run
-        self._bound: OrderedDict[tuple, list[_Step]] = OrderedDict()  # run-time values -> steps
+        self._bound: OrderedDict[tuple, _Bound] = OrderedDict()  # run-time values -> binding
         self.runtime_values = sorted(name for name in spec.values
                                      if self._inputs[name].const is None) if lazy else []
         for name in self.runtime_values:
             _check_value_dtype(spec, self._inputs[name])
         if not self.runtime_values:
-            self.steps = self._bind(value_buffers)
+            self.bound = self._bind(value_buffers)
 
-    def _bind(self, value_buffers: Sequence[Any] | None, check: bool = False) -> list[_Step]:
+    def _bind(self, value_buffers: Sequence[Any] | None, check: bool = False) -> _Bound:
         """Phase 1 of every aclnn call of the lowering; ``check``: first compare the output
         shapes the values give with the declared output descs."""
         spec = self.spec
@@ -323,7 +334,7 @@ class _Program:
             raise
         finally:
             b.release_temporaries()
-        return b.steps
+        return b.bound()
 
     def _check_outputs(self, value_buffers: Sequence[Any] | None) -> None:
         b = _infer(self.spec, _fresh(self._inputs), self._attrs, self._explicit,
@@ -335,22 +346,22 @@ class _Program:
                                           f"shape {list(b.inferred[name][0])}, but the handle's "
                                           f"output desc declares {list(operand.dims)}")
 
-    def _steps_for(self, inputs: Sequence[Any]) -> list[_Step]:
-        """The steps bound for the run-time values in ``inputs`` (bound now if new)."""
+    def _binding_for(self, inputs: Sequence[Any]) -> _Bound:
+        """The binding for the run-time values in ``inputs`` (bound now if new)."""
         if not self.runtime_values:
-            return self.steps
+            return self.bound
         key = tuple(_read_value(self.spec, self._inputs[name], inputs)
                     for name in self.runtime_values)
-        steps = self._bound.get(key)
-        if steps is not None:
+        bound = self._bound.get(key)
+        if bound is not None:
             self._bound.move_to_end(key)
-            return steps
-        steps = self._bind(inputs, check=True)
-        self._bound[key] = steps
+            return bound
+        bound = self._bind(inputs, check=True)
+        self._bound[key] = bound
         if len(self._bound) > BOUND_PER_HANDLE:
             _, dropped = self._bound.popitem(last=False)
             self._release(dropped)
-        return steps
+        return bound
 
     @staticmethod
     def _bytes(inputs: dict[str, Any], count: int) -> list[int]:
@@ -366,23 +377,34 @@ class _Program:
                      "out": self._addresses("outputs", outputs, self.out_bytes)}
         target = resolve_stream(stream)
         with self._run_lock:  # two threads running one handle must not mix their buffers
-            steps = self._steps_for(inputs)
+            bound = self._binding_for(inputs)
             span = profiler.begin_range(target, "aclop", self.spec.name) \
                 if profiler.active else None
-            for step in steps:
-                for index, source in enumerate(step.sources):
-                    if source is not None:
-                        set_tensor_addr(step.executor, index, None,
-                                        addresses[source[0]][source[1]])
-            for step in steps:
-                workspace = memory.malloc(step.workspace_bytes) if step.workspace_bytes else 0
-                try:
-                    find_executor(step.executor).launch(workspace, step.workspace_bytes, target)
-                finally:
-                    if workspace:
-                        memory.free(workspace)  # stream-ordered: reused after this work
+            scratch = addresses["tmp"] = []
+            try:
+                for nbytes in bound.scratch_bytes:
+                    scratch.append(memory.malloc(nbytes) if nbytes else 0)
+                self._launch(bound, addresses, target)
+            finally:
+                for address in scratch:
+                    if address:
+                        memory.free(address)  # stream-ordered: each launch recorded it
         if span is not None:
             span.end()
+
+    @staticmethod
+    def _launch(bound: _Bound, addresses: dict[str, list[int]], target: Any) -> None:
+        for step in bound.steps:
+            for index, source in enumerate(step.sources):
+                if source is not None:
+                    set_tensor_addr(step.executor, index, None, addresses[source[0]][source[1]])
+        for step in bound.steps:
+            workspace = memory.malloc(step.workspace_bytes) if step.workspace_bytes else 0
+            try:
+                find_executor(step.executor).launch(workspace, step.workspace_bytes, target)
+            finally:
+                if workspace:
+                    memory.free(workspace)  # stream-ordered: reused after this work
 
     def _addresses(self, argument: str, buffers: Sequence[Any], sizes: list[int]) -> list[int]:
         if buffers is None or isinstance(buffers, (str, bytes)) or \
@@ -404,14 +426,14 @@ class _Program:
         return found
 
     def release(self) -> None:
-        self._release(self.steps)
-        for steps in self._bound.values():
-            self._release(steps)
-        self.steps, self._bound = [], OrderedDict()
+        self._release(self.bound)
+        for bound in self._bound.values():
+            self._release(bound)
+        self.bound, self._bound = _Bound([], []), OrderedDict()
 
     @staticmethod
-    def _release(steps: list[_Step]) -> None:
-        for step in steps:
+    def _release(bound: _Bound) -> None:
+        for step in bound.steps:
             try:
                 find_executor(step.executor).release()
             except AclError:

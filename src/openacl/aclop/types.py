@@ -47,7 +47,8 @@ class OpType:
     """One CANN op type and how it maps onto aclnn.
 
     ``inputs`` are CANN's input names in IR order: ``"bias?"`` is an optional input,
-    ``"x*"`` a dynamic one (one or more). ``values`` are the inputs read on the host.
+    ``"x*"`` a dynamic one (one or more). ``values`` are the inputs read on the host:
+    integers, or also floats where ``real_values`` (Range's start, limit and delta).
     ``lower(b)`` issues the aclnn calls through the ``_Lowering`` ``b``. ``rule``, where
     given, returns ``{output: (shape, DataType)}`` for lowerings that write in place.
     """
@@ -59,6 +60,7 @@ class OpType:
     lower: Callable[[_Lowering], None]
     values: frozenset[str] = frozenset()
     rule: Callable[[_Lowering], dict[str, tuple[tuple[int, ...], DataType]]] | None = None
+    real_values: bool = False
 
     def attr(self, name: str) -> AttrDef | None:
         return next((a for a in self.attrs if a.name == name), None)
@@ -68,11 +70,12 @@ OP_TYPES: dict[str, OpType] = {}
 
 
 def _define(name: str, inputs: str, outputs: str, lower: Callable[[_Lowering], None],
-            attrs: Sequence[AttrDef] = (), values: str = "", rule=None) -> None:
+            attrs: Sequence[AttrDef] = (), values: str = "", rule=None,
+            real_values: bool = False) -> None:
     if name in OP_TYPES:
         raise ValueError(f"op type {name} is defined twice")
     OP_TYPES[name] = OpType(name, tuple(inputs.split()), tuple(outputs.split()), tuple(attrs),
-                            lower, frozenset(values.split()), rule)
+                            lower, frozenset(values.split()), rule, real_values)
 
 
 # -- lowerings ---------------------------------------------------------------------------------

@@ -7,15 +7,16 @@ Each is declared with ``types._define`` as CANN's IR has it (``REG_OP`` in the
 docstring) and lowered onto aclnn calls. ``openacl.aclop.types`` imports this module last, so
 its table holds these too.
 
-Deviations, stated where they apply: TopKV2 and Sort write int64 indices (aclnnTopk and
-aclnnSort have no int32 form, and a lowering has no scratch memory to narrow them in), so
-their indices desc must be int64; ReduceProd reduces one axis (or every axis) per call.
+Also TopK and Range. aclnnTopk and aclnnSort write int64 indices: for the int32 indices
+CANN's IR defaults to, they are written to a scratch buffer and cast into the output. A
+ReduceProd over several axes that are not adjacent permutes them into a scratch copy first.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,8 @@ from openacl.tensor import contiguous_strides
 PAD_MODES = {"reflect": "ReflectionPad", "edge": "ReplicationPad"}  # PadV3 mode -> aclnn
 PAD_MODE_CONSTANT = "constant"
 MAX_PADDED_TRAILING_DIMS = 3  # ReflectionPad / ReplicationPad take 1-d, 2-d or 3-d pads
-INT64_INDICES = DataType.ACL_INT64
+INDEX_TYPES = {int(DataType.ACL_INT32): DataType.ACL_INT32,
+               int(DataType.ACL_INT64): DataType.ACL_INT64}  # what top-k / sort indices are
 
 
 # -- pads (conversion/pad, conversion/pad_v3) ---------------------------------------------
@@ -154,37 +156,61 @@ def _gather_nd(b: _Lowering) -> None:
            out=b.y("y"))
 
 
-def _int64_indices(b: _Lowering, name: str, dtype_attr: str) -> None:
-    """aclnnTopk / aclnnSort write int64 indices: the desc and the dtype attribute must say
-    so (the module docstring)."""
-    wanted = b.attr(dtype_attr)
-    if wanted not in (INT64_INDICES, int(INT64_INDICES)):
-        raise b.fail_attr(dtype_attr, "only DT_INT64 indices are computed here (aclnn's "
-                                      "top-k and sort write int64); set it to DT_INT64 and "
-                                      f"make '{name}' int64")
-    if not b.infer and b.outputs[name].data_type != INT64_INDICES:
-        raise b.fail_output(name, f"is {b.outputs[name].data_type.name}; the indices are "
-                                  "int64")
-    b.infer_dtypes[name] = INT64_INDICES
+def _indices_type(b: _Lowering, name: str, dtype_attr: str | None) -> DataType:
+    """The dtype of indices output ``name``: DT_INT32 or DT_INT64, as the attribute
+    ``dtype_attr`` says (TopK, which has none, writes int32); a desc of the other one is
+    taken when the attribute was left at its default."""
+    if dtype_attr is None:
+        wanted, explicit = DataType.ACL_INT32, True
+    else:
+        wanted = INDEX_TYPES.get(int(b.attr(dtype_attr)))
+        if wanted is None:
+            raise b.fail_attr(dtype_attr, "indices are DT_INT32 (3) or DT_INT64 (9)")
+        explicit = dtype_attr in b.explicit
+    if b.infer:
+        return wanted
+    given = b.outputs[name].data_type
+    if given not in INDEX_TYPES.values() or (explicit and given != wanted):
+        expected = wanted.name if explicit else "DT_INT32 or DT_INT64"
+        raise b.fail_output(name, f"is {given.name}; the indices are {expected}")
+    return given
 
 
-def _top_k_v2(b: _Lowering) -> None:
-    """TopKV2 (math/top_k_v2): the k largest (or smallest) along dim, sorted or not."""
-    k = b.values["k"]
-    if len(k) != 1:
-        raise b.fail_input("k", f"must hold one value, not {list(k)}")
-    _int64_indices(b, "indices", "indices_dtype")
-    b.call("Topk", {"dim": "dim", "largest": "largest", "sorted": "sorted"}, self=b.x("x"),
-           k=k[0], dim=b.attr("dim"), largest=bool(b.attr("largest")),
-           sorted=bool(b.attr("sorted")), valuesOut=b.y("values"), indicesOut=b.y("indices"))
+def _with_indices(b: _Lowering, name: str, dtype_attr: str | None,
+                  call: Callable[[Any], None]) -> None:
+    """Run ``call(indices_tensor)``, an aclnn call writing int64 indices, for output
+    ``name``: straight into it when it is int64, else into a scratch buffer cast into it."""
+    data_type = _indices_type(b, name, dtype_attr)
+    b.infer_dtypes[name] = data_type
+    if b.infer or data_type == DataType.ACL_INT64:
+        call(b.y(name))
+        return
+    wide = b.tensor(b.scratch(b.outputs[name].dims, DataType.ACL_INT64))
+    call(wide)
+    b.call("Cast", {"self": name}, self=wide, dtype=data_type, out=b.y(name))
+
+
+def _top_k(dtype_attr: str | None) -> Callable[[_Lowering], None]:
+    """TopK (math/topk) and TopKV2 (math/top_k_v2): the k largest (or smallest) along dim,
+    sorted or not, with their indices."""
+    def lower(b: _Lowering) -> None:
+        k = b.values["k"]
+        if len(k) != 1:
+            raise b.fail_input("k", f"must hold one value, not {list(k)}")
+        names = {"dim": "dim", "largest": "largest", "sorted": "sorted"}
+        _with_indices(b, "indices", dtype_attr, lambda indices: b.call(
+            "Topk", names, self=b.x("x"), k=k[0], dim=b.attr("dim"),
+            largest=bool(b.attr("largest")), sorted=bool(b.attr("sorted")),
+            valuesOut=b.y("values"), indicesOut=indices))
+    return lower
 
 
 def _sort(b: _Lowering) -> None:
     """Sort (math/sort): values y1 and their indices y2 along axis."""
-    _int64_indices(b, "y2", "y2_dtype")
-    b.call("Sort", {"dim": "axis", "descending": "descending", "stable": "stable"},
-           self=b.x("x"), stable=bool(b.attr("stable")), dim=b.attr("axis"),
-           descending=bool(b.attr("descending")), valuesOut=b.y("y1"), indicesOut=b.y("y2"))
+    names = {"dim": "axis", "descending": "descending", "stable": "stable"}
+    _with_indices(b, "y2", "y2_dtype", lambda indices: b.call(
+        "Sort", names, self=b.x("x"), stable=bool(b.attr("stable")), dim=b.attr("axis"),
+        descending=bool(b.attr("descending")), valuesOut=b.y("y1"), indicesOut=indices))
 
 
 def _split_sizes(b: _Lowering, dim: int, sizes: list[int] | None) -> list[int]:
@@ -325,21 +351,93 @@ def _instance_norm(b: _Lowering) -> None:
 
 
 def _reduce_prod(b: _Lowering) -> None:
-    """ReduceProd (math/reduce_prod): the product over one axis (aclnnProdDim) or every
-    axis (aclnnProd); empty axes with noop_with_empty_axes copy x."""
-    rank = len(b.shape("x"))
+    """ReduceProd (math/reduce_prod): the product over the axes, one rounding whatever their
+    number: one axis or every axis is one aclnnProdDim / aclnnProd; adjacent axes are one
+    axis of a view of x; others are permuted last into a scratch copy first. Empty axes
+    with noop_with_empty_axes copy x."""
+    shape = b.shape("x")
+    rank = len(shape)
     axes = sorted({b.axis("axes", a, rank, input_name=True) for a in b.values["axes"]})
+    keep = bool(b.attr("keep_dims"))
     if not axes and b.attr("noop_with_empty_axes"):
         _copy_of(b, b.x("x"))
         return
-    if not axes or (len(axes) == rank and not b.attr("keep_dims")):
+    if not axes or (len(axes) == rank and not keep):
         b.call("Prod", self=b.x("x"), dtype=None, out=b.y("y"))
         return
-    if len(axes) != 1:
-        raise b.fail_input("axes", f"reduces {len(axes)} of {rank} dims; one axis or all "
-                                   f"of them are supported")
-    b.call("ProdDim", {"dim": "axes", "keepDim": "keep_dims"}, self=b.x("x"), dim=axes[0],
-           keepDim=bool(b.attr("keep_dims")), dtype=None, out=b.y("y"))
+    if len(axes) == 1:
+        b.call("ProdDim", {"dim": "axes", "keepDim": "keep_dims"}, self=b.x("x"),
+               dim=axes[0], keepDim=keep, dtype=None, out=b.y("y"))
+        return
+    kept = [d for i, d in enumerate(shape) if i not in axes]
+    reduced = math.prod(shape[i] for i in axes)
+    if b.infer:
+        b.inferred["y"] = (tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep
+                           else tuple(kept), b.operand("x").data_type)
+        return
+    if axes == list(range(axes[0], axes[-1] + 1)):  # adjacent: one axis of a view of x
+        merged = [*shape[:axes[0]], reduced, *shape[axes[-1] + 1:]]
+        source, dim = b.view("x", merged, contiguous_strides(merged)), axes[0]
+    else:  # the reduced axes permuted last, into a scratch copy
+        order = [i for i in range(rank) if i not in axes] + axes
+        copy = b.scratch([shape[i] for i in order], b.operand("x").data_type)
+        b.call("Permute", {"dims": "axes"}, self=b.x("x"), dims=order,
+               out=b.tensor(copy))
+        source, dim = b.tensor(copy, [*kept, reduced]), len(kept)
+    b.call("ProdDim", {"dim": "axes"}, self=source, dim=dim, keepDim=False, dtype=None,
+           out=b.view_output("y", kept, contiguous_strides(kept)))
+
+
+def _range_length(b: _Lowering, start: float, limit: float, delta: float,
+                  out_type: DataType) -> int:
+    """The length of Range's sequence, as CANN's shape inference (range_infershape.cpp)
+    computes it: in int64 for integer outputs, else in floating point; closed adds limit."""
+    if delta == 0:
+        raise b.fail_input("delta", "is zero")
+    if (limit > start and delta < 0) or (limit < start and delta > 0):
+        raise b.fail_input("delta", f"= {delta} steps away from limit {limit} (start "
+                                    f"{start})")
+    span = limit - start
+    if out_type in (DataType.ACL_INT32, DataType.ACL_INT64):
+        span, delta = int(span), int(delta)
+        if b.attr("is_closed"):
+            return abs(span) // abs(delta) + 1
+        return -(-abs(span) // abs(delta))  # ceil
+    if b.attr("is_closed"):
+        return int(span / delta + 1)
+    return math.ceil(span / delta)
+
+
+def _range_type(b: _Lowering) -> DataType:
+    """Range's output dtype as CANN infers it: the inputs' when all three agree, else
+    float32."""
+    found = {b.operand(name).data_type for name in ("start", "limit", "delta")}
+    return found.pop() if len(found) == 1 else DataType.ACL_FLOAT
+
+
+def _range_rule(b: _Lowering) -> dict[str, tuple[tuple[int, ...], DataType]]:
+    out_type = b.outputs["y"].data_type if b.outputs else _range_type(b)
+    values = []
+    for name in ("start", "limit", "delta"):
+        found = b.values[name]
+        if len(found) != 1:
+            raise b.fail_input(name, f"must hold one value, not {list(found)}")
+        values.append(found[0])
+    return {"y": ((_range_length(b, *values, out_type),), out_type)}
+
+
+def _range(b: _Lowering) -> None:
+    """Range (math/range): start, start + delta, ... up to limit (included when is_closed):
+    aclnnArange, or aclnnRange for the closed form."""
+    start, limit, delta = (b.values[name][0] for name in ("start", "limit", "delta"))
+    data_type = b.outputs["y"].data_type
+    scalar_type = DataType.ACL_DOUBLE if data_type in (
+        DataType.ACL_FLOAT16, DataType.ACL_BF16, DataType.ACL_FLOAT, DataType.ACL_DOUBLE) \
+        else DataType.ACL_INT64
+    b.call("Range" if b.attr("is_closed") else "Arange",
+           {"start": "start", "end": "limit", "step": "delta"},
+           start=b.scalar(start, scalar_type), end=b.scalar(limit, scalar_type),
+           step=b.scalar(delta, scalar_type), out=b.y("y"))
 
 
 _define("Pad", "x paddings", "y", _pad, values="paddings")
@@ -361,7 +459,10 @@ _define("Triu", "x", "y", _triangle("Triu"), (_attr("diagonal", "int", 0),))
 _define("GatherElements", "x index", "y", _gather_elements, (_attr("dim", "int", 0),))
 _define("GatherNd", "x indices", "y", _gather_nd,
         (_attr("negative_index_support", "bool", False),))
-_define("TopKV2", "x k", "values indices", _top_k_v2,
+_define("TopK", "x k", "values indices", _top_k(None),
+        (_attr("sorted", "bool", True), _attr("largest", "bool", True),
+         _attr("dim", "int", -1)), values="k")
+_define("TopKV2", "x k", "values indices", _top_k("indices_dtype"),
         (_attr("sorted", "bool", True), _attr("dim", "int", -1),
          _attr("largest", "bool", True), _attr("indices_dtype", "int", int(DataType.ACL_INT32))),
         values="k")
@@ -384,3 +485,5 @@ _define("InstanceNorm", "x gamma beta", "y mean variance", _instance_norm,
         (_attr("data_format", "str", "NDHWC"), _attr("epsilon", "float", 1e-6)))
 _define("ReduceProd", "x axes", "y", _reduce_prod,
         (_KEEP, _attr("noop_with_empty_axes", "bool", True)), values="axes")
+_define("Range", "start limit delta", "y", _range, (_attr("is_closed", "bool", False),),
+        values="start limit delta", rule=_range_rule, real_values=True)
