@@ -11,6 +11,7 @@ has the first NaN as its median; an all-NaN slice's nanmedian is at index 0)."""
 from __future__ import annotations
 
 import warnings
+import zlib
 
 import numpy as np
 import torch
@@ -509,17 +510,62 @@ def max_unpool3d_backward(grad, x, indices, output_size, stride, padding):
 
 
 # -- jagged permutes ------------------------------------------------------------------------------
+# CANN's harness (executor_aclnnExpandIntoJaggedPermute.py): the fixed inputs it writes for
+# an outputOffset of 23 entries
+JAGGED_FIXED_TABLES = 23
+JAGGED_FIXED_PERMUTE = [0, 11, 1, 12, 2, 13, 3, 14, 4, 15, 5, 16, 6, 17, 7, 18, 8, 19, 9, 20,
+                        10, 21]
+JAGGED_FIXED_INPUT_OFFSETS = [0, 4860, 9720, 14580, 19440, 24300, 29160, 34020, 38880, 43740,
+                              48600, 53460, 58899, 64338, 69777, 75216, 80655, 86094, 91533,
+                              96972, 102411, 107850, 113289]
+JAGGED_FIXED_OUTPUT_OFFSETS = [0, 4860, 10299, 15159, 20598, 25458, 30897, 35757, 41196, 46056,
+                               51495, 56355, 61794, 66654, 72093, 76953, 82392, 87252, 92691,
+                               97551, 102990, 107850, 113289]
+JAGGED_FIXED_SIZE = 113289
+
+
+def _jagged_tables(inputs) -> tuple[int, int] | None:
+    """(outputSize n, outputOffset's length k) of a case, None where a tensor is absent."""
+    if any(v is None for v in inputs[:3]):
+        return None
+    return int(inputs[3]), int(np.asarray(inputs[2]).shape[0])
+
+
 def _jagged_skip(inputs) -> str | None:
-    permute, input_offsets, output_offsets, size = inputs
-    bounds = np.asarray(output_offsets).astype(np.int64)
-    if bounds.size and (bounds[0] != 0 or np.any(np.diff(bounds) < 0) or bounds[-1] != size):
-        return ("the drawn outputOffset does not rise from 0 to outputSize (CANN's harness "
-                "builds the offsets as cumulative sums)")
-    return _out_of_range(torch.from_numpy(np.asarray(permute).astype(np.int64)),
-                         np.asarray(permute).size)
+    tables = _jagged_tables(inputs)
+    if tables is not None and tables[1] != JAGGED_FIXED_TABLES and (
+            tables[1] < 2 or tables[0] < tables[1] - 1):
+        return (f"outputSize {tables[0]} cannot hold {tables[1] - 1} strictly increasing "
+                f"segments: CANN's harness raises for it")
+    return None
 
 
-@golden("ExpandIntoJaggedPermute", skip=_jagged_skip)
+def _jagged_inputs(inputs):
+    """CANN's harness (``init_by_input_data``): with ``n`` = outputSize and ``k`` =
+    outputOffset's length, outputOffset becomes 0, ``k - 2`` distinct sorted points drawn
+    from 1..n-1, and ``n`` (strictly increasing), and permute a random permutation of
+    ``k - 1`` tables, both in their dtypes; inputOffset stays as drawn. (For ``k`` = 23 it
+    writes fixed tensors instead.) The draws are seeded by the case's drawn values, as
+    torch's are by the harness's fixed seed."""
+    tables = _jagged_tables(inputs)
+    if tables is None:
+        return inputs
+    permute, input_offsets, output_offsets, size = inputs[:4]
+    n, k = tables
+    if k == JAGGED_FIXED_TABLES:
+        return [np.asarray(JAGGED_FIXED_PERMUTE).astype(permute.dtype),
+                np.asarray(JAGGED_FIXED_INPUT_OFFSETS).astype(input_offsets.dtype),
+                np.asarray(JAGGED_FIXED_OUTPUT_OFFSETS).astype(output_offsets.dtype),
+                JAGGED_FIXED_SIZE, *inputs[4:]]
+    seed = zlib.crc32(b"".join(np.ascontiguousarray(v).tobytes() for v in inputs[:3]))
+    rng = np.random.default_rng(seed)
+    points = np.sort(rng.permutation(n - 1)[:k - 2] + 1)
+    bounds = np.concatenate([[0], points, [n]]).astype(output_offsets.dtype)
+    order = rng.permutation(k - 1).astype(permute.dtype)
+    return [order, input_offsets, bounds, size, *inputs[4:]]
+
+
+@golden("ExpandIntoJaggedPermute", skip=_jagged_skip, prepare=_jagged_inputs)
 def expand_into_jagged_permute(permute, input_offsets, output_offsets, output_size):
     pieces = [torch.arange(int(input_offsets[int(p)]),
                            int(input_offsets[int(p)]) + int(output_offsets[i + 1] -
