@@ -7,12 +7,12 @@ operator library: ``OP_TYPES`` is the one table that says, per op type, its inpu
 and attributes (names and defaults from the CANN IR, ``REG_OP(...)`` in the ``*_proto.h``
 files of hicann/ops-math and hicann/ops-nn) and which aclnn calls compute it.
 
-Layout: ``attr`` (aclopAttr), ``types`` and ``types_more`` (``OP_TYPES`` and each op type's
-lowering), ``lowering`` (the ``_Lowering`` machinery a lowering calls), ``program``
-(binding and running a call; its docstring holds the design note: binding, running, value
-inputs, error codes), ``models`` (loaded single-op models and the rule that a call must
-match one), ``singleop`` (single-op description files: CANN's JSON, compiled files) and this
-module, the public functions, which ``openacl.op`` gathers.
+Layout: ``attr`` (aclopAttr), ``types``, ``types_more`` and ``types_extra`` (``OP_TYPES``
+and each op type's lowering), ``lowering`` (the ``_Lowering`` machinery a lowering calls),
+``program`` (binding and running a call; its docstring holds the design note: binding,
+running, value inputs, error codes), ``models`` (loaded single-op models and the rule that a
+call must match one), ``singleop`` (single-op description files: CANN's JSON, compiled
+files) and this module, the public functions, which ``openacl.op`` gathers.
 """
 
 from __future__ import annotations

@@ -954,7 +954,7 @@ _define("Conv2DBackpropInput", "input_size filter out_backprop", "y", _conv2d_ba
          _attr("data_format", "str", "NHWC")), values="input_size")
 del _name, _aclnn, _kind
 
-from openacl.aclop import types_more  # noqa: E402, F401  (defines its op types into OP_TYPES)
+from openacl.aclop import types_extra, types_more  # noqa: E402, F401  (define their op types)
 
 
 # -- finding an op type ------------------------------------------------------------------------
