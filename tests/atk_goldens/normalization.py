@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -297,15 +298,39 @@ def add_layer_norm_grad(dy, x1, x2, rstd, mean, gamma, dsum=None):
     return (dx if dsum is None else dx + dsum), dgamma, dbeta
 
 
-def _placeholder_statistics(inputs) -> str | None:
-    return ("the case writes mean and rstd as float16 placeholders, which aclnnDeepNormGrad "
-            "refuses (float32 only); CANN's harness makes them with the forward DeepNorm, "
-            "which no prepare derives here yet")
+DEEP_NORM_EPSILON = 1e-6  # CANN's harness (executor_aclnnDeepNormGrad.py): its forward's eps
 
 
-@golden("DeepNormGrad", params=("dy", "x", "gx", "gamma", "_beta", "mean", "rstd", "alpha"),
-        skip=_placeholder_statistics)
-def deep_norm_grad(dy, x, gx, gamma, _beta, mean, rstd, alpha=0.3):
+def _torch_in(value: np.ndarray) -> torch.Tensor:
+    """A drawn array as a torch tensor of its own dtype (bfloat16 through float32, exact)."""
+    if value.dtype == np.dtype(ml_dtypes.bfloat16):
+        return torch.from_numpy(value.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(value))
+
+
+def _deep_norm_statistics(inputs):
+    """CANN's harness (executor_aclnnDeepNormGrad.py, ``init_by_input_data``): mean and
+    rstd are the forward DeepNorm's of ``alpha * x + gx`` over gamma's dims (kept as 1),
+    with eps 1e-6, computed in the inputs' dtype as its torch code does and cast to
+    float32; the file's mean and rstd are float16 placeholders. (Its beta is an input of
+    that forward only: the harness drops it from the aclnn call.)"""
+    dy, x, gx, beta, gamma, mean, rstd, *rest = inputs
+    if x is None or gx is None or gamma is None:
+        return inputs
+    alpha = float(rest[0]) if rest else 0.3
+    dims = tuple(range(-1, -gamma.ndim - 1, -1))
+    total = _torch_in(x) * alpha + _torch_in(gx)
+    made_mean = torch.mean(total, dims, keepdim=True)
+    variance = torch.mean(torch.pow(total - made_mean, 2), dims, keepdim=True)
+    made_rstd = 1 / torch.sqrt(variance + DEEP_NORM_EPSILON)
+    return [dy, x, gx, beta, gamma, made_mean.float().numpy(), made_rstd.float().numpy(),
+            *rest]
+
+
+# CANN's ATK lists beta (the forward's) before gamma; the harness drops beta from the call
+@golden("DeepNormGrad", params=("dy", "x", "gx", "_beta", "gamma", "mean", "rstd", "alpha"),
+        prepare=_deep_norm_statistics)
+def deep_norm_grad(dy, x, gx, _beta, gamma, mean, rstd, alpha=0.3):
     dgx, dgamma, dbeta = _row_norm_grads(dy, alpha * x + gx, gamma, mean, rstd)
     return alpha * dgx, dgx, dbeta, dgamma
 
