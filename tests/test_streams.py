@@ -340,3 +340,85 @@ def test_create_stream_without_current_context():
         assert info.value.code == ACL_ERROR_RT_CONTEXT_NULL
     finally:
         openacl.finalize()
+
+
+# -- a synchronizing thread runs queued work itself (host_queue's design note) ----------------
+def _gated_queue() -> tuple:
+    """A threaded queue whose worker is held in its thread init until the event is set."""
+    from openacl.backends.base import quiet_floating_point_context
+    from openacl.backends.host_queue import HostQueue, ThreadedExecutor
+
+    started = threading.Event()
+    executor = ThreadedExecutor(lambda: started.wait(THREAD_TIMEOUT_S),
+                                quiet_floating_point_context)
+    return HostQueue(executor, "gated"), executor, started
+
+
+def test_help_runs_unstarted_tasks_on_the_waiting_thread_in_order():
+    import numpy as np
+
+    queue, executor, started = _gated_queue()
+    ran: list[tuple[int, str, str]] = []
+
+    def task(value: int) -> None:
+        ran.append((value, threading.current_thread().name, np.geterr()["divide"]))
+
+    try:
+        values = [queue.submit(task) for _ in range(3)]
+        with np.errstate(divide="raise"):
+            queue.help(values[1])  # the worker has not started: this thread runs 1 and 2
+            assert np.geterr()["divide"] == "raise"  # its own state back after
+        me = threading.current_thread().name
+        assert ran == [(1, me, "ignore"), (2, me, "ignore")]  # quiet, as on a worker
+        assert queue.timeline.value == 2 and not queue.done()
+        started.set()  # the worker takes what is left, in order
+        assert queue.timeline.wait(values[2], THREAD_TIMEOUT_S)
+        assert [r[0] for r in ran] == [1, 2, 3] and ran[2][1] == "openacl-gated"
+        queue.help(values[2])  # nothing left to run: returns at once
+    finally:
+        started.set()
+        queue.close()
+        executor.shutdown(THREAD_TIMEOUT_S)
+
+
+def test_help_leaves_the_queue_to_a_worker_that_is_running_a_task():
+    queue, executor, started = _gated_queue()
+    started.set()
+    entered, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def blocking(value: int) -> None:
+        entered.set()
+        release.wait(THREAD_TIMEOUT_S)
+
+    try:
+        queue.submit(blocking)
+        assert entered.wait(THREAD_TIMEOUT_S)
+        last = queue.submit(lambda value: ran.append(threading.current_thread().name))
+        queue.help(last)  # the worker holds the run lock: not taken from it, not reordered
+        assert ran == [] and queue.timeline.value == 0
+        release.set()
+        assert queue.timeline.wait(last, THREAD_TIMEOUT_S)
+        assert ran == ["openacl-gated"]
+    finally:
+        release.set()
+        queue.close()
+        executor.shutdown(THREAD_TIMEOUT_S)
+
+
+def test_stream_sync_helps_only_without_a_timeout(threaded_runtime, monkeypatch):
+    """A synchronize with a time limit must not run a long task itself (it could not return
+    in time); one without runs the queue's unstarted work on the calling thread."""
+    stream = rt.create_stream()
+    queue = openacl.runtime.stream.resolve_stream(stream).queue
+    helped: list[int] = []
+    real_help = queue.help
+    monkeypatch.setattr(queue, "help", lambda value: (helped.append(value), real_help(value)))
+    ran: list[int] = []
+    rt.launch_host_func(stream, ran.append, 1)
+    rt.synchronize_stream_with_timeout(stream, 5000)
+    assert helped == []
+    rt.launch_host_func(stream, ran.append, 2)
+    rt.synchronize_stream(stream)
+    assert helped == [2] and ran == [1, 2]
+    rt.destroy_stream(stream)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,11 @@ def quiet_floating_point() -> None:
     """Kernels behave like the device's: inf/NaN results, no floating-point warnings.
     (numpy's error state is per thread; inline mode keeps the caller's.)"""
     np.seterr(all="ignore")
+
+
+def quiet_floating_point_context() -> ContextManager:
+    """``quiet_floating_point`` around tasks that a synchronizing thread runs itself."""
+    return np.errstate(all="ignore")
 
 
 def _meminfo_bytes(field: str) -> int | None:

@@ -19,6 +19,13 @@ Design note (invariants)
   thread before ``submit`` returns; ``deterministic`` runs every queue's tasks on one worker
   in host submission order, which is always a legal schedule because a task can only wait
   on values submitted before it.
+* A thread that waits for a threaded queue's value with no time limit (a synchronize) first
+  runs, itself, the queued tasks up to that value that the worker has not started
+  (``HostQueue.help``): a launch followed by a synchronize then costs no thread hand-off.
+  Each worker has a run lock, held while a task is taken from its FIFO and run, by the
+  worker or by a helper, so tasks still run one at a time in value order; a helper takes it
+  only if it is free (a task already running is waited for as before) and runs what it
+  takes in the executor's task context (the workers' quiet floating point).
 * Locks: a queue's ``_lock`` (re-entrant) makes "take the next value, hand the task to the
   executor" atomic, so executors see tasks in value order. Only the inline executor runs a
   task under it: that serialises an inline stream (its meaning) and lets a task submit to
@@ -28,10 +35,12 @@ Design note (invariants)
 
 from __future__ import annotations
 
-import queue
+import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
 
 from openacl import log
 
@@ -112,6 +121,12 @@ class HostQueue:
         finally:
             self.timeline.signal(value)
 
+    def help(self, value: int) -> None:
+        """Run, on the calling thread, the queued tasks up to ``value`` that no worker has
+        started (see the design note); the caller then waits for ``value`` as usual."""
+        if self.timeline.value < value:
+            self._executor.help(self, value)
+
     def done(self, value: int | None = None) -> bool:
         """Whether task ``value`` (default: everything submitted so far) has run."""
         return self.timeline.value >= (self._submitted if value is None else value)
@@ -145,6 +160,10 @@ class Executor:
     def submit(self, queue: HostQueue, value: int, task: Task) -> None:
         raise NotImplementedError
 
+    def help(self, queue: HostQueue, value: int) -> None:
+        """Run ``queue``'s tasks up to ``value`` on the calling thread where this executor
+        allows it (threaded); others leave them to their workers."""
+
     def shutdown(self, timeout: float | None = None) -> None:
         pass
 
@@ -157,40 +176,76 @@ class InlineExecutor(Executor):
 
 
 class _Worker:
-    """One thread draining a FIFO of (queue, value, task) items; ``None`` ends it."""
+    """One thread draining a FIFO of (queue, value, task) items; ``None`` ends it. A task is
+    taken and run under ``_running``, by the worker or by a helping thread (``help``)."""
 
     def __init__(self, name: str, thread_init: Callable[[], None] | None = None) -> None:
-        self._items: queue.SimpleQueue = queue.SimpleQueue()
+        self._items: collections.deque = collections.deque()
+        self._ready = threading.Condition(threading.Lock())  # guards _items
+        self._running = threading.Lock()  # held while one task is taken and run
         self._thread_init = thread_init
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self.thread.start()
 
     def push(self, owner: HostQueue, value: int, task: Task) -> None:
-        self._items.put((owner, value, task))
+        with self._ready:
+            self._items.append((owner, value, task))
+            self._ready.notify()
 
     def stop(self) -> None:
         """Finish what is queued, then exit."""
-        self._items.put(None)
+        with self._ready:
+            self._items.append(None)
+            self._ready.notify()
+
+    def _take(self) -> tuple | None:
+        with self._ready:
+            return self._items.popleft() if self._items and self._items[0] is not None \
+                else None
 
     def _loop(self) -> None:
         if self._thread_init is not None:
             self._thread_init()
-        get = self._items.get
+        items, ready = self._items, self._ready
         while True:
-            item = get()
-            if item is None:
-                return
-            owner, value, task = item
-            owner.run(value, task)
+            with ready:
+                while not items:
+                    ready.wait()
+                if items[0] is None:
+                    return
+            with self._running:
+                item = self._take()  # None: a helper ran it meanwhile
+                if item is not None:
+                    owner, value, task = item
+                    owner.run(value, task)
+
+    def help(self, owner: HostQueue, value: int, context: Callable[[], ContextManager]
+             ) -> None:
+        """Run queued tasks on this thread until ``owner`` reaches ``value``, unless the
+        worker is running one (then it finishes them)."""
+        if not self._running.acquire(blocking=False):
+            return
+        try:
+            with context():
+                while owner.timeline.value < value:
+                    item = self._take()
+                    if item is None:
+                        return
+                    item_owner, item_value, task = item
+                    item_owner.run(item_value, task)
+        finally:
+            self._running.release()
 
 
 class ThreadedExecutor(Executor):
     """Each queue gets its own worker thread: queues run concurrently, each in FIFO order."""
 
-    def __init__(self, thread_init: Callable[[], None] | None = None) -> None:
+    def __init__(self, thread_init: Callable[[], None] | None = None,
+                 task_context: Callable[[], ContextManager] = contextlib.nullcontext) -> None:
         self._workers: dict[int, _Worker] = {}
         self._lock = threading.Lock()
         self._thread_init = thread_init
+        self._task_context = task_context  # what thread_init sets, for a helping thread
 
     def attach(self, queue: HostQueue) -> None:
         with self._lock:
@@ -204,6 +259,11 @@ class ThreadedExecutor(Executor):
 
     def submit(self, queue: HostQueue, value: int, task: Task) -> None:
         self._workers[id(queue)].push(queue, value, task)
+
+    def help(self, queue: HostQueue, value: int) -> None:
+        worker = self._workers.get(id(queue))
+        if worker is not None:
+            worker.help(queue, value, self._task_context)
 
     def shutdown(self, timeout: float | None = None) -> None:
         with self._lock:
@@ -231,11 +291,14 @@ class DeterministicExecutor(Executor):
             self._worker.thread.join(timeout)
 
 
-def make_executor(mode: str, thread_init: Callable[[], None] | None = None) -> Executor:
+def make_executor(mode: str, thread_init: Callable[[], None] | None = None,
+                  task_context: Callable[[], ContextManager] = contextlib.nullcontext
+                  ) -> Executor:
     """The executor for a stream mode (see ``STREAM_MODES``); ``thread_init`` runs first on
-    every worker thread it starts."""
+    every worker thread it starts, ``task_context()`` holds the same state around tasks a
+    waiting thread runs itself (threaded mode)."""
     if mode == "threaded":
-        return ThreadedExecutor(thread_init)
+        return ThreadedExecutor(thread_init, task_context)
     if mode == "inline":
         return InlineExecutor()
     if mode == "deterministic":

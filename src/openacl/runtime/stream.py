@@ -113,7 +113,11 @@ class Stream:
 
     def wait_value(self, value: int, timeout: float | None, what: str,
                    timeout_code: int = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) -> None:
-        """Block until task ``value`` has run; raise its failure if it (or one before) failed."""
+        """Block until task ``value`` has run; raise its failure if it (or one before) failed.
+        With no time limit the waiting thread first runs, itself, the tasks up to ``value``
+        that no worker has started (``HostQueue.help``): no thread hand-off."""
+        if timeout is None:
+            self.queue.help(value)
         if not self.queue.timeline.wait(value, timeout):
             raise AclError(timeout_code,
                            f"{what} did not complete within {timeout * MS_PER_S:.0f} ms "
