@@ -77,3 +77,23 @@ def test_a_case_whose_kernel_fails_does_not_fail_the_next(inline_runtime):
     assert tally.run == 1 and tally.passed == 0 and "507015" in tally.failures[0]
     right = {"Gather": atk_driver.Golden("Gather", gather)}
     assert atk_driver.run_suite([case, case], right).passed == 2
+
+
+def test_the_topk_check_accepts_ties_and_catches_wrong_picks():
+    """Topk is checked, not compared (ties): either of two equal elements may be taken, but
+    a wrong value, a repeated index or an index that picks another value fails."""
+    import numpy as np
+
+    from atk_goldens.math import _check_topk
+
+    x = np.array([[3.0, 7.0, 7.0, 1.0]], np.float32)
+    inputs = [x, 2, -1, True, True]
+    for picks in ([[1, 2]], [[2, 1]]):  # the tie taken either way
+        _check_topk([np.array([[7.0, 7.0]], np.float32), np.array(picks)], inputs)
+    _check_topk([np.array([[7.0, 7.0]], np.float32), np.array([[2, 1]])],
+                [x, 2, -1, True, False])
+    for values, picks in (([[7.0, 3.0]], [[1, 0]]),  # not the top two
+                          ([[7.0, 7.0]], [[1, 1]]),  # one element taken twice
+                          ([[7.0, 7.0]], [[1, 0]])):  # index 0 holds 3, not 7
+        with pytest.raises(AssertionError):
+            _check_topk([np.array(values, np.float32), np.array(picks)], inputs)

@@ -448,6 +448,38 @@ def sort(x, stable=False, dim=-1, descending=False):
     return values, indices
 
 
+def _check_topk(outputs, inputs) -> None:
+    """Topk has no single right answer where values tie (which of two equal elements is
+    taken is the kernel's choice), so its outputs are checked, not compared: the values are
+    torch's top-k values (NaN the largest, as torch and CANN order them), in order when
+    sorted, else as a set per row; each index is distinct within its row and picks its value
+    from x."""
+    values, indices = outputs
+    x, k, dim, largest, is_sorted = inputs[:5]
+    x = np.asarray(x)
+    wide = x.astype(np.float64) if x.dtype.kind in "fV" else x.astype(np.int64)
+    source = torch.from_numpy(wide.reshape(wide.shape or (1,)))
+    dim = dim % source.ndim
+    expected = torch.topk(source, int(k), dim, bool(largest), sorted=True).values
+    got = torch.from_numpy(np.asarray(values).astype(wide.dtype).reshape(expected.shape))
+    if not is_sorted:
+        expected = torch.sort(expected, dim, descending=bool(largest)).values
+        got = torch.sort(got, dim, descending=bool(largest)).values
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+    picks = torch.from_numpy(np.asarray(indices).astype(np.int64).reshape(expected.shape))
+    assert ((picks >= 0) & (picks < source.shape[dim])).all(), "an index is out of range"
+    if picks.numel():
+        ordered = torch.sort(picks, dim).values
+        assert (ordered.diff(dim=dim) != 0).all(), "an index repeats within its row"
+    taken = torch.gather(source, dim, picks)
+    expected_values = torch.from_numpy(np.asarray(values).astype(wide.dtype)).reshape(
+        picks.shape)
+    torch.testing.assert_close(taken, expected_values, rtol=0, atol=0, equal_nan=True)
+
+
+golden("Topk", check=_check_topk)(lambda *inputs: None)
+
+
 @golden("Argsort")
 def argsort(x, dim=-1, descending=False):
     return torch.sort(x, dim=dim, descending=bool(descending), stable=True)[1]
