@@ -353,3 +353,42 @@ def test_per_column_zero_points_onnxruntime_refuses(dtype):
     assert error.code == ACL_ERROR_INVALID_PARAM and "W_zero_point" in error.message
     with pytest.raises(Exception, match="point must be"):  # onnxruntime refuses it too
         onnxruntime(lstm_model(values), feeds_of(values))
+
+
+@pytest.mark.parametrize("hidden,batch,zero", [(7, 1, 0), (37, 3, 0), (200, 2, 128),
+                                               (768, 1, 0)])
+def test_vnni_recurrence_equals_the_pairs_kernel(hidden, batch, zero):
+    """The recurrence's AVX-512 VNNI kernel (u8 x s8 quads, the state's zero point taken off
+    by column sums) gives the pairs kernel's sums exactly, so the same states to the bit:
+    full-range int8 weights (-128 included), ragged unit blocks and quads (7, 37), a batch,
+    an unsigned weight with its zero point, a step cut into parallel tasks (768)."""
+    from openacl.ops import native
+
+    lib = native.kernels()
+    if lib is None or not lib.dq_lstm_vnni():
+        pytest.skip("no AVX-512 VNNI on this CPU (or no C extension): the pairs kernel runs")
+    steps = 6
+    dtype = np.uint8 if zero else np.int8
+    info = np.iinfo(dtype)
+    weights = host_contrib.IntegerWeights(
+        RNG.integers(info.min, int(info.max) + 1, (hidden, 4 * hidden)).astype(dtype), zero)
+    assert weights.unit_quads is not None
+    gates_x = RNG.standard_normal((steps, batch, 4 * hidden)).astype(np.float32)
+    scale = np.array([2e-3], np.float32)
+    bias = RNG.standard_normal(4 * hidden).astype(np.float32)
+    results = []
+    for quads in (None, weights.unit_quads):
+        h = RNG.standard_normal((batch, hidden)).astype(np.float32) if not results else \
+            results[0][3].copy()
+        c = np.ones((batch, hidden), np.float32)
+        start = h.copy()
+        y = np.zeros((steps, batch, hidden), np.float32)
+        lib.dq_lstm_sequence(gates_x, weights.unit_pairs, scale, bias, h, c, y,
+                             (steps, batch, hidden), 10.0, False, *(quads or ()))
+        results.append((h, c, y, start))
+    for ours, theirs in zip(results[0][:3], results[1][:3], strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    with pytest.raises(ValueError, match="quads"):  # a quad layout of the wrong size
+        quads, sums = weights.unit_quads
+        lib.dq_lstm_sequence(gates_x, weights.unit_pairs, scale, bias, h, c, y,
+                             (steps, batch, hidden), 10.0, False, quads[:-1], sums)

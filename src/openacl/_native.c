@@ -1071,6 +1071,84 @@ static PairProducts pair_products_for(int narrow) {
     return narrow ? narrow_pair_products_scalar : pair_products_scalar;
 }
 
+/* R's columns come in blocks of DQ_UNITS hidden units, each block holding its units'
+ * columns of gate i, then o, f and c (the last block: the units left); so the columns of
+ * any run of whole blocks are contiguous, and within a block each gate's are too. */
+#define DQ_UNITS 16
+
+/* The same sums from R's quads with VNNI (vpdpbusd: four u8 x s8 products summed into each
+ * int32 lane, exactly): the state as unsigned bytes q + z against R as int8, then
+ * z * (the column's sum) taken off, so sum q' * R = sum (q + z) * R - z * sum R, exactly
+ * (|sums| < 2^31 for H < 65000). A unit block's 64 columns stay in four registers (two
+ * chains each) while its quads stream once, contiguously. */
+#define QUAD_COLUMNS (4 * DQ_UNITS)
+#define QUAD_BYTES (4 * QUAD_COLUMNS) /* one row quad of a block */
+
+typedef void (*QuadProducts)(const uint8_t *, const int8_t *, const int32_t *, int32_t,
+                             int32_t *, Py_ssize_t, Py_ssize_t, Py_ssize_t);
+
+#ifdef X86_KERNELS
+INLINE int32_t quad_at(const uint8_t *q, Py_ssize_t p) {
+    int32_t word;
+    memcpy(&word, q + 4 * p, sizeof word);
+    return word;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+static void quad_products_vnni(const uint8_t *q, const int8_t *quads,
+                               const int32_t *column_sums, int32_t zero, int32_t *sums,
+                               Py_ssize_t hidden, Py_ssize_t first, Py_ssize_t last) {
+    const Py_ssize_t quad_rows = (hidden + 3) / 4;
+    const __m512i z = _mm512_set1_epi32(zero);
+    for (Py_ssize_t block = first; block < last; block += DQ_UNITS) {
+        const int8_t *r = quads + block / DQ_UNITS * quad_rows * QUAD_BYTES;
+        const int32_t *column_sum = column_sums + block / DQ_UNITS * QUAD_COLUMNS;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+        __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        Py_ssize_t p = 0;
+        for (; p + 2 <= quad_rows; p += 2, r += 2 * QUAD_BYTES) {
+            const __m512i q0 = _mm512_set1_epi32(quad_at(q, p));
+            const __m512i q1 = _mm512_set1_epi32(quad_at(q, p + 1));
+            a0 = _mm512_dpbusd_epi32(a0, q0, _mm512_loadu_si512((const void *)r));
+            a1 = _mm512_dpbusd_epi32(a1, q0, _mm512_loadu_si512((const void *)(r + 64)));
+            a2 = _mm512_dpbusd_epi32(a2, q0, _mm512_loadu_si512((const void *)(r + 128)));
+            a3 = _mm512_dpbusd_epi32(a3, q0, _mm512_loadu_si512((const void *)(r + 192)));
+            b0 = _mm512_dpbusd_epi32(b0, q1, _mm512_loadu_si512((const void *)(r + 256)));
+            b1 = _mm512_dpbusd_epi32(b1, q1, _mm512_loadu_si512((const void *)(r + 320)));
+            b2 = _mm512_dpbusd_epi32(b2, q1, _mm512_loadu_si512((const void *)(r + 384)));
+            b3 = _mm512_dpbusd_epi32(b3, q1, _mm512_loadu_si512((const void *)(r + 448)));
+        }
+        if (p < quad_rows) {
+            const __m512i q0 = _mm512_set1_epi32(quad_at(q, p));
+            a0 = _mm512_dpbusd_epi32(a0, q0, _mm512_loadu_si512((const void *)r));
+            a1 = _mm512_dpbusd_epi32(a1, q0, _mm512_loadu_si512((const void *)(r + 64)));
+            a2 = _mm512_dpbusd_epi32(a2, q0, _mm512_loadu_si512((const void *)(r + 128)));
+            a3 = _mm512_dpbusd_epi32(a3, q0, _mm512_loadu_si512((const void *)(r + 192)));
+        }
+        int32_t result[QUAD_COLUMNS];
+        const __m512i parts[4] = {_mm512_add_epi32(a0, b0), _mm512_add_epi32(a1, b1),
+                                  _mm512_add_epi32(a2, b2), _mm512_add_epi32(a3, b3)};
+        for (int i = 0; i < 4; i++) {
+            __m512i correction = _mm512_mullo_epi32(
+                z, _mm512_loadu_si512((const void *)(column_sum + 16 * i)));
+            _mm512_storeu_si512((void *)(result + 16 * i),
+                                _mm512_sub_epi32(parts[i], correction));
+        }
+        Py_ssize_t units = hidden - block < DQ_UNITS ? hidden - block : DQ_UNITS;
+        memcpy(sums + 4 * block, result, (size_t)(4 * units) * sizeof *sums);
+    }
+}
+#endif
+
+/* the VNNI kernel where this CPU has it, else NULL (the pairs' kernels then) */
+static QuadProducts quad_products_for(void) {
+#ifdef X86_KERNELS
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+        return quad_products_vnni;
+#endif
+    return NULL;
+}
+
 typedef struct {
     const float *gates_x;     /* (T, B, 4H): the input projection, in processing order */
     const int16_t *pairs;     /* (ceil(H / 2), 4H, 2): R with its zero point taken, rows k
@@ -1084,6 +1162,12 @@ typedef struct {
     Py_ssize_t steps, batch, hidden, scales;
     float clip;
     int reverse;
+    /* the VNNI form of R, or NULL: blocks of DQ_UNITS units, each (ceil(H / 4), 64, 4) int8
+     * (its 4 * units columns in the pairs' order, zero columns after), and per block the
+     * 64 column sums; `unsigned_state` (B, 4 * ceil(H / 4)) scratch, zero past H */
+    const int8_t *quads;
+    const int32_t *column_sums;
+    uint8_t *unsigned_state;
 } DqLstm;
 
 /* GetQuantizationParameter<uint8_t> and MlasQuantizeLinear over the B x H state */
@@ -1107,10 +1191,6 @@ MLAS_FUNCTIONS static void quantize_state(const float *h, Py_ssize_t count, int3
     *zero_out = z;
 }
 
-/* R's columns come in blocks of DQ_UNITS hidden units, each block holding its units'
- * columns of gate i, then o, f and c (the last block: the units left); so the columns of
- * any run of whole blocks are contiguous, and within a block each gate's are too. */
-#define DQ_UNITS 16
 
 /* One step for the hidden units [first, last) (whole blocks) of every batch row: their
  * columns of the recurrent products (one contiguous run), then their gates, cell and
@@ -1118,14 +1198,19 @@ MLAS_FUNCTIONS static void quantize_state(const float *h, Py_ssize_t count, int3
  * independent within a step (the products read the quantised state, not h), so the blocks
  * of a step can run as parallel tasks. */
 MULTIVERSIONED MLAS_FUNCTIONS
-static void dq_lstm_units(const DqLstm *a, PairProducts products, const void *matrix,
-                          Py_ssize_t step, float h_scale, Py_ssize_t first, Py_ssize_t last) {
+static void dq_lstm_units(const DqLstm *a, PairProducts products, QuadProducts quad_products,
+                          const void *matrix, Py_ssize_t step, float h_scale, int32_t h_zero,
+                          Py_ssize_t first, Py_ssize_t last) {
     const Py_ssize_t hidden = a->hidden, width = 4 * hidden, batch = a->batch;
     const int per_column = a->scales != 1;
     for (Py_ssize_t b = 0; b < batch; b++) {
         const int32_t *sums = a->sums + b * width;
-        products(a->quantized + b * hidden, matrix, a->sums + b * width, hidden, width,
-                 4 * first, 4 * last);
+        if (quad_products != NULL)
+            quad_products(a->unsigned_state + b * 4 * ((hidden + 3) / 4), a->quads,
+                          a->column_sums, h_zero, a->sums + b * width, hidden, first, last);
+        else
+            products(a->quantized + b * hidden, matrix, a->sums + b * width, hidden, width,
+                     4 * first, 4 * last);
         const float *gx = a->gates_x + (step * batch + b) * width;
         float *h = a->h + b * hidden, *c = a->c + b * hidden;
         for (Py_ssize_t block = first; block < last; block += DQ_UNITS) {
@@ -1157,9 +1242,11 @@ static void dq_lstm_units(const DqLstm *a, PairProducts products, const void *ma
 typedef struct {
     const DqLstm *lstm;
     PairProducts products;
+    QuadProducts quad_products; /* NULL: the pairs' products */
     const void *matrix;
     Py_ssize_t step, per_task;
     float h_scale;
+    int32_t h_zero;
 } DqLstmStep;
 
 static void dq_lstm_task(void *context, ptrdiff_t task) {
@@ -1167,7 +1254,8 @@ static void dq_lstm_task(void *context, ptrdiff_t task) {
     Py_ssize_t first = task * s->per_task;
     Py_ssize_t last = first + s->per_task < s->lstm->hidden ? first + s->per_task
                                                             : s->lstm->hidden;
-    dq_lstm_units(s->lstm, s->products, s->matrix, s->step, s->h_scale, first, last);
+    dq_lstm_units(s->lstm, s->products, s->quad_products, s->matrix, s->step, s->h_scale,
+                  s->h_zero, first, last);
 }
 
 /* A step's recurrent product streams all of R (4H x H bytes: 2.4 MB at H = 768, more than
@@ -1179,8 +1267,10 @@ MULTIVERSIONED MLAS_FUNCTIONS /* (quantize_state inlined: rintf is one instructi
 static void dq_lstm_loop(const DqLstm *a) {
     const Py_ssize_t hidden = a->hidden, batch = a->batch;
     DqLstmStep s = {a, pair_products_for(a->narrow != NULL),
+                    a->quads != NULL ? quad_products_for() : NULL,
                     a->narrow != NULL ? (const void *)a->narrow : (const void *)a->pairs, 0,
-                    hidden, 0.0f};
+                    hidden, 0.0f, 0};
+    const Py_ssize_t quad_length = 4 * ((hidden + 3) / 4);
     if ((double)batch * 4.0 * (double)hidden * (double)hidden >= DQ_LSTM_SERIAL_WORK &&
         pool_threads() > 1) {
         Py_ssize_t tasks = 2 * (Py_ssize_t)pool_threads();
@@ -1190,11 +1280,18 @@ static void dq_lstm_loop(const DqLstm *a) {
     for (Py_ssize_t step = 0; step < a->steps; step++) {
         int32_t h_zero;
         quantize_state(a->h, batch * hidden, a->quantized, &s.h_scale, &h_zero);
+        if (s.quad_products != NULL) /* q + z as bytes, rows padded with zeros to quads */
+            for (Py_ssize_t b = 0; b < batch; b++)
+                for (Py_ssize_t i = 0; i < hidden; i++)
+                    a->unsigned_state[b * quad_length + i] =
+                        (uint8_t)(a->quantized[b * hidden + i] + h_zero);
         s.step = step;
+        s.h_zero = h_zero;
         if (tasks > 1)
             pool_run(tasks, dq_lstm_task, &s);
         else
-            dq_lstm_units(a, s.products, s.matrix, step, s.h_scale, 0, hidden);
+            dq_lstm_units(a, s.products, s.quad_products, s.matrix, step, s.h_scale, h_zero,
+                          0, hidden);
         if (a->y != NULL) {
             Py_ssize_t t = a->reverse ? a->steps - 1 - step : step;
             memcpy(a->y + t * batch * hidden, a->h, (size_t)(batch * hidden) * sizeof(float));
@@ -1700,14 +1797,19 @@ static PyObject *py_gru_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
     return recurrence(args, 3);
 }
 
+static PyObject *py_dq_lstm_vnni(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args)) {
+    return PyBool_FromLong(quad_products_for() != NULL);
+}
+
 static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *gx_object, *r_object, *scale_object, *bias_object, *h_object, *c_object, *y_object;
+    PyObject *quads_object = Py_None, *column_sums_object = Py_None;
     Py_ssize_t steps, batch, hidden;
     float clip;
     int reverse;
-    if (!PyArg_ParseTuple(args, "OOOOOOO(nnn)fp", &gx_object, &r_object, &scale_object,
+    if (!PyArg_ParseTuple(args, "OOOOOOO(nnn)fp|OO", &gx_object, &r_object, &scale_object,
                           &bias_object, &h_object, &c_object, &y_object, &steps, &batch,
-                          &hidden, &clip, &reverse))
+                          &hidden, &clip, &reverse, &quads_object, &column_sums_object))
         return NULL;
     if (steps < 0 || batch < 0 || hidden <= 0) {
         PyErr_Format(PyExc_ValueError, "bad sizes: steps %zd, batch %zd, hidden %zd", steps,
@@ -1735,6 +1837,45 @@ static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) 
         PyBuffer_Release(&r);
         return NULL;
     }
+    if ((quads_object == Py_None) != (column_sums_object == Py_None) ||
+        (quads_object != Py_None && (!narrow || quad_products_for() == NULL))) {
+        PyErr_SetString(PyExc_ValueError, "dq_lstm_sequence: quads and column_sums go "
+                        "together, with an int8 R, on a CPU with AVX-512 VNNI");
+        PyBuffer_Release(&r);
+        return NULL;
+    }
+    Py_ssize_t blocks = (hidden + DQ_UNITS - 1) / DQ_UNITS, quad_rows = (hidden + 3) / 4;
+    Py_ssize_t quad_count = multiply_add(multiply_add(blocks, quad_rows, 0), QUAD_BYTES, 0);
+    Py_ssize_t column_sum_count = multiply_add(blocks, QUAD_COLUMNS, 0);
+    Py_ssize_t unsigned_bytes = multiply_add(batch, 4 * quad_rows, 0);
+    if (quad_count < 0 || column_sum_count < 0 || unsigned_bytes < 0) {
+        PyErr_SetString(PyExc_OverflowError, "dq_lstm_sequence: sizes overflow");
+        PyBuffer_Release(&r);
+        return NULL;
+    }
+    Py_buffer quads = {0}, column_sums = {0};
+    const int vnni = quads_object != Py_None;
+    if (vnni) {
+        if (typed_buffer(quads_object, &quads, 0, "quads", "b", 1, "int8") != 0) {
+            PyBuffer_Release(&r);
+            return NULL;
+        }
+        if (typed_buffer(column_sums_object, &column_sums, 0, "column_sums", "i", 4,
+                         "int32") != 0) {
+            PyBuffer_Release(&quads);
+            PyBuffer_Release(&r);
+            return NULL;
+        }
+        if (quads.len < quad_count || column_sums.len / 4 < column_sum_count) {
+            PyErr_Format(PyExc_ValueError, "dq_lstm_sequence: quads hold %zd bytes and "
+                         "column_sums %zd values; %zd and %zd needed", quads.len,
+                         column_sums.len / 4, quad_count, column_sum_count);
+            PyBuffer_Release(&column_sums);
+            PyBuffer_Release(&quads);
+            PyBuffer_Release(&r);
+            return NULL;
+        }
+    }
     BufferArg b[6] = {
         {.object = gx_object, .name = "gates_x", .role = INPUT},
         {.object = scale_object, .name = "r_scale", .role = INPUT},
@@ -1744,6 +1885,10 @@ static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) 
         {.object = y_object, .name = "y", .role = OPTIONAL_OUTPUT},
     };
     if (hold_buffers(b, 6) != 0) {
+        if (vnni) {
+            PyBuffer_Release(&column_sums);
+            PyBuffer_Release(&quads);
+        }
         PyBuffer_Release(&r);
         return NULL;
     }
@@ -1756,21 +1901,29 @@ static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) 
                check_optional(&b[2], width) == 0 && check_count(&b[3].view, state, "h") == 0 &&
                check_count(&b[4].view, state, "c") == 0 && check_optional(&b[5], y_count) == 0) {
         int32_t *quantized = PyMem_RawMalloc((size_t)(state + sums) * sizeof(int32_t) + 1);
-        if (quantized == NULL) {
+        uint8_t *unsigned_state = vnni ? PyMem_RawCalloc((size_t)unsigned_bytes + 1, 1) : NULL;
+        if (quantized == NULL || (vnni && unsigned_state == NULL)) {
             PyErr_NoMemory();
         } else {
             DqLstm call = {data_of(&b[0]), wide ? r.buf : NULL, narrow ? r.buf : NULL,
                            data_of(&b[1]), data_of(&b[2]),
                            data_of(&b[3]), data_of(&b[4]), data_of(&b[5]), quantized,
-                           quantized + state, steps, batch, hidden, scales, clip, reverse};
+                           quantized + state, steps, batch, hidden, scales, clip, reverse,
+                           vnni ? quads.buf : NULL, vnni ? column_sums.buf : NULL,
+                           unsigned_state};
             Py_BEGIN_ALLOW_THREADS
             dq_lstm_loop(&call);
             Py_END_ALLOW_THREADS
-            PyMem_RawFree(quantized);
             result = Py_NewRef(Py_None);
         }
+        PyMem_RawFree(quantized);
+        PyMem_RawFree(unsigned_state);
     }
     release_buffers(b, 6);
+    if (vnni) {
+        PyBuffer_Release(&column_sums);
+        PyBuffer_Release(&quads);
+    }
     PyBuffer_Release(&r);
     return result;
 }
@@ -2235,14 +2388,19 @@ static PyMethodDef methods[] = {
      "recurrent is R (3H, H) or, transposed, R^T (H, 3H), hidden_bias b_hh (3H) or None, h "
      "(B, H) the state (initial in, final out), y (T, B, y_row) gets h_t at column "
      "y_offset; gates (B, 3H) is scratch. Every buffer float32 and apart from the others."},
+    {"dq_lstm_vnni", py_dq_lstm_vnni, METH_NOARGS,
+     "dq_lstm_vnni() -> bool: whether dq_lstm_sequence takes quads (AVX-512 VNNI here)"},
     {"dq_lstm_sequence", py_dq_lstm_sequence, METH_VARARGS,
-     "dq_lstm_sequence(gates_x, pairs, r_scale, bias, h, c, y, (T, B, H), clip, reverse): "
+     "dq_lstm_sequence(gates_x, pairs, r_scale, bias, h, c, y, (T, B, H), clip, reverse"
+     "[, quads, column_sums]): "
      "onnxruntime's DynamicQuantizeLSTM steps (default activations, no peepholes, full "
      "sequences): gates_x (T, B, 4H) float32 in processing order, pairs (ceil(H / 2), 4H, 2) "
      "int16, or int8 where every value fits (R minus its zero point, rows 2p and 2p + 1 "
      "interleaved, the columns in blocks of 16 hidden units, each block its units' columns of "
      "gate i, o, f, then c), r_scale 1 or 4H float32, bias 4H float32 or None, h and c "
-     "(B, H) float32 (initial in, final out), y (T, B, H) float32 or None."},
+     "(B, H) float32 (initial in, final out), y (T, B, H) float32 or None; with an int8 R "
+     "on an AVX-512 VNNI CPU (dq_lstm_vnni), also quads (per unit block, (ceil(H / 4), 64, "
+     "4) int8) and column_sums (per block, 64 int32): the same sums by vpdpbusd."},
     {NULL, NULL, 0, NULL},
 };
 

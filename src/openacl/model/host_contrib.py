@@ -20,7 +20,9 @@ Design note (invariants)
   514 rows or more for full-range int8 weights, 1028 for onnxruntime's reduce_range); the
   blocks are summed in float64 (exact) and rounded once to float32, as MLAS's int32 ->
   float conversion rounds its accumulator (whose int32 overflow, K > 33000, is not
-  reproduced).
+  reproduced). The C recurrence sums in int32 exactly: from int16 row pairs (vpmaddwd), or,
+  on CPUs with AVX-512 VNNI and an int8 matrix, from row quads (vpdpbusd on the state's
+  unsigned bytes, the zero point taken off by column sums): the same sums either way.
 * Fused multiply-adds of MLAS's FMA3 kernels (the logistic and tanh polynomials) run in
   float64 and are rounded once to float32: the product of two float32 values is exact in
   float64, so only the sum rounds twice, which differs from one rounding in about 2**-29 of
@@ -224,6 +226,7 @@ class IntegerWeights:
         largest = int(np.abs(self.matrix).max()) if self.matrix.size else 0
         self.block = max(1, ((1 << 24) - 1) // (255 * max(largest, 1)))
         self._unit_pairs: np.ndarray | None = None
+        self._unit_quads: tuple[np.ndarray, np.ndarray] | None = None
         self._packed: native.PackedMatrix | None = None
 
     def pairs(self) -> np.ndarray:
@@ -254,6 +257,31 @@ class IntegerWeights:
             self._unit_pairs = np.ascontiguousarray(self.pairs()[:, order])
         return self._unit_pairs
 
+    @property
+    def unit_quads(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """A recurrent matrix (H, 4H) for the C recurrence's VNNI kernel, or None where a
+        value does not fit int8: per block of ``UNIT_BLOCK`` units (``unit_pairs``' columns
+        of the block, padded with zero columns to ``4 * UNIT_BLOCK``), the rows in quads,
+        (ceil(H / 4), 4 * UNIT_BLOCK, 4) int8, four rows of a column in one 32-bit lane
+        (one vpdpbusd); with each block's column sums (int32), which take the state's zero
+        point off. Made on first use."""
+        if self._unit_quads is None and self.pairs().dtype == np.int8:
+            rows, columns = self.matrix.shape
+            hidden, lanes = columns // 4, 4 * UNIT_BLOCK
+            blocks, quad_rows = -(-hidden // UNIT_BLOCK), -(-rows // 4)
+            quads = np.zeros((blocks, 4 * quad_rows, lanes), np.int8)
+            sums = np.zeros((blocks, lanes), np.int32)
+            for block in range(blocks):
+                first = block * UNIT_BLOCK
+                order = [gate * hidden + unit for gate in range(4)
+                         for unit in range(first, min(first + UNIT_BLOCK, hidden))]
+                part = self.matrix[:, order].astype(np.int8)
+                quads[block, :rows, :len(order)] = part
+                sums[block, :len(order)] = part.sum(axis=0, dtype=np.int32)
+            quads = quads.reshape(blocks, quad_rows, 4, lanes).transpose(0, 1, 3, 2)
+            self._unit_quads = (np.ascontiguousarray(quads), sums)
+        return self._unit_quads
+
     def product(self, a: np.ndarray, a_zero: int) -> np.ndarray:
         """MLAS's int32 accumulator of ``(a - a_zero) @ matrix``, as float32."""
         rows, columns = self.matrix.shape
@@ -271,6 +299,7 @@ class IntegerWeights:
 
 
 UNIT_BLOCK = 16  # hidden units per column block of unit_pairs (_native.c's DQ_UNITS)
+USE_VNNI = True  # the recurrence's VNNI kernel where the CPU has it (tests compare both)
 
 
 # --- DynamicQuantizeLSTM ------------------------------------------------------------------
@@ -375,9 +404,11 @@ def _native_steps(gates_x: np.ndarray, lengths: np.ndarray, weights: _Direction,
             or [f for f, _, _ in acts] != [ACTIVATIONS[n] for n in DEFAULT_LSTM_ACTIVATIONS]):
         return False
     bias = None if weights.bias[0] is None else np.concatenate(weights.bias).astype(F32)
+    quads = weights.r.unit_quads if lib.dq_lstm_vnni() and USE_VNNI else None
     lib.dq_lstm_sequence(np.ascontiguousarray(gates_x, F32), weights.r.unit_pairs,
                          np.ascontiguousarray(weights.r_scale, F32), bias, h, c, y,
-                         (seq, batch, weights.r.matrix.shape[0]), float(clip), reverse)
+                         (seq, batch, weights.r.matrix.shape[0]), float(clip), reverse,
+                         *(quads or ()))
     return True
 
 
