@@ -392,3 +392,32 @@ def test_vnni_recurrence_equals_the_pairs_kernel(hidden, batch, zero):
         quads, sums = weights.unit_quads
         lib.dq_lstm_sequence(gates_x, weights.unit_pairs, scale, bias, h, c, y,
                              (steps, batch, hidden), 10.0, False, quads[:-1], sums)
+
+
+@pytest.mark.parametrize("rows,depth,columns,zero", [(1, 5, 3, 0), (7, 40, 130, 17),
+                                                     (80, 768, 3072, 255), (5, 2050, 64, 128)])
+def test_vnni_integer_product_is_the_exact_int32_product(rows, depth, columns, zero,
+                                                         monkeypatch):
+    """``IntegerWeights.product`` by the int8 GEMM (VNNI) equals the exact integer product
+    rounded once to float32, and the float32 block path to the bit: ragged rows, depths
+    and column blocks, zero points 0..255, a depth past one exact float32 block (2050)."""
+    from openacl.ops import native
+
+    lib = native.kernels()
+    if lib is None or not lib.dq_lstm_vnni():
+        pytest.skip("no AVX-512 VNNI on this CPU (or no C extension): the float path runs")
+    weights = host_contrib.IntegerWeights(
+        RNG.integers(-128, 128, (depth, columns)).astype(np.int8), 0)
+    a = RNG.integers(0, 256, (rows, depth)).astype(np.float32)
+    exact = ((a.astype(np.int64) - zero) @ weights.matrix.astype(np.int64)).astype(np.float32)
+    ours = weights.product(a, zero)
+    np.testing.assert_array_equal(ours, exact)
+    monkeypatch.setattr(host_contrib, "USE_VNNI", False)
+    np.testing.assert_array_equal(weights.product(a, zero), ours)
+    quads, sums = weights.column_quads
+    with pytest.raises(ValueError, match="a_zero"):
+        lib.int8_gemm(np.zeros((rows, quads.shape[1] * 4), np.uint8), 256, quads, sums,
+                      np.empty((rows, columns), np.float32), (rows, depth, columns))
+    with pytest.raises(ValueError, match="quads"):
+        lib.int8_gemm(np.zeros((rows, quads.shape[1] * 4), np.uint8), 0, quads.ravel()[:-1], sums,
+                      np.empty((rows, columns), np.float32), (rows, depth, columns))

@@ -1140,6 +1140,97 @@ static void quad_products_vnni(const uint8_t *q, const int8_t *quads,
 }
 #endif
 
+/* out (M, N) float32 = (a (M, K) u8 rows, each padded to 4 * ceil(K / 4) with zeros) @ B
+ * minus a_zero * B's column sums, exactly in int32, then converted (rounded once, as MLAS's
+ * int32 -> float conversion): B (K, N) int8 as column blocks of QUAD_COLUMNS, each
+ * (ceil(K / 4), QUAD_COLUMNS, 4) (zero columns after N), its column sums per block. Tasks
+ * take column blocks; each block's quads stream once per four rows held in 16 registers. */
+typedef struct {
+    const uint8_t *a;
+    const int8_t *quads;
+    const int32_t *column_sums;
+    float *out;
+    Py_ssize_t rows, quad_rows, columns, blocks_per_task;
+    int32_t a_zero;
+} QuadGemm;
+
+#ifdef X86_KERNELS
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+static void quad_gemm_block(const QuadGemm *job, Py_ssize_t block) {
+    const Py_ssize_t quad_rows = job->quad_rows, pitch = 4 * quad_rows;
+    const int8_t *panel = job->quads + block * quad_rows * QUAD_BYTES;
+    const int32_t *column_sum = job->column_sums + block * QUAD_COLUMNS;
+    const Py_ssize_t first = block * QUAD_COLUMNS;
+    const Py_ssize_t width = job->columns - first < QUAD_COLUMNS ? job->columns - first
+                                                                  : QUAD_COLUMNS;
+    const __m512i z = _mm512_set1_epi32(job->a_zero);
+    __m512i correction[4];
+    for (int j = 0; j < 4; j++)
+        correction[j] = _mm512_mullo_epi32(
+            z, _mm512_loadu_si512((const void *)(column_sum + 16 * j)));
+    for (Py_ssize_t m = 0; m < job->rows; m += 4) {
+        const Py_ssize_t count = job->rows - m < 4 ? job->rows - m : 4;
+        __m512i acc[4][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_si512();
+        const uint8_t *rows[4];
+        for (int i = 0; i < 4; i++) /* a missing row repeats the last (not stored) */
+            rows[i] = job->a + (m + (i < count ? i : count - 1)) * pitch;
+        const int8_t *r = panel;
+        for (Py_ssize_t p = 0; p < quad_rows; p++, r += QUAD_BYTES) {
+            const __m512i b0 = _mm512_loadu_si512((const void *)r);
+            const __m512i b1 = _mm512_loadu_si512((const void *)(r + 64));
+            const __m512i b2 = _mm512_loadu_si512((const void *)(r + 128));
+            const __m512i b3 = _mm512_loadu_si512((const void *)(r + 192));
+            for (int i = 0; i < 4; i++) {
+                const __m512i q = _mm512_set1_epi32(quad_at(rows[i], p));
+                acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], q, b0);
+                acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], q, b1);
+                acc[i][2] = _mm512_dpbusd_epi32(acc[i][2], q, b2);
+                acc[i][3] = _mm512_dpbusd_epi32(acc[i][3], q, b3);
+            }
+        }
+        for (Py_ssize_t i = 0; i < count; i++) {
+            float *out = job->out + (m + i) * job->columns + first;
+            for (int j = 0; j < 4 && 16 * j < width; j++) {
+                __m512 values = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][j], correction[j]));
+                Py_ssize_t lanes = width - 16 * j < 16 ? width - 16 * j : 16;
+                _mm512_mask_storeu_ps(out + 16 * j, (__mmask16)((1u << lanes) - 1u), values);
+            }
+        }
+    }
+}
+#endif
+
+static void quad_gemm_task(void *context, ptrdiff_t task) {
+#ifdef X86_KERNELS
+    const QuadGemm *job = context;
+    Py_ssize_t blocks = (job->columns + QUAD_COLUMNS - 1) / QUAD_COLUMNS;
+    Py_ssize_t first = task * job->blocks_per_task;
+    Py_ssize_t last = first + job->blocks_per_task < blocks ? first + job->blocks_per_task
+                                                            : blocks;
+    for (Py_ssize_t block = first; block < last; block++)
+        quad_gemm_block(job, block);
+#else
+    (void)context;
+    (void)task;
+#endif
+}
+
+/* a product this small runs on the caller (multiply-adds) */
+#define QUAD_GEMM_SERIAL_WORK 262144
+
+static void quad_gemm(QuadGemm *job) {
+    Py_ssize_t blocks = (job->columns + QUAD_COLUMNS - 1) / QUAD_COLUMNS;
+    double work = (double)job->rows * (double)job->quad_rows * 4.0 * (double)job->columns;
+    Py_ssize_t tasks = work < QUAD_GEMM_SERIAL_WORK || pool_threads() <= 1
+                     ? 1 : 4 * (Py_ssize_t)pool_threads();
+    if (tasks > blocks) tasks = blocks;
+    job->blocks_per_task = (blocks + tasks - 1) / tasks;
+    tasks = (blocks + job->blocks_per_task - 1) / job->blocks_per_task;
+    pool_run(tasks, quad_gemm_task, job);
+}
+
 /* the VNNI kernel where this CPU has it, else NULL (the pairs' kernels then) */
 static QuadProducts quad_products_for(void) {
 #ifdef X86_KERNELS
@@ -1797,6 +1888,68 @@ static PyObject *py_gru_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
     return recurrence(args, 3);
 }
 
+/* int8_gemm(a, a_zero, quads, column_sums, out, (M, K, N)) */
+static PyObject *py_int8_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *a_object, *quads_object, *sums_object, *out_object;
+    Py_ssize_t rows, depth, columns;
+    int a_zero;
+    if (!PyArg_ParseTuple(args, "OiOOO(nnn)", &a_object, &a_zero, &quads_object, &sums_object,
+                          &out_object, &rows, &depth, &columns))
+        return NULL;
+    if (quad_products_for() == NULL) {
+        PyErr_SetString(PyExc_ValueError, "int8_gemm: this CPU has no AVX-512 VNNI");
+        return NULL;
+    }
+    if (rows < 0 || depth <= 0 || columns <= 0 || a_zero < 0 || a_zero > 255 ||
+        depth > 65000) {
+        PyErr_Format(PyExc_ValueError, "int8_gemm: bad sizes M %zd, K %zd, N %zd (K <= 65000)"
+                     " or a_zero %d (0..255)", rows, depth, columns, a_zero);
+        return NULL;
+    }
+    Py_ssize_t quad_rows = (depth + 3) / 4, blocks = (columns + QUAD_COLUMNS - 1) / QUAD_COLUMNS;
+    Py_ssize_t a_count = multiply_add(rows, 4 * quad_rows, 0);
+    Py_ssize_t quad_count = multiply_add(multiply_add(blocks, quad_rows, 0), QUAD_BYTES, 0);
+    Py_ssize_t out_count = multiply_add(rows, columns, 0);
+    if (a_count < 0 || quad_count < 0 || out_count < 0) {
+        PyErr_SetString(PyExc_OverflowError, "int8_gemm: sizes overflow");
+        return NULL;
+    }
+    Py_buffer a, quads, sums;
+    if (typed_buffer(a_object, &a, 0, "a", "B", 1, "uint8") != 0) return NULL;
+    if (typed_buffer(quads_object, &quads, 0, "quads", "b", 1, "int8") != 0) {
+        PyBuffer_Release(&a);
+        return NULL;
+    }
+    if (typed_buffer(sums_object, &sums, 0, "column_sums", "i", 4, "int32") != 0) {
+        PyBuffer_Release(&quads);
+        PyBuffer_Release(&a);
+        return NULL;
+    }
+    BufferArg b[1] = {{.object = out_object, .name = "out", .role = OUTPUT}};
+    PyObject *result = NULL;
+    if (a.len < a_count || quads.len < quad_count || sums.len / 4 < blocks * QUAD_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "int8_gemm: a holds %zd bytes, quads %zd, column_sums "
+                     "%zd values; %zd, %zd and %zd needed", a.len, quads.len, sums.len / 4,
+                     a_count, quad_count, blocks * QUAD_COLUMNS);
+    } else if (hold_buffers(b, 1) == 0) {
+        if (check_count(&b[0].view, out_count, "out") == 0) {
+            QuadGemm job = {a.buf, quads.buf, sums.buf, b[0].view.buf, rows, quad_rows,
+                            columns, 1, (int32_t)a_zero};
+            if (rows > 0) {
+                Py_BEGIN_ALLOW_THREADS
+                quad_gemm(&job);
+                Py_END_ALLOW_THREADS
+            }
+            result = Py_NewRef(Py_None);
+        }
+        release_buffers(b, 1);
+    }
+    PyBuffer_Release(&sums);
+    PyBuffer_Release(&quads);
+    PyBuffer_Release(&a);
+    return result;
+}
+
 static PyObject *py_dq_lstm_vnni(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args)) {
     return PyBool_FromLong(quad_products_for() != NULL);
 }
@@ -2388,6 +2541,11 @@ static PyMethodDef methods[] = {
      "recurrent is R (3H, H) or, transposed, R^T (H, 3H), hidden_bias b_hh (3H) or None, h "
      "(B, H) the state (initial in, final out), y (T, B, y_row) gets h_t at column "
      "y_offset; gates (B, 3H) is scratch. Every buffer float32 and apart from the others."},
+    {"int8_gemm", py_int8_gemm, METH_VARARGS,
+     "int8_gemm(a, a_zero, quads, column_sums, out, (M, K, N)): out (M, N) float32 = the "
+     "exact int32 (a - a_zero) @ B, converted; a (M, 4 * ceil(K / 4)) uint8 (zeros past K), "
+     "B as column blocks of 64, each (ceil(K / 4), 64, 4) int8, with 64 column sums per "
+     "block (int32); AVX-512 VNNI only (dq_lstm_vnni)."},
     {"dq_lstm_vnni", py_dq_lstm_vnni, METH_NOARGS,
      "dq_lstm_vnni() -> bool: whether dq_lstm_sequence takes quads (AVX-512 VNNI here)"},
     {"dq_lstm_sequence", py_dq_lstm_sequence, METH_VARARGS,

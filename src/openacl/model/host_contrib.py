@@ -20,9 +20,10 @@ Design note (invariants)
   514 rows or more for full-range int8 weights, 1028 for onnxruntime's reduce_range); the
   blocks are summed in float64 (exact) and rounded once to float32, as MLAS's int32 ->
   float conversion rounds its accumulator (whose int32 overflow, K > 33000, is not
-  reproduced). The C recurrence sums in int32 exactly: from int16 row pairs (vpmaddwd), or,
-  on CPUs with AVX-512 VNNI and an int8 matrix, from row quads (vpdpbusd on the state's
-  unsigned bytes, the zero point taken off by column sums): the same sums either way.
+  reproduced). On CPUs with AVX-512 VNNI and an int8 matrix the product is the C kernels'
+  int8 GEMM instead (vpdpbusd: u8 x s8 summed in int32, the zero point taken off by column
+  sums, converted once): the same float32 values. The C recurrence sums in int32 exactly
+  too: from int16 row pairs (vpmaddwd), or with VNNI from row quads of an int8 matrix.
 * Fused multiply-adds of MLAS's FMA3 kernels (the logistic and tanh polynomials) run in
   float64 and are rounded once to float32: the product of two float32 values is exact in
   float64, so only the sum rounds twice, which differs from one rounding in about 2**-29 of
@@ -83,6 +84,7 @@ LSTM (``providers/cpu/rnn/uni_directional_lstm.cc``, ``rnn_helpers.cc``), as it 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -217,6 +219,20 @@ def quantize_uint8(values: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
     return quantized.astype(F32), scale, zero
 
 
+def quad_blocks(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An int8-valued matrix (K, N) as the C kernels' VNNI layout: column blocks of
+    ``QUAD_COLUMNS`` (zero columns after N), each (ceil(K / 4), QUAD_COLUMNS, 4) int8: four
+    consecutive rows of a column in one 32-bit lane (one vpdpbusd), zero rows after K; and
+    each block's column sums (int32), which take the other operand's zero point off."""
+    rows, columns = matrix.shape
+    blocks, quad_rows = -(-columns // QUAD_COLUMNS), -(-rows // 4)
+    padded = np.zeros((4 * quad_rows, blocks * QUAD_COLUMNS), np.int8)
+    padded[:rows, :columns] = matrix
+    sums = padded.sum(axis=0, dtype=np.int32).reshape(blocks, QUAD_COLUMNS)
+    quads = padded.reshape(quad_rows, 4, blocks, QUAD_COLUMNS).transpose(2, 0, 3, 1)
+    return np.ascontiguousarray(quads), sums
+
+
 class IntegerWeights:
     """A quantised weight matrix (K, N) with its zero point taken, as float32 integers, and
     the rows of the blocks whose float32 products are exact (see the design note)."""
@@ -227,6 +243,7 @@ class IntegerWeights:
         self.block = max(1, ((1 << 24) - 1) // (255 * max(largest, 1)))
         self._unit_pairs: np.ndarray | None = None
         self._unit_quads: tuple[np.ndarray, np.ndarray] | None = None
+        self._column_quads: tuple[np.ndarray, np.ndarray] | None = None
         self._packed: native.PackedMatrix | None = None
 
     def pairs(self) -> np.ndarray:
@@ -260,32 +277,40 @@ class IntegerWeights:
     @property
     def unit_quads(self) -> tuple[np.ndarray, np.ndarray] | None:
         """A recurrent matrix (H, 4H) for the C recurrence's VNNI kernel, or None where a
-        value does not fit int8: per block of ``UNIT_BLOCK`` units (``unit_pairs``' columns
-        of the block, padded with zero columns to ``4 * UNIT_BLOCK``), the rows in quads,
-        (ceil(H / 4), 4 * UNIT_BLOCK, 4) int8, four rows of a column in one 32-bit lane
-        (one vpdpbusd); with each block's column sums (int32), which take the state's zero
-        point off. Made on first use."""
+        value does not fit int8: ``quad_blocks`` of ``unit_pairs``' columns (blocks of
+        ``UNIT_BLOCK`` units, 4 * UNIT_BLOCK columns, are its blocks). Made on first use."""
         if self._unit_quads is None and self.pairs().dtype == np.int8:
-            rows, columns = self.matrix.shape
-            hidden, lanes = columns // 4, 4 * UNIT_BLOCK
-            blocks, quad_rows = -(-hidden // UNIT_BLOCK), -(-rows // 4)
-            quads = np.zeros((blocks, 4 * quad_rows, lanes), np.int8)
-            sums = np.zeros((blocks, lanes), np.int32)
-            for block in range(blocks):
-                first = block * UNIT_BLOCK
-                order = [gate * hidden + unit for gate in range(4)
-                         for unit in range(first, min(first + UNIT_BLOCK, hidden))]
-                part = self.matrix[:, order].astype(np.int8)
-                quads[block, :rows, :len(order)] = part
-                sums[block, :len(order)] = part.sum(axis=0, dtype=np.int32)
-            quads = quads.reshape(blocks, quad_rows, 4, lanes).transpose(0, 1, 3, 2)
-            self._unit_quads = (np.ascontiguousarray(quads), sums)
+            hidden = self.matrix.shape[1] // 4
+            order = [gate * hidden + unit
+                     for block in range(0, hidden, UNIT_BLOCK)
+                     for gate in range(4)
+                     for unit in range(block, min(block + UNIT_BLOCK, hidden))]
+            self._unit_quads = quad_blocks(self.matrix[:, order])
         return self._unit_quads
 
+    @property
+    def column_quads(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The matrix as ``quad_blocks`` of its own columns, for the VNNI product
+        (``product``), or None where a value does not fit int8. Made on first use."""
+        if self._column_quads is None and self.pairs().dtype == np.int8:
+            self._column_quads = quad_blocks(self.matrix)
+        return self._column_quads
+
     def product(self, a: np.ndarray, a_zero: int) -> np.ndarray:
-        """MLAS's int32 accumulator of ``(a - a_zero) @ matrix``, as float32."""
+        """MLAS's int32 accumulator of ``(a - a_zero) @ matrix``, as float32 (``a``: uint8
+        values as float32): on CPUs with AVX-512 VNNI and an int8 matrix, by the C
+        kernels' int8 GEMM; else by float32 products, exact in blocks (design note)."""
         rows, columns = self.matrix.shape
         lead = a.shape[:-1]
+        lib = native.kernels()
+        if USE_VNNI and lib is not None and lib.dq_lstm_vnni() and self.column_quads and \
+                rows <= VNNI_MAX_DEPTH:
+            count = math.prod(lead)
+            padded = np.zeros((count, -(-rows // 4) * 4), np.uint8)
+            padded[:, :rows] = a.reshape(count, rows)
+            out = np.empty((count, columns), F32)
+            lib.int8_gemm(padded, int(a_zero), *self.column_quads, out, (count, rows, columns))
+            return out.reshape(*lead, columns)
         a = a.reshape(-1, rows) - F32(a_zero)
         if rows <= self.block:
             if self._packed is None:  # packed for the GEMM once, on first use
@@ -299,6 +324,8 @@ class IntegerWeights:
 
 
 UNIT_BLOCK = 16  # hidden units per column block of unit_pairs (_native.c's DQ_UNITS)
+QUAD_COLUMNS = 4 * UNIT_BLOCK  # columns per block of quad_blocks (_native.c's QUAD_COLUMNS)
+VNNI_MAX_DEPTH = 65000  # rows the int8 GEMM sums exactly in int32 (K * 255 * 128 < 2**31)
 USE_VNNI = True  # the recurrence's VNNI kernel where the CPU has it (tests compare both)
 
 
