@@ -187,6 +187,13 @@ DIRECT_LARGE = [
     ((1, 3, 101, 90), (16, 1), (3, 3), (2, 2), (1, 1), (1, 1)),  # a stem, by rows
     ((2, 2, 120, 100), (2, 2), (9, 9), (1, 1), (4, 4), (1, 1)),  # 81 taps a block
     ((1, 6, 90, 77), (9, 3), (3, 3), (2, 1), (1, 2), (1, 2)),  # grouped, ragged last block
+    # depthwise on planes up to 16 wide: by channel lanes (a vector's width of channels at
+    # once), ragged last lane group, strides, dilations, padding past the kernel, a batch
+    ((2, 37, 14, 14), (37, 37), (5, 5), (1, 1), (2, 2), (1, 1)),
+    ((1, 20, 15, 13), (20, 20), (3, 3), (2, 2), (1, 1), (1, 1)),
+    ((1, 33, 9, 16), (33, 33), (3, 7), (1, 2), (1, 3), (2, 1)),
+    ((1, 300, 7, 7), (300, 300), (5, 5), (1, 1), (2, 2), (1, 1)),  # items on the pool
+    ((1, 5, 6, 40), (5, 5), (1, 1), (3, 3), (0, 0), (1, 1)),  # 1 x 1, 14 wide by stride
 ]
 GEMM_ISAS = ("avx512", "avx2", "baseline")
 
