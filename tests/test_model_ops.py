@@ -255,6 +255,50 @@ def test_pools():
                            pads=[0, 0, 1, 1])], {"x": x}), {"x": x})
 
 
+POOL_CASES = [  # (op, input shape, attributes): what the pool operators take not as they are
+    ("AveragePool", (1, 3, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                   "auto_pad": "SAME_UPPER"}),  # tf2onnx's asymmetric pads
+    ("AveragePool", (1, 3, 9, 9), {"kernel_shape": [2, 2], "strides": [2, 2],
+                                   "auto_pad": "SAME_LOWER", "count_include_pad": 1}),
+    ("AveragePool", (2, 3, 7, 8), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                   "ceil_mode": 1}),  # windows past the input
+    ("AveragePool", (1, 2, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1,
+                                   "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    ("AveragePool", (1, 2, 8, 8), {"kernel_shape": [3, 3], "pads": [2, 0, 1, 2]}),  # wide
+    ("AveragePool", (1, 4, 20), {"kernel_shape": [3], "strides": [2], "pads": [1, 0]}),  # 1-d
+    ("AveragePool", (1, 2, 5, 6, 7), {"kernel_shape": [2, 3, 3], "strides": [1, 2, 2],
+                                      "pads": [0, 1, 1, 1, 1, 1]}),  # 3-d
+    ("AveragePool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "dilations": [2, 2],
+                                   "pads": [1, 1, 1, 1]}),  # dilated: a depthwise sum
+    ("MaxPool", (1, 3, 7, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ("MaxPool", (1, 3, 9, 9), {"kernel_shape": [3, 3], "dilations": [2, 2],
+                               "pads": [2, 1, 1, 2]}),
+    ("MaxPool", (2, 4, 30), {"kernel_shape": [4], "strides": [3], "auto_pad": "SAME_UPPER"}),
+    ("MaxPool", (1, 2, 5, 6, 7), {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2],
+                                  "pads": [1, 0, 1, 1, 1, 0]}),
+]
+
+
+@pytest.mark.parametrize("op, shape, attrs", POOL_CASES)
+def test_pools_of_any_geometry(op, shape, attrs):
+    """1-d and 3-d pools, asymmetric and wide pads, ceil_mode's windows past the input,
+    count_include_pad and dilations (AveragePool's since opset 19), as onnxruntime computes
+    them."""
+    x = _f32(*shape)
+    _compare(_model([_node(op, ["x"], **attrs)], {"x": x}, opset=19), {"x": x})
+
+
+def test_pool_refusals():
+    x = _f32(1, 2, 6, 6)
+    with pytest.raises(AclError, match="Indices output"):
+        _ours(_model([_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])], {"x": x}),
+              {"x": x})
+    with pytest.raises(AclError, match="4-d pool"):
+        x6 = _f32(1, 1, 3, 3, 3, 3)
+        _ours(_model([_node("MaxPool", ["x"], kernel_shape=[2, 2, 2, 2])], {"x": x6}),
+              {"x": x6})
+
+
 @pytest.mark.parametrize("attrs, scales, sizes", [
     ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
       "nearest_mode": "floor"}, [1, 1, 2, 2], None),

@@ -207,59 +207,172 @@ def global_pool(node: Node, b: Builder) -> None:
         b.call("Amax", self=Ref(x), dim=axes, keepDim=True, out=Ref(node.outputs[0]))
 
 
-def _pool_geometry(node: Node, b: Builder) -> tuple[list[int], list[int], list[tuple[int, int]]]:
-    """(kernel, strides, pads) of a 2-d pool; ``ceil_mode`` is accepted only where it
-    changes nothing (no window would start in the padding or past the input)."""
-    x_shape = b.value(node.inputs[0]).shape
-    if len(x_shape) != 2 + SPATIAL_2D:
-        raise unsupported(node, f"a {len(x_shape) - 2}-d pool (only 2-d)")
-    kernel = [int(k) for k in node.attrs["kernel_shape"]]
-    strides = _spatial_ints(node, "strides", SPATIAL_2D, 1)
-    if any(d != 1 for d in _spatial_ints(node, "dilations", SPATIAL_2D, 1)):
-        raise unsupported(node, f"dilations={node.attrs['dilations']}")
-    pairs = _pads(node, x_shape[2:], kernel, strides, [1, 1])
-    floor = tuple((n + p + q - k) // s + 1 for n, (p, q), k, s in
-                  zip(x_shape[2:], pairs, kernel, strides, strict=True))
-    if tuple(b.value(node.outputs[0]).shape[2:]) != floor:
-        raise unsupported(node, "ceil_mode windows that overhang the input")
-    return kernel, strides, pairs
+class _PoolPlan:
+    """A pool's geometry per spatial dim, 1-d pools as 2-d ones over a plane of one row:
+    kernel, strides, dilations, (begin, end) pads, the end pads' ceil_mode overhang (how far
+    ONNX's last windows reach past the input and its pads) and the output size; ``x`` and
+    ``out`` the 2-d or 3-d values the pool operator reads and writes (views of a 1-d
+    pool's)."""
+
+    def __init__(self, node: Node, b: Builder) -> None:
+        x, out = node.inputs[0], node.outputs[0]
+        x_shape, out_shape = b.value(x).shape, b.value(out).shape
+        spatial = len(x_shape) - 2
+        if spatial not in (1, 2, 3):
+            raise unsupported(node, f"a {spatial}-d pool (1-d, 2-d or 3-d)")
+        kernel = [int(k) for k in node.attrs["kernel_shape"]]
+        if len(kernel) != spatial:
+            raise unsupported(node, f"kernel_shape={kernel} for {spatial} spatial dims")
+        strides = _spatial_ints(node, "strides", spatial, 1)
+        dilations = _spatial_ints(node, "dilations", spatial, 1)
+        pairs = _pads(node, x_shape[2:], kernel, strides, dilations)
+        out_size = list(out_shape[2:])
+        overhang = [max(0, (o - 1) * s + d * (k - 1) + 1 - (n + p + q))
+                    for o, s, d, k, n, (p, q) in zip(out_size, strides, dilations, kernel,
+                                                     x_shape[2:], pairs, strict=True)]
+        if spatial == 1:  # (N, C, L) pooled as (N, C, 1, L)
+            kernel, strides, dilations = [1, *kernel], [1, *strides], [1, *dilations]
+            pairs, overhang, out_size = [(0, 0), *pairs], [0, *overhang], [1, *out_size]
+            x = b.reshaped(x, (*x_shape[:2], 1, x_shape[2]))
+            out = b.written_as(out, (*out_shape[:2], 1, out_shape[2]))
+        self.x, self.out, self.kernel, self.strides = x, out, kernel, strides
+        self.in_size = list(b.value(x).shape[2:])
+        self.dilations, self.pairs, self.overhang, self.out_size = (dilations, pairs,
+                                                                    overhang, out_size)
+
+    @property
+    def spatial(self) -> int:
+        return len(self.kernel)
+
+    def padded(self, b: Builder, fill: float) -> str:
+        """x with its pads and the ceil_mode overhang written out as ``fill``."""
+        value = b.value(self.x)
+        ends = [(p, q + e) for (p, q), e in zip(self.pairs, self.overhang, strict=True)]
+        shape = (*value.shape[:2], *(n + p + q for n, (p, q) in zip(value.shape[2:], ends,
+                                                                     strict=True)))
+        padded = b.temp(shape, value.dtype)
+        b.call("ConstantPadNd", self=Ref(self.x), pad=_torch_pad(ends),
+               value=Scalar(fill, value.dtype.name), out=Ref(padded))
+        return padded
 
 
 @lowering("AveragePool")
 def average_pool(node: Node, b: Builder) -> None:
+    """AveragePool of 1 to 3 spatial dims. Symmetric pads of at most half the kernel and no
+    ceil_mode overhang are the pool operator's own; any other pads (SAME_UPPER/LOWER,
+    asymmetric, wide) and ceil_mode's windows past the input are written out as zeros and
+    the window sums divided by ONNX's divisor per output, computed here: the window's
+    input elements, its pads too with count_include_pad, never the overhang."""
     _only(node, "auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
           "pads", "strides")
-    kernel, strides, pairs = _pool_geometry(node, b)
-    if any(p != q or 2 * p > k for (p, q), k in zip(pairs, kernel, strict=True)):
-        raise unsupported(node, f"pads {pairs} (symmetric, at most half the kernel)")
-    b.call("AvgPool2d", self=Ref(node.inputs[0]), kernelSize=tuple(kernel),
-           strides=tuple(strides), paddings=tuple(p for p, _ in pairs), ceilMode=False,
-           countIncludePad=bool(int(node.attrs.get("count_include_pad", 0))),
-           divisorOverride=0, cubeMathType=KEEP_DTYPE, out=Ref(node.outputs[0]))
+    plan = _PoolPlan(node, b)
+    include = bool(int(node.attrs.get("count_include_pad", 0)))
+    if any(d != 1 for d in plan.dilations):
+        _dilated_average(node, b, plan, include)
+        return
+    pool = "AvgPool2d" if plan.spatial == 2 else "AvgPool3d"
+    simple = not any(plan.overhang) and all(
+        p == q and 2 * p <= k for (p, q), k in zip(plan.pairs, plan.kernel, strict=True))
+    source, paddings = plan.x, tuple(p for p, _ in plan.pairs)
+    if not simple:
+        source, paddings = plan.padded(b, 0.0), (0,) * plan.spatial
+    value = b.value(plan.out)
+    factor = None if simple else _average_factor(plan, include)
+    target = plan.out if factor is None else b.temp(value.shape, value.dtype)
+    if plan.spatial == 2:
+        b.call(pool, self=Ref(source), kernelSize=tuple(plan.kernel),
+               strides=tuple(plan.strides), paddings=paddings, ceilMode=False,
+               countIncludePad=include or not simple, divisorOverride=0,
+               cubeMathType=KEEP_DTYPE, out=Ref(target))
+    else:
+        b.call(pool, self=Ref(source), kernelSize=tuple(plan.kernel),
+               stride=tuple(plan.strides), padding=paddings, ceilMode=False,
+               countIncludePad=include or not simple, divisorOverride=0, out=Ref(target))
+    if factor is not None:
+        scale = b.constant(factor.astype(value.dtype).reshape(
+            (1, 1, *factor.shape)), "pool_divisor")
+        b.call("Mul", self=Ref(target), other=Ref(scale), out=Ref(plan.out))
+
+
+def _average_divisor(plan: _PoolPlan, include: bool) -> np.ndarray:
+    """ONNX's divisor per output position: the window's input elements, and its pads with
+    count_include_pad, never the ceil_mode overhang (onnxruntime's pool), dilated taps
+    only."""
+    counted = []
+    for n, (p, q), e, k, s, d, o in zip(plan.in_size, plan.pairs, plan.overhang, plan.kernel,
+                                        plan.strides, plan.dilations, plan.out_size,
+                                        strict=True):
+        line = np.zeros(p + n + q + e, np.float64)
+        line[p:p + n] = 1.0
+        if include:
+            line[:p] = line[p + n:p + n + q] = 1.0
+        counted.append(np.array([line[j * s:j * s + d * (k - 1) + 1:d].sum()
+                                 for j in range(o)]))
+    divisor = counted[0]
+    for axis in counted[1:]:
+        divisor = np.multiply.outer(divisor, axis)
+    return divisor
+
+
+def _per_divisor(numerator: float, divisor: np.ndarray) -> np.ndarray:
+    """numerator / divisor, NaN where a window lies wholly in the padding (0 / 0 there)."""
+    factor = np.full(divisor.shape, np.nan)
+    np.divide(numerator, divisor, out=factor, where=divisor > 0)
+    return factor
+
+
+def _average_factor(plan: _PoolPlan, include: bool) -> np.ndarray | None:
+    """kernel size / ONNX's divisor per output position, for a pool over the zero-padded
+    input (whose operator divides every window by the kernel size); None where that is 1
+    everywhere."""
+    factor = _per_divisor(math.prod(plan.kernel), _average_divisor(plan, include))
+    return None if np.all(factor == 1.0) else factor
+
+
+def _dilated_average(node: Node, b: Builder, plan: _PoolPlan, include: bool) -> None:
+    """A dilated average pool (the pool operators have no dilation): the window sums as a
+    depthwise convolution of the zero-padded input with a kernel of ones, dilated, then
+    divided by ONNX's divisor per output position."""
+    value = b.value(plan.x)
+    channels = value.shape[1]
+    ones = b.constant(np.ones((channels, 1, *plan.kernel), value.dtype), "pool_window")
+    sums = b.temp(b.value(plan.out).shape, value.dtype)
+    attrs = {"kernel_shape": list(plan.kernel), "strides": list(plan.strides),
+             "dilations": list(plan.dilations), "group": channels}
+    conv(Node("Conv", node.name, [plan.padded(b, 0.0), ones], [sums], attrs), b)
+    scale = _per_divisor(1.0, _average_divisor(plan, include))
+    divisor = b.constant(scale.astype(value.dtype).reshape((1, 1, *scale.shape)),
+                         "pool_divisor")
+    b.call("Mul", self=Ref(sums), other=Ref(divisor), out=Ref(plan.out))
 
 
 @lowering("MaxPool")
 def max_pool(node: Node, b: Builder) -> None:
+    """MaxPool of 1 to 3 spatial dims. Pads beyond what the pool operator takes (wider than
+    half the kernel, or any with dilations or in 3-d) and ceil_mode's windows past the input
+    are written out as -inf first, so every window is the operator's."""
     _only(node, "auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides",
           "storage_order")
     if len(node.outputs) > 1 and node.outputs[1]:
         raise unsupported(node, "the Indices output")
-    kernel, strides, pairs = _pool_geometry(node, b)
-    source = node.inputs[0]
-    if any(max(p, q) > k // 2 for (p, q), k in zip(pairs, kernel, strict=True)):
-        # ONNX allows pads aclnnMaxPool (like torch) refuses: pad with -inf explicitly
-        value = b.value(source)
-        padded_shape = (*value.shape[:2], *(n + p + q for n, (p, q) in zip(
-            value.shape[2:], pairs, strict=True)))
-        padded = b.temp(padded_shape, value.dtype)
+    plan = _PoolPlan(node, b)
+    plain = plan.spatial == 2 and all(d == 1 for d in plan.dilations)
+    wide = any(max(p, q) > k // 2 for (p, q), k in zip(plan.pairs, plan.kernel, strict=True))
+    source, pairs = plan.x, plan.pairs
+    if any(plan.overhang) or wide or (not plain and any(p or q for p, q in plan.pairs)):
+        source, pairs = plan.padded(b, float("-inf")), [(0, 0)] * plan.spatial
+    if plain:
         (top, bottom), (left, right) = pairs
-        b.call("ConstantPadNd", self=Ref(source), pad=(left, right, top, bottom),
-               value=Scalar(float("-inf"), value.dtype.name), out=Ref(padded))
-        source, pairs = padded, [(0, 0), (0, 0)]
-    (top, bottom), (left, right) = pairs
-    b.call("MaxPool", self=Ref(source), kernelShape=tuple(kernel),
-           strides=tuple(strides), autoPad=0, pads=(top, left, bottom, right),
-           dilations=(1, 1), ceilMode=0, out=Ref(node.outputs[0]))
+        b.call("MaxPool", self=Ref(source), kernelShape=tuple(plan.kernel),
+               strides=tuple(plan.strides), autoPad=0, pads=(top, left, bottom, right),
+               dilations=(1, 1), ceilMode=0, out=Ref(plan.out))
+        return
+    value = b.value(plan.out)  # the dilated or 3-d pool also writes indices: scratch
+    indices = b.temp(value.shape, np.dtype(np.int32))
+    op = "MaxPool2dWithIndices" if plan.spatial == 2 else "MaxPool3dWithArgmax"
+    b.call(op, self=Ref(source), kernelSize=tuple(plan.kernel), stride=tuple(plan.strides),
+           padding=(0,) * plan.spatial, dilation=tuple(plan.dilations), ceilMode=False,
+           out=Ref(plan.out), indices=Ref(indices))
 
 
 # -- resize --------------------------------------------------------------------------------------
