@@ -354,6 +354,29 @@ def test_pad_constant_and_reflect():
     _compare(_model([_node("Pad", ["x", "p"], mode="reflect")], {"x": x}, pads), {"x": x})
 
 
+@pytest.mark.parametrize("fill", [2.5, float("inf"), float("nan")])
+@pytest.mark.parametrize("pads", [[0, 0, 1, 2, 0, 0, 2, 1], [0, 1, -1, 2, 1, 0, 2, -2]])
+def test_pad_with_a_computed_fill(fill, pads):
+    """A constant_value computed in the graph (attention graphs compute theirs): the padding
+    takes it exactly, inf and NaN included, with negative pads cropping."""
+    x = _f32(2, 3, 4, 5)
+    v = np.array([fill], np.float32)
+    nodes = [_node("Squeeze", ["v"], ["fill"]), _node("Pad", ["x", "p", "fill"])]
+    model = _model(nodes, {"x": x, "v": v}, {"p": np.array(pads, np.int64)})
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x, "v": v})
+    np.testing.assert_array_equal(_ours(model, {"x": x, "v": v})[0], expected[0])
+
+
+def test_pad_computed_fill_must_be_one_value():
+    x = _f32(1, 2, 3)
+    v = np.ones(2, np.float32)
+    model = _model([_node("Pad", ["x", "p", "v"])], {"x": x, "v": v},
+                   {"p": np.array([0, 1, 1, 0, 0, 0], np.int64)})
+    with pytest.raises(AclError, match="constant_value") as info:
+        _ours(model, {"x": x, "v": v})
+    assert info.value.code == ACL_ERROR_PARSE_MODEL
+
+
 # -- passes ---------------------------------------------------------------------------------------
 def _shape_plumbing_model():
     """y = Reshape(x, Concat(Shape(x)[0], -1)) + Range(0, Size(x)/Shape(x)[0]) as float:

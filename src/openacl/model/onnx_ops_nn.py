@@ -9,11 +9,11 @@ import math
 
 import numpy as np
 
-from openacl.errors import AclError
+from openacl.errors import ACL_ERROR_PARSE_MODEL, AclError
 from openacl.model.fusions import ADD_LAYER_NORM
 from openacl.model.ir import Node
 from openacl.model.lowering import Builder, Ref, Scalar, lowering, unsupported
-from openacl.model.onnx_ops import KEEP_DTYPE, _constant_input, _only
+from openacl.model.onnx_ops import KEEP_DTYPE, _cast_to, _constant_input, _only
 
 SPATIAL_2D = 2  # (H, W): the dims of the 2-d pooling and resize operators
 
@@ -555,6 +555,10 @@ def pad(node: Node, b: Builder) -> None:
     pads = [before for before, _ in pairs] + [after for _, after in pairs]
     mode = node.attrs.get("mode", "constant")
     if mode == "constant":
+        fill_input = node.inputs[2] if len(node.inputs) > 2 else ""
+        if fill_input and b.constant_of(fill_input) is None:
+            _pad_computed_fill(b, x, fill_input, pairs, out)
+            return
         value = _constant_input(node, b, 2, "constant_value")
         fill = 0 if value is None or not value.size else value.reshape(()).item()
         b.call("ConstantPadNd", self=Ref(x), pad=_torch_pad(pairs),
@@ -582,6 +586,28 @@ def pad(node: Node, b: Builder) -> None:
         b.call("IndexSelect", self=Ref(current), dim=axis,
                index=Ref(b.constant(index, "pad_index")), out=Ref(target))
         current = target
+
+
+def _pad_computed_fill(b: Builder, x: str, fill: str, pairs: list[tuple[int, int]],
+                       out: str) -> None:
+    """Constant padding with a computed fill value (a one-element tensor, as attention
+    graphs compute it): padded with zeros, then the fill taken where a constant mask marks
+    the padding (aclnnSWhere: exact for any fill, inf and NaN included)."""
+    value = b.value(out)
+    padded = b.temp(value.shape, value.dtype)
+    b.call("ConstantPadNd", self=Ref(x), pad=_torch_pad(pairs),
+           value=Scalar(0, value.dtype.name), out=Ref(padded))
+    mask = np.ones(value.shape, np.bool_)
+    mask[tuple(slice(max(before, 0), size - max(after, 0))
+               for (before, after), size in zip(pairs, value.shape, strict=True))] = False
+    fill_value = b.value(fill)
+    if math.prod(fill_value.shape) != 1:
+        raise AclError(ACL_ERROR_PARSE_MODEL, f"node {b.node.name!r} (Pad): constant_value "
+                                              f"{fill!r} holds {math.prod(fill_value.shape)} "
+                                              f"values; it must hold one")
+    fill = _cast_to(b, fill, value.dtype)
+    b.call("SWhere", condition=Ref(b.constant(mask, "pad_mask")), self=Ref(fill),
+           other=Ref(padded), out=Ref(out))
 
 
 def _reflect(positions: np.ndarray, size: int) -> np.ndarray:
