@@ -354,6 +354,27 @@ def test_pad_constant_and_reflect():
     _compare(_model([_node("Pad", ["x", "p"], mode="reflect")], {"x": x}, pads), {"x": x})
 
 
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("dtype, axis", [(np.float32, 1), (np.float32, -1), (np.int64, 0)])
+def test_cumsum_modes(exclusive, reverse, dtype, axis):
+    x = RNG.integers(-5, 6, (3, 4, 5)).astype(dtype) if dtype == np.int64 else _f32(3, 4, 5)
+    model = _model([_node("CumSum", ["x", "a"], exclusive=exclusive, reverse=reverse)],
+                   {"x": x}, {"a": np.array(axis, np.int64)})
+    _compare(model, {"x": x})
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_arg_extremes_select_last_index(op, keepdims):
+    """Ties everywhere (a few integer values): the last index of the extreme, as
+    onnxruntime picks it."""
+    x = RNG.integers(0, 3, (4, 6, 5)).astype(np.float32)
+    for axis in (0, 1, -1):
+        _compare(_model([_node(op, ["x"], axis=axis, keepdims=keepdims,
+                               select_last_index=1)], {"x": x}), {"x": x})
+
+
 @pytest.mark.parametrize("fill", [2.5, float("inf"), float("nan")])
 @pytest.mark.parametrize("pads", [[0, 0, 1, 2, 0, 0, 2, 1], [0, 1, -1, 2, 1, 0, 2, -2]])
 def test_pad_with_a_computed_fill(fill, pads):

@@ -156,24 +156,52 @@ def trilu(node: Node, b: Builder) -> None:
 
 @lowering("CumSum")
 def cumsum(node: Node, b: Builder) -> None:
+    """aclnnCumsum along ``axis``; ``reverse`` sums from the end (the input flipped, the
+    sums flipped back), ``exclusive`` leaves each element out (the input shifted by one
+    along the axis, a zero first: the same additions in the same order as ONNX's)."""
     _only(node, "exclusive", "reverse")
-    if int(node.attrs.get("exclusive", 0)) or int(node.attrs.get("reverse", 0)):
-        raise unsupported(node, "exclusive / reverse")
-    rank = len(b.value(node.inputs[0]).shape)
+    x, out = node.inputs[0], node.outputs[0]
+    value = b.value(x)
+    rank = len(value.shape)
     axis = int(_constant_input(node, b, 1, "axis").reshape(()))
-    b.call("Cumsum", self=Ref(node.inputs[0]), dim=axis + rank if axis < 0 else axis,
-           dtype=b.value(node.outputs[0]).dtype, out=Ref(node.outputs[0]))
+    axis = axis + rank if axis < 0 else axis
+    reverse, exclusive = (bool(int(node.attrs.get(n, 0))) for n in ("reverse", "exclusive"))
+    source = x
+    if reverse:
+        source = b.temp(value.shape, value.dtype)
+        b.call("Flip", self=Ref(x), dims=(axis,), out=Ref(source))
+    if exclusive:
+        shifted = b.temp(value.shape, value.dtype)
+        pad = [0, 0] * rank  # ConstantPadNd's order: the last dim first
+        pad[2 * (rank - 1 - axis)], pad[2 * (rank - 1 - axis) + 1] = 1, -1
+        b.call("ConstantPadNd", self=Ref(source), pad=tuple(pad),
+               value=Scalar(0, value.dtype.name), out=Ref(shifted))
+        source = shifted
+    sums = b.temp(b.value(out).shape, b.value(out).dtype) if reverse else out
+    b.call("Cumsum", self=Ref(source), dim=axis, dtype=b.value(out).dtype, out=Ref(sums))
+    if reverse:
+        b.call("Flip", self=Ref(sums), dims=(axis,), out=Ref(out))
 
 
 @lowering("ArgMax", "ArgMin")
 def arg_extreme(node: Node, b: Builder) -> None:
-    """The first index of the extreme (aclnn's, as ONNX's default); ``select_last_index``
-    is refused."""
+    """The first index of the extreme (aclnn's, as ONNX's default); ``select_last_index``:
+    the first in the input flipped along the axis, counted back from the end."""
     _only(node, "axis", "keepdims", "select_last_index")
-    if int(node.attrs.get("select_last_index", 0)):
-        raise unsupported(node, "select_last_index=1")
-    b.call(node.op_type, self=Ref(node.inputs[0]), dim=_axis(node, b),
-           keepdim=bool(int(node.attrs.get("keepdims", 1))), out=Ref(node.outputs[0]))
+    x, out, axis = node.inputs[0], node.outputs[0], _axis(node, b)
+    keep = bool(int(node.attrs.get("keepdims", 1)))
+    if not int(node.attrs.get("select_last_index", 0)):
+        b.call(node.op_type, self=Ref(x), dim=axis, keepdim=keep, out=Ref(out))
+        return
+    value = b.value(x)
+    flipped = b.temp(value.shape, value.dtype)
+    b.call("Flip", self=Ref(x), dims=(axis,), out=Ref(flipped))
+    result = b.value(out)
+    first = b.temp(result.shape, result.dtype)
+    b.call(node.op_type, self=Ref(flipped), dim=axis, keepdim=keep, out=Ref(first))
+    last = value.shape[axis] - 1
+    b.call("Rsubs", self=Ref(first), other=Scalar(last, result.dtype.name),
+           alpha=Scalar(1, result.dtype.name), out=Ref(out))
 
 
 @lowering("TopK")
