@@ -235,7 +235,13 @@ def test_conv1d_and_asymmetric_conv3d():
 @pytest.mark.parametrize("attrs", [{"strides": [2, 2]},
                                    {"strides": [2, 2], "pads": [1, 1, 1, 1],
                                     "output_padding": [1, 1]},
-                                   {"strides": [2, 2], "group": 2, "pads": [0, 1, 1, 0]}])
+                                   {"strides": [2, 2], "group": 2, "pads": [0, 1, 1, 0]},
+                                   # pads derived as ONNX derives them (tf2onnx writes these)
+                                   {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
+                                   {"strides": [2, 2], "auto_pad": "SAME_LOWER"},
+                                   {"strides": [2, 2], "output_shape": [10, 10]},
+                                   {"strides": [2, 2], "output_shape": [11, 12]},
+                                   {"strides": [3, 2], "output_shape": [14, 11]}])
 def test_conv_transpose(attrs):
     x = _f32(1, 4, 5, 5)
     _compare(_model([_node("ConvTranspose", ["x", "w", "b"], **attrs)], {"x": x},

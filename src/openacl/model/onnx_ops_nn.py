@@ -100,31 +100,64 @@ def conv(node: Node, b: Builder) -> None:
 
 @lowering("ConvTranspose")
 def conv_transpose(node: Node, b: Builder) -> None:
-    """aclnnConvolution with ``transposed``; explicit ``pads`` and ``output_padding`` only
-    (``output_shape`` and SAME auto-padding are refused)."""
+    """aclnnConvolution with ``transposed``. Pads as ONNX derives them: explicit ``pads``,
+    else from ``output_shape`` or SAME auto-padding, the total ``stride * (in - 1) +
+    output_padding + dilated kernel - output_shape`` split as SAME_UPPER (the odd one at
+    the end) or otherwise at the start (ONNX's reference and onnxruntime); an output
+    larger than the pads give grows output_padding."""
     _only(node, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
-          "output_padding")
+          "output_padding", "output_shape")
     x, weight, bias, x_value, spatial, kernel = _conv_operands(node, b,
                                                                "transposed convolution")
-    if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise unsupported(node, f"auto_pad={node.attrs['auto_pad']!r}")
+    auto_pad = node.attrs.get("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise unsupported(node, f"auto_pad={auto_pad!r}")
     strides = _spatial_ints(node, "strides", spatial, 1)
     dilations = _spatial_ints(node, "dilations", spatial, 1)
     output_padding = _spatial_ints(node, "output_padding", spatial, 0)
-    pairs = _pads(node, x_value.shape[2:], kernel, strides, dilations)
+    in_size = x_value.shape[2:]
+    spans = [(n - 1) * s + d * (k - 1) + 1 for n, s, d, k in  # the transposed sums' extent
+             zip(in_size, strides, dilations, kernel, strict=True)]
+    given = "output_shape" in node.attrs or auto_pad in ("SAME_UPPER", "SAME_LOWER")
+    if given and "pads" not in node.attrs:
+        wanted = [int(v) for v in node.attrs["output_shape"]][-spatial:] \
+            if "output_shape" in node.attrs else [n * s for n, s in zip(in_size, strides,
+                                                                        strict=True)]
+        pairs = []
+        for span, op, size in zip(spans, output_padding, wanted, strict=True):
+            total = span + op - size
+            small = total // 2
+            pairs.append((small, total - small) if auto_pad == "SAME_UPPER"
+                         else (total - small, small))
+    else:
+        pairs = _pads(node, in_size, kernel, strides, dilations) if auto_pad != "VALID" \
+            else [(0, 0)] * spatial
+    out_size = tuple(b.value(node.outputs[0]).shape[2:])
+    for i, (p, q) in enumerate(pairs):
+        if q < 0:  # an output past the transposed sums: more output padding (bias only)
+            output_padding[i], pairs[i] = output_padding[i] - q, (p, 0)
+        reached = spans[i] + output_padding[i] - sum(pairs[i])
+        if out_size[i] > reached:
+            output_padding[i] += out_size[i] - reached
+    if any(p < 0 for p, _ in pairs) or any(
+            op >= max(s, d) for op, s, d in zip(output_padding, strides, dilations,
+                                                strict=True)):
+        raise unsupported(node, f"pads {pairs} with output padding {output_padding} (the "
+                                f"output shape {list(out_size)} asks more than the strides "
+                                f"and dilations give)")
     if all(begin == end for begin, end in pairs):
         padding = tuple(begin for begin, _ in pairs)
     elif spatial == SPATIAL_2D:
         padding = tuple(v for pair in pairs for v in pair)
     else:
-        raise unsupported(node, f"asymmetric pads {node.attrs.get('pads')} in a "
-                                f"{spatial}-d transposed convolution")
+        raise unsupported(node, f"asymmetric pads {pairs} in a {spatial}-d transposed "
+                                f"convolution")
     expected = tuple((n - 1) * s + d * (k - 1) + 1 + op - p - q for n, s, d, k, op, (p, q) in
-                     zip(x_value.shape[2:], strides, dilations, kernel, output_padding, pairs,
+                     zip(in_size, strides, dilations, kernel, output_padding, pairs,
                          strict=True))
-    if tuple(b.value(node.outputs[0]).shape[2:]) != expected:
-        raise unsupported(node, f"an output size {b.value(node.outputs[0]).shape[2:]} other "
-                                f"than the attributes give ({list(expected)})")
+    if out_size != expected:
+        raise unsupported(node, f"an output size {list(out_size)} other than the attributes "
+                                f"give ({list(expected)})")
     b.call("Convolution", input=Ref(x), weight=Ref(weight),
            bias=Ref(bias) if bias else None, stride=tuple(strides), padding=padding,
            dilation=tuple(dilations), transposed=True, outputPadding=tuple(output_padding),
