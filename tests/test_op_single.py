@@ -83,6 +83,8 @@ def make_attr(**attrs) -> int | None:
             op.set_attr_string(handle, name, value)
         elif isinstance(value, list) and all(isinstance(v, int) for v in value):
             op.set_attr_list_int(handle, name, value)
+        elif isinstance(value, list) and all(isinstance(v, list) for v in value):
+            op.set_attr_list_list_int(handle, name, value)
         else:
             raise TypeError(name)
     return handle
@@ -1125,7 +1127,7 @@ def test_sort_int32_indices_handle_reused(session):
     attr = make_attr(descending=True)
     handle = op.create_handle("Sort", [dx], [d1, d2], attr)
     try:
-        for k in range(3):
+        for _ in range(3):
             data = rand(3, 7)
             _, bx, _ = session.tensor(data)
             _, b1, t1 = session.output((3, 7), np.float32)

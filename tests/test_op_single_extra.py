@@ -16,7 +16,7 @@ from openacl.errors import (
     ACL_ERROR_OP_INPUT_NOT_MATCH,
     ACL_ERROR_OP_OUTPUT_NOT_MATCH,
 )
-from test_op_single import Session, close, rand
+from test_op_single import Session, close, make_attr, rand
 
 F16, F32 = np.float16, np.float32
 NCHW, NHWC, HWCN = Format.ACL_FORMAT_NCHW, Format.ACL_FORMAT_NHWC, Format.ACL_FORMAT_HWCN
@@ -28,25 +28,6 @@ def session(threaded_runtime):
     s = Session()
     yield s
     s.close()
-
-
-def make_attr(**attrs) -> int:
-    """An aclopAttr of ``attrs`` by their Python types (a list of lists is ListListInt)."""
-    handle = op.create_attr()
-    for name, value in attrs.items():
-        if isinstance(value, bool):
-            op.set_attr_bool(handle, name, value)
-        elif isinstance(value, int):
-            op.set_attr_int(handle, name, value)
-        elif isinstance(value, float):
-            op.set_attr_float(handle, name, value)
-        elif isinstance(value, str):
-            op.set_attr_string(handle, name, value)
-        elif value and isinstance(value[0], list):
-            op.set_attr_list_list_int(handle, name, value)
-        else:
-            op.set_attr_list_int(handle, name, list(value))
-    return handle
 
 
 def run(session: Session, op_type: str, inputs: list[np.ndarray], outputs: list[tuple],
@@ -66,7 +47,8 @@ def run(session: Session, op_type: str, inputs: list[np.ndarray], outputs: list[
         op.execute_v2(op_type, descs, buffers, [d for d, _, _ in outs],
                       [b for _, b, _ in outs], attr, None)
     finally:
-        op.destroy_attr(attr)
+        if attr is not None:
+            op.destroy_attr(attr)
     return [t.numpy() for _, _, t in outs]
 
 
@@ -86,7 +68,8 @@ def infer(session: Session, op_type: str, inputs: list[np.ndarray], count: int,
         return op.infer_shape(op_type, [d for d, _, _ in made], [b for _, b, _ in made], count,
                               attr)
     finally:
-        op.destroy_attr(attr)
+        if attr is not None:
+            op.destroy_attr(attr)
 
 
 def t(array: np.ndarray) -> torch.Tensor:

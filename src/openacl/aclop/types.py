@@ -514,10 +514,9 @@ def _filter_order(b: _Lowering, last: bool) -> tuple[int, int, int, int]:
     return _FILTER_VIEWS[layout]
 
 
-def _conv2d(b: _Lowering) -> None:
-    """Conv2D: pads are [top, bottom, left, right] (equal pairs: aclnnConvolution pads
-    symmetrically); strides and dilations in data_format order."""
-    last = _channels_last(b)
+def _conv_pads(b: _Lowering) -> list[int]:
+    """A float 2-d convolution's pads [top, bottom, left, right], checked: equal pairs
+    (aclnnConvolution pads symmetrically), no quantized inputs (offset_w, offset_x)."""
     if b.has("offset_w"):
         raise b.fail_input("offset_w", "quantized convolution (offset_w) is not supported")
     b.only_default("offset_x")
@@ -527,6 +526,14 @@ def _conv2d(b: _Lowering) -> None:
     if pads[0] != pads[1] or pads[2] != pads[3]:
         raise b.fail_attr("pads", "only symmetric padding (top == bottom, left == right) "
                                   "is supported")
+    return pads
+
+
+def _conv2d(b: _Lowering) -> None:
+    """Conv2D: pads are [top, bottom, left, right] (``_conv_pads``); strides and dilations
+    in data_format order."""
+    last = _channels_last(b)
+    pads = _conv_pads(b)
     b.call("Convolution", {"stride": "strides", "padding": "pads", "dilation": "dilations",
                            "groups": "groups", "weight": "filter"},
            input=_nchw_input(b, "x", last), weight=_filter(b, last),

@@ -26,6 +26,7 @@ from openacl.aclop.types import (
     _attr,
     _binary,
     _channels_last,
+    _conv_pads,
     _copy_of,
     _define,
     _hw,
@@ -373,15 +374,7 @@ def _depthwise_conv2d(b: _Lowering) -> None:
     with groups = channels); pads [top, bottom, left, right] (equal pairs, as Conv2D's),
     strides and dilations in data_format order; bias [C * M]."""
     last = _channels_last(b)
-    if b.has("offset_w"):
-        raise b.fail_input("offset_w", "quantized convolution (offset_w) is not supported")
-    b.only_default("offset_x")
-    pads = list(b.attr("pads"))
-    if len(pads) != 4:
-        raise b.fail_attr("pads", "expected 4 values: top, bottom, left, right")
-    if pads[0] != pads[1] or pads[2] != pads[3]:
-        raise b.fail_attr("pads", "only symmetric padding (top == bottom, left == right) "
-                                  "is supported")
+    pads = _conv_pads(b)
     channels = b.shape("x")[3 if last else 1]
     b.call("Convolution", {"stride": "strides", "padding": "pads", "dilation": "dilations",
                            "weight": "filter"},
