@@ -67,6 +67,9 @@ CASES = {
                              None, 20),
     "2d-depthwise-5x5": ((2, 6, 9, 8), (6, 1, 5, 5), [1, 1], [2, 1], [1, 1], False, None, 6),
     "1d-depthwise-strided": ((2, 5, 13), (5, 1, 4), [3], [2], [2], False, None, 5),
+    # silero's 258 channels of 1 x 5 at 8 positions: the C lanes over a plane of one row
+    "1d-depthwise-lanes": ((1, 37, 8), (37, 1, 5), [1], [2], [1], False, None, 37),
+    "1d-depthwise-wide": ((1, 6, 70), (6, 1, 3), [1], [1], [1], False, None, 6),
     "3d-depthwise-strided": ((1, 4, 5, 6, 5), (4, 1, 3, 2, 3), [2, 1, 2], [1, 0, 1],
                              [1, 2, 1], False, None, 4),
     "2d-1x1": ((2, 5, 4, 3), (7, 5, 1, 1), [1, 1], [0, 0], [1, 1], False, None, 1),

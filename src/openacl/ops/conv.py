@@ -227,7 +227,9 @@ def convolution(c: Call) -> Kernel:
     body, direct = choose_body((n, c_in, *in_size), tuple(w.shape), geometry, compute,
                                transposed)
 
-    gather = body.args[0] if isinstance(body, functools.partial) else None
+    # (a 1-d depthwise one goes to the C tap sums where they are: no gather plan)
+    gather = body.args[0] if isinstance(body, functools.partial) and not (
+        direct and len(in_size) == 1 and native.kernels() is not None) else None
     # dense 1-d and 2-d float32 on the host: the packed GEMM over im2col packed from the
     # image (few output positions, as on a 1x1 map, are a matrix-vector product: numpy's)
     plane = _as_plane(geometry, tuple(in_size)) if (
@@ -388,10 +390,13 @@ def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
     else:
         body = im2col
     # the C kernels' direct tap sums: depthwise, or few input channels per group (a stem
-    # convolution's 3 colour planes), where im2col would copy more than it multiplies
-    direct = spatial == 2 and not transposed and (
-        body in _DEPTHWISE_BODIES or (w_shape[1] <= DIRECT_MAX_GROUP_CHANNELS
-                                      and w_shape[1] * taps <= NATIVE_MAX_TAPS))
+    # convolution's 3 colour planes), where im2col would copy more than it multiplies; a
+    # 1-d depthwise one too, as a 2-d one over a plane of one row (``_direct_native``)
+    depthwise = w_shape[1] == 1 and w_shape[0] == g.groups
+    direct = not transposed and (
+        (spatial == 2 and (body in _DEPTHWISE_BODIES or (
+            w_shape[1] <= DIRECT_MAX_GROUP_CHANNELS and w_shape[1] * taps <= NATIVE_MAX_TAPS)))
+        or (spatial == 1 and depthwise and taps <= NATIVE_MAX_TAPS))
     return body, direct
 
 
@@ -896,6 +901,11 @@ def _direct_native(out, x, w, bias, g: Geometry, compute,
     """2-d float32 grouped convolution by the C kernels' direct tap sums (any stride,
     padding and dilation; the bias and the ``epilogue`` in the same pass): depthwise, or
     few channels."""
+    if x.ndim == 3:  # a 1-d convolution as a 2-d one over a plane of one row
+        x, w, out = x[:, :, None, :], w[:, :, None, :], out[:, :, None, :]
+        g = Geometry(g.groups, (1, *g.stride), (1, *g.dilation), ((0, 0), *g.pads),
+                     (0, *g.output_padding) if g.output_padding else g.output_padding,
+                     (1, *g.kernel_size), (1, *g.out_size), g.bias)
     n, channels, height, width = x.shape
     activation, alpha = _activation(epilogue)
     apart = not np.may_share_memory(out, x)  # the kernel reads x while it writes out
