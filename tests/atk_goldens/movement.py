@@ -67,6 +67,12 @@ def stack(tensors, dim):
     return torch.stack(tensors, dim)
 
 
+@golden("Flip")
+def flip(x, dims):
+    return torch.flip(x, [_as_int(d) for d in (dims if isinstance(dims, (list, tuple))
+                                                else [dims])])
+
+
 @golden("SplitWithSize")
 def split_with_size(x, sizes, dim):
     return tuple(torch.split(x, list(sizes), _as_int(dim)))
