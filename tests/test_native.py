@@ -576,3 +576,48 @@ def test_leaky_relu_matches_torch_with_specials(size):
     np.testing.assert_array_equal(in_place, out)
     with pytest.raises(ValueError, match="'out' holds 4 float32 values"):
         _native.leaky_relu(x, np.empty(4, F32), 0.2)
+
+
+@pytest.mark.parametrize("gate_count", [4, 3])
+def test_recurrences_at_once_equal_one_by_one(gate_count):
+    """A bidirectional layer's two directions run at once on the pool (lstm_sequences /
+    gru_sequences) give what the two calls give one after the other, to the bit; the
+    directions write their own halves of one y."""
+    rng = np.random.default_rng(3)
+    steps, batch, hidden = 7, 2, 24
+    width = gate_count * hidden
+    one, call = ((_native.lstm_sequence, _native.lstm_sequences) if gate_count == 4
+                 else (_native.gru_sequence, _native.gru_sequences))
+    projected = [rng.standard_normal((steps, batch, width)).astype(F32) for _ in range(2)]
+    weights = [rng.standard_normal((hidden, width)).astype(F32) * 0.2 for _ in range(2)]
+    bias = rng.standard_normal(width).astype(F32)
+
+    def arguments(direction, h, c, y):
+        state = (h[direction], c[direction]) if gate_count == 4 else (bias, h[direction])
+        return (projected[direction], weights[direction], *state, y,
+                np.empty((batch, width), F32), (steps, batch, hidden),
+                (2 * hidden, direction * hidden), direction == 1, True)
+
+    results = []
+    for together in (False, True):
+        h = rng.standard_normal((2, batch, hidden)).astype(F32) if not results else \
+            results[0][3].copy()
+        start = h.copy()
+        c = np.ones((2, batch, hidden), F32)
+        y = np.full((steps, batch, 2 * hidden), np.nan, F32)
+        calls = [arguments(d, h, c, y) for d in range(2)]
+        if together:
+            call(calls)
+        else:
+            for args in calls:
+                one(*args)
+        results.append((h, c, y, start))
+    for ours, theirs in zip(results[0][:3], results[1][:3], strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    assert not np.isnan(results[1][2]).any()
+    with pytest.raises(TypeError, match="list"):
+        call(tuple(calls))
+    with pytest.raises(ValueError, match="bad sizes"):
+        bad = list(calls[0])
+        bad[6] = (steps, batch, -1)
+        call([calls[1], tuple(bad)])

@@ -2008,14 +2008,23 @@ static Py_ssize_t input_span(Py_ssize_t out, Py_ssize_t stride, Py_ssize_t dilat
 
 /* lstm_sequence / gru_sequence: (projected, recurrent, [hidden_bias,] h, [c,] y, gates,
  * (T, B, H), (y_row, y_offset), reverse, transposed) */
-static PyObject *recurrence(PyObject *args, int gate_count) {
+typedef struct {
+    Recurrence call;
+    BufferArg b[7];
+} HeldRecurrence;
+
+/* parse one call's arguments and hold its buffers: 0, or -1 with an exception set and
+ * nothing held */
+static int hold_recurrence(PyObject *args, int gate_count, HeldRecurrence *held) {
     const int lstm = gate_count == 4;
-    BufferArg b[7] = {
+    BufferArg *b = held->b;
+    const BufferArg roles[7] = {
         {.name = "projected", .role = INPUT}, {.name = "recurrent", .role = INPUT},
         {.name = "hidden_bias", .role = OPTIONAL_INPUT}, {.name = "h", .role = OUTPUT},
         {.name = "c", .role = lstm ? OUTPUT : OPTIONAL_OUTPUT}, {.name = "y", .role = OUTPUT},
         {.name = "gates", .role = OUTPUT},
     };
+    memcpy(b, roles, sizeof roles);
     Py_ssize_t steps, batch, hidden, y_row, y_offset;
     int reverse, transposed, parsed;
     b[2].object = b[4].object = Py_None;
@@ -2029,12 +2038,12 @@ static PyObject *recurrence(PyObject *args, int gate_count) {
                                   &b[2].object, &b[3].object, &b[5].object, &b[6].object,
                                   &steps, &batch, &hidden, &y_row, &y_offset, &reverse,
                                   &transposed);
-    if (!parsed) return NULL;
+    if (!parsed) return -1;
     if (steps < 0 || batch < 0 || hidden <= 0 || y_offset < 0 || y_row < hidden ||
         y_offset > y_row - hidden) {
         PyErr_Format(PyExc_ValueError, "bad sizes: steps %zd, batch %zd, hidden %zd, y_row %zd,"
                      " y_offset %zd", steps, batch, hidden, y_row, y_offset);
-        return NULL;
+        return -1;
     }
     Py_ssize_t width = multiply_add(hidden, gate_count, 0), rows = multiply_add(steps, batch, 0);
     Py_ssize_t projected = width < 0 || rows < 0 ? -1 : multiply_add(rows, width, 0);
@@ -2042,28 +2051,77 @@ static PyObject *recurrence(PyObject *args, int gate_count) {
     Py_ssize_t recurrent = multiply_add(hidden, width, 0), gates = multiply_add(batch, width, 0);
     if (projected < 0 || state < 0 || y_count < 0 || recurrent < 0 || gates < 0) {
         PyErr_SetString(PyExc_OverflowError, "recurrence: sizes overflow");
+        return -1;
+    }
+    if (hold_buffers(b, 7) != 0) return -1;
+    if (check_count(&b[0].view, projected, "projected") != 0 ||
+        check_count(&b[1].view, recurrent, "recurrent") != 0 ||
+        check_optional(&b[2], width) != 0 || check_count(&b[3].view, state, "h") != 0 ||
+        check_optional(&b[4], state) != 0 || check_count(&b[5].view, y_count, "y") != 0 ||
+        check_count(&b[6].view, gates, "gates") != 0) {
+        release_buffers(b, 7);
+        return -1;
+    }
+    Recurrence call = {data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]),
+                       data_of(&b[4]), data_of(&b[5]), data_of(&b[6]), steps, batch, hidden,
+                       gate_count, y_row, y_offset, reverse, transposed};
+    held->call = call;
+    return 0;
+}
+
+static void run_recurrence(const Recurrence *call) {
+    if (call->gate_count == 4)
+        lstm_sequence_loop(call);
+    else
+        gru_sequence_loop(call);
+}
+
+static PyObject *recurrence(PyObject *args, int gate_count) {
+    HeldRecurrence held;
+    if (hold_recurrence(args, gate_count, &held) != 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    run_recurrence(&held.call);
+    Py_END_ALLOW_THREADS
+    release_buffers(held.b, 7);
+    return Py_NewRef(Py_None);
+}
+
+static void recurrence_task(void *context, ptrdiff_t task) {
+    run_recurrence(&((HeldRecurrence *)context)[task].call);
+}
+
+#define MAX_RECURRENCES 64 /* calls of one lstm_sequences / gru_sequences */
+
+/* several independent recurrences (a bidirectional layer's two directions) at once on the
+ * pool: their outputs must not overlap (the Python callers give disjoint ones) */
+static PyObject *recurrences(PyObject *calls, int gate_count) {
+    if (!PyList_Check(calls) || PyList_GET_SIZE(calls) > MAX_RECURRENCES) {
+        PyErr_Format(PyExc_TypeError, "expected a list of at most %d argument tuples",
+                     MAX_RECURRENCES);
         return NULL;
     }
-    if (hold_buffers(b, 7) != 0) return NULL;
-    PyObject *result = NULL;
-    if (check_count(&b[0].view, projected, "projected") == 0 &&
-        check_count(&b[1].view, recurrent, "recurrent") == 0 &&
-        check_optional(&b[2], width) == 0 && check_count(&b[3].view, state, "h") == 0 &&
-        check_optional(&b[4], state) == 0 && check_count(&b[5].view, y_count, "y") == 0 &&
-        check_count(&b[6].view, gates, "gates") == 0) {
-        Recurrence call = {data_of(&b[0]), data_of(&b[1]), data_of(&b[2]), data_of(&b[3]),
-                           data_of(&b[4]), data_of(&b[5]), data_of(&b[6]), steps, batch,
-                           hidden, gate_count, y_row, y_offset, reverse, transposed};
+    Py_ssize_t count = PyList_GET_SIZE(calls), done = 0;
+    HeldRecurrence *held = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof *held);
+    if (held == NULL) return PyErr_NoMemory();
+    for (; done < count; done++)
+        if (hold_recurrence(PyList_GET_ITEM(calls, done), gate_count, &held[done]) != 0)
+            break;
+    if (done == count) {
         Py_BEGIN_ALLOW_THREADS
-        if (lstm)
-            lstm_sequence_loop(&call);
-        else
-            gru_sequence_loop(&call);
+        pool_run(count, recurrence_task, held);
         Py_END_ALLOW_THREADS
-        result = Py_NewRef(Py_None);
     }
-    release_buffers(b, 7);
-    return result;
+    for (Py_ssize_t i = 0; i < done; i++) release_buffers(held[i].b, 7);
+    PyMem_RawFree(held);
+    return done == count ? Py_NewRef(Py_None) : NULL;
+}
+
+static PyObject *py_lstm_sequences(PyObject *Py_UNUSED(self), PyObject *calls) {
+    return recurrences(calls, 4);
+}
+
+static PyObject *py_gru_sequences(PyObject *Py_UNUSED(self), PyObject *calls) {
+    return recurrences(calls, 3);
 }
 
 static PyObject *py_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -2733,6 +2791,12 @@ static PyMethodDef methods[] = {
      "transposed, R^T (H, 4H), h and c (B, H) the state (initial in, final out), "
      "y (T, B, y_row) gets h_t at column y_offset; gates (B, 4H) is scratch. Every buffer "
      "float32 and apart from the others."},
+    {"lstm_sequences", py_lstm_sequences, METH_O,
+     "lstm_sequences([args, ...]): lstm_sequence of each argument tuple, all at once on the "
+     "pool (independent recurrences with disjoint outputs: a layer's two directions)."},
+    {"gru_sequences", py_gru_sequences, METH_O,
+     "gru_sequences([args, ...]): gru_sequence of each argument tuple, all at once on the "
+     "pool (independent recurrences with disjoint outputs: a layer's two directions)."},
     {"gru_sequence", py_gru_sequence, METH_VARARGS,
      "gru_sequence(projected, recurrent, hidden_bias, h, y, gates, (T, B, H), (y_row, "
      "y_offset), reverse, transposed): a GRU over T steps (PyTorch's gate order r, z, n, its "

@@ -154,19 +154,18 @@ def _lstm_plan(v, used: list[tuple[str, ...]], hidden: int) -> Callable[[], None
             return None
         r, transposed = _recurrent_weights(v, ("r_t", weights[1]), weights[1:2],
                                            v[weights[1]], steps, batch)
-        recur = functools.partial(
-            lib.lstm_sequence, projected.reshape(steps, batch, width), r, h_out[direction],
-            c_out[direction], y, np.empty((batch, width), np.float32),
-            (steps, batch, hidden), (y.shape[2], direction * hidden), direction == 1,
-            transposed)
+        recur = (projected.reshape(steps, batch, width), r, h_out[direction], c_out[direction],
+                 y, np.empty((batch, width), np.float32), (steps, batch, hidden),
+                 (y.shape[2], direction * hidden), direction == 1, transposed)
         calls.append((project, recur))
+    recurrences = [recur for _, recur in calls]
 
     def run() -> None:
         np.copyto(h_out, h0)
         np.copyto(c_out, c0)
-        for project, recur in calls:
+        for project, _ in calls:
             project()
-            recur()
+        lib.lstm_sequences(recurrences)  # the directions at once (disjoint outputs)
     return run
 
 
@@ -297,6 +296,7 @@ def gru(c: Call) -> Kernel:
         layer_input = x
         for layer in range(layers):
             y = xp.empty((steps, batch, directions * hidden), compute)
+            native_calls = []  # the directions' C recurrences, run at once below
             for direction in range(directions):
                 index = (layer * directions + direction) * per_direction
                 weight = param(index).T
@@ -309,10 +309,14 @@ def gru(c: Call) -> Kernel:
                     projected += param(index + 2)
                     b_hh = param(index + 3)
                 slot = layer * directions + direction
-                _gru_recurrence(v, ("params", index + 1), param(index + 1), b_hh, projected,
-                                h_all[slot], y, direction * hidden, direction == 1,
-                                None if gates_out is None else
-                                {name: gates_out[name][slot] for name in gates_out})
+                call = _gru_recurrence(v, ("params", index + 1), param(index + 1), b_hh,
+                                       projected, h_all[slot], y, direction * hidden,
+                                       direction == 1, None if gates_out is None else
+                                       {name: gates_out[name][slot] for name in gates_out})
+                if call is not None:
+                    native_calls.append(call)
+            if native_calls:  # disjoint outputs: each its h and its columns of y
+                native.kernels().gru_sequences(native_calls)
             layer_input = y
         v.write("output", layer_input.transpose(1, 0, 2) if batch_first else layer_input)
         v.write("hy", h_all)
@@ -320,10 +324,11 @@ def gru(c: Call) -> Kernel:
 
 
 def _gru_recurrence(v, key: tuple, r, b_hh, projected, h, y, offset: int, reverse: bool,
-                    gates_out: dict | None) -> None:
+                    gates_out: dict | None) -> tuple | None:
     """One direction of one layer: ``h`` (B, H) updated in place, h_t into ``y``'s columns
-    ``offset:offset + H``; with ``gates_out`` (train) every step's gates written there (the
-    numpy loop)."""
+    ``offset:offset + H``. Where the C recurrence takes it, the arguments of its call (the
+    caller runs a layer's directions at once: ``gru_sequences``); else run here (the numpy
+    loop; with ``gates_out`` (train) every step's gates written there) and None."""
     steps, batch, width = projected.shape
     hidden = width // GRU_GATES
     lib = native.kernels()
@@ -331,9 +336,8 @@ def _gru_recurrence(v, key: tuple, r, b_hh, projected, h, y, offset: int, revers
             b_hh is None or native.host_float32(b_hh)):
         r, transposed = _recurrent_weights(v, ("r_t", *key), ("params",), r, steps, batch)
         gates = np.empty((batch, width), np.float32)
-        lib.gru_sequence(np.ascontiguousarray(projected), r, b_hh, h, y, gates,
-                         (steps, batch, hidden), (y.shape[2], offset), reverse, transposed)
-        return
+        return (np.ascontiguousarray(projected), r, b_hh, h, y, gates, (steps, batch, hidden),
+                (y.shape[2], offset), reverse, transposed)
     xp = array_module(projected)
     for s in range(steps):
         t = steps - 1 - s if reverse else s
