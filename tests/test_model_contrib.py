@@ -421,3 +421,25 @@ def test_vnni_integer_product_is_the_exact_int32_product(rows, depth, columns, z
     with pytest.raises(ValueError, match="quads"):
         lib.int8_gemm(np.zeros((rows, quads.shape[1] * 4), np.uint8), 0, quads.ravel()[:-1], sums,
                       np.empty((rows, columns), np.float32), (rows, depth, columns))
+
+
+def test_directions_at_once_refuse_bad_calls():
+    """dq_lstm_sequences (a bidirectional node's two directions at once; the ONNX tests
+    above check their results against onnxruntime): a list of calls, each checked as
+    dq_lstm_sequence checks it; a bad one fails the call before anything runs."""
+    from openacl.ops import native
+
+    lib = native.kernels()
+    if lib is None:
+        pytest.skip("no C extension")
+    hidden, steps = 8, 2
+    weights = host_contrib.IntegerWeights(RNG.integers(-64, 65, (hidden, 4 * hidden))
+                                          .astype(np.int8), 0)
+    h, c = np.zeros((1, hidden), np.float32), np.zeros((1, hidden), np.float32)
+    good = (np.zeros((steps, 1, 4 * hidden), np.float32), weights.unit_pairs,
+            np.array([1e-2], np.float32), None, h, c, None, (steps, 1, hidden), 1.0, False)
+    lib.dq_lstm_sequences([good, good[:4] + (h.copy(), c.copy()) + good[6:]])
+    with pytest.raises(TypeError, match="list"):
+        lib.dq_lstm_sequences((good,))
+    with pytest.raises(ValueError, match="bad sizes"):
+        lib.dq_lstm_sequences([good, good[:7] + ((steps, 1, 0),) + good[8:]])

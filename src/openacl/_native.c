@@ -2198,7 +2198,33 @@ static PyObject *py_dq_lstm_vnni(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(
     return PyBool_FromLong(quad_products_for() != NULL);
 }
 
-static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
+/* one dq_lstm_sequence call, parsed and its buffers held (release_dq_lstm lets them go) */
+typedef struct {
+    DqLstm call;
+    Py_buffer r, quads, column_sums;
+    BufferArg b[6];
+    int held_r, vnni, held_b;
+    int32_t *quantized;
+    uint8_t *unsigned_state;
+} HeldDqLstm;
+
+static void release_dq_lstm(HeldDqLstm *h) {
+    if (h->held_b) release_buffers(h->b, 6);
+    if (h->vnni) {
+        PyBuffer_Release(&h->column_sums);
+        PyBuffer_Release(&h->quads);
+    }
+    if (h->held_r) PyBuffer_Release(&h->r);
+    PyMem_RawFree(h->quantized);
+    PyMem_RawFree(h->unsigned_state);
+    h->held_b = h->vnni = h->held_r = 0;
+    h->quantized = NULL;
+    h->unsigned_state = NULL;
+}
+
+/* parse and hold: 0, or -1 with an exception set and nothing held */
+static int hold_dq_lstm(PyObject *args, HeldDqLstm *h) {
+    memset(h, 0, sizeof *h);
     PyObject *gx_object, *r_object, *scale_object, *bias_object, *h_object, *c_object, *y_object;
     PyObject *quads_object = Py_None, *column_sums_object = Py_None;
     Py_ssize_t steps, batch, hidden;
@@ -2207,11 +2233,11 @@ static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) 
     if (!PyArg_ParseTuple(args, "OOOOOOO(nnn)fp|OO", &gx_object, &r_object, &scale_object,
                           &bias_object, &h_object, &c_object, &y_object, &steps, &batch,
                           &hidden, &clip, &reverse, &quads_object, &column_sums_object))
-        return NULL;
+        return -1;
     if (steps < 0 || batch < 0 || hidden <= 0) {
         PyErr_Format(PyExc_ValueError, "bad sizes: steps %zd, batch %zd, hidden %zd", steps,
                      batch, hidden);
-        return NULL;
+        return -1;
     }
     Py_ssize_t width = multiply_add(hidden, 4, 0), rows = multiply_add(steps, batch, 0);
     Py_ssize_t gx_count = width < 0 || rows < 0 ? -1 : multiply_add(rows, width, 0);
@@ -2221,25 +2247,24 @@ static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) 
     if (gx_count < 0 || state < 0 || y_count < 0 || sums < 0 ||
         sums > PY_SSIZE_T_MAX / 8) {
         PyErr_SetString(PyExc_OverflowError, "dq_lstm_sequence: sizes overflow");
-        return NULL;
+        return -1;
     }
-    Py_buffer r;
-    if (PyObject_GetBuffer(r_object, &r, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) return NULL;
+    if (PyObject_GetBuffer(r_object, &h->r, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) return -1;
+    h->held_r = 1;
+    Py_buffer *r = &h->r;
     Py_ssize_t pair_count = multiply_add((hidden + 1) / 2 * 2, width, 0);
-    int narrow = r.itemsize == 1 && r.format != NULL && strcmp(r.format, "b") == 0;
-    int wide = r.itemsize == 2 && r.format != NULL && strcmp(r.format, "h") == 0;
-    if (!(narrow || wide) || pair_count < 0 || r.len / r.itemsize < pair_count) {
+    int narrow = r->itemsize == 1 && r->format != NULL && strcmp(r->format, "b") == 0;
+    int wide = r->itemsize == 2 && r->format != NULL && strcmp(r->format, "h") == 0;
+    if (!(narrow || wide) || pair_count < 0 || r->len / r->itemsize < pair_count) {
         PyErr_Format(PyExc_TypeError, "argument 'pairs' must be an int16 or int8 buffer of %zd "
                      "values (ceil(H / 2), 4H, 2)", pair_count);
-        PyBuffer_Release(&r);
-        return NULL;
+        goto fail;
     }
     if ((quads_object == Py_None) != (column_sums_object == Py_None) ||
         (quads_object != Py_None && (!narrow || quad_products_for() == NULL))) {
         PyErr_SetString(PyExc_ValueError, "dq_lstm_sequence: quads and column_sums go "
                         "together, with an int8 R, on a CPU with AVX-512 VNNI");
-        PyBuffer_Release(&r);
-        return NULL;
+        goto fail;
     }
     Py_ssize_t blocks = (hidden + DQ_UNITS - 1) / DQ_UNITS, quad_rows = (hidden + 3) / 4;
     Py_ssize_t quad_count = multiply_add(multiply_add(blocks, quad_rows, 0), QUAD_BYTES, 0);
@@ -2247,33 +2272,25 @@ static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) 
     Py_ssize_t unsigned_bytes = multiply_add(batch, 4 * quad_rows, 0);
     if (quad_count < 0 || column_sum_count < 0 || unsigned_bytes < 0) {
         PyErr_SetString(PyExc_OverflowError, "dq_lstm_sequence: sizes overflow");
-        PyBuffer_Release(&r);
-        return NULL;
+        goto fail;
     }
-    Py_buffer quads = {0}, column_sums = {0};
-    const int vnni = quads_object != Py_None;
-    if (vnni) {
-        if (typed_buffer(quads_object, &quads, 0, "quads", "b", 1, "int8") != 0) {
-            PyBuffer_Release(&r);
-            return NULL;
-        }
-        if (typed_buffer(column_sums_object, &column_sums, 0, "column_sums", "i", 4,
+    if (quads_object != Py_None) {
+        if (typed_buffer(quads_object, &h->quads, 0, "quads", "b", 1, "int8") != 0)
+            goto fail;
+        if (typed_buffer(column_sums_object, &h->column_sums, 0, "column_sums", "i", 4,
                          "int32") != 0) {
-            PyBuffer_Release(&quads);
-            PyBuffer_Release(&r);
-            return NULL;
+            PyBuffer_Release(&h->quads);
+            goto fail;
         }
-        if (quads.len < quad_count || column_sums.len / 4 < column_sum_count) {
+        h->vnni = 1;
+        if (h->quads.len < quad_count || h->column_sums.len / 4 < column_sum_count) {
             PyErr_Format(PyExc_ValueError, "dq_lstm_sequence: quads hold %zd bytes and "
-                         "column_sums %zd values; %zd and %zd needed", quads.len,
-                         column_sums.len / 4, quad_count, column_sum_count);
-            PyBuffer_Release(&column_sums);
-            PyBuffer_Release(&quads);
-            PyBuffer_Release(&r);
-            return NULL;
+                         "column_sums %zd values; %zd and %zd needed", h->quads.len,
+                         h->column_sums.len / 4, quad_count, column_sum_count);
+            goto fail;
         }
     }
-    BufferArg b[6] = {
+    const BufferArg roles[6] = {
         {.object = gx_object, .name = "gates_x", .role = INPUT},
         {.object = scale_object, .name = "r_scale", .role = INPUT},
         {.object = bias_object, .name = "bias", .role = OPTIONAL_INPUT},
@@ -2281,48 +2298,74 @@ static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) 
         {.object = c_object, .name = "c", .role = OUTPUT},
         {.object = y_object, .name = "y", .role = OPTIONAL_OUTPUT},
     };
-    if (hold_buffers(b, 6) != 0) {
-        if (vnni) {
-            PyBuffer_Release(&column_sums);
-            PyBuffer_Release(&quads);
-        }
-        PyBuffer_Release(&r);
-        return NULL;
-    }
-    PyObject *result = NULL;
+    memcpy(h->b, roles, sizeof roles);
+    if (hold_buffers(h->b, 6) != 0) goto fail;
+    h->held_b = 1;
+    BufferArg *b = h->b;
     Py_ssize_t scales = b[1].view.len / 4;
     if (scales != 1 && scales != width) {
         PyErr_Format(PyExc_ValueError, "argument 'r_scale' holds %zd values; 1 or %zd needed",
                      scales, width);
-    } else if (check_count(&b[0].view, gx_count, "gates_x") == 0 &&
-               check_optional(&b[2], width) == 0 && check_count(&b[3].view, state, "h") == 0 &&
-               check_count(&b[4].view, state, "c") == 0 && check_optional(&b[5], y_count) == 0) {
-        int32_t *quantized = PyMem_RawMalloc((size_t)(state + sums) * sizeof(int32_t) + 1);
-        uint8_t *unsigned_state = vnni ? PyMem_RawCalloc((size_t)unsigned_bytes + 1, 1) : NULL;
-        if (quantized == NULL || (vnni && unsigned_state == NULL)) {
-            PyErr_NoMemory();
-        } else {
-            DqLstm call = {data_of(&b[0]), wide ? r.buf : NULL, narrow ? r.buf : NULL,
-                           data_of(&b[1]), data_of(&b[2]),
-                           data_of(&b[3]), data_of(&b[4]), data_of(&b[5]), quantized,
-                           quantized + state, steps, batch, hidden, scales, clip, reverse,
-                           vnni ? quads.buf : NULL, vnni ? column_sums.buf : NULL,
-                           unsigned_state};
-            Py_BEGIN_ALLOW_THREADS
-            dq_lstm_loop(&call);
-            Py_END_ALLOW_THREADS
-            result = Py_NewRef(Py_None);
-        }
-        PyMem_RawFree(quantized);
-        PyMem_RawFree(unsigned_state);
+        goto fail;
     }
-    release_buffers(b, 6);
-    if (vnni) {
-        PyBuffer_Release(&column_sums);
-        PyBuffer_Release(&quads);
+    if (check_count(&b[0].view, gx_count, "gates_x") != 0 ||
+        check_optional(&b[2], width) != 0 || check_count(&b[3].view, state, "h") != 0 ||
+        check_count(&b[4].view, state, "c") != 0 || check_optional(&b[5], y_count) != 0)
+        goto fail;
+    h->quantized = PyMem_RawMalloc((size_t)(state + sums) * sizeof(int32_t) + 1);
+    h->unsigned_state = h->vnni ? PyMem_RawCalloc((size_t)unsigned_bytes + 1, 1) : NULL;
+    if (h->quantized == NULL || (h->vnni && h->unsigned_state == NULL)) {
+        PyErr_NoMemory();
+        goto fail;
     }
-    PyBuffer_Release(&r);
-    return result;
+    DqLstm call = {data_of(&b[0]), wide ? r->buf : NULL, narrow ? r->buf : NULL,
+                   data_of(&b[1]), data_of(&b[2]), data_of(&b[3]), data_of(&b[4]),
+                   data_of(&b[5]), h->quantized, h->quantized + state, steps, batch, hidden,
+                   scales, clip, reverse, h->vnni ? h->quads.buf : NULL,
+                   h->vnni ? h->column_sums.buf : NULL, h->unsigned_state};
+    h->call = call;
+    return 0;
+fail:
+    release_dq_lstm(h);
+    return -1;
+}
+
+static PyObject *py_dq_lstm_sequence(PyObject *Py_UNUSED(self), PyObject *args) {
+    HeldDqLstm held;
+    if (hold_dq_lstm(args, &held) != 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    dq_lstm_loop(&held.call);
+    Py_END_ALLOW_THREADS
+    release_dq_lstm(&held);
+    return Py_NewRef(Py_None);
+}
+
+static void dq_lstm_sequence_task(void *context, ptrdiff_t task) {
+    dq_lstm_loop(&((HeldDqLstm *)context)[task].call); /* (its own pool_run runs inline) */
+}
+
+/* several independent DynamicQuantizeLSTM directions at once, one per pool thread (each
+ * direction's steps then split no further: its R stays in its core's L2) */
+static PyObject *py_dq_lstm_sequences(PyObject *Py_UNUSED(self), PyObject *calls) {
+    if (!PyList_Check(calls) || PyList_GET_SIZE(calls) > MAX_RECURRENCES) {
+        PyErr_Format(PyExc_TypeError, "expected a list of at most %d argument tuples",
+                     MAX_RECURRENCES);
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(calls), done = 0;
+    HeldDqLstm *held = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof *held);
+    if (held == NULL) return PyErr_NoMemory();
+    for (; done < count; done++)
+        if (hold_dq_lstm(PyList_GET_ITEM(calls, done), &held[done]) != 0)
+            break;
+    if (done == count) {
+        Py_BEGIN_ALLOW_THREADS
+        pool_run(count, dq_lstm_sequence_task, held);
+        Py_END_ALLOW_THREADS
+    }
+    for (Py_ssize_t i = 0; i < done; i++) release_dq_lstm(&held[i]);
+    PyMem_RawFree(held);
+    return done == count ? Py_NewRef(Py_None) : NULL;
 }
 
 static PyObject *py_conv2d_direct(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -2809,6 +2852,9 @@ static PyMethodDef methods[] = {
      "exact int32 (a - a_zero) @ B, converted; a (M, 4 * ceil(K / 4)) uint8 (zeros past K), "
      "B as column blocks of 64, each (ceil(K / 4), 64, 4) int8, with 64 column sums per "
      "block (int32); AVX-512 VNNI only (dq_lstm_vnni)."},
+    {"dq_lstm_sequences", py_dq_lstm_sequences, METH_O,
+     "dq_lstm_sequences([args, ...]): dq_lstm_sequence of each argument tuple, all at once on "
+     "the pool, one per thread (independent directions with disjoint outputs)."},
     {"dq_lstm_vnni", py_dq_lstm_vnni, METH_NOARGS,
      "dq_lstm_vnni() -> bool: whether dq_lstm_sequence takes quads (AVX-512 VNNI here)"},
     {"dq_lstm_sequence", py_dq_lstm_sequence, METH_VARARGS,

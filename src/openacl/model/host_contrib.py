@@ -353,11 +353,13 @@ class _Direction:
 def _lstm_direction(x: np.ndarray, lengths: np.ndarray, weights: _Direction, h0: np.ndarray,
                     c0: np.ndarray, reverse: bool, acts: list[tuple[Activation, Any, Any]],
                     clip: np.float32, input_forget: bool, want_y: bool,
-                    rows_per_slice: int | None = None
+                    rows_per_slice: int | None = None, deferred: list | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One direction of onnxruntime's quantised deep-CPU LSTM: (Y [seq, batch, hidden],
     Y_h, Y_c [batch, hidden]). ``rows_per_slice``: the batch rows whose hidden state is
-    quantised together (``slice_rows``; default: the whole batch)."""
+    quantised together (``slice_rows``; default: the whole batch). With ``deferred``, the C
+    steps' call is appended there instead of made (the caller runs a layer's directions at
+    once): the arrays returned hold the results only after it."""
     seq, batch, _ = x.shape
     hidden = weights.r.matrix.shape[0]
     longest = int(lengths.max()) if batch else 0
@@ -376,7 +378,7 @@ def _lstm_direction(x: np.ndarray, lengths: np.ndarray, weights: _Direction, h0:
     gates_x = weights.w.product(quantized, x_zero) * (x_scale * weights.w_scale)
     rows_per_slice = rows_per_slice or batch
     if _native_steps(gates_x, lengths, weights, h, c, y if want_y else None, acts, clip,
-                     input_forget, rows_per_slice, reverse):
+                     input_forget, rows_per_slice, reverse, deferred):
         return y, h, c
     f_act, g_act, h_act = acts
     b_i, b_o, b_f, b_c = weights.bias
@@ -419,7 +421,8 @@ DEFAULT_LSTM_ACTIVATIONS = ("sigmoid", "tanh", "tanh")
 
 def _native_steps(gates_x: np.ndarray, lengths: np.ndarray, weights: _Direction, h: np.ndarray,
                   c: np.ndarray, y: np.ndarray | None, acts: list, clip: np.float32,
-                  input_forget: bool, rows_per_slice: int, reverse: bool) -> bool:
+                  input_forget: bool, rows_per_slice: int, reverse: bool,
+                  deferred: list | None = None) -> bool:
     """The steps in one C call (``_native.dq_lstm_sequence``, the same rounding as the
     loop below; MLAS's polynomials with true fused multiply-adds) for the common case:
     default activations, no peepholes, no input_forget, every sequence full, the hidden
@@ -432,10 +435,13 @@ def _native_steps(gates_x: np.ndarray, lengths: np.ndarray, weights: _Direction,
         return False
     bias = None if weights.bias[0] is None else np.concatenate(weights.bias).astype(F32)
     quads = weights.r.unit_quads if lib.dq_lstm_vnni() and USE_VNNI else None
-    lib.dq_lstm_sequence(np.ascontiguousarray(gates_x, F32), weights.r.unit_pairs,
-                         np.ascontiguousarray(weights.r_scale, F32), bias, h, c, y,
-                         (seq, batch, weights.r.matrix.shape[0]), float(clip), reverse,
-                         *(quads or ()))
+    call = (np.ascontiguousarray(gates_x, F32), weights.r.unit_pairs,
+            np.ascontiguousarray(weights.r_scale, F32), bias, h, c, y,
+            (seq, batch, weights.r.matrix.shape[0]), float(clip), reverse, *(quads or ()))
+    if deferred is not None:
+        deferred.append(call)
+    else:
+        lib.dq_lstm_sequence(*call)
     return True
 
 
@@ -446,13 +452,16 @@ def dynamic_quantize_lstm(x: np.ndarray, directions: list[_Direction], lengths: 
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Y [seq, dirs, batch, hidden], Y_h, Y_c [dirs, batch, hidden] of checked inputs."""
     ys, hs, cs = [], [], []
+    deferred: list = []  # the directions' C steps, run at once: one direction per core
     for d, weights in enumerate(directions):
         y, h, c = _lstm_direction(x, lengths, weights, h0[d], c0[d], reverse[d],
                                   acts[3 * d:3 * d + 3], F32(clip), input_forget, want_y,
-                                  rows_per_slice)
+                                  rows_per_slice, deferred if len(directions) > 1 else None)
         ys.append(y)
         hs.append(h)
         cs.append(c)
+    if deferred:
+        native.kernels().dq_lstm_sequences(deferred)
     return np.stack(ys, axis=1), np.stack(hs), np.stack(cs)
 
 
