@@ -443,9 +443,24 @@ def batch_norm(c: Call) -> Kernel:
             if v.get("saveInvstd") is not None:
                 v.write("saveInvstd", invstd)
         else:
-            mean = v.compute("runningMean", FLOAT32)
-            invstd = _rsqrt(v.compute("runningVar", FLOAT32), eps)
-            y = (x - mean.reshape(broadcast)) * invstd.reshape(broadcast)
+            mean, scale, shift = v.derive(
+                ("inference affine",), tuple(n for n in STATISTICS if v.get(n) is not None),
+                lambda: _inference_affine(v, eps, broadcast))
+            out = v["output"]
+            if type(out) is np.ndarray and type(x) is np.ndarray and \
+                    out.dtype == x.dtype == FLOAT32 and out.shape == x.shape:
+                # (x - mean) * (invstd * weight) + bias in three passes into the output
+                # (a model's BatchNorm after an activation, which conversion cannot fold)
+                np.subtract(x, mean, out=out)
+                np.multiply(out, scale, out=out)
+                if shift is not None:
+                    np.add(out, shift, out=out)
+                return
+            y = (x - mean) * scale
+            if shift is not None:
+                y += shift
+            v.write("output", y)
+            return
         weight, bias = _optional(v, "weight"), _optional(v, "bias")
         if weight is not None:
             y *= weight.reshape(broadcast)
@@ -453,6 +468,22 @@ def batch_norm(c: Call) -> Kernel:
             y += bias.reshape(broadcast)
         v.write("output", y)
     return kernel
+
+
+STATISTICS = ("runningMean", "runningVar", "weight", "bias")  # inference's parameters
+
+
+def _inference_affine(v, eps: float, broadcast: tuple[int, ...]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Inference BatchNorm's per-channel (mean, invstd * weight, bias), float32, shaped to
+    broadcast over the input (kept while the parameters are a model's constants)."""
+    mean = v.compute("runningMean", FLOAT32)
+    scale = _rsqrt(v.compute("runningVar", FLOAT32), eps)
+    weight, bias = _optional(v, "weight"), _optional(v, "bias")
+    if weight is not None:
+        scale = scale * weight
+    return (mean.reshape(broadcast), scale.reshape(broadcast),
+            None if bias is None else bias.reshape(broadcast))
 
 
 def _update_running(v, mean: np.ndarray, variance: np.ndarray, count: int,
