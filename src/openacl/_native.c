@@ -2092,15 +2092,22 @@ static void recurrence_task(void *context, ptrdiff_t task) {
 
 #define MAX_RECURRENCES 64 /* calls of one lstm_sequences / gru_sequences */
 
-/* several independent recurrences (a bidirectional layer's two directions) at once on the
- * pool: their outputs must not overlap (the Python callers give disjoint ones) */
-static PyObject *recurrences(PyObject *calls, int gate_count) {
+/* the number of calls in a list of argument tuples (lstm_sequences, gru_sequences,
+ * dq_lstm_sequences), or -1 with a TypeError */
+static Py_ssize_t call_count(PyObject *calls) {
     if (!PyList_Check(calls) || PyList_GET_SIZE(calls) > MAX_RECURRENCES) {
         PyErr_Format(PyExc_TypeError, "expected a list of at most %d argument tuples",
                      MAX_RECURRENCES);
-        return NULL;
+        return -1;
     }
-    Py_ssize_t count = PyList_GET_SIZE(calls), done = 0;
+    return PyList_GET_SIZE(calls);
+}
+
+/* several independent recurrences (a bidirectional layer's two directions) at once on the
+ * pool: their outputs must not overlap (the Python callers give disjoint ones) */
+static PyObject *recurrences(PyObject *calls, int gate_count) {
+    Py_ssize_t count = call_count(calls), done = 0;
+    if (count < 0) return NULL;
     HeldRecurrence *held = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof *held);
     if (held == NULL) return PyErr_NoMemory();
     for (; done < count; done++)
@@ -2347,12 +2354,8 @@ static void dq_lstm_sequence_task(void *context, ptrdiff_t task) {
 /* several independent DynamicQuantizeLSTM directions at once, one per pool thread (each
  * direction's steps then split no further: its R stays in its core's L2) */
 static PyObject *py_dq_lstm_sequences(PyObject *Py_UNUSED(self), PyObject *calls) {
-    if (!PyList_Check(calls) || PyList_GET_SIZE(calls) > MAX_RECURRENCES) {
-        PyErr_Format(PyExc_TypeError, "expected a list of at most %d argument tuples",
-                     MAX_RECURRENCES);
-        return NULL;
-    }
-    Py_ssize_t count = PyList_GET_SIZE(calls), done = 0;
+    Py_ssize_t count = call_count(calls), done = 0;
+    if (count < 0) return NULL;
     HeldDqLstm *held = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof *held);
     if (held == NULL) return PyErr_NoMemory();
     for (; done < count; done++)
