@@ -394,3 +394,24 @@ def test_verify_cli_float32_golden_and_bad_files(tmp_path, capsys):
     assert main(["op", "verify", str(tmp_path / "y.bin"), str(tmp_path / "g32.bin"),
                  "--dtype", "float16"]) == 2  # 16 float16 vs 32 "float16" elements
     assert "elements" in capsys.readouterr().err
+
+
+def test_op_types_lists_every_type_with_its_ir(capsys):
+    from openacl.aclop.types import OP_TYPES
+
+    assert main(["op", "types"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(OP_TYPES) and lines == sorted(lines, key=lambda t: t.split("(")[0])
+    assert main(["op", "types", "TopKV2", "Range", "Unpack", "Sort"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == ("TopKV2(x, k*) -> (values, indices)  sorted: Bool = True, dim: Int = "
+                        "-1, largest: Bool = True, indices_dtype: Int = 3")
+    assert shown[1] == "Range(start*, limit*, delta*) -> (y)  is_closed: Bool = False"
+    assert shown[2] == "Unpack(x) -> (y...)  num: Int, axis: Int = 0"  # dynamic, required
+    assert shown[3].endswith("y2_dtype: Type = ACL_INT32")
+
+
+def test_op_types_names_an_unknown_type(capsys):
+    assert main(["op", "types", "Add", "TopKv3"]) == 2
+    err = capsys.readouterr().err
+    assert "TopKv3" in err and "TopKV2" in err and "Add " not in err

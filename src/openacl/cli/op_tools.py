@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-OP_DESCRIPTION = "The operator developer's tools: new, gen-data, run, verify."
+OP_DESCRIPTION = "The operator developer's tools: new, gen-data, run, verify, types."
 OP_EPILOG = """examples:
     openacl op new AddCustom --input x:float16,float32 --input y:float16,float32 \\
         --output-tensor z:float16,float32 --attr alpha:float=1.0 -o add_custom  # a project
     openacl op gen-data ops.json -o build           # build/input/<name>.bin (a list: per case)
     openacl op run ops.json --input-dir build -o build  # build/output/<name>.bin and .npy
     openacl op verify build/output/y.bin golden.bin --dtype float16 --standard ratio
+    openacl op types TopKV2 Range                   # the single-op types and their IR
 
 rules the subcommands share:
   output   -o/--output DIR everywhere; gen-data, op run and convert --singleop write to
@@ -517,13 +519,68 @@ def add_new(subcommands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_cmd_new)
 
 
+def _signature(spec: Any) -> str:
+    """``Name(inputs) -> (outputs)  attr: Kind = default, ...``: an op type as its IR has
+    it; ``?`` an optional input, ``...`` a dynamic one, ``*`` a value input read on the host
+    (it decides the output shape)."""
+    from openacl.aclop.attr import ATTR_KIND_NAMES
+    from openacl.aclop.types import REQUIRED
+
+    def operand(name: str) -> str:
+        base = name.rstrip("?*")
+        marks = "*" if base in spec.values else ""
+        return base + marks + ("?" if name.endswith("?") else
+                               "..." if name.endswith("*") else "")
+
+    outputs = ", ".join(n[:-1] + "..." if n.endswith("*") else n for n in spec.outputs)
+    def default(value: Any) -> str:  # a DataType by its name (DT_INT32's ACL_INT32)
+        return f" = {value.name}" if isinstance(value, enum.Enum) else f" = {value!r}"
+
+    attrs = ", ".join(f"{a.name}: {ATTR_KIND_NAMES[a.kind]}" +
+                      ("" if a.default is REQUIRED else default(a.default))
+                      for a in spec.attrs)
+    text = f"{spec.name}({', '.join(operand(n) for n in spec.inputs)}) -> ({outputs})"
+    return f"{text}  {attrs}" if attrs else text
+
+
+def _cmd_types(args: argparse.Namespace) -> int:
+    from openacl.aclop.types import OP_TYPES, near_op_types
+
+    unknown = [name for name in args.names if name not in OP_TYPES]
+    if unknown:
+        hints = "; ".join(f"{name} (near: {', '.join(near_op_types(name)) or 'none'})"
+                          for name in unknown)
+        return _fail("types", f"no single-op type {hints}; 'openacl op types' lists all "
+                              f"{len(OP_TYPES)}")
+    for name in args.names or sorted(OP_TYPES):
+        print(_signature(OP_TYPES[name]))
+    return STATUS_OK
+
+
+def add_types(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "types", help="list the single-op (aclop) types execute_v2 and op run take",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The op types openacl.op.execute_v2 / acl.op.execute_v2 and 'op run' "
+                    "accept, each as CANN's IR\n(REG_OP) declares it: inputs (? optional, "
+                    "... dynamic, * a value input read on the\nhost, which decides the output "
+                    "shape), outputs, and attributes with their kind and default.",
+        epilog="example:\n  openacl op types            # all of them\n  openacl op types "
+               "TopKV2 Range\n\nExits 2 naming an unknown type (with the near ones).")
+    parser.add_argument("names", nargs="*", metavar="OP_TYPE",
+                        help="op types to show (default: every one)")
+    parser.set_defaults(handler=_cmd_types)
+
+
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_new, add_gen_data,
-                                                                   add_run, add_verify]
+                                                                   add_run, add_verify,
+                                                                   add_types]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the ``op`` command group and its subcommands to the ``openacl`` parser."""
-    group = commands.add_parser("op", help="operator developer tools: new, gen-data, run, verify",
+    group = commands.add_parser("op", help="operator developer tools: new, gen-data, run, "
+                                           "verify, types",
                                 description=OP_DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=OP_EPILOG)
