@@ -304,15 +304,15 @@ class _Program:
         self.num_inputs = len(input_desc)
         self.in_bytes = self._bytes(self._inputs, len(input_desc))
         self.out_bytes = [math.prod(o.dims) * o.dtype.itemsize for o in self._outputs.values()]
-        self.bound = _Bound([], [])
+        self._static = _Bound([], [])  # bound at creation (no value read at run time)
         self._run_lock = threading.Lock()  # addresses set + launch is one step per run
-        self._bound: OrderedDict[tuple, _Bound] = OrderedDict()  # run-time values -> binding
+        self._by_values: OrderedDict[tuple, _Bound] = OrderedDict()  # run-time values -> binding
         self.runtime_values = sorted(name for name in spec.values
                                      if self._inputs[name].const is None) if lazy else []
         for name in self.runtime_values:
             _check_value_dtype(spec, self._inputs[name])
         if not self.runtime_values:
-            self.bound = self._bind(value_buffers)
+            self._static = self._bind(value_buffers)
 
     def _bind(self, value_buffers: Sequence[Any] | None, check: bool = False) -> _Bound:
         """Phase 1 of every aclnn call of the lowering; ``check``: first compare the output
@@ -349,17 +349,17 @@ class _Program:
     def _binding_for(self, inputs: Sequence[Any]) -> _Bound:
         """The binding for the run-time values in ``inputs`` (bound now if new)."""
         if not self.runtime_values:
-            return self.bound
+            return self._static
         key = tuple(_read_value(self.spec, self._inputs[name], inputs)
                     for name in self.runtime_values)
-        bound = self._bound.get(key)
+        bound = self._by_values.get(key)
         if bound is not None:
-            self._bound.move_to_end(key)
+            self._by_values.move_to_end(key)
             return bound
         bound = self._bind(inputs, check=True)
-        self._bound[key] = bound
-        if len(self._bound) > BOUND_PER_HANDLE:
-            _, dropped = self._bound.popitem(last=False)
+        self._by_values[key] = bound
+        if len(self._by_values) > BOUND_PER_HANDLE:
+            _, dropped = self._by_values.popitem(last=False)
             self._release(dropped)
         return bound
 
@@ -426,10 +426,10 @@ class _Program:
         return found
 
     def release(self) -> None:
-        self._release(self.bound)
-        for bound in self._bound.values():
+        self._release(self._static)
+        for bound in self._by_values.values():
             self._release(bound)
-        self.bound, self._bound = _Bound([], []), OrderedDict()
+        self._static, self._by_values = _Bound([], []), OrderedDict()
 
     @staticmethod
     def _release(bound: _Bound) -> None:
