@@ -344,13 +344,23 @@ def test_create_stream_without_current_context():
 
 # -- a synchronizing thread runs queued work itself (host_queue's design note) ----------------
 def _gated_queue() -> tuple:
-    """A threaded queue whose worker is held in its thread init until the event is set."""
-    from openacl.backends.base import quiet_floating_point_context
+    """A threaded queue in the backends' quiet floating point whose worker is held, entering
+    it, until the event is set (a helping test thread enters it at once)."""
+    import contextlib
+
+    from openacl.backends.base import quiet_floating_point
     from openacl.backends.host_queue import HostQueue, ThreadedExecutor
 
-    started = threading.Event()
-    executor = ThreadedExecutor(lambda: started.wait(THREAD_TIMEOUT_S),
-                                quiet_floating_point_context)
+    started, tester = threading.Event(), threading.current_thread()
+
+    @contextlib.contextmanager
+    def gated():
+        if threading.current_thread() is not tester:
+            started.wait(THREAD_TIMEOUT_S)
+        with quiet_floating_point():
+            yield
+
+    executor = ThreadedExecutor(gated)
     return HostQueue(executor, "gated"), executor, started
 
 

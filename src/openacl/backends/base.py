@@ -17,14 +17,10 @@ import numpy as np
 from openacl.backends.host_queue import HostQueue
 
 
-def quiet_floating_point() -> None:
-    """Kernels behave like the device's: inf/NaN results, no floating-point warnings.
-    (numpy's error state is per thread; inline mode keeps the caller's.)"""
-    np.seterr(all="ignore")
-
-
-def quiet_floating_point_context() -> ContextManager:
-    """``quiet_floating_point`` around tasks that a synchronizing thread runs itself."""
+def quiet_floating_point() -> ContextManager:
+    """Kernels behave like the device's: inf/NaN results, no floating-point warnings; the
+    context every stream task runs in (numpy's error state is per thread; inline mode keeps
+    the caller's)."""
     return np.errstate(all="ignore")
 
 

@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 
-from openacl.backends.base import Backend, quiet_floating_point, quiet_floating_point_context
+from openacl.backends.base import Backend, quiet_floating_point
 from openacl.backends.host_queue import HostQueue, make_executor
 
 ALLOCATION_ALIGNMENT = 4096  # bytes; base alignment of every raw allocation (a page)
@@ -36,8 +36,7 @@ class CpuBackend(Backend):
     def __init__(self, device_count: int, stream_mode: str) -> None:
         super().__init__(device_count)
         self.stream_mode = stream_mode
-        self._executor = make_executor(stream_mode, quiet_floating_point,
-                                       quiet_floating_point_context)
+        self._executor = make_executor(stream_mode, quiet_floating_point)
         self._raw: dict[int, weakref.ref] = {}  # id -> raw arrays handed out, for owns()
 
     def _reserve(self, nbytes: int) -> tuple[int, np.ndarray]:

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from openacl import log
-from openacl.backends.base import Backend, quiet_floating_point, quiet_floating_point_context
+from openacl.backends.base import Backend, quiet_floating_point
 from openacl.backends.host_queue import HostQueue, Task, make_executor
 
 MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: the direction follows from the addresses (UVA)
@@ -150,8 +150,7 @@ class CudaBackend(Backend):
         super().__init__(cupy.cuda.runtime.getDeviceCount())
         self.cupy = cupy
         self.stream_mode = stream_mode
-        self._executor = make_executor(stream_mode, quiet_floating_point,
-                                       quiet_floating_point_context)
+        self._executor = make_executor(stream_mode, quiet_floating_point)
         self._raw: dict[int, Any] = {}  # id -> handles handed out, for owns()
         self._lock = threading.Lock()
         self._compute_type_lock = threading.Lock()

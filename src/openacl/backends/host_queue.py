@@ -24,8 +24,9 @@ Design note (invariants)
   (``HostQueue.help``): a launch followed by a synchronize then costs no thread hand-off.
   Each worker has a run lock, held while a task is taken from its FIFO and run, by the
   worker or by a helper, so tasks still run one at a time in value order; a helper takes it
-  only if it is free (a task already running is waited for as before) and runs what it
-  takes in the executor's task context (the workers' quiet floating point).
+  only if it is free (a task already running is waited for as before). Tasks run in the
+  executor's task context whoever runs them: a worker enters it for its whole life, a helper
+  around what it takes (the backends' quiet floating point).
 * Locks: a queue's ``_lock`` (re-entrant) makes "take the next value, hand the task to the
   executor" atomic, so executors see tasks in value order. Only the inline executor runs a
   task under it: that serialises an inline stream (its meaning) and lets a task submit to
@@ -179,11 +180,12 @@ class _Worker:
     """One thread draining a FIFO of (queue, value, task) items; ``None`` ends it. A task is
     taken and run under ``_running``, by the worker or by a helping thread (``help``)."""
 
-    def __init__(self, name: str, thread_init: Callable[[], None] | None = None) -> None:
+    def __init__(self, name: str,
+                 context: Callable[[], ContextManager] = contextlib.nullcontext) -> None:
         self._items: collections.deque = collections.deque()
         self._ready = threading.Condition(threading.Lock())  # guards _items
         self._running = threading.Lock()  # held while one task is taken and run
-        self._thread_init = thread_init
+        self._context = context  # what every task runs in
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self.thread.start()
 
@@ -204,8 +206,10 @@ class _Worker:
                 else None
 
     def _loop(self) -> None:
-        if self._thread_init is not None:
-            self._thread_init()
+        with self._context():
+            self._drain()
+
+    def _drain(self) -> None:
         items, ready = self._items, self._ready
         while True:
             with ready:
@@ -219,14 +223,13 @@ class _Worker:
                     owner, value, task = item
                     owner.run(value, task)
 
-    def help(self, owner: HostQueue, value: int, context: Callable[[], ContextManager]
-             ) -> None:
+    def help(self, owner: HostQueue, value: int) -> None:
         """Run queued tasks on this thread until ``owner`` reaches ``value``, unless the
         worker is running one (then it finishes them)."""
         if not self._running.acquire(blocking=False):
             return
         try:
-            with context():
+            with self._context():
                 while owner.timeline.value < value:
                     item = self._take()
                     if item is None:
@@ -240,16 +243,15 @@ class _Worker:
 class ThreadedExecutor(Executor):
     """Each queue gets its own worker thread: queues run concurrently, each in FIFO order."""
 
-    def __init__(self, thread_init: Callable[[], None] | None = None,
-                 task_context: Callable[[], ContextManager] = contextlib.nullcontext) -> None:
+    def __init__(self, task_context: Callable[[], ContextManager] = contextlib.nullcontext
+                 ) -> None:
         self._workers: dict[int, _Worker] = {}
         self._lock = threading.Lock()
-        self._thread_init = thread_init
-        self._task_context = task_context  # what thread_init sets, for a helping thread
+        self._task_context = task_context
 
     def attach(self, queue: HostQueue) -> None:
         with self._lock:
-            self._workers[id(queue)] = _Worker(f"openacl-{queue.name}", self._thread_init)
+            self._workers[id(queue)] = _Worker(f"openacl-{queue.name}", self._task_context)
 
     def detach(self, queue: HostQueue) -> None:
         with self._lock:
@@ -263,7 +265,7 @@ class ThreadedExecutor(Executor):
     def help(self, queue: HostQueue, value: int) -> None:
         worker = self._workers.get(id(queue))
         if worker is not None:
-            worker.help(queue, value, self._task_context)
+            worker.help(queue, value)
 
     def shutdown(self, timeout: float | None = None) -> None:
         with self._lock:
@@ -279,8 +281,9 @@ class ThreadedExecutor(Executor):
 class DeterministicExecutor(Executor):
     """One worker runs every queue's tasks in host submission order."""
 
-    def __init__(self, thread_init: Callable[[], None] | None = None) -> None:
-        self._worker = _Worker("openacl-deterministic", thread_init)
+    def __init__(self, task_context: Callable[[], ContextManager] = contextlib.nullcontext
+                 ) -> None:
+        self._worker = _Worker("openacl-deterministic", task_context)
 
     def submit(self, queue: HostQueue, value: int, task: Task) -> None:
         self._worker.push(queue, value, task)
@@ -291,16 +294,16 @@ class DeterministicExecutor(Executor):
             self._worker.thread.join(timeout)
 
 
-def make_executor(mode: str, thread_init: Callable[[], None] | None = None,
+def make_executor(mode: str,
                   task_context: Callable[[], ContextManager] = contextlib.nullcontext
                   ) -> Executor:
-    """The executor for a stream mode (see ``STREAM_MODES``); ``thread_init`` runs first on
-    every worker thread it starts, ``task_context()`` holds the same state around tasks a
-    waiting thread runs itself (threaded mode)."""
+    """The executor for a stream mode (see ``STREAM_MODES``); its tasks run inside
+    ``task_context()`` (a worker's whole life, a waiting thread's borrowed tasks; the inline
+    mode keeps the caller's state)."""
     if mode == "threaded":
-        return ThreadedExecutor(thread_init, task_context)
+        return ThreadedExecutor(task_context)
     if mode == "inline":
         return InlineExecutor()
     if mode == "deterministic":
-        return DeterministicExecutor(thread_init)
+        return DeterministicExecutor(task_context)
     raise ValueError(f"unknown stream mode {mode!r}; expected one of {STREAM_MODES}")
