@@ -370,6 +370,7 @@ def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
     spatial = len(in_size)
     taps, locations = math.prod(g.kernel_size), math.prod(g.out_size)
     unit_stride = all(s == 1 for s in g.stride)
+    depthwise = w_shape[1] == 1 and w_shape[0] == g.groups
     pointwise = taps == 1 and unit_stride and not any(b or a for b, a in g.pads)
     # (a pointwise one is a plain product, im2col's reshape, unless its few positions make
     # it thin: the gather plan's transposed product then, _thin_plan)
@@ -379,7 +380,7 @@ def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
         body = transposed_conv
     elif small and spatial != 2:  # (2-d depthwise and few-channel ones have C kernels)
         body = functools.partial(_gathered, _gather_indices(tuple(in_size), g.pads, g))
-    elif w_shape[1] == 1 and w_shape[0] == g.groups:
+    elif depthwise:
         flat = unit_stride and taps <= DEPTHWISE_FLAT_MAX_TAPS
         body = _depthwise_flat if flat else _depthwise_columns
     elif (g.groups == 1 and c_in >= SHIFTED_MIN_CHANNELS and unit_stride
@@ -392,7 +393,6 @@ def choose_body(x_shape: tuple[int, ...], w_shape: tuple[int, ...], g: Geometry,
     # the C kernels' direct tap sums: depthwise, or few input channels per group (a stem
     # convolution's 3 colour planes), where im2col would copy more than it multiplies; a
     # 1-d depthwise one too, as a 2-d one over a plane of one row (``_direct_native``)
-    depthwise = w_shape[1] == 1 and w_shape[0] == g.groups
     direct = not transposed and (
         (spatial == 2 and (body in _DEPTHWISE_BODIES or (
             w_shape[1] <= DIRECT_MAX_GROUP_CHANNELS and w_shape[1] * taps <= NATIVE_MAX_TAPS)))

@@ -138,7 +138,7 @@ def _lstm_plan(v, used: list[tuple[str, ...]], hidden: int) -> Callable[[], None
         return None
     steps, batch, features = x.shape
     width = LSTM_GATES * hidden
-    calls = []
+    projections, recurrences = [], []
     for direction, weights in enumerate(used):
         if not native.host_float32(*(v[name] for name in weights)):
             return None
@@ -154,16 +154,16 @@ def _lstm_plan(v, used: list[tuple[str, ...]], hidden: int) -> Callable[[], None
             return None
         r, transposed = _recurrent_weights(v, ("r_t", weights[1]), weights[1:2],
                                            v[weights[1]], steps, batch)
-        recur = (projected.reshape(steps, batch, width), r, h_out[direction], c_out[direction],
-                 y, np.empty((batch, width), np.float32), (steps, batch, hidden),
-                 (y.shape[2], direction * hidden), direction == 1, transposed)
-        calls.append((project, recur))
-    recurrences = [recur for _, recur in calls]
+        projections.append(project)
+        recurrences.append((projected.reshape(steps, batch, width), r, h_out[direction],
+                            c_out[direction], y, np.empty((batch, width), np.float32),
+                            (steps, batch, hidden), (y.shape[2], direction * hidden),
+                            direction == 1, transposed))
 
     def run() -> None:
         np.copyto(h_out, h0)
         np.copyto(c_out, c0)
-        for project, _ in calls:
+        for project in projections:
             project()
         lib.lstm_sequences(recurrences)  # the directions at once (disjoint outputs)
     return run
