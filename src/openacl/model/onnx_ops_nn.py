@@ -54,6 +54,19 @@ def _torch_pad(pairs: list[tuple[int, int]]) -> tuple[int, ...]:
     return tuple(v for begin, end in reversed(pairs) for v in (begin, end))
 
 
+def _padded(b: Builder, x: str, pairs: list[tuple[int, int]], fill: float) -> str:
+    """A new value: ``x`` with its trailing dims padded by the (begin, end) ``pairs`` (one per
+    dim from the last ``len(pairs)``; negative ones crop) of ``fill`` (aclnnConstantPadNd)."""
+    value = b.value(x)
+    lead = len(value.shape) - len(pairs)
+    shape = (*value.shape[:lead], *(n + p + q for n, (p, q) in
+                                    zip(value.shape[lead:], pairs, strict=True)))
+    padded = b.temp(shape, value.dtype)
+    b.call("ConstantPadNd", self=Ref(x), pad=_torch_pad(pairs),
+           value=Scalar(fill, value.dtype.name), out=Ref(padded))
+    return padded
+
+
 # -- convolution --------------------------------------------------------------------------------
 def _conv_operands(node: Node, b: Builder, what: str) -> tuple:
     """Conv / ConvTranspose inputs: (x, weight, bias or None, x's Value, spatial dims,
@@ -85,12 +98,7 @@ def conv(node: Node, b: Builder) -> None:
     elif spatial <= 2:
         padding = tuple(v for pair in pairs for v in pair)
     else:
-        padded_shape = (*x_value.shape[:2], *(n + p + q for n, (p, q) in
-                                              zip(x_value.shape[2:], pairs, strict=True)))
-        padded = b.temp(padded_shape, x_value.dtype)
-        b.call("ConstantPadNd", self=Ref(x), pad=_torch_pad(pairs),
-               value=Scalar(0, x_value.dtype.name), out=Ref(padded))
-        x, padding = padded, (0,) * spatial
+        x, padding = _padded(b, x, pairs, 0), (0,) * spatial
     b.call("Convolution", input=Ref(x), weight=Ref(weight),
            bias=Ref(bias) if bias else None, stride=tuple(strides), padding=padding,
            dilation=tuple(dilations), transposed=False, outputPadding=None,
@@ -279,14 +287,8 @@ class _PoolPlan:
 
     def padded(self, b: Builder, fill: float) -> str:
         """x with its pads and the ceil_mode overhang written out as ``fill``."""
-        value = b.value(self.x)
-        ends = [(p, q + e) for (p, q), e in zip(self.pairs, self.overhang, strict=True)]
-        shape = (*value.shape[:2], *(n + p + q for n, (p, q) in zip(value.shape[2:], ends,
-                                                                     strict=True)))
-        padded = b.temp(shape, value.dtype)
-        b.call("ConstantPadNd", self=Ref(self.x), pad=_torch_pad(ends),
-               value=Scalar(fill, value.dtype.name), out=Ref(padded))
-        return padded
+        return _padded(b, self.x, [(p, q + e) for (p, q), e in
+                                   zip(self.pairs, self.overhang, strict=True)], fill)
 
 
 @lowering("AveragePool")
@@ -627,9 +629,7 @@ def _pad_computed_fill(b: Builder, x: str, fill: str, pairs: list[tuple[int, int
     graphs compute it): padded with zeros, then the fill taken where a constant mask marks
     the padding (aclnnSWhere: exact for any fill, inf and NaN included)."""
     value = b.value(out)
-    padded = b.temp(value.shape, value.dtype)
-    b.call("ConstantPadNd", self=Ref(x), pad=_torch_pad(pairs),
-           value=Scalar(0, value.dtype.name), out=Ref(padded))
+    padded = _padded(b, x, pairs, 0)
     mask = np.ones(value.shape, np.bool_)
     mask[tuple(slice(max(before, 0), size - max(after, 0))
                for (before, after), size in zip(pairs, value.shape, strict=True))] = False
