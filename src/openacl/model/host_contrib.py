@@ -241,6 +241,8 @@ class IntegerWeights:
         self.matrix = np.ascontiguousarray(weight.astype(F32) - F32(zero_point))
         largest = int(np.abs(self.matrix).max()) if self.matrix.size else 0
         self.block = max(1, ((1 << 24) - 1) // (255 * max(largest, 1)))
+        self.narrow = not self.matrix.size or (self.matrix.min() >= -128 and
+                                               self.matrix.max() <= 127)  # fits int8
         self._unit_pairs: np.ndarray | None = None
         self._unit_quads: tuple[np.ndarray, np.ndarray] | None = None
         self._column_quads: tuple[np.ndarray, np.ndarray] | None = None
@@ -252,9 +254,7 @@ class IntegerWeights:
         pair of rows); int8 where every value fits (half the bytes to read per step), else
         int16 (|values| <= 255)."""
         rows, columns = self.matrix.shape
-        narrow = not self.matrix.size or (self.matrix.min() >= -128 and
-                                          self.matrix.max() <= 127)
-        padded = np.zeros((rows + rows % 2, columns), np.int8 if narrow else np.int16)
+        padded = np.zeros((rows + rows % 2, columns), np.int8 if self.narrow else np.int16)
         padded[:rows] = self.matrix
         return padded.reshape(-1, 2, columns).transpose(0, 2, 1)
 
@@ -266,33 +266,32 @@ class IntegerWeights:
         that the columns of a run of whole blocks are contiguous (a task of the step's
         parallel product streams one run). Made on first use."""
         if self._unit_pairs is None:
-            hidden = self.matrix.shape[1] // 4
-            order = [gate * hidden + unit
-                     for block in range(0, hidden, UNIT_BLOCK)
-                     for gate in range(4)
-                     for unit in range(block, min(block + UNIT_BLOCK, hidden))]
-            self._unit_pairs = np.ascontiguousarray(self.pairs()[:, order])
+            self._unit_pairs = np.ascontiguousarray(self.pairs()[:, self._unit_order()])
         return self._unit_pairs
+
+    def _unit_order(self) -> list[int]:
+        """A recurrent matrix's columns in unit blocks: per block of ``UNIT_BLOCK`` hidden
+        units, its units' columns of gate i, o, f, then c."""
+        hidden = self.matrix.shape[1] // 4
+        return [gate * hidden + unit
+                for block in range(0, hidden, UNIT_BLOCK)
+                for gate in range(4)
+                for unit in range(block, min(block + UNIT_BLOCK, hidden))]
 
     @property
     def unit_quads(self) -> tuple[np.ndarray, np.ndarray] | None:
         """A recurrent matrix (H, 4H) for the C recurrence's VNNI kernel, or None where a
         value does not fit int8: ``quad_blocks`` of ``unit_pairs``' columns (blocks of
         ``UNIT_BLOCK`` units, 4 * UNIT_BLOCK columns, are its blocks). Made on first use."""
-        if self._unit_quads is None and self.pairs().dtype == np.int8:
-            hidden = self.matrix.shape[1] // 4
-            order = [gate * hidden + unit
-                     for block in range(0, hidden, UNIT_BLOCK)
-                     for gate in range(4)
-                     for unit in range(block, min(block + UNIT_BLOCK, hidden))]
-            self._unit_quads = quad_blocks(self.matrix[:, order])
+        if self._unit_quads is None and self.narrow:
+            self._unit_quads = quad_blocks(self.matrix[:, self._unit_order()])
         return self._unit_quads
 
     @property
     def column_quads(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The matrix as ``quad_blocks`` of its own columns, for the VNNI product
         (``product``), or None where a value does not fit int8. Made on first use."""
-        if self._column_quads is None and self.pairs().dtype == np.int8:
+        if self._column_quads is None and self.narrow:
             self._column_quads = quad_blocks(self.matrix)
         return self._column_quads
 
