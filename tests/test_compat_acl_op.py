@@ -479,13 +479,13 @@ def test_slice_handle_binds_value_inputs_at_execute(rt):
     try:
         handle, bx, by, y = _slice_handle_call(call, x, (600, 3000))
         program = core.current().handles.get(handle, OpHandle, "handle").program
-        assert program.runtime_values == ["offsets", "size"] and not program._bound
+        assert program.runtime_values == ["offsets", "size"] and not program._by_values
         for offsets in ([0, 0], [100, 100], [0, 0]):
             assert _run_slice(call, handle, bx, by, offsets, [600, 3000]) == ACL_SUCCESS
             openacl.rt.synchronize_device()
             np.testing.assert_array_equal(
                 y.numpy(), x[offsets[0]:offsets[0] + 600, offsets[1]:offsets[1] + 3000])
-        assert len(program._bound) == 2  # bound once per distinct set of values
+        assert len(program._by_values) == 2  # bound once per distinct set of values
         assert _run_slice(call, handle, bx, by, [100, 7], [-1, 3000]) == ACL_SUCCESS
         openacl.rt.synchronize_device()
         np.testing.assert_array_equal(y.numpy(), x[100:700, 7:3007])
@@ -498,8 +498,8 @@ def test_slice_handle_binds_value_inputs_at_execute(rt):
         assert _run_slice(call, handle, bx, by, [200, 0], [600, 3000]) == \
             ACL_ERROR_OP_INPUT_NOT_MATCH
         assert "size" in get_recent_err_msg()
-        assert len(program._bound) == 3
-        assert acl_op.destroy_handle(handle) is None and not program._bound
+        assert len(program._by_values) == 3
+        assert acl_op.destroy_handle(handle) is None and not program._by_values
     finally:
         call.close()
 
@@ -518,7 +518,7 @@ def test_slice_handle_keeps_a_bounded_number_of_bindings(rt, monkeypatch):
         from openacl.aclop import OpHandle
         from openacl.runtime import core
         program = core.current().handles.get(handle, OpHandle, "handle").program
-        assert list(program._bound) == [((2, 2), (2, 3)), ((3, 3), (2, 3))]
+        assert list(program._by_values) == [((2, 2), (2, 3)), ((3, 3), (2, 3))]
         acl_op.destroy_handle(handle)
     finally:
         call.close()
