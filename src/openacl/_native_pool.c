@@ -11,8 +11,13 @@
  *   from several Python threads, or a loop started inside a task, cannot deadlock.
  * - A loop is published under `lock` as (`job`, `sequence` + 1). A worker that sees a new
  *   sequence enters the job under `lock` (job->entered += 1) only while `job` is still
- *   published; it claims task indices with an atomic counter until none are left, then
- *   leaves (job->entered -= 1). The caller, after its own claims run out, unpublishes the
+ *   published; it claims task indices until none are left, then leaves (job->entered -= 1).
+ * - The indices are cut into one contiguous home block per participant (the caller is 0,
+ *   worker i is i + 1), each with its own atomic counter. A participant claims from its
+ *   home block first, then from the others in turn. The same thread so runs the same part
+ *   of a repeated loop (a model's next run of the same product) and finds that part's
+ *   operands (a weight's columns) still in its own cache; a late or busy thread's block
+ *   is taken over by the others, so no participant waits for one that does not come. The caller, after its own claims run out, unpublishes the
  *   job under `lock` and waits for `entered` to reach 0: then every claimed task has
  *   finished and no worker can touch the job (it lives on the caller's stack) again.
  * - An idle worker spins on `sequence` for `spin_ns` (yielding the core to any runnable
@@ -30,6 +35,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,11 +49,17 @@
 #endif
 
 typedef struct {
+    atomic_ptrdiff_t next; /* the block's next unclaimed task index */
+    ptrdiff_t end;         /* one past its last */
+    char pad[64 - sizeof(atomic_ptrdiff_t) - sizeof(ptrdiff_t)]; /* one cache line each */
+} Block;
+
+typedef struct {
     PoolTask task;
     void *context;
-    ptrdiff_t count;
-    atomic_ptrdiff_t next;  /* the next unclaimed task index */
+    int blocks;             /* home blocks: min(threads, count) */
     atomic_int entered;     /* workers inside this job */
+    Block block[POOL_MAX_THREADS];
 } Job;
 
 static struct {
@@ -76,12 +88,18 @@ static long long now_ns(void) {
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static void run_tasks(Job *job) {
-    for (;;) {
-        ptrdiff_t index = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
-        if (index >= job->count)
-            return;
-        job->task(job->context, index);
+/* Runs the tasks of participant `home`'s block, then of every other block, until all are
+ * claimed. */
+static void run_tasks(Job *job, int home) {
+    for (int turn = 0; turn < job->blocks; turn++) {
+        Block *block = &job->block[(home + turn) % job->blocks];
+        for (;;) {
+            ptrdiff_t index = atomic_fetch_add_explicit(&block->next, 1,
+                                                        memory_order_relaxed);
+            if (index >= block->end)
+                break;
+            job->task(job->context, index);
+        }
     }
 }
 
@@ -105,8 +123,8 @@ static int spin_for_work(unsigned long seen) {
     }
 }
 
-static void *worker_main(void *unused) {
-    (void)unused;
+static void *worker_main(void *argument) {
+    int home = (int)(intptr_t)argument; /* its participant number: worker i is i + 1 */
     unsigned long seen = atomic_load(&pool.sequence);
     for (;;) {
         spin_for_work(seen);
@@ -126,7 +144,7 @@ static void *worker_main(void *unused) {
             atomic_fetch_add(&job->entered, 1);
         pthread_mutex_unlock(&pool.lock);
         if (job != NULL) {
-            run_tasks(job);
+            run_tasks(job, home);
             atomic_fetch_sub_explicit(&job->entered, 1, memory_order_release);
         }
     }
@@ -149,7 +167,8 @@ static void stop_workers(void) {
  * loop then simply has fewer helpers. */
 static void start_workers(void) {
     while (pool.started < pool.threads - 1) {
-        if (pthread_create(&pool.workers[pool.started], NULL, worker_main, NULL) != 0)
+        if (pthread_create(&pool.workers[pool.started], NULL, worker_main,
+                           (void *)(intptr_t)(pool.started + 1)) != 0)
             return;
         pool.started++;
     }
@@ -165,8 +184,14 @@ void pool_run(ptrdiff_t count, PoolTask task, void *context) {
     }
     if (pool.started < pool.threads - 1)
         start_workers();
-    Job job = {.task = task, .context = context, .count = count};
-    atomic_init(&job.next, 0);
+    Job job; /* (only its first `blocks` blocks are set and read) */
+    job.task = task;
+    job.context = context;
+    job.blocks = count < pool.threads ? (int)count : pool.threads;
+    for (int b = 0; b < job.blocks; b++) {
+        atomic_init(&job.block[b].next, count * b / job.blocks);
+        job.block[b].end = count * (b + 1) / job.blocks;
+    }
     atomic_init(&job.entered, 0);
     pthread_mutex_lock(&pool.lock);
     pool.job = &job;
@@ -174,7 +199,7 @@ void pool_run(ptrdiff_t count, PoolTask task, void *context) {
     if (pool.sleepers > 0)
         pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
-    run_tasks(&job);
+    run_tasks(&job, 0);
     pthread_mutex_lock(&pool.lock);
     pool.job = NULL;
     pthread_mutex_unlock(&pool.lock);
