@@ -147,6 +147,17 @@ def blas_kernels() -> str:
                      if i.get("user_api") == "blas") or "none found"
 
 
+# onnxruntime's intra-op workers keep spinning for 50-70 ms after its last call (measured on
+# the 2-core VM: a 26 us model timed right after it took 45-54 us, 0.07 s later 26 us)
+SETTLE_S = 0.25
+
+
+def settle() -> None:
+    """Wait until the runtime timed before has let go of the cores (its spinning workers
+    asleep), so the next one is timed on a quiet machine, as a process running it alone."""
+    time.sleep(SETTLE_S)
+
+
 def geometric_mean(values: Sequence[float]) -> float:
     """The geometric mean of positive ``values`` (the mean of latency ratios)."""
     return float(np.exp(np.mean(np.log(np.asarray(values, np.float64)))))

@@ -38,6 +38,9 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import settle  # noqa: E402
+
 SHARED_MODELS = Path(__file__).resolve().parent.parent.parent / "shared" / "models"
 RUNS = 30  # timed samples per model and runtime (after WARMUP calls)
 WARMUP = 3
@@ -188,7 +191,9 @@ def main() -> None:
         expected = theirs.run(None, feeds)[0]
         got = ours.run(None, feeds)[0]
         diff = float(np.abs(got.astype(np.float64) - expected).max())
+        settle()
         t_ours = _time(lambda s=ours, f=feeds: s.run(None, f), runs)
+        settle()
         t_theirs = _time(lambda s=theirs, f=feeds: s.run(None, f), runs)
         ours.close()
         ratio = t_ours[0] / t_theirs[0]

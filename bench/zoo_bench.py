@@ -6,9 +6,10 @@ For every model (or those of ``--models`` / ``--ci``): fetch it into the cache, 
 ``tests/zoo_cases.py``, check every output against onnxruntime's under the model's
 tolerance, then time each runtime's ``run``: median latency over ``--runs`` samples after
 warm-up, one runtime after the other (never interleaved: each keeps worker threads spinning
-for a while after a call), fewer samples for a model whose call takes long
-(``--budget`` seconds per runtime and model). A model that fails to load or run in openacl
-shows the first line of its error as its status; the bench goes on.
+for a while after a call, and ``settle`` waits them out before each is timed), fewer samples
+for a model whose call takes long (``--budget`` seconds per runtime and model). A model that
+fails to load or run in openacl shows the first line of its error as its status; the bench
+goes on.
 
 Both runtimes get the same CPU threads (``--threads``: ``InferenceSession(path, threads=N)``
 here, ``intra_op_num_threads`` there). Prints a table (model, ours ms, ort ms, ratio
@@ -44,7 +45,7 @@ import numpy as np  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
 
-from _common import blas_kernels, geometric_mean, print_table, ratio, write_json  # noqa: E402
+from _common import blas_kernels, geometric_mean, print_table, ratio, settle, write_json  # noqa: E402
 
 from zoo_cases import CASES, CI_MODELS, compare  # noqa: E402
 
@@ -99,7 +100,9 @@ def bench_model(key: str, runs: int, threads: int, budget_s: float) -> dict[str,
     options.intra_op_num_threads = threads
     theirs = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     expected = theirs.run(None, feeds)
+    settle()
     row["ort_ms"] = _time(lambda: theirs.run(None, feeds), runs, budget_s) * 1e3
+    settle()
     start = time.perf_counter()
     try:
         ours = openacl.InferenceSession(path, threads=threads)
@@ -125,6 +128,7 @@ def bench_model(key: str, runs: int, threads: int, budget_s: float) -> dict[str,
     row["outputs"] = outputs
     row["cosine"] = min((o["cosine"] for o in outputs.values()), default=0.0)
     row["max_abs_diff"] = max((o["max_abs_diff"] for o in outputs.values()), default=0.0)
+    settle()
     row["ours_ms"] = _time(lambda: ours.run(None, feeds), runs, budget_s) * 1e3
     row["ratio"] = ratio(row["ours_ms"], row["ort_ms"])
     row["status"] = "ok" if not wrong else f"MISMATCH {wrong[0]}"

@@ -182,6 +182,26 @@ def test_softmax_stability_nan_inf_empty_zero_dim(name):
         assert fn(_dev(np.zeros(shape, np.float32)), dim).numpy().shape == shape
 
 
+def test_softmax_bound_kernel_reads_new_values():
+    """The float32 row kernel, planned once on a bound kernel's views, reads the values the
+    input holds at each run."""
+    from openacl.ops.executor import find_executor
+
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-4, 4, (3, 7)).astype(np.float32)
+    x, out = openacl.to_device(a), openacl.empty((3, 7), np.float32)
+    ws, exe = aclnn.softmax_get_workspace_size(x, -1, out)
+    run = find_executor(exe).bound_kernel(None, frozenset())
+    views = run.args[0]
+    if type(views["out"]) is not np.ndarray:
+        pytest.skip("a device backend: no host views")
+    for _ in range(3):
+        run()
+        assert_close(out.numpy(), from_torch(torch.softmax(to_torch(a).double(), -1).float()))
+        a = rng.uniform(-4, 4, a.shape).astype(np.float32)
+        views["self"][...] = a
+
+
 def test_softmax_out_dtype_cast():
     a = random_array((3, 4), np.float32)
     out = openacl.empty((3, 4), np.float16)

@@ -372,6 +372,37 @@ def test_fused_matmul_with_a_constant_weight(fused, bias_shape, x3, rows):
     assert len(packed) == (native.kernels() is not None)
 
 
+@pytest.mark.parametrize("fused, bias_shape, x3", [
+    ("", (5,), False), ("relu", (1, 5), False), ("relu", None, False), ("add", None, True),
+    ("mul", (5,), True),
+], ids=str)
+def test_fused_matmul_small_bound_kernel_reads_new_values(fused, bias_shape, x3):
+    """A small product (numpy's matmul, planned once on the bound views) computes from the
+    values its inputs hold at each run, not those of the first."""
+    from openacl.ops.executor import find_executor
+
+    rng = np.random.default_rng(9)
+    x1, x2 = _rand((3, 4), np.float32, 1), _rand((4, 5), np.float32, 2)
+    bias = None if bias_shape is None else _rand(bias_shape, np.float32, 3)
+    third = _rand((3, 5), np.float32, 4) if x3 else None
+    y = openacl.empty((3, 5), np.float32)
+    tensors = [_dev(x1), _dev(x2), None if bias is None else _dev(bias),
+               None if third is None else _dev(third)]
+    ws, exe = aclnn.fused_matmul_get_workspace_size(*tensors, fused, 0, y)
+    run = find_executor(exe).bound_kernel(None, frozenset({"x2", "bias"}))
+    views = run.args[0]
+    if type(views["y"]) is not np.ndarray:
+        pytest.skip("the CUDA backends multiply with cuBLAS")
+    for _ in range(3):
+        run()
+        assert_close(y.numpy(), _golden_fused(x1, x2, bias, third, fused), fused)
+        x1 = rng.uniform(-2, 2, x1.shape).astype(np.float32)
+        views["x1"][...] = x1
+        if x3:
+            third = rng.uniform(-2, 2, third.shape).astype(np.float32)
+            views["x3"][...] = third
+
+
 def test_fused_matmul_16cast32_relu_nan_and_ignored_operands():
     x1, x2 = _rand((3, 4), np.float16, 1), _rand((4, 5), np.float16, 2)
     bias = _rand((5,), np.float16, 3)

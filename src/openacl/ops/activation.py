@@ -732,8 +732,21 @@ def _softmax(log: bool) -> Callable[[Call], Kernel]:
                 return shifted - np.log(total)
             return exp / np.sum(exp, axis=along, keepdims=True)
 
-        @quiet
+        def planned(v) -> Callable[[], Any] | None:
+            """The C kernel's call on float32 host rows (it raises no floating-point
+            warnings: no errstate round trip), checked once (``Views.plan``)."""
+            x, out = v["self"], v["out"]
+            lib = None if log or axis != len(shape) - 1 else native.kernels()
+            if lib is None or not native.host_float32(x, out) or x.size == 0 or \
+                    not _chunkable(x, out):
+                return None
+            return functools.partial(lib.softmax_rows, x, out, shape[-1])
+
         def kernel(v) -> None:
+            v.plan(kernel, lambda: planned(v) or functools.partial(general, v))()
+
+        @quiet
+        def general(v) -> None:
             x, out = v.compute("self", compute), v["out"]
             if x.size == 0:
                 return

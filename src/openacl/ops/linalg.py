@@ -631,9 +631,41 @@ def fused_matmul(c: Call) -> Kernel:
             epilogue(np, v, y, fused_bias=True)
         return True
 
+    def small_planned(v) -> Callable[[], Any] | None:
+        """A small product's plan (one numpy's BLAS takes: ``native.suits`` declines it) on
+        host operands already in the compute dtype: numpy's matmul straight into y, then
+        the epilogue's ufuncs in place, on the arrays found once; None where it does not
+        apply (the general kernel then decides per call)."""
+        y, a, w = v["y"], v["x1"], v["x2"]
+        if gelu_form is not None or type(y) is not np.ndarray or \
+                type(a) is not np.ndarray or type(w) is not np.ndarray or \
+                not writable(v, y) or native.suits(math.prod(shape[:-1]), shape[-1],
+                                                   x1.shape[-1]) or native.suits(
+                    shape[-2], shape[-1], math.prod(shape[:-2]) * x1.shape[-1]):
+            return None  # (either way _product might hand it to the packed GEMM)
+        addend = v["bias"] if bias else None
+        other = v["x3"] if x3 else None
+        if any(t is not None and (type(t) is not np.ndarray or t.dtype != compute)
+               for t in (addend, other)):
+            return None
+        relu = fused == "relu"
+        combine = np.add if fused == "add" else np.multiply
+
+        def run() -> None:
+            np.matmul(a, w, out=y)
+            if addend is not None:
+                np.add(y, addend, out=y)
+            if relu:
+                np.maximum(y, zero, out=y)  # NaN stays NaN, as torch.relu
+            elif other is not None:
+                combine(y, other, out=y)
+        return run
+
     def kernel(v) -> None:
         if packable:
             v.plan(kernel, lambda: planned(v) or functools.partial(general, v))()
+        elif plain:
+            v.plan(kernel, lambda: small_planned(v) or functools.partial(general, v))()
         else:
             general(v)
 
