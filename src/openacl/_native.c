@@ -1469,6 +1469,49 @@ MLAS_FUNCTIONS static void quantize_state(const float *h, Py_ssize_t count, int3
 }
 
 
+/* The gates, cell and hidden state of units [block, block + units) of one batch row from
+ * their recurrent sums (gate g's at gate_sums[g * units + u]), in stages over the block's
+ * units held in arrays, so each stage is one loop the compiler turns into vectors (the
+ * same operations, in the same order, as one unit at a time: the results are the same
+ * bits). */
+MLAS_FUNCTIONS INLINE void dq_lstm_gates(const DqLstm *a, const float *restrict gx,
+                                         const int32_t *restrict gate_sums, float h_scale,
+                                         int per_column, Py_ssize_t block, Py_ssize_t units,
+                                         float *restrict h, float *restrict c) {
+    const Py_ssize_t hidden = a->hidden;
+    const float clip = a->clip;
+    float gates[4][DQ_UNITS];
+    for (int g = 0; g < 4; g++) {
+        const Py_ssize_t column0 = g * hidden + block;
+        const float *restrict x = gx + column0;
+        const int32_t *restrict sum = gate_sums + g * units;
+        if (per_column) {
+            const float *restrict scale = a->r_scale + column0;
+            for (Py_ssize_t u = 0; u < units; u++)
+                gates[g][u] = x[u] + (float)sum[u] * (h_scale * scale[u]);
+        } else {
+            const float multiplier = h_scale * a->r_scale[0];
+            for (Py_ssize_t u = 0; u < units; u++)
+                gates[g][u] = x[u] + (float)sum[u] * multiplier;
+        }
+        if (a->bias == NULL)
+            for (Py_ssize_t u = 0; u < units; u++)
+                gates[g][u] = gate_clip(gates[g][u], NULL, 0, clip);
+        else
+            for (Py_ssize_t u = 0; u < units; u++)
+                gates[g][u] = gate_clip(gates[g][u], a->bias + column0, u, clip);
+    }
+    for (Py_ssize_t u = 0; u < units; u++) { /* ONNX's gate order: i, o, f, c */
+        float input = mlas_logistic(gates[0][u]);
+        float forget = mlas_logistic(gates[2][u]);
+        float cell = mlas_tanh(gates[3][u]);
+        float state = c[block + u] * forget + input * cell;
+        float output = mlas_logistic(gates[1][u]);
+        c[block + u] = state;
+        h[block + u] = mlas_tanh(state) * output;
+    }
+}
+
 /* One step for the hidden units [first, last) (whole blocks) of every batch row: their
  * columns of the recurrent products (one contiguous run), then their gates, cell and
  * hidden state, block by block (the loop over a block's units vectorises). Units are
@@ -1492,26 +1535,12 @@ static void dq_lstm_units(const DqLstm *a, PairProducts products, QuadProducts q
         float *h = a->h + b * hidden, *c = a->c + b * hidden;
         for (Py_ssize_t block = first; block < last; block += DQ_UNITS) {
             Py_ssize_t units = hidden - block < DQ_UNITS ? hidden - block : DQ_UNITS;
-            const int32_t *gate_sums = sums + 4 * block; /* gate g's: + g * units */
-            for (Py_ssize_t u = 0; u < units; u++) {
-                Py_ssize_t j = block + u;
-                float gates[4];
-                for (int g = 0; g < 4; g++) {
-                    Py_ssize_t column = g * hidden + j;
-                    float multiplier = h_scale * a->r_scale[per_column ? column : 0];
-                    gates[g] = gx[column] + (float)gate_sums[g * units + u] * multiplier;
-                }
-                float input = mlas_logistic(gate_clip(gates[0], a->bias, j, a->clip));
-                float forget = mlas_logistic(gate_clip(gates[2], a->bias, 2 * hidden + j,
-                                                       a->clip));
-                float cell = mlas_tanh(gate_clip(gates[3], a->bias, 3 * hidden + j,
-                                                 a->clip));
-                float state = c[j] * forget + input * cell;
-                float output = mlas_logistic(gate_clip(gates[1], a->bias, hidden + j,
-                                                       a->clip));
-                c[j] = state;
-                h[j] = mlas_tanh(state) * output;
-            }
+            if (units == DQ_UNITS) /* (a constant trip count: the loops become vectors) */
+                dq_lstm_gates(a, gx, sums + 4 * block, h_scale, per_column, block, DQ_UNITS,
+                              h, c);
+            else
+                dq_lstm_gates(a, gx, sums + 4 * block, h_scale, per_column, block, units,
+                              h, c);
         }
     }
 }
