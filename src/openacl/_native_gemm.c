@@ -310,6 +310,9 @@ static inline __attribute__((always_inline)) void put_values(PanelCursor *at,
         float *out = at->panel + at->lane;
         if (n == width && step == 1)
             memcpy(out, source, (size_t)width * sizeof(float)); /* a fixed size: inlined */
+        else if (step == 1) /* a panel's part (a run across panels): a contiguous loop */
+            for (ptrdiff_t q = 0; q < n; q++)
+                out[q] = source[q];
         else
             for (ptrdiff_t q = 0; q < n; q++)
                 out[q] = source[q * step];
@@ -358,6 +361,10 @@ static inline __attribute__((always_inline)) void pack_im2col_width(
     }
 }
 
+/* (compiled for AVX-512 and AVX2 too: the runs' copies become full-width vector moves) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 static void pack_im2col(const Operand *m, int nr, ptrdiff_t block, ptrdiff_t k0,
                         ptrdiff_t col0, ptrdiff_t col1, float *dst) {
     switch (nr) { /* each ISA's NR */
