@@ -349,6 +349,12 @@ CONVOLUTIONS = [
     ((1, 50, 30, 30), 20, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),  # K past one K block
     ((1, 16, 40, 40), 32, (1, 1), (1, 1), (0, 0), (1, 1), (0, 0)),  # pointwise
     ((1, 4, 20, 24), 9, (3, 3), (1, 1), (5, 6), (1, 1), (5, 6)),  # padding past the reach
+    # stride 1 over the padded grid (conv_grid_run), each of its buffers' cases:
+    ((2, 6, 20, 24), 10, (3, 1), (1, 1), (1, 0), (1, 1), (1, 0)),  # one column: no compaction
+    ((1, 5, 12, 40), 7, (3, 3), (1, 1), (2, 2), (2, 2), (2, 2)),  # dilated
+    ((1, 4, 20, 34), 6, (3, 3), (1, 1), (0, 0), (1, 1), (0, 0)),  # unpadded, slack after
+    ((1, 3, 16, 48), 5, (5, 5), (1, 1), (2, 1), (1, 1), (0, 3)),  # asymmetric padding
+    ((2, 70, 9, 64), 4, (1, 1), (1, 1), (0, 0), (1, 1), (0, 0)),  # the image in place, K > kc
 ]
 
 

@@ -261,6 +261,8 @@ typedef struct {
     ptrdiff_t batch_stride; /* raw, batched: elements from one matrix to the next (0: one
                              * matrix for every product of the batch) */
     const Im2colShape *im2col; /* non-NULL: data is an image of this shape */
+    const ptrdiff_t *row_offsets; /* raw B only, non-NULL: row k starts at data +
+                                   * row_offsets[k] (its columns contiguous) */
 } Operand;
 
 /* Pack A's rows panel * MR ... + MR of the K block at k0 (`block` deep) into dst (block x
@@ -406,7 +408,8 @@ static void pack_columns(const Operand *m, int nr, ptrdiff_t block, ptrdiff_t k0
         return;
     }
     for (ptrdiff_t p = 0; p < block; p++) {
-        const float *line = m->data + (k0 + p) * m->row_stride;
+        const float *line = m->data + (m->row_offsets != NULL ? m->row_offsets[k0 + p]
+                                                              : (k0 + p) * m->row_stride);
         float *out = dst + p * nr;
         for (ptrdiff_t j = col0; j < col1; j += nr, out += nr * block) {
             ptrdiff_t valid = col1 - j < nr ? col1 - j : nr;
@@ -911,6 +914,134 @@ done:
     return result;
 }
 
+/* -- a stride-1 convolution over its padded grid ---------------------------------------
+ * With stride 1, im2col's row (c, i, j) at output (oh, ow) reads the padded image at
+ * (oh + i * DH, ow + j * DW): on the grid of the padded image's width WP = OW + (KW - 1)
+ * * DW, output position g = oh * WP + ow, that row is one contiguous run of the padded
+ * image, starting at c * HR * WP + i * DH * WP + j * DW (HR = OH + (KH - 1) * DH rows).
+ * So the image is padded once (zeros around it, and KW - 1 floats of slack after, which
+ * the last row's run reaches), the product is a raw B with those row offsets (each K row
+ * packs by whole-panel copies, where im2col's runs of OW columns cost a few branches and
+ * partial copies each), over OH * WP columns, and the WP - OW extra columns of each output
+ * row are dropped when the result is compacted into the output (or never made: a kernel
+ * one column wide with no column padding has WP = OW and writes the output directly; one
+ * that needs no padding at all reads the image in place). The extra columns cost work, so
+ * this path is taken only where they are few (GRID_MAX_WASTE). */
+#define GRID_MAX_WASTE 8
+#ifndef USE_GRID
+#define USE_GRID 1
+#endif /* extra grid columns at most 1 / GRID_MAX_WASTE of the outputs */
+
+typedef struct {
+    const float *from;
+    float *to;
+    const Im2colShape *s;
+    ptrdiff_t rows, wp, c_out, per_task; /* rows: HR */
+} GridCopy;
+
+/* the padded image's channels [task * per_task, ...): zeros, then the image's rows */
+static void pad_task(void *context, ptrdiff_t task) {
+    const GridCopy *g = context;
+    const Im2colShape *s = g->s;
+    ptrdiff_t first = task * g->per_task;
+    ptrdiff_t last = first + g->per_task < s->channels ? first + g->per_task : s->channels;
+    for (ptrdiff_t c = first; c < last; c++)
+        for (ptrdiff_t r = 0; r < g->rows; r++) {
+            float *line = g->to + (c * g->rows + r) * g->wp;
+            ptrdiff_t y = r - s->pad_h;
+            if (y < 0 || y >= s->height) {
+                memset(line, 0, (size_t)g->wp * sizeof(float));
+                continue;
+            }
+            ptrdiff_t right = g->wp - s->pad_w - s->width; /* (>= 0, or the row is cut) */
+            ptrdiff_t count = right >= 0 ? s->width : s->width + right;
+            memset(line, 0, (size_t)s->pad_w * sizeof(float));
+            memcpy(line + s->pad_w, g->from + (c * s->height + y) * s->width,
+                   (size_t)count * sizeof(float));
+            if (right > 0)
+                memset(line + s->pad_w + s->width, 0, (size_t)right * sizeof(float));
+        }
+}
+
+/* the output channels [task * per_task, ...): each output row from its grid row */
+static void compact_task(void *context, ptrdiff_t task) {
+    const GridCopy *g = context;
+    const Im2colShape *s = g->s;
+    ptrdiff_t first = task * g->per_task;
+    ptrdiff_t last = first + g->per_task < g->c_out ? first + g->per_task : g->c_out;
+    for (ptrdiff_t co = first; co < last; co++)
+        for (ptrdiff_t oh = 0; oh < s->out_h; oh++)
+            memcpy(g->to + (co * s->out_h + oh) * s->out_w,
+                   g->from + (co * s->out_h + oh) * g->wp, (size_t)s->out_w * sizeof(float));
+}
+
+/* tasks of whole channels, a few per thread, for `count` channels of `floats` each */
+static ptrdiff_t channels_per_task(ptrdiff_t count, ptrdiff_t floats) {
+    int threads = pool_threads();
+    if (threads <= 1 || (double)count * (double)floats < 32768.0)
+        return count;
+    ptrdiff_t tasks = 2 * (ptrdiff_t)threads;
+    return (count + tasks - 1) / tasks;
+}
+
+/* Whether conv2d_gemm takes the grid path for this shape. */
+static int grid_suits(const Im2colShape *s) {
+    ptrdiff_t wp = s->out_w + (s->kernel_w - 1) * s->dilation_w;
+    return s->stride_h == 1 && s->stride_w == 1 && (wp - s->out_w) * GRID_MAX_WASTE <= s->out_w;
+}
+
+/* conv2d_gemm's product by the grid (grid_suits): 0, or -1 where a buffer cannot be had.
+ * Call without the GIL. */
+static int conv_grid_run(const Operand *a, const float *x, const float *bias, float *out,
+                         ptrdiff_t batch, const Im2colShape *s, int flags, float alpha) {
+    const ptrdiff_t wp = s->out_w + (s->kernel_w - 1) * s->dilation_w;
+    const ptrdiff_t rows = s->out_h + (s->kernel_h - 1) * s->dilation_h;
+    const ptrdiff_t slack = (s->kernel_w - 1) * s->dilation_w;
+    const ptrdiff_t taps = s->kernel_h * s->kernel_w, depth = s->channels * taps;
+    const ptrdiff_t columns = s->out_h * wp, plane = s->out_h * s->out_w;
+    const ptrdiff_t image = s->channels * s->height * s->width;
+    /* the image as it is: no padding, and the grid is the image itself */
+    int in_place = s->pad_h == 0 && s->pad_w == 0 && wp == s->width && rows <= s->height &&
+                   slack == 0;
+    int direct = wp == s->out_w;
+    float *padded = in_place ? NULL : pool_staging(0, s->channels * rows * wp + slack);
+    float *grid = direct ? NULL : pool_staging(1, a->rows * columns);
+    ptrdiff_t *offsets = malloc((size_t)depth * sizeof(ptrdiff_t));
+    if ((!in_place && padded == NULL) || (!direct && grid == NULL) || offsets == NULL) {
+        free(offsets);
+        return -1;
+    }
+    const ptrdiff_t channel_floats = in_place ? s->height * s->width : rows * wp;
+    for (ptrdiff_t c = 0, k = 0; c < s->channels; c++)
+        for (ptrdiff_t i = 0; i < s->kernel_h; i++)
+            for (ptrdiff_t j = 0; j < s->kernel_w; j++, k++)
+                offsets[k] = c * channel_floats + i * s->dilation_h * wp + j * s->dilation_w;
+    if (!in_place)
+        memset(padded + s->channels * rows * wp, 0, (size_t)slack * sizeof(float));
+    int failed = 0;
+    for (ptrdiff_t n = 0; n < batch && !failed; n++) {
+        const float *source = x + n * image;
+        if (!in_place) {
+            GridCopy copy = {.from = source, .to = padded, .s = s, .rows = rows, .wp = wp,
+                             .per_task = channels_per_task(s->channels, rows * wp)};
+            pool_run((s->channels + copy.per_task - 1) / copy.per_task, pad_task, &copy);
+            source = padded;
+        }
+        Operand b = {.data = source, .rows = depth, .cols = columns, .col_stride = 1,
+                     .row_offsets = offsets};
+        float *target = direct ? out + n * a->rows * plane : grid;
+        failed = gemm_run(a, &b, target, columns, bias, flags | GEMM_BIAS_ROWS, alpha, 1, 0);
+        if (!failed && !direct) {
+            GridCopy copy = {.from = grid, .to = out + n * a->rows * plane, .s = s, .wp = wp,
+                             .c_out = a->rows,
+                             .per_task = channels_per_task(a->rows, plane)};
+            pool_run((a->rows + copy.per_task - 1) / copy.per_task, compact_task, &copy);
+        }
+    }
+    free(offsets);
+    return failed;
+}
+
 /* conv2d_gemm(x, weight, bias, out, (N, C, H, W), (KH, KW), stride, pad, dilation,
  * (OH, OW), flags): out[n] (C_out x OH * OW) = weight (C_out x C * KH * KW, raw or packed as
  * A) @ im2col(x[n]) (+ bias per row) (ReLU), every image in one call; the im2col matrix is
@@ -1003,8 +1134,12 @@ static PyObject *py_conv2d_gemm(PyObject *Py_UNUSED(self), PyObject *args) {
                  .im2col = &shape};
     int failed;
     Py_BEGIN_ALLOW_THREADS
-    failed = gemm_run(&a, &b, out_view.buf, plane, have_bias ? bias_view.buf : NULL,
-                      flags | GEMM_BIAS_ROWS, alpha, batch, c_out * plane);
+    if (grid_suits(&shape) && USE_GRID)
+        failed = conv_grid_run(&a, x_view.buf, have_bias ? bias_view.buf : NULL,
+                               out_view.buf, batch, &shape, flags, alpha);
+    else
+        failed = gemm_run(&a, &b, out_view.buf, plane, have_bias ? bias_view.buf : NULL,
+                          flags | GEMM_BIAS_ROWS, alpha, batch, c_out * plane);
     Py_END_ALLOW_THREADS
     result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
 done:

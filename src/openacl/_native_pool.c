@@ -27,7 +27,9 @@
  *   lazily. After fork() the child has no workers: an atfork handler resets the pool's
  *   state (its locks and counters) and the child starts its own workers when needed.
  * - Each thread has one scratch buffer (pool_scratch, a pthread key freed at thread exit);
- *   tasks never nest, so a task owns its thread's buffer until it returns.
+ *   tasks never nest, so a task owns its thread's buffer until it returns. Its staging
+ *   buffers (pool_staging) are separate: a caller fills them before its loop and reads
+ *   them after, while its own thread runs tasks that take the scratch.
  */
 #include "_native_pool.h"
 
@@ -236,10 +238,13 @@ long pool_spin_us(void) {
     return atomic_load(&pool.spin_ns) / 1000;
 }
 
-/* -- each thread's scratch (pool_scratch): kept for its next call, freed at thread exit -- */
+/* -- each thread's buffers (pool_scratch, pool_staging): kept for its next call, freed at
+ * thread exit. Buffer 0 is the tasks' scratch, 1 + slot the staging slots. -- */
+#define THREAD_BUFFERS (1 + POOL_STAGING_SLOTS)
+
 typedef struct {
-    float *data;
-    ptrdiff_t capacity;
+    float *data[THREAD_BUFFERS];
+    ptrdiff_t capacity[THREAD_BUFFERS];
 } Scratch;
 
 static pthread_key_t scratch_key;
@@ -247,7 +252,8 @@ static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
 static void free_scratch(void *value) {
     Scratch *scratch = value;
-    free(scratch->data);
+    for (int i = 0; i < THREAD_BUFFERS; i++)
+        free(scratch->data[i]);
     free(scratch);
 }
 
@@ -255,7 +261,7 @@ static void make_scratch_key(void) {
     pthread_key_create(&scratch_key, free_scratch);
 }
 
-float *pool_scratch(ptrdiff_t count) {
+static float *thread_buffer(int index, ptrdiff_t count) {
     pthread_once(&scratch_once, make_scratch_key);
     Scratch *scratch = pthread_getspecific(scratch_key);
     if (scratch == NULL) {
@@ -265,14 +271,26 @@ float *pool_scratch(ptrdiff_t count) {
             return NULL;
         }
     }
-    if (count > scratch->capacity) {
-        float *grown = realloc(scratch->data, (size_t)count * sizeof(float));
+    if (count > scratch->capacity[index]) {
+        /* (not realloc: the old contents need no copy) */
+        float *grown = malloc((size_t)count * sizeof(float));
         if (grown == NULL)
             return NULL;
-        scratch->data = grown;
-        scratch->capacity = count;
+        free(scratch->data[index]);
+        scratch->data[index] = grown;
+        scratch->capacity[index] = count;
     }
-    return scratch->data;
+    return scratch->data[index];
+}
+
+float *pool_scratch(ptrdiff_t count) {
+    return thread_buffer(0, count);
+}
+
+float *pool_staging(int slot, ptrdiff_t count) {
+    if (slot < 0 || slot >= POOL_STAGING_SLOTS)
+        return NULL;
+    return thread_buffer(1 + slot, count);
 }
 
 /* fork(): the child keeps the parent's memory but none of its workers. Taking both locks

@@ -29,6 +29,15 @@ long pool_spin_us(void);
  * must not hold it across a call that may use it too (the kernels' tasks never nest). */
 float *pool_scratch(ptrdiff_t count);
 
+/* The calling thread's staging buffer `slot` (0 to POOL_STAGING_SLOTS - 1) of at least
+ * `count` floats, or NULL: for a kernel's caller-side buffers (a padded image, a result
+ * before compaction) around its pool_run, apart from the scratch its tasks take (which
+ * the caller, running tasks too, also uses). Kept for the thread's next call (grown, never
+ * shrunk), freed when the thread ends; its contents are not kept. */
+float *pool_staging(int slot, ptrdiff_t count);
+
+#define POOL_STAGING_SLOTS 2
+
 #define POOL_MAX_THREADS 256
 
 #endif
