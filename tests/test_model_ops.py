@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import ml_dtypes
@@ -294,11 +295,30 @@ def test_pools_of_any_geometry(op, shape, attrs):
     _compare(_model([_node(op, ["x"], **attrs)], {"x": x}, opset=19), {"x": x})
 
 
+@pytest.mark.parametrize("shape, attrs", [
+    ((2, 3, 8, 9), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((2, 3, 10), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),  # 1-d
+    ((1, 4, 9, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((2, 2, 11, 10), {"kernel_shape": [3, 3], "strides": [2, 1], "dilations": [2, 2]}),
+    ((2, 2, 5, 6, 7), {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2],
+                       "pads": [1, 1, 1, 1, 1, 1]}),
+], ids=str)
+def test_max_pool_indices_match_onnxruntime(shape, attrs):
+    """MaxPool's Indices output: int64 indices into the whole (row-major) tensor, as
+    SegNet-style models feed them to MaxUnpool; values and indices as onnxruntime's."""
+    x = RNG.permutation(math.prod(shape)).astype(np.float32).reshape(shape)  # no ties
+    _compare(_model([_node("MaxPool", ["x"], ["y", "i"], **attrs)], {"x": x}, opset=12),
+             {"x": x})
+
+
 def test_pool_refusals():
     x = _f32(1, 2, 6, 6)
-    with pytest.raises(AclError, match="Indices output"):
-        _ours(_model([_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])], {"x": x}),
-              {"x": x})
+    for attrs in ({"kernel_shape": [2, 2], "storage_order": 1},  # column-major indices
+                  {"kernel_shape": [3, 3], "pads": [0, 0, 1, 1]},  # asymmetric pads
+                  {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}):
+        with pytest.raises(AclError, match="Indices output"):
+            _ours(_model([_node("MaxPool", ["x"], ["y", "i"], **attrs)], {"x": x}), {"x": x})
+
     with pytest.raises(AclError, match="4-d pool"):
         x6 = _f32(1, 1, 3, 3, 3, 3)
         _ours(_model([_node("MaxPool", ["x"], kernel_shape=[2, 2, 2, 2])], {"x": x6}),

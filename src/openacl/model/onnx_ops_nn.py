@@ -388,9 +388,10 @@ def max_pool(node: Node, b: Builder) -> None:
     are written out as -inf first, so every window is the operator's."""
     _only(node, "auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides",
           "storage_order")
-    if len(node.outputs) > 1 and node.outputs[1]:
-        raise unsupported(node, "the Indices output")
     plan = _PoolPlan(node, b)
+    if len(node.outputs) > 1 and node.outputs[1]:
+        _max_pool_with_indices(node, b, plan)
+        return
     plain = plan.spatial == 2 and all(d == 1 for d in plan.dilations)
     wide = any(max(p, q) > k // 2 for (p, q), k in zip(plan.pairs, plan.kernel, strict=True))
     source, pairs = plan.x, plan.pairs
@@ -408,6 +409,38 @@ def max_pool(node: Node, b: Builder) -> None:
     b.call(op, self=Ref(source), kernelSize=tuple(plan.kernel), stride=tuple(plan.strides),
            padding=(0,) * plan.spatial, dilation=tuple(plan.dilations), ceilMode=False,
            out=Ref(plan.out), indices=Ref(indices))
+
+
+def _max_pool_with_indices(node: Node, b: Builder, plan: _PoolPlan) -> None:
+    """MaxPool's values and its Indices output: 1-d to 3-d pools by the pool operators that
+    return each window's argmax (MaxPool2dWithIndices, MaxPool3dWithArgmax: an index into
+    the image's plane or volume), made ONNX's index into the whole tensor (row-major, so
+    plus (n * C + c) * plane) in int64. The operators pad symmetrically, at most half the
+    kernel, within the input; other pads, ceil_mode's windows past the input and the
+    column-major storage_order would index a padded or transposed input: refused."""
+    if int(node.attrs.get("storage_order", 0)):
+        raise unsupported(node, "the Indices output with storage_order=1")
+    if any(plan.overhang) or any(p != q or p > k // 2 for (p, q), k in
+                                 zip(plan.pairs, plan.kernel, strict=True)):
+        raise unsupported(node, f"the Indices output with pads {plan.pairs} (symmetric, at "
+                                f"most half the kernel {plan.kernel}, no ceil_mode "
+                                f"overhang)")
+    shape = b.value(plan.out).shape
+    indices = b.temp(shape, np.dtype(np.int32))
+    op = "MaxPool2dWithIndices" if plan.spatial == 2 else "MaxPool3dWithArgmax"
+    b.call(op, self=Ref(plan.x), kernelSize=tuple(plan.kernel), stride=tuple(plan.strides),
+           padding=tuple(p for p, _ in plan.pairs), dilation=tuple(plan.dilations),
+           ceilMode=False, out=Ref(plan.out), indices=Ref(indices))
+    batch, channels = shape[:2]
+    plane = math.prod(plan.in_size)
+    offsets = (np.arange(batch * channels, dtype=np.int64) * plane).reshape(
+        batch, channels, *([1] * plan.spatial))
+    target = node.outputs[1]
+    if b.value(target).shape != shape:  # a 1-d pool, pooled as a plane of one row
+        target = b.written_as(target, shape)
+    b.call("Cast", self=Ref(indices), dtype=b.value(target).dtype, out=Ref(target))
+    b.call("InplaceAdd", selfRef=Ref(target), other=Ref(b.constant(offsets, "pool_offsets")),
+           alpha=None)
 
 
 # -- resize --------------------------------------------------------------------------------------
