@@ -173,6 +173,25 @@ def test_clamp_family():
     assert info.value.code == ACLNN_ERR_PARAM_INVALID
 
 
+@pytest.mark.parametrize("low, high", [(-1.0, 2.0), (2.0, -1.0), (None, 0.0), (0.0, None),
+                                       (-np.inf, np.inf), (np.nan, 1.0), (0.0, np.nan)],
+                         ids=str)
+def test_clamp_large_float32_matches_torch(low, high):
+    """A tensor past the C kernels' pool threshold (the one-pass C clamp, chunked on the
+    pool) with NaN, inf and -0 inputs: bounds out of order give the high one, a NaN bound
+    gives NaN (numpy's path), as torch.clamp; in place too."""
+    a = np.random.default_rng(4).uniform(-4, 4, 100_003).astype(np.float32)
+    a[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 2.0]
+    expected = from_torch(torch.clamp(to_torch(a), low, high))
+    np.testing.assert_array_equal(openacl.ops.clamp(_dev(a), low, high).numpy(), expected)
+    x = _dev(a)
+    bounds = [None if b is None else openacl.create_scalar(b, openacl.ACL_FLOAT)
+              for b in (low, high)]
+    ws, exe = aclnn.clamp_get_workspace_size(x, *bounds, x)
+    aclnn.clamp(0, ws, exe, 0)
+    np.testing.assert_array_equal(x.numpy(), expected)
+
+
 def test_addcmul_addcdiv():
     s, t1 = random_array((2, 3), np.float32), random_array((2, 3), np.float32)
     t2 = random_array((3,), np.float32, low=1, high=2)

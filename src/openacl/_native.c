@@ -951,6 +951,17 @@ static void leaky_relu_loop(const float *x, float *out, Py_ssize_t n, float slop
     for (Py_ssize_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? x[i] : x[i] * slope;
 }
 
+/* -- Clamp: min(max(x, low), high) with NaN staying NaN (both comparisons are false for
+ * it), as np.minimum(np.maximum(x, low), high); low > high gives high. NaN bounds are the
+ * caller's to refuse. --------------------------------------------------------------------- */
+MULTIVERSIONED
+static void clamp_loop(const float *x, float *out, Py_ssize_t n, float low, float high) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float v = x[i] < low ? low : x[i];
+        out[i] = v > high ? high : v;
+    }
+}
+
 /* -- the activations a GEMM or a convolution applies to its finished rows ----------------- */
 /* max(x, 0): NaN stays NaN (x < 0 is false for it), -0 stays -0, as np.maximum(x, 0) */
 MULTIVERSIONED
@@ -1775,13 +1786,16 @@ static Py_ssize_t rows_per_task(Py_ssize_t rows, Py_ssize_t length) {
     return per < 1 ? 1 : per;
 }
 
-/* loop(x, out, count), or scaled(x, out, count, parameter) where that is given */
+/* loop(x, out, count), or scaled(x, out, count, parameter), or bounded(x, out, count,
+ * parameter, high), whichever is given */
 typedef void (*ScaledLoop)(const float *, float *, Py_ssize_t, float);
+typedef void (*BoundedLoop)(const float *, float *, Py_ssize_t, float, float);
 
 typedef struct {
     ElementwiseLoop loop;
     ScaledLoop scaled;
-    float parameter;
+    BoundedLoop bounded;
+    float parameter, high;
     const float *x;
     float *out;
     Py_ssize_t n, chunk;
@@ -1791,7 +1805,9 @@ static void elementwise_task(void *context, ptrdiff_t task) {
     const ElementwiseJob *job = context;
     Py_ssize_t first = task * job->chunk;
     Py_ssize_t count = job->n - first < job->chunk ? job->n - first : job->chunk;
-    if (job->scaled != NULL)
+    if (job->bounded != NULL)
+        job->bounded(job->x + first, job->out + first, count, job->parameter, job->high);
+    else if (job->scaled != NULL)
         job->scaled(job->x + first, job->out + first, count, job->parameter);
     else
         job->loop(job->x + first, job->out + first, count);
@@ -1813,11 +1829,16 @@ static void softmax_rows_task(void *context, ptrdiff_t task) {
 
 /* (x, out) of an elementwise kernel, or (x, out, parameter) for a scaled one: out = f(x)
  * in chunks on the pool */
-static PyObject *elementwise(PyObject *args, ElementwiseLoop loop, ScaledLoop scaled) {
+static PyObject *elementwise(PyObject *args, ElementwiseLoop loop, ScaledLoop scaled,
+                             BoundedLoop bounded) {
     PyObject *x_object, *out_object;
-    ElementwiseJob job = {.loop = loop, .scaled = scaled};
-    if (scaled != NULL ? !PyArg_ParseTuple(args, "OOf", &x_object, &out_object, &job.parameter)
-                       : !PyArg_ParseTuple(args, "OO", &x_object, &out_object))
+    ElementwiseJob job = {.loop = loop, .scaled = scaled, .bounded = bounded};
+    int parsed = bounded != NULL ? PyArg_ParseTuple(args, "OOff", &x_object, &out_object,
+                                                    &job.parameter, &job.high)
+                 : scaled != NULL ? PyArg_ParseTuple(args, "OOf", &x_object, &out_object,
+                                                     &job.parameter)
+                                  : PyArg_ParseTuple(args, "OO", &x_object, &out_object);
+    if (!parsed)
         return NULL;
     Py_buffer x, out;
     if (get_float_buffer(x_object, &x, 0, "x") != 0) return NULL;
@@ -1841,24 +1862,28 @@ static PyObject *elementwise(PyObject *args, ElementwiseLoop loop, ScaledLoop sc
     return result;
 }
 
+static PyObject *py_clamp(PyObject *Py_UNUSED(self), PyObject *args) {
+    return elementwise(args, NULL, NULL, clamp_loop);
+}
+
 static PyObject *py_leaky_relu(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, NULL, leaky_relu_loop);
+    return elementwise(args, NULL, leaky_relu_loop, NULL);
 }
 
 static PyObject *py_gelu_erf(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, gelu_erf_loop, NULL);
+    return elementwise(args, gelu_erf_loop, NULL, NULL);
 }
 
 static PyObject *py_hardswish(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, hardswish_loop, NULL);
+    return elementwise(args, hardswish_loop, NULL, NULL);
 }
 
 static PyObject *py_sigmoid(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, sigmoid_loop, NULL);
+    return elementwise(args, sigmoid_loop, NULL, NULL);
 }
 
 static PyObject *py_silu(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, silu_loop, NULL);
+    return elementwise(args, silu_loop, NULL, NULL);
 }
 
 /* The (x, out, length) arguments of a row kernel: x float32 in whole rows of `length`, out
@@ -2817,6 +2842,9 @@ static PyMethodDef methods[] = {
      "tap falls outside the image (PH, PW: the padding before)."},
     {"sigmoid", py_sigmoid, METH_VARARGS,
      "sigmoid(x, out): 1 / (1 + exp(-x)) of float32 x into out (may be x)."},
+    {"clamp", py_clamp, METH_VARARGS,
+     "clamp(x, out, low, high): min(max(x, low), high) of float32 x into out (NaN stays "
+     "NaN), on the pool"},
     {"leaky_relu", py_leaky_relu, METH_VARARGS,
      "leaky_relu(x, out, slope): x where x > 0, else slope * x, of float32 x into out "
      "(may be x)."},

@@ -8,13 +8,14 @@ and rounded once into the output, NaN propagating through Maximum/Minimum/Clamp.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from openacl.ops import promotion
+from openacl.ops import native, promotion
 from openacl.ops._special import erf
 from openacl.ops.call import (
     BOOL_DTYPES,
@@ -355,6 +356,15 @@ addcdiv = register("Addcdiv", "self: tensor, tensor1: tensor, tensor2: tensor, v
 
 
 # -- clamps ------------------------------------------------------------------------------------
+def _same_or_apart(x: np.ndarray, out: np.ndarray) -> bool:
+    """Both contiguous, and either the very same elements or apart in memory: what a
+    chunked elementwise pass may take."""
+    if not (x.flags.c_contiguous and out.flags.c_contiguous):
+        return False
+    return not np.may_share_memory(x, out) or (
+        x.__array_interface__["data"][0] == out.__array_interface__["data"][0])
+
+
 def _clamp(low: str | None, high: str | None) -> Callable[[Call], Kernel]:
     def prepare(c: Call) -> Kernel:
         bounds = [n for n in (low, high) if n is not None and c.has(n)]
@@ -367,9 +377,38 @@ def _clamp(low: str | None, high: str | None) -> Callable[[Call], Kernel]:
 
         read_low = _operand(c, low, dtype) if low is not None and c.has(low) else None
         read_high = _operand(c, high, dtype) if high is not None and c.has(high) else None
+        # float32 between scalar bounds: the C kernels' one pass (numpy's maximum and
+        # minimum are two, each slower than a plain copy)
+        scalar_bounds = dtype == np.float32 and not any(
+            isinstance(c[n], TensorArg) for n in bounds)
+        limits = (float(c.scalar(low, dtype)) if read_low is not None else -np.inf,
+                  float(c.scalar(high, dtype)) if read_high is not None else np.inf) \
+            if scalar_bounds else None
 
-        def kernel(v) -> None:  # np.maximum/np.minimum propagate a NaN from either side
-            x = v.compute("self", dtype)
+        def planned(v) -> Callable[[], Any] | None:
+            """The C clamp on float32 host arrays (``Views.plan``); None elsewhere (NaN
+            bounds too: np.maximum's NaN wins, the C comparisons' would not)."""
+            x, out = v["self"], v["out"]
+            lib = native.kernels()
+            if limits is None or lib is None or any(math.isnan(b) for b in limits) or \
+                    not native.host_float32(x, out) or x.shape != out.shape or \
+                    not _same_or_apart(x, out):
+                return None
+            return functools.partial(lib.clamp, x, out, *limits)
+
+        def kernel(v) -> None:
+            v.plan(kernel, lambda: planned(v) or functools.partial(general, v))()
+
+        def general(v) -> None:  # np.maximum/np.minimum propagate a NaN from either side
+            x, out = v.compute("self", dtype), v["out"]
+            if type(x) is np.ndarray and type(out) is np.ndarray and x.dtype == out.dtype:
+                source = x  # host arrays of one dtype: the bounds applied straight into out
+                if read_low is not None:
+                    np.maximum(source, read_low(v), out=out)
+                    source = out
+                if read_high is not None:
+                    np.minimum(source, read_high(v), out=out)
+                return
             if read_low is not None:
                 x = np.maximum(x, read_low(v))
             if read_high is not None:
@@ -466,7 +505,7 @@ _UNARY = {
     "Erf": (erf, REAL_DTYPES | BOOL_DTYPES, True, False),
     "Floor": (np.floor, REAL_DTYPES, False, True),
     "Ceil": (np.ceil, REAL_DTYPES, False, True),
-    "Round": (np.round, REAL_DTYPES, False, True),
+    "Round": (np.rint, REAL_DTYPES, False, True),  # (np.round's own at 0 decimals: a ufunc)
     "Sign": (lambda x: x if x.dtype == np.bool_ else np.sign(x), REAL_DTYPES | BOOL_DTYPES,
              False, False),
 }
