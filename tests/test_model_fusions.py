@@ -5,6 +5,7 @@ node counts after ``optimize`` and the results against onnxruntime."""
 from __future__ import annotations
 
 import collections
+import warnings
 
 import numpy as np
 import pytest
@@ -120,7 +121,8 @@ def test_conv_transpose_add_batchnorm_fold(groups, bias):
 
 
 @pytest.mark.parametrize("case", ["conv-output-also-read", "non-constant", "constant-minus-x",
-                                  "spatial-constant", "x-over-constant-is-fine"])
+                                  "spatial-constant", "x-over-constant-is-fine",
+                                  "x-over-a-zero"])
 def test_affine_not_folded_where_it_would_change_results(case):
     nodes, extra, outputs, expected = [_conv()], {}, ("y",), ["Conv", "Mul"]
     if case == "conv-output-also-read":
@@ -135,10 +137,16 @@ def test_affine_not_folded_where_it_would_change_results(case):
     elif case == "spatial-constant":  # varies along H: not one value per channel
         nodes.append(helper.make_node("Mul", ["c", "s"], ["y"]))
         extra = {"s": _f32(1, 1, 8, 1)}
+    elif case == "x-over-a-zero":  # folded it would make 0 * inf = NaN where x / 0 is inf
+        nodes.append(helper.make_node("Div", ["c", "s"], ["y"]))
+        extra, expected = {"s": np.array([1, 0, 2, 4], np.float32).reshape(4, 1, 1)}, \
+            ["Conv", "Div"]
     else:
         nodes.append(helper.make_node("Div", ["c", "s"], ["y"]))
         extra, expected = {"s": np.float32(4.0)}, ["Conv"]
-    _check(_model(nodes, {**WEIGHTS, **extra}, outputs), expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no floating-point warning while converting
+        _check(_model(nodes, {**WEIGHTS, **extra}, outputs), expected)
 
 
 def test_shared_weight_is_not_changed_for_the_other_conv():
@@ -204,12 +212,25 @@ def test_gemm_transposed_weight_is_transposed_once_at_load():
     _check(model, ["Gemm"])
 
 
-def test_gemm_weight_read_twice_is_left_alone():
+def test_gemm_weight_read_twice_transposed_is_transposed_once_for_both():
+    # an unrolled recurrence: every step's Gemm reads the one weight with transB
     model = _model([helper.make_node("Gemm", ["x", "W"], ["y1"], transB=1),
                     helper.make_node("MatMul", ["x", "Wt"], ["y2"]),
                     helper.make_node("Gemm", ["y2", "W"], ["y"], transB=1)],
                    {"W": _f32(6, 6), "Wt": _f32(6, 6)}, outputs=("y", "y1"),
                    input_shape=[3, 6])
+    graph = import_onnx(model)
+    assert pretranspose_gemm_weights(graph) == 2
+    first, _, second = graph.nodes
+    assert first.inputs[1] == second.inputs[1] != "W"  # one shared transposed copy
+    assert "W" not in {name for node in graph.nodes for name in node.inputs}
+    _check(model, ["Gemm", "MatMul", "Gemm"])
+
+
+def test_gemm_weight_another_reader_takes_as_it_is_is_left_alone():
+    model = _model([helper.make_node("Gemm", ["x", "W"], ["y1"], transB=1),
+                    helper.make_node("MatMul", ["x", "W"], ["y"])],
+                   {"W": _f32(6, 6)}, outputs=("y", "y1"), input_shape=[3, 6])
     assert pretranspose_gemm_weights(import_onnx(model)) == 0
 
 

@@ -147,8 +147,10 @@ def _affine_step(graph: Graph, node: Node, conv_output: str, channels: int,
     if constant is None:
         return None
     ones, zeros = np.ones(channels), np.zeros(channels)
-    return {"Mul": (constant, zeros), "Div": (1.0 / constant, zeros),
-            "Add": (ones, constant), "Sub": (ones, -constant)}[node.op_type]
+    if node.op_type == "Div":  # a division by zero stays a division (inf, NaN as it makes)
+        return None if (constant == 0).any() else (1.0 / constant, zeros)
+    return {"Mul": (constant, zeros), "Add": (ones, constant),
+            "Sub": (ones, -constant)}[node.op_type]
 
 
 def fold_conv_affine(graph: Graph) -> int:
@@ -279,9 +281,18 @@ def _hard_swish_at(graph: Graph, uses: _Uses, last: Node) -> tuple[str, list[Nod
 
 # -- Gemm with a transposed constant ----------------------------------------------------------
 def pretranspose_gemm_weights(graph: Graph) -> int:
-    """``Gemm(a, W, transB=1)`` with ``W`` a constant only this node reads -> ``Gemm(a, W^T)``
-    (likewise ``transA``); returns how many operands were transposed."""
+    """``Gemm(a, W, transB=1)`` with ``W`` a constant that every reader takes transposed ->
+    ``Gemm(a, W^T)``, one transposed copy shared by them all (an unrolled recurrence's 20
+    steps read one weight); likewise ``transA``. A weight some reader takes as it is stays
+    as it is (a second copy would double its memory). Returns how many operands changed."""
     uses = _Uses(graph)
+    wanted: Counter[tuple[str, int]] = Counter()  # (weight, position) -> Gemms taking it
+    for node in graph.nodes:                      # transposed there
+        if node.op_type == "Gemm":
+            for position, flag in ((0, "transA"), (1, "transB")):
+                if int(node.attrs.get(flag, 0)) and node.inputs[position] in graph.initializers:
+                    wanted[node.inputs[position], position] += 1
+    transposed: dict[str, str] = {}
     done = 0
     for node in graph.nodes:
         if node.op_type != "Gemm":
@@ -290,10 +301,12 @@ def pretranspose_gemm_weights(graph: Graph) -> int:
             name = node.inputs[position]
             array = graph.initializers.get(name)
             if not int(node.attrs.get(flag, 0)) or array is None or array.ndim != 2 or \
-                    uses.readers[name] != 1:
+                    uses.readers[name] != wanted[name, position]:
                 continue
-            node.inputs[position] = _new_initializer(graph, f"{name}/transposed",
-                                                     np.ascontiguousarray(array.T))
+            if name not in transposed:
+                transposed[name] = _new_initializer(graph, f"{name}/transposed",
+                                                    np.ascontiguousarray(array.T))
+            node.inputs[position] = transposed[name]
             node.attrs = {key: value for key, value in node.attrs.items() if key != flag}
             done += 1
     return done

@@ -29,6 +29,7 @@ from openacl.errors import (
     ACL_ERROR_RT_AICORE_EXCEPTION,
     AclError,
 )
+from openacl.model.host_values import as_value, kind, type_proto
 from openacl.model.onnx_graph import default_opset_of, free_names
 
 __all__ = ["host_node"]
@@ -38,7 +39,13 @@ MAX_LOOP_ITERATIONS = 1 << 24  # a Loop with neither trip count nor condition st
 
 def host_node(node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> Any:
     """The host runner for ``node`` of the StagedModel ``model``."""
-    if node.domain not in ("", "ai.onnx"):  # onnxruntime's contrib ops first (host_contrib.py)
+    if node.domain == "ai.onnx.ml":  # the ONNX-ML ops onnxruntime's way (host_ml.py)
+        from openacl.model.host_ml import ml_node
+
+        runner = ml_node(node, model, constants)
+        if runner is not None:
+            return runner
+    elif node.domain not in ("", "ai.onnx"):  # onnxruntime's contrib ops (host_contrib.py)
         from openacl.model.host_contrib import contrib_node
 
         runner = contrib_node(node, model, constants)
@@ -129,7 +136,8 @@ class ReferenceNode(_HostNode):
             result = self._fast(*arrays)
             if result is not None:
                 return {self.node.output[0]: result}
-        key = tuple(array.dtype.str for array in arrays)
+        key = tuple(array.dtype.str if isinstance(array, np.ndarray) else kind(array)
+                    for array in arrays)
         evaluator = self._evaluators.get(key)
         if evaluator is None:
             evaluator = self._evaluators[key] = self._evaluator(names, arrays)
@@ -143,8 +151,10 @@ class ReferenceNode(_HostNode):
             raise self.fail(ACL_ERROR_RT_AICORE_EXCEPTION,
                             f"failed on the host: {type(exc).__name__}: {exc}") from exc
         outputs = [name for name in self.node.output if name]
-        return {name: np.asarray(result) for name, result in zip(outputs, results,
-                                                                 strict=True)}
+        # sequences (lists) and maps (dicts) stay as they are, strings are str objects, as
+        # onnxruntime hands them out (host_values.py)
+        return {name: result if isinstance(result, list | dict) else as_value(result)
+                for name, result in zip(outputs, results, strict=True)}
 
     def _evaluator(self, names: list[str], arrays: list[np.ndarray]) -> Any:
         from onnx import helper
@@ -152,8 +162,8 @@ class ReferenceNode(_HostNode):
 
         graph = helper.make_graph(
             [self.node], self.node.name,
-            [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
-                                           None) for name, a in zip(names, arrays, strict=True)],
+            [helper.make_value_info(name, type_proto(a))
+             for name, a in zip(names, arrays, strict=True)],
             [helper.make_value_info(name, helper.make_empty_tensor_value_info(name).type)
              for name in self.node.output if name])
         proto = helper.make_model(graph, opset_imports=self.model._opsets)

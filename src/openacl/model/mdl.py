@@ -122,6 +122,14 @@ class LoadedModel:
         from openacl.model.engine import EngineSet
 
         if staged is not None:
+            host_values = [f"input {spec.name!r} (tensor(string))" for spec in staged.inputs
+                           if spec.dtype == object] + [
+                f"output {name!r} ({kind})" for name, kind in staged.host_outputs.items()]
+            if host_values:  # a device buffer holds a tensor of numbers, no more
+                raise AclError(ACL_ERROR_FEATURE_UNSUPPORTED,
+                               f"the model's {', '.join(host_values)} are not numeric "
+                               f"tensors: the ACL model API cannot hold them "
+                               f"(openacl.InferenceSession runs the model)")
             self.engines = EngineSet(None)
             self.inputs = tuple(_staged_info(spec.name, spec.dtype, spec.dims, spec.ranges)
                                 for spec in staged.inputs)

@@ -329,8 +329,12 @@ def _check_definitions_unchanged(graph: Any, opset: int) -> None:
                            f"opset {MAX_OPSET}) is not supported")
 
 
-def check_model_types(proto: Any, initializers: set[str] | None = None) -> None:
+def check_model_types(proto: Any, initializers: set[str] | None = None,
+                      host_values: bool = False) -> None:
     """Every graph input (but the ``initializers``) and output must be a tensor of numbers.
+
+    With ``host_values`` (the staged engine, ``host_values.py``) string tensors are allowed
+    too, and outputs may be sequences and maps (a classifier's ZipMap): the host makes them.
 
     Raises:
         AclError: ACL_ERROR_PARSE_MODEL naming the value and what it is.
@@ -344,15 +348,19 @@ def check_model_types(proto: Any, initializers: set[str] | None = None) -> None:
         if value.name in initializers:
             continue
         kind = value.type.WhichOneof("value")
-        if kind != "tensor_type":
+        output = value in graph.output
+        if kind != "tensor_type" and not (host_values and output and kind in (
+                "sequence_type", "map_type")):
             raise AclError(ACL_ERROR_PARSE_MODEL,
-                           f"graph {'output' if value in graph.output else 'input'} "
+                           f"graph {'output' if output else 'input'} "
                            f"{value.name!r} is a {kind or 'value of no type'}; only tensors "
-                           f"are supported")
-        if value.type.tensor_type.elem_type == onnx.TensorProto.STRING:
+                           f"are supported" + (" (and sequences or maps as outputs)"
+                                               if host_values else ""))
+        if kind == "tensor_type" and not host_values and \
+                value.type.tensor_type.elem_type == onnx.TensorProto.STRING:
             raise AclError(ACL_ERROR_PARSE_MODEL,
                            f"graph value {value.name!r} holds strings; string tensors are not "
-                           f"supported")
+                           f"supported in a model compiled whole (InferenceSession takes them)")
 
 
 def import_onnx(model: Any, input_shapes: dict[str, tuple[int, ...]] | None = None,

@@ -41,7 +41,8 @@ from openacl.runtime.context import current_context
 
 _ONNX_TYPES = {"float32": "tensor(float)", "float16": "tensor(float16)",
                "float64": "tensor(double)", "int64": "tensor(int64)", "int32": "tensor(int32)",
-               "int8": "tensor(int8)", "uint8": "tensor(uint8)", "bool": "tensor(bool)"}
+               "int8": "tensor(int8)", "uint8": "tensor(uint8)", "bool": "tensor(bool)",
+               "object": "tensor(string)"}
 
 
 @dataclass(frozen=True)
@@ -193,11 +194,12 @@ class InferenceSession:
                            f"input {self.graph.inputs[0]!r} has batch {batch}; the model "
                            f"was converted for batch sizes {self.batch_sizes}") from None
 
-    @staticmethod
-    def _args(values: list[tuple[str, np.dtype, list | None]]) -> list[NodeArg]:
-        """onnxruntime's description: a dim is an int, its symbol's name, or None."""
-        return [NodeArg(name, dims, _ONNX_TYPES.get(np.dtype(dtype).name, str(dtype)))
-                for name, dtype, dims in values]
+    def _args(self, values: list[tuple[str, np.dtype, list | None]]) -> list[NodeArg]:
+        """onnxruntime's description: a dim is an int, its symbol's name, or None; the type
+        as onnxruntime names it (``seq(map(int64,tensor(float)))`` for a ZipMap's)."""
+        named = self.staged.host_outputs if self.staged is not None else {}
+        return [NodeArg(name, dims, named.get(name) or _ONNX_TYPES.get(
+                    np.dtype(dtype).name, str(dtype))) for name, dtype, dims in values]
 
     def get_inputs(self) -> list[NodeArg]:
         return self._args(self._inputs)

@@ -62,6 +62,7 @@ from openacl.errors import (
     ACL_ERROR_PARSE_MODEL,
     AclError,
 )
+from openacl.model.host_values import compilable_dtype, kind, type_string
 from openacl.model.onnx_graph import (
     DEFAULT_DOMAINS,
     check_nodes,
@@ -216,7 +217,7 @@ class StagedModel:
         owned = proto is not source  # read here: its weights may be freed as they convert
         proto, self.source_opset = upgrade_opset(proto)
         owned = owned or proto is not source
-        check_model_types(proto)
+        check_model_types(proto, host_values=True)
         # the graph without its initializers, copied: the caller's proto is never changed,
         # and nothing here keeps the original (and its weights' bytes) alive
         graph = onnx.GraphProto()
@@ -251,8 +252,16 @@ class StagedModel:
                        for v in graph.input if v.name not in known]
         self._apply_ranges(dict(ranges or {}))
         self.gears = gears
-        self.outputs = [(v.name, _elem_dtype(v), declared_dims(v)) for v in graph.output]
+        self.outputs = [(v.name, _elem_dtype(v), declared_dims(v)
+                         if v.type.WhichOneof("value") == "tensor_type" else ())
+                        for v in graph.output]  # (a sequence or map has no dims)
         self.output_names = [name for name, _, _ in self.outputs]
+        # onnxruntime's type names of the outputs that are not numeric tensors (a
+        # classifier's string labels, its ZipMap's sequence of maps): host_values.py
+        self.host_outputs = {v.name: type_string(v.type) for v in graph.output
+                             if v.type.WhichOneof("value") != "tensor_type"
+                             or not compilable_dtype(_elem_dtype(v))}
+        self._output_infos = _copies(graph.output, onnx.ValueInfoProto)
         self._root = _Pending(list(graph.node), small)
         self._cache: OrderedDict[tuple, Stage] = OrderedDict()
         self._static: Any = None  # the engine of a static model, once built
@@ -332,7 +341,10 @@ class StagedModel:
                                                    for d in spec.dims]
             graph.input.append(helper.make_tensor_value_info(
                 spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), dims))
-        for name, dtype, dims in self.outputs:
+        for (name, dtype, dims), info in zip(self.outputs, self._output_infos, strict=True):
+            if name in self.host_outputs:  # a sequence, map or string tensor, as declared
+                graph.output.append(info)
+                continue
             graph.output.append(helper.make_tensor_value_info(
                 name, helper.np_dtype_to_tensor_dtype(dtype),
                 None if dims is None else [d if d is not None else -1 for d in dims]))
@@ -349,6 +361,10 @@ class StagedModel:
     def checked_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The feeds as C-contiguous arrays, each checked against its declaration."""
         env = {name: np.asarray(value, order="C") for name, value in feeds.items()}
+        for spec in self.inputs:  # a string input takes str arrays (as onnxruntime does)
+            array = env.get(spec.name)
+            if spec.dtype == object and array is not None and array.dtype.kind in "US":
+                env[spec.name] = array.astype(object)
         self.check_kinds({name: (a.dtype, a.shape) for name, a in env.items()})
         return env
 
@@ -526,14 +542,14 @@ class StagedModel:
     def _next(self, stage: Stage, env: dict[str, np.ndarray]) -> Stage:
         # the carried values' dtypes and shapes are the stage's own (it was built for them)
         # but for what its host nodes make; the promoted values key by their contents
-        key = tuple((env[name].dtype.str, env[name].shape) for name in stage.varying) + \
+        key = tuple(kind(env[name]) for name in stage.varying) + \
             tuple((env[name].dtype.str, env[name].shape, env[name].tobytes())
                   for name in stage.promote)
         child = stage.children.get(key)
         if child is None:
             if self._note_volatile(stage, env):
                 return self._next(stage, env)
-            available = {name: (env[name].dtype, env[name].shape) for name in stage.carry
+            available = {name: kind(env[name]) for name in stage.carry
                          if name not in stage.promote}
             fixed = {name: env[name] for name in stage.promote}
             child = self._build(stage.rest, available, fixed)
@@ -685,7 +701,11 @@ class StagedModel:
         graph.initializer.extend(numpy_helper.from_array(np.asarray(array), name)
                                  for name, array in fixed.items() if name in reads)
         for name, (dtype, shape) in available.items():
-            if name in reads:
+            if name in reads and dtype == "onnx-type":  # a sequence or map (host_values.py)
+                type_proto = onnx.TypeProto()
+                type_proto.ParseFromString(shape)
+                graph.input.append(helper.make_value_info(name, type_proto))
+            elif name in reads:
                 graph.input.append(helper.make_tensor_value_info(
                     name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape)))
         for name in sorted(reads & set(self.weights)):
@@ -693,8 +713,11 @@ class StagedModel:
             graph.input.append(helper.make_tensor_value_info(
                 name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape)))
         kinds = {name: dtype for name, dtype, _ in self.outputs}
+        infos = {info.name: info for info in self._output_infos}
         for name in outputs:
-            if name in produced:
+            if name in produced and name in self.host_outputs:
+                graph.output.append(infos[name])
+            elif name in produced:
                 dtype = kinds.get(name)
                 graph.output.append(helper.make_tensor_value_info(
                     name, helper.np_dtype_to_tensor_dtype(dtype) if dtype is not None
@@ -780,6 +803,8 @@ def _elem_dtype(value: Any) -> np.dtype:
 
     from openacl.errors import ACL_ERROR_PARSE_MODEL
 
+    if value.type.WhichOneof("value") != "tensor_type":  # a sequence or map output
+        return np.dtype(object)
     elem = value.type.tensor_type.elem_type
     try:
         return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
@@ -873,7 +898,10 @@ def _split(nodes: Sequence[Any], known: set[str], constant: set[str],
         outs = [out for out in node.output if out]
         compilable = (node.domain in DEFAULT_DOMAINS and node.op_type in LOWERINGS
                       and node.op_type not in HOST_OPS and node.name not in demoted
-                      and all(out in types for out in outs))
+                      and all(out in types and compilable_dtype(types[out][0])
+                              for out in outs)
+                      and all(name in types and compilable_dtype(types[name][0])
+                              for name in node_reads(node)))
         if compilable and all(name in available for name in node_reads(node)):
             ready.append(node)
             available.update(outs)
