@@ -245,6 +245,32 @@ def _ddddocr_det(rng: np.random.Generator) -> Feeds:
     return {"images": photo(rng, 416, 416)[None]}  # raw pixels, as ddddocr feeds YOLOX
 
 
+def _tree_features(columns: int) -> Callable[[np.random.Generator], Feeds]:
+    """atspm-detector's LightGBM forests: 32 detectors' feature rows in float64, 5% missing
+    (LightGBM sends NaN down each node's missing-value side)."""
+    def feeds(rng: np.random.Generator) -> Feeds:
+        x = rng.normal(0, 2, (32, columns))
+        x[rng.random(x.shape) < 0.05] = np.nan
+        return {"X": x}
+    return feeds
+
+
+def _atspm_funcnet(rng: np.random.Generator) -> Feeds:
+    # 8 detector pairs' 15 event-count channels over 300 time bins, scaled to [0, 1]
+    return {"x": rng.uniform(0, 1, (8, 15, 300)).astype(np.float32)}
+
+
+def _atspm_funchead(rng: np.random.Generator) -> Feeds:
+    # 4 detectors' 6 candidate logits, their 128-d embeddings and activity counts
+    return {"logit": rng.normal(0, 1, (4, 6)).astype(np.float32),
+            "Z": rng.normal(0, 1, (4, 6, 128)).astype(np.float32),
+            "act": rng.uniform(10, 500, 4).astype(np.float32)}
+
+
+def _captcha_crnn(rng: np.random.Generator) -> Feeds:
+    return {"image": photo(rng, 60, 160)[None]}  # BGR pixels 0-255, as the package feeds
+
+
 def _orientation(rng: np.random.Generator) -> Feeds:
     return {"x": imagenet(photo(rng, 224, 224))}
 
@@ -346,6 +372,12 @@ CASES: dict[str, Case] = {
     # saturate int16 pair sums, so onnxruntime's own result moves by quanta there
     "voicefilter-embedder": Case(_voicefilter_embedder, "int8"),
     "voicefilter": Case(_voicefilter, "int8"),
+    "atspm-phase": Case(_tree_features(261)),
+    "atspm-function": Case(_tree_features(229)),
+    "atspm-stacker": Case(_tree_features(46)),
+    "atspm-funcnet": Case(_atspm_funcnet),
+    "atspm-funchead": Case(_atspm_funchead),
+    "captcha-crnn": Case(_captcha_crnn),
 }
 
 CI_MODELS = tuple(key for key, case in CASES.items() if case.ci)

