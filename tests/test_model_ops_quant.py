@@ -96,8 +96,24 @@ def test_quantize_linear_older_opsets_and_no_zero_point(opset):
                    {"x": x}, inits, opset=opset), {"x": x})
     exact(model_of([node("QuantizeLinear", ["x", "s", "z"], **({} if opset == 10 else attrs))],
                    {"x": x}, inits | {"z": point}, opset=opset), {"x": x})
+    # one scale: float32 passes (x / s rounded, saturated less the zero point, cast)
     assert steps_of(model_of([node("QuantizeLinear", ["x", "s"])], {"x": x},
-                             {"s": np.float32(0.1)}, opset=opset)) == ["Quantize"]
+                             {"s": np.float32(0.1)}, opset=opset)) == [
+        "Div", "InplaceRound", "InplaceNanToNum", "Clamp", "Cast"]
+
+
+@pytest.mark.parametrize("dtype", [U8, I8, U16, I16], ids=str)
+@pytest.mark.parametrize("point", [0, 3, -1], ids=["no-offset", "offset", "top"])
+def test_quantize_linear_per_tensor_nan_inf_and_ties_as_onnxruntime(dtype, point):
+    # NaN goes to the low end of the range, as onnxruntime's MLAS kernel sends it; inf
+    # saturates; quotients at .5 round to even; past the range saturates
+    info = np.iinfo(dtype)
+    offset = np.array(info.max if point == -1 else point, dtype)
+    x = (RNG.standard_normal(4000) * 60).astype(np.float32)
+    x[:8] = [np.nan, np.inf, -np.inf, 0.025, 0.075, -0.025, 1e30, -1e30]
+    x[8:400] = (np.round(x[8:400] / np.float32(0.05) * 2) / 2 * np.float32(0.05))
+    exact(model_of([node("QuantizeLinear", ["x", "s", "z"])], {"x": x},
+                   {"s": np.float32(0.05), "z": offset}, opset=21), {"x": x})
 
 
 def test_quantize_linear_float16_input_and_output_dtype_attribute():

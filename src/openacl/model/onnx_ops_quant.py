@@ -291,6 +291,9 @@ def quantize_linear(node: Node, b: Builder) -> None:
             raise unsupported(node, f"precision={precision}")
     kind, axis, _ = _granularity(node, b, scale, x_shape)
     zero = _is_zero(b, zero_point)
+    if qrange is not None and precision == FLOAT32 and _quantize_per_tensor(
+            node, b, x, scale, zero_point, x_shape, qrange, out):
+        return
     if qrange is None:  # float8 / float4: x / scale, (float4: + zero point), then encoded
         quotient = b.temp(x_shape, precision)
         b.call("Div", self=Ref(_cast_to(b, x, precision)),
@@ -323,6 +326,49 @@ def quantize_linear(node: Node, b: Builder) -> None:
         rounded = _round_to_int32(b, quotient)
     points = None if zero else _param(node, b, zero_point, x_shape, INT64, "zero_point")
     _saturate_into(b, rounded, points, qrange, out)
+
+
+def _quantize_per_tensor(node: Node, b: Builder, x: str, scale: str, zero_point: str,
+                         x_shape: tuple[int, ...], qrange: tuple[int, int], out: str) -> bool:
+    """QuantizeLinear by one scale and a constant zero point (every activation a QDQ model
+    quantises) in float32 passes, as onnxruntime's MLAS kernel computes it: ``x / scale``,
+    then ``_saturate_float``. False when the case is another (the general chain runs)."""
+    offset = _constant_point(b, zero_point)
+    if offset is None or _granularity(node, b, scale, x_shape)[0] != "tensor" or \
+            b.value(out).dtype in INT_FORMATS or not x_shape:
+        return False
+    quotient = b.temp(x_shape, FLOAT32)
+    b.call("Div", self=Ref(_cast_to(b, x, FLOAT32)),
+           other=Ref(_param(node, b, scale, x_shape, FLOAT32, "scale")), out=Ref(quotient))
+    _saturate_float(b, quotient, offset, qrange, out)
+    return True
+
+
+def _constant_point(b: Builder, zero_point: str) -> int | None:
+    """A missing or constant one-value zero point as an int (None for anything else)."""
+    if not zero_point:
+        return 0
+    value = b.constant_of(zero_point)
+    if value is None or np.size(value) != 1:
+        return None
+    return int(np.asarray(value).reshape(()))
+
+
+def _saturate_float(b: Builder, real: str, offset: int, qrange: tuple[int, int],
+                    out: str) -> None:
+    """``out = saturate(round_half_even(real) + offset)`` from a float32 tensor that may be
+    overwritten, in float32 passes: rounded, saturated to the range less the offset (NaN to
+    its low end, where MLAS's min/max order sends it), the offset added (exact: small
+    integers in float32), cast."""
+    low, high = float(qrange[0] - offset), float(qrange[1] - offset)
+    b.call("InplaceRound", selfRef=Ref(real))
+    b.call("InplaceNanToNum", selfRef=Ref(real), nan=low, posinf=high, neginf=low)
+    b.call("Clamp", self=Ref(real), clipValueMin=Scalar(low, "float32"),
+           clipValueMax=Scalar(high, "float32"), out=Ref(real))
+    if offset:
+        b.call("InplaceAdds", selfRef=Ref(real), other=Scalar(float(offset), "float32"),
+               alpha=None)
+    b.call("Cast", self=Ref(real), dtype=b.value(out).dtype, out=Ref(out))
 
 
 @lowering("DequantizeLinear")
@@ -613,6 +659,10 @@ def _requantize(node: Node, b: Builder, accumulated: str, multiplier: str, zero_
     real = _cast_to(b, accumulated, FLOAT32)
     scaled = b.temp(shape, FLOAT32)
     b.call("Mul", self=Ref(real), other=Ref(multiplier), out=Ref(scaled))
+    offset = _constant_point(b, zero_point)
+    if offset is not None and b.value(out).dtype not in INT_FORMATS:
+        _saturate_float(b, scaled, offset, qrange, out)
+        return
     rounded = _round_to_int32(b, scaled)
     points = None
     if not _is_zero(b, zero_point):

@@ -168,6 +168,9 @@ def nan_to_num(c: Call) -> Kernel:
             return
         x = x.astype(compute, copy=False)
         xp = array_module(x)
+        if xp is np and np.isfinite(x).all():  # the common case: one look, then a copy
+            v.write("out", x)
+            return
         value = xp.where(xp.isnan(x), replacements[0], x)
         value = xp.where(value == np.inf, replacements[1], value)
         v.write("out", xp.where(value == -np.inf, replacements[2], value))
