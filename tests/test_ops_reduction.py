@@ -158,6 +158,22 @@ def test_amax_amin_match_torch(dev, name, dtype):
             assert_close(_run(dev, name, a, dims, keep), golden, f"{name} {dtype} {dims}")
 
 
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_),
+                                   np.dtype(np.float16)], ids=str)
+def test_amax_amin_over_a_short_axis_match_torch(dev, name, dtype):
+    # one short reduced axis with many results runs as passes over its slices
+    rng = np.random.default_rng(9)
+    a = random_array((4, 40, 3, 3), dtype, rng)
+    if dtype.kind == "f":
+        a[0, 0, 1, 2] = np.nan  # propagates, as torch's does
+        a[1, 1, 0] = [0.0, -0.0, 0.0]
+    for dims in ([3], [2], [0], [-1]):
+        for keep in (False, True):
+            golden = from_torch(getattr(torch, name)(to_torch(a), dim=dims, keepdim=keep))
+            assert_close(_run(dev, name, a, dims, keep), golden, f"{name} {dtype} {dims}")
+
+
 @pytest.mark.parametrize("name", ["amax", "amin", "arg_max", "arg_min"])
 def test_extrema_propagate_nan(dev, name):
     a = np.array([[1.0, np.nan, 3.0, np.nan], [5.0, -1.0, 2.0, 0.0]], np.float32)
