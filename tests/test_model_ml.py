@@ -30,7 +30,12 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 
-from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_PARSE_MODEL, AclError  # noqa: E402
+from openacl.errors import (  # noqa: E402
+    ACL_ERROR_INTERNAL_ERROR,
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_PARSE_MODEL,
+    AclError,
+)
 from openacl.model import host_ml  # noqa: E402
 from openacl.model.host_ml import (  # noqa: E402
     TreeEnsembleRegressorNode,
@@ -40,6 +45,7 @@ from openacl.model.host_ml import (  # noqa: E402
 )
 from openacl.model.host_nodes import ReferenceNode, host_node  # noqa: E402
 from openacl.model.session import InferenceSession  # noqa: E402
+from openacl.ops import native  # noqa: E402
 
 ML = "ai.onnx.ml"
 NODE = "ml_node"
@@ -281,7 +287,7 @@ REGRESSOR_CASES = [(modes, dtype) for modes in [(m,) for m in V3_MODES] + [V3_MO
 @pytest.mark.parametrize("modes,dtype", REGRESSOR_CASES,
                          ids=[f"{m[0] if len(m) == 1 else 'mixed'}-{np.dtype(d).name}"
                               for m, d in REGRESSOR_CASES])
-def test_regressor_every_mode_matches_onnxruntime(modes, dtype):
+def test_regressor_every_mode_matches_onnxruntime(modes, dtype, kernel_path):
     rng = np.random.default_rng(zlib.crc32(repr((modes, np.dtype(dtype).name)).encode()))
     double = dtype == np.float64
     for targets, aggregate, transform in ((1, "SUM", "NONE"), (3, "SUM", "NONE"),
@@ -335,9 +341,10 @@ def test_regressor_min_max_keep_a_first_nan_and_skip_a_later_one():
         assert_scores(ours(model, {"X": x})[0], onnxruntime(model, {"X": x})[0], exact=True)
 
 
-def test_deep_double_forest_is_summed_to_the_bit_on_both_walks(monkeypatch):
+def test_deep_double_forest_is_summed_to_the_bit_on_both_walks(monkeypatch, kernel_path):
     """A LightGBM-like forest (double thresholds and weights, missing values to the true
-    side): the sums of onnxruntime's one-thread order, by the dense walk and the lanes."""
+    side): the sums of onnxruntime's one-thread order, by the numpy walks (the dense walk
+    and the lanes) and by the C walk."""
     rng = np.random.default_rng(17)
     forest = random_trees(rng, trees=120, depth=9, columns=30, modes=("BRANCH_LEQ",),
                           track=0.5, leaf_share=0.15)
@@ -482,7 +489,7 @@ def test_empty_batches():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("targets", [1, 3])
 @pytest.mark.parametrize("aggregate", range(4))
-def test_tree_ensemble_v5_matches_onnxruntime(dtype, targets, aggregate):
+def test_tree_ensemble_v5_matches_onnxruntime(dtype, targets, aggregate, kernel_path):
     rng = np.random.default_rng(targets * 10 + aggregate + (dtype == np.float64) * 100)
     forest = random_trees(rng, trees=7, depth=4, columns=5, modes=(*V3_MODES, "MEMBER"),
                           targets=targets, leaf_share=0.3)
@@ -497,7 +504,7 @@ def test_tree_ensemble_v5_matches_onnxruntime(dtype, targets, aggregate):
                           exact=transform == 0)
 
 
-def test_tree_ensemble_v5_shapes_of_trees():
+def test_tree_ensemble_v5_shapes_of_trees(kernel_path):
     """A tree whose root's children are one leaf (onnxruntime's one-leaf tree), a leaf
     reached from two parents, BRANCH_MEMBER sets within onnxruntime's bitmask (compared
     exactly) and outside it (compared on the truncated feature)."""
@@ -522,7 +529,7 @@ def test_tree_ensemble_v5_shapes_of_trees():
     np.testing.assert_array_equal(whole(model, {"X": x})[0], want)
 
 
-def test_a_set_onnxruntime_refuses_is_compared_as_onnx_says():
+def test_a_set_onnxruntime_refuses_is_compared_as_onnx_says(kernel_path):
     """A non-integer BRANCH_MEMBER value outside [0, 30]: onnxruntime refuses the model,
     ONNX's reference evaluator compares exactly, and so does the runner."""
     from onnx.reference import ReferenceEvaluator
@@ -588,7 +595,7 @@ QUIRKS = {
 
 
 @pytest.mark.parametrize("change", QUIRKS.values(), ids=QUIRKS.keys())
-def test_quirks_of_onnxruntime(change):
+def test_quirks_of_onnxruntime(change, kernel_path):
     attrs = dict(STUMP, **change)
     targets = attrs["n_targets"]
     model = regressor(attrs, np.float32, targets)
@@ -832,7 +839,7 @@ def test_classifier_pipelines_run_whole(strings):
 
 
 @pytest.mark.parametrize("key", ATSPM)
-def test_atspm_lightgbm_models_to_the_bit(key):
+def test_atspm_lightgbm_models_to_the_bit(key, kernel_path):
     from openacl.cli.zoo import cached
 
     path = cached(key)
@@ -850,6 +857,244 @@ def test_atspm_lightgbm_models_to_the_bit(key):
             np.testing.assert_array_equal(session.run(None, {"X": x})[0], want)
     finally:
         session.close()
+
+
+# --- the C walk (openacl._native.tree_leaves) against the numpy walks -----------------------
+
+# features the RAW_TRUNC comparison treats specially: out of int32 (INT32_MIN), its edges
+WALK_SPECIALS = np.array([np.inf, -np.inf, 3e9, -3e9, -2147483648.0, -2147483648.5,
+                          2147483647.5, 2147483648.0, -0.0, 40.9, -1.9, 0.99])
+ORDERED_MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT")
+WALK_MODES = {**{mode[7:]: (mode,) for mode in V3_MODES}, "ordered": ORDERED_MODES,
+              "every": V3_MODES}
+
+
+def tree_kernel():
+    """``_native.tree_leaves``'s module, or a skip where the extension is not there."""
+    lib = native.kernels()
+    if lib is None or not hasattr(lib, "tree_leaves"):
+        pytest.skip("openacl._native (with tree_leaves) is not built, or it is turned off")
+    return lib
+
+
+def walk_features(rng, rows, columns, dtype):
+    x = features(rng, rows, columns, dtype)
+    special = rng.random(x.shape) < 0.05
+    x[special] = rng.choice(WALK_SPECIALS, special.sum()).astype(dtype)
+    return x
+
+
+def with_nan_thresholds(rng, forest, share=0.1):
+    """Some ordered splits' thresholds made NaN (a RAW kind: false but for tracked NaNs)."""
+    for nodes in forest:
+        for position, node in enumerate(nodes):
+            if node[0] == "branch" and node[1] in ORDERED_MODES and rng.random() < share:
+                nodes[position] = (*node[:3], float("nan"), *node[4:])
+    return forest
+
+
+def assert_walks_agree(model, dtype, rng, columns, row_counts=(1, 2, 3, 9, 200)):
+    """The leaves of the C walk equal the numpy walks' (dense up to DENSE_MAX_ROWS rows,
+    the lanes above), and so do the node's outputs, to the bit."""
+    runner = runner_of(model)
+    forest, _ = runner._compiled_for(runner.threshold_dtype(np.dtype(dtype)))
+    assert forest.native_records is not None
+    for rows in row_counts:
+        x = walk_features(rng, rows, columns, dtype)
+        got, outputs = forest.leaves(x), runner.run({"X": x})
+        with native.disabled():
+            want, expected = forest.leaves(x), runner.run({"X": x})
+        assert got.dtype == want.dtype and got.shape == want.shape == (rows, forest.roots.size)
+        np.testing.assert_array_equal(got, want)
+        for name, value in expected.items():
+            np.testing.assert_array_equal(outputs[name], value)
+    return forest
+
+
+WALK_CASES = [(name, dtype, depth) for name in WALK_MODES for dtype in (np.float32, np.float64)
+              for depth in (0, 1, 12)]
+
+
+@pytest.mark.parametrize("name,dtype,depth", WALK_CASES,
+                         ids=[f"{n}-{np.dtype(d).name}-depth{k}" for n, d, k in WALK_CASES])
+def test_c_walk_equals_the_numpy_walk(name, dtype, depth):
+    """Every mode (the ordered ones, flipped where missing values track true, are the fast
+    ``<=`` kind; EQ, NEQ and NaN thresholds are RAW kinds), float and double thresholds,
+    NaN and out-of-int32 features, one-leaf trees, stumps and deep trees, 1 to 200 rows."""
+    tree_kernel()
+    rng = np.random.default_rng(zlib.crc32(repr((name, np.dtype(dtype).name, depth)).encode()))
+    forest = random_trees(rng, trees=40, depth=depth, columns=7, modes=WALK_MODES[name],
+                          targets=2, track=0.4, weights=(1, 2), leaf_share=0.35)
+    if name in ("ordered", "every"):
+        with_nan_thresholds(rng, forest)
+    attrs = v3_attributes(forest, "target_", double=dtype == np.float64, permute=rng)
+    attrs.update(n_targets=2)
+    compiled = assert_walks_agree(regressor(attrs, dtype, 2), dtype, rng, 7)
+    assert compiled.depth == depth if depth < 2 else compiled.depth >= 8
+    raw = any(node[0] == "branch" and (node[1] in ("BRANCH_EQ", "BRANCH_NEQ") or
+                                       np.isnan(node[3])) for nodes in forest for node in nodes)
+    assert compiled.raw == raw  # (the C walk's RAW kinds where there are any)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("depth", [1, 10])
+def test_c_walk_equals_the_numpy_walk_on_member_sets(dtype, depth):
+    """Opset 5's BRANCH_MEMBER chains: sets compared exactly (within [0, 30]) and as
+    truncated int32 values (RAW_TRUNC), beside every other mode."""
+    tree_kernel()
+    rng = np.random.default_rng(depth * 2 + (dtype == np.float64))
+    forest = random_trees(rng, trees=30, depth=depth, columns=6, modes=(*V3_MODES, "MEMBER"),
+                          track=0.4, leaf_share=0.2)
+    model = ensemble(v5_attributes(forest, dtype, 1), dtype, 1)
+    compiled = assert_walks_agree(model, dtype, rng, 6)
+    assert (compiled.kind == host_ml.RAW_TRUNC).any() and (compiled.kind == host_ml.RAW_EQ).any()
+
+
+@pytest.mark.parametrize("modes", [ORDERED_MODES, V3_MODES], ids=["ordered", "every"])
+def test_c_walk_splits_over_the_pool(modes):
+    """Enough lanes that the walk runs as tasks on the pool (and, with one thread, on the
+    caller): the same leaves as the numpy walk either way."""
+    lib = tree_kernel()
+    rng = np.random.default_rng(len(modes))
+    forest = random_trees(rng, trees=200, depth=8, columns=12, modes=modes, track=0.4,
+                          leaf_share=0.3)
+    attrs = v3_attributes(forest, "target_", double=True)
+    attrs.update(n_targets=1)
+    model = regressor(attrs, np.float64, 1)
+    before = lib.pool_threads()
+    try:
+        for threads in (1, 3):
+            lib.pool_threads(threads)
+            compiled = assert_walks_agree(model, np.float64, rng, 12, row_counts=(1, 64))
+    finally:
+        lib.pool_threads(before)
+    assert 64 * compiled.roots.size * (compiled.depth + 1) >= 32768  # _native.c's threshold
+
+
+def test_compiled_slots_are_checked_once():
+    """The indices the C walk follows are checked when the forest is compiled: a slot that
+    would lead outside the arrays is an internal error naming it."""
+    runner = runner_of(regressor(dict(STUMP), np.float32, 1))
+    forest, _ = runner._compiled_for(np.dtype(np.float32))
+    forest.slot_base = forest.slot_base.copy()
+    forest.slot_base[0] = forest.slot_base.size - 1  # its pair would end past the slots
+    with pytest.raises(AclError) as info:
+        forest._native_slots(runner)
+    assert info.value.code == ACL_ERROR_INTERNAL_ERROR and "slot 0 of 3" in info.value.message
+
+
+# --- _native.tree_leaves called directly: its argument checks ------------------------------
+
+def stump_slots(dtype, bound=0.5):
+    """One tree: slot 0 compares column 0 with ``bound``; slots 1 (the second child: leaf 0)
+    and 2 (the first: leaf 1) point to themselves and read column 1, the NaN column."""
+    records = np.zeros(3, host_ml.SLOT_RECORDS[np.dtype(dtype)])
+    records["bound"], records["column"], records["next"] = [bound, 0, 0], [0, 1, 1], [1, 1, 2]
+    return records, np.array([-1, 0, 1], np.int32)
+
+
+def stump_call(dtype=np.float64, **change):
+    records, leaves = stump_slots(dtype)
+    rows = np.array([[0.3, np.nan], [0.7, np.nan], [np.nan, np.nan], [0.5, np.nan]], dtype)
+    call = dict(rows=rows, slots=records.view(np.int32), leaves=leaves, kinds=None,
+                out=np.full((4, 1), -7, np.intp), sizes=(4, 2, 1, 1))
+    call.update(change)
+    return call
+
+
+def tree_leaves(lib, call):
+    lib.tree_leaves(call["rows"], call["slots"], call["leaves"], call["kinds"], call["out"],
+                    call["sizes"])
+    return call["out"].ravel().tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tree_leaves_walks_a_stump(dtype):
+    lib = tree_kernel()
+    assert tree_leaves(lib, stump_call(dtype)) == [1, 0, 0, 1]  # x <= 0.5; NaN: second
+    raw_eq = host_ml.RAW_EQ | host_ml.RAW_TRACK  # x == 0.5, or NaN
+    kinds = np.array([raw_eq, 0, 0], np.int8)
+    assert tree_leaves(lib, stump_call(dtype, kinds=kinds)) == [0, 0, 1, 1]
+    assert tree_leaves(lib, stump_call(dtype, sizes=(0, 2, 1, 1))) == [-7] * 4  # no rows
+
+
+def _records(change):
+    """A double stump's records changed by ``change`` (field -> values), as int32."""
+    records, _ = stump_slots(np.float64)
+    for field, values in change.items():
+        records[field] = values
+    return records.view(np.int32)
+
+
+def _misaligned(slots):
+    """``slots`` copied to an address 4 bytes past an 8-byte boundary."""
+    base = np.zeros(slots.size + 2, np.int32)
+    start = 1 if base.ctypes.data % 8 == 0 else 0
+    view = base[start:start + slots.size]
+    view[:] = slots
+    return view
+
+
+BAD_WALK_CALLS = {
+    "int64 rows": (lambda c: dict(rows=np.zeros((4, 2), np.int64)), TypeError,
+                   "'rows' must be a float32 or float64"),
+    "float16 rows": (lambda c: dict(rows=c["rows"].astype(np.float16)), TypeError, "'rows'"),
+    "rows not contiguous": (lambda c: dict(rows=np.asfortranarray(c["rows"])),
+                            (ValueError, BufferError), "contiguous"),
+    "float slots": (lambda c: dict(slots=c["slots"].view(np.float32)), TypeError, "int32"),
+    "slots not whole records": (lambda c: dict(slots=c["slots"][:-1]), ValueError,
+                                "whole float64 slots"),
+    "float32 rows, float64 records": (lambda c: dict(rows=c["rows"].astype(np.float32)),
+                                      ValueError, "one per slot"),
+    "misaligned slots": (lambda c: dict(slots=_misaligned(c["slots"])), ValueError,
+                         "aligned"),
+    "int64 leaves": (lambda c: dict(leaves=c["leaves"].astype(np.int64)), TypeError, "int32"),
+    "short leaves": (lambda c: dict(leaves=c["leaves"][:2]), ValueError, "one per slot"),
+    "int32 kinds": (lambda c: dict(kinds=np.zeros(3, np.int32)), TypeError, "int8"),
+    "short kinds": (lambda c: dict(kinds=np.zeros(2, np.int8)), ValueError, "one per slot"),
+    "int32 out": (lambda c: dict(out=np.zeros((4, 1), np.int32)), TypeError, "int64"),
+    "read-only out": (lambda c: dict(out=np.zeros((4, 1), np.intp).view()),
+                      (ValueError, BufferError, TypeError), "read-only|writable"),
+    "short out": (lambda c: dict(out=np.zeros(3, np.intp)), ValueError, "'out' holds 3"),
+    "short rows": (lambda c: dict(sizes=(5, 2, 1, 1), out=np.zeros(5, np.intp)), ValueError,
+                   "'rows' holds 8 values, 10 needed"),
+    "more trees than slots": (lambda c: dict(sizes=(1, 2, 4, 1)), ValueError,
+                              "4 trees but 3 slots"),
+    "negative rows": (lambda c: dict(sizes=(-1, 2, 1, 1)), ValueError, "width must be"),
+    "no columns": (lambda c: dict(sizes=(4, 0, 1, 1)), ValueError, "width must be"),
+    "negative steps": (lambda c: dict(sizes=(4, 2, 1, -1)), ValueError, "width must be"),
+    "sizes that overflow": (lambda c: dict(sizes=(2 ** 40, 2 ** 30, 1, 1)), OverflowError,
+                            "overflow"),
+    "a column out of the row": (lambda c: dict(slots=_records({"column": [2, 1, 1]})),
+                                ValueError, "tree 0, row 0: a slot reads a column out of"),
+    "a next slot out of range": (lambda c: dict(slots=_records({"next": [2, 1, 2]})),
+                                 ValueError, "leads out of \\[0, 3\\) slots"),
+    "a negative next slot": (lambda c: dict(slots=_records({"next": [-5, 1, 2]})),
+                             ValueError, "leads out of"),
+    "a cycle": (lambda c: dict(slots=_records({"bound": [0.5, -np.inf, 0],  # 0 -> 1 -> 0
+                                               "next": [0, 0, 2]}),
+                               sizes=(4, 2, 1, 50)),
+                ValueError, "tree 0, row 0 is at no leaf after 50 steps"),
+    "a branch slot that stays": (lambda c: dict(slots=_records({"next": [-1, 1, 2]}),
+                                                sizes=(1, 2, 1, 1)),  # 0.3 <= 0.5: -1 + 1
+                                 ValueError, "row 0 is at no leaf after 1 steps"),
+    "fewer steps than the depth": (lambda c: dict(sizes=(4, 2, 1, 0)), ValueError,
+                                   "at no leaf after 0 steps"),
+}
+
+
+@pytest.mark.parametrize("change,error,expected", BAD_WALK_CALLS.values(),
+                         ids=BAD_WALK_CALLS.keys())
+def test_tree_leaves_refuses_bad_arguments(change, error, expected):
+    """Wrong types, shapes and lengths are refused before the walk; malformed slots (out of
+    range, a cycle, a lane short of its leaf) stop it with the lane named; never a crash."""
+    lib = tree_kernel()
+    call = stump_call()
+    call.update(change(call))
+    if "read-only" in expected:
+        call["out"].flags.writeable = False
+    with pytest.raises(error, match=expected):
+        tree_leaves(lib, call)
 
 
 # --- errors -------------------------------------------------------------------------------

@@ -19,8 +19,12 @@
  * caller's margin). conv2d_direct's work items use their thread's scratch (pool_scratch),
  * written before it is read within the item, so nothing carries over between items or calls.
  *
- * Parallel loops (conv2d_direct, shifted_sums, the elementwise and softmax kernels) run on
- * the pool of _native_pool.c; their tasks write disjoint parts of the output.
+ * Parallel loops (conv2d_direct, shifted_sums, the elementwise and softmax kernels, the
+ * tree walk) run on the pool of _native_pool.c; their tasks write disjoint parts of the
+ * output.
+ *
+ * The tree walk (tree_leaves) also takes int32, int8 and int64 buffers and follows indices
+ * read from them: it checks each one before it reads through it (see "tree ensembles").
  *
  * This module is optional: openacl.ops.native falls back to numpy when it is missing.
  */
@@ -1616,6 +1620,165 @@ static void dq_lstm_loop(const DqLstm *a) {
     }
 }
 
+/* -- tree ensembles: the walk of openacl.model.host_ml's compiled forests -----------------
+ * host_ml compiles a forest into slots (its design note): slot s compares x[row][column]
+ * with its bound (x <= bound, or one of the RAW kinds where a kind is given) and the lane
+ * moves to slot next + (the comparison). A leaf slot points to itself and reads a NaN
+ * column, so a lane at its leaf stays; slots 0 .. trees - 1 are the roots. A lane is a
+ * (tree, row) pair, numbered tree-major (tree * rows + row).
+ *
+ * Invariants: every slot a step reads is checked before its read (its column against the
+ * row width, the slot it moves to against the slot count), so no slot contents can make
+ * the walk read outside its buffers; a lane takes at most `steps` steps (the forest's
+ * depth) and must then be at a leaf, so a malformed forest (a cycle) ends with an error
+ * instead of a hang. host_ml checks its slots once when it builds them: these checks never
+ * fail for its forests and cost nothing on the walk's critical path (predicted branches).
+ * TREE_GROUP lanes walk side by side, a step each in turn until none moves, so that their
+ * slot and feature loads overlap (a lane's steps are a chain of dependent loads). A lane's
+ * root, row and place in out come from a cursor over [first, last), never from a buffer.
+ * Tasks walk disjoint ranges of lanes and write disjoint elements of out; only the walk
+ * runs here (host_ml sums the leaves). */
+#define TREE_GROUP 8 /* lanes walked side by side */
+#define TREE_SERIAL_STEPS 32768 /* fewer lane steps (lanes x (steps + 1)) run on the caller
+                                 * alone: waking a worker costs more (the GEMM's rule) */
+#define TREE_TASKS_PER_THREAD 4 /* pool tasks per thread: lanes differ in their depth */
+/* the comparison kinds (host_ml's LEQ_FORM, RAW_EQ, RAW_NEQ, RAW_TRUNC) and the flag
+ * (host_ml's RAW_TRACK) of a RAW slot whose comparison is true for a NaN */
+#define TREE_LEQ 0
+#define TREE_RAW_EQ 1
+#define TREE_RAW_NEQ 2
+#define TREE_RAW_TRUNC 3
+#define TREE_KIND_MASK 3
+#define TREE_TRACK 4
+/* RAW_TRUNC compares int32(x), truncated, as x86's cvttsd2si gives it: INT32_MIN outside
+ * (INT32_MIN - 1, 2^31), NaN included */
+#define TRUNC_LOW -2147483649.0
+#define TRUNC_HIGH 2147483648.0
+#define TRUNC_OUTSIDE -2147483648.0
+/* why a lane failed (a failure code is its position in out * TREE_FAILURES + reason) */
+#define TREE_OUT_OF_RANGE 0 /* a slot's column or next slot is out of range */
+#define TREE_NO_LEAF 1 /* still walking, or stuck on a branch slot, after `steps` steps */
+#define TREE_FAILURES 2
+
+/* one slot, as host_ml lays it out (its SLOT_RECORDS): the bound, the column it reads, the
+ * first slot of the pair it leads to (a leaf: itself) */
+typedef struct {
+    double bound;
+    int32_t column, next;
+} TreeSlotDouble; /* 16 bytes */
+
+typedef struct {
+    float bound;
+    int32_t column, next;
+} TreeSlotFloat; /* 12 bytes */
+
+typedef struct {
+    const void *rows;         /* count x width, float32 or float64 */
+    const void *slots;        /* slot_count TreeSlotFloat or TreeSlotDouble */
+    const int32_t *leaves;    /* per slot its leaf rank, -1 for a branch slot */
+    const int8_t *kinds;      /* per slot its kind | TREE_TRACK, or NULL: all TREE_LEQ */
+    int64_t *out;             /* count x trees leaf ranks */
+    Py_ssize_t count, width, trees, slot_count, steps, lanes, lanes_per_task;
+    int double_type;          /* rows and bounds are float64 (else float32) */
+    _Atomic Py_ssize_t failure; /* the least failure code, or PY_SSIZE_T_MAX */
+} TreeWalk;
+
+/* x <= bound, or the RAW kind's comparison (host_ml's _Forest._compare) */
+INLINE int tree_compare_double(double x, double bound, int kind) {
+    int go;
+    switch (kind & TREE_KIND_MASK) {
+    case TREE_RAW_EQ: go = x == bound; break;
+    case TREE_RAW_NEQ: go = x != bound; break;
+    case TREE_RAW_TRUNC:
+        go = (x > TRUNC_LOW && x < TRUNC_HIGH ? trunc(x) : TRUNC_OUTSIDE) == bound;
+        break;
+    default: go = x <= bound;
+    }
+    return go | ((kind & TREE_TRACK) && x != x);
+}
+
+INLINE int tree_compare_float(float x, float bound, int kind) {
+    int go;
+    switch (kind & TREE_KIND_MASK) {
+    case TREE_RAW_EQ: go = x == bound; break;
+    case TREE_RAW_NEQ: go = x != bound; break;
+    case TREE_RAW_TRUNC: /* (the comparisons with the limits in double: exact) */
+        go = (x > TRUNC_LOW && x < TRUNC_HIGH ? truncf(x) : (float)TRUNC_OUTSIDE) == bound;
+        break;
+    default: go = x <= bound;
+    }
+    return go | ((kind & TREE_TRACK) && x != x);
+}
+
+/* Walks lanes [first, last) and writes their leaf ranks: -1, or the first failing lane's
+ * code (its position in out, not its lane number). `raw` is a constant at each call (the
+ * loop is compiled twice). The group's loops are unrolled whole, so that its slots stay in
+ * registers; a group past `last` repeats its last lane (the same leaf, written twice). */
+#define DEFINE_TREE_WALK(NAME, Value, Slot, COMPARE)                                        \
+    INLINE Py_ssize_t NAME(const TreeWalk *w, Py_ssize_t first, Py_ssize_t last, int raw) { \
+        const Slot *slots = w->slots;                                                       \
+        const uint32_t width = (uint32_t)w->width, slot_count = (uint32_t)w->slot_count;    \
+        const Py_ssize_t count = w->count, trees = w->trees;                                \
+        Py_ssize_t tree = first / count, row = first % count; /* the next lane's */         \
+        for (Py_ssize_t start = first; start < last; start += TREE_GROUP) {                 \
+            uint32_t slot[TREE_GROUP];                                                      \
+            const Value *x_row[TREE_GROUP];                                                 \
+            Py_ssize_t at_out[TREE_GROUP];                                                  \
+            _Pragma("GCC unroll 16") for (int g = 0; g < TREE_GROUP; g++) {                 \
+                slot[g] = (uint32_t)tree;                                                   \
+                x_row[g] = (const Value *)w->rows + row * w->width;                         \
+                at_out[g] = row * trees + tree;                                             \
+                if (start + g + 1 < last && ++row == count) {                               \
+                    row = 0;                                                                \
+                    tree++;                                                                 \
+                }                                                                           \
+            }                                                                               \
+            for (Py_ssize_t step = 0; step < w->steps; step++) {                            \
+                uint32_t moved = 0;                                                         \
+                _Pragma("GCC unroll 16") for (int g = 0; g < TREE_GROUP; g++) {             \
+                    const Slot *at = &slots[slot[g]];                                       \
+                    uint32_t column = (uint32_t)at->column;                                 \
+                    if (__builtin_expect(column >= width, 0))                               \
+                        return at_out[g] * TREE_FAILURES + TREE_OUT_OF_RANGE;               \
+                    Value x = x_row[g][column];                                             \
+                    int go = raw ? COMPARE(x, at->bound, w->kinds[slot[g]]) : x <= at->bound; \
+                    uint32_t next = (uint32_t)at->next + (uint32_t)go;                      \
+                    if (__builtin_expect(next >= slot_count, 0))                            \
+                        return at_out[g] * TREE_FAILURES + TREE_OUT_OF_RANGE;               \
+                    moved |= next ^ slot[g];                                                \
+                    slot[g] = next;                                                         \
+                }                                                                           \
+                if (!moved) break;                                                          \
+            }                                                                               \
+            _Pragma("GCC unroll 16") for (int g = 0; g < TREE_GROUP; g++) {                 \
+                int32_t leaf = w->leaves[slot[g]];                                          \
+                if (leaf < 0) return at_out[g] * TREE_FAILURES + TREE_NO_LEAF;              \
+                w->out[at_out[g]] = leaf;                                                   \
+            }                                                                               \
+        }                                                                                   \
+        return -1;                                                                          \
+    }
+
+DEFINE_TREE_WALK(tree_walk_double, double, TreeSlotDouble, tree_compare_double)
+DEFINE_TREE_WALK(tree_walk_float, float, TreeSlotFloat, tree_compare_float)
+
+static void tree_walk_task(void *context, ptrdiff_t task) {
+    TreeWalk *w = context;
+    Py_ssize_t first = task * w->lanes_per_task;
+    Py_ssize_t last = w->lanes - first < w->lanes_per_task ? w->lanes : first + w->lanes_per_task;
+    Py_ssize_t failed;
+    if (w->kinds != NULL)
+        failed = w->double_type ? tree_walk_double(w, first, last, 1)
+                                : tree_walk_float(w, first, last, 1);
+    else
+        failed = w->double_type ? tree_walk_double(w, first, last, 0)
+                                : tree_walk_float(w, first, last, 0);
+    if (failed < 0) return;
+    Py_ssize_t seen = atomic_load(&w->failure);
+    while (failed < seen && !atomic_compare_exchange_weak(&w->failure, &seen, failed)) {
+    }
+}
+
 /* -- argument handling ------------------------------------------------------------------- */
 /* A C-contiguous buffer of one element type (struct `format`, `itemsize` bytes, called
  * `type_name` in the error): 0 with `view` held, or -1 with a TypeError naming the argument
@@ -2827,6 +2990,120 @@ static PyObject *py_masked_softmax(PyObject *Py_UNUSED(self), PyObject *args) {
     return result;
 }
 
+/* tree_leaves(rows, slots, leaves, kinds, out, (count, width, trees, steps)): the walk of
+ * host_ml's compiled forest (see "tree ensembles" above) */
+static PyObject *py_tree_leaves(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *rows_object, *slots_object, *leaves_object, *kinds_object, *out_object;
+    TreeWalk w = {0};
+    if (!PyArg_ParseTuple(args, "OOOOO(nnnn)", &rows_object, &slots_object, &leaves_object,
+                          &kinds_object, &out_object, &w.count, &w.width, &w.trees, &w.steps))
+        return NULL;
+    if (w.count < 0 || w.width <= 0 || w.width > INT32_MAX || w.trees < 0 || w.steps < 0) {
+        PyErr_Format(PyExc_ValueError, "tree_leaves: rows %zd, width %zd, trees %zd, steps "
+                     "%zd: the width must be in [1, 2^31), the others >= 0", w.count, w.width,
+                     w.trees, w.steps);
+        return NULL;
+    }
+    Py_ssize_t row_values = multiply_add(w.count, w.width, 0);
+    w.lanes = multiply_add(w.count, w.trees, 0);
+    if (row_values < 0 || w.lanes < 0 || w.lanes > PY_SSIZE_T_MAX / TREE_FAILURES) {
+        PyErr_SetString(PyExc_OverflowError, "tree_leaves: sizes overflow");
+        return NULL;
+    }
+    Py_buffer rows, slots, leaves, kinds, out;
+    Py_buffer *held[5];
+    int holding = 0;
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(rows_object, &rows, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0)
+        return NULL;
+    held[holding++] = &rows;
+    const char *format = rows.format != NULL ? rows.format : "B";
+    w.double_type = rows.itemsize == 8 && strcmp(format, "d") == 0;
+    if (!w.double_type && !(rows.itemsize == 4 && strcmp(format, "f") == 0)) {
+        PyErr_Format(PyExc_TypeError, "argument 'rows' must be a float32 or float64 buffer "
+                     "(format 'f' or 'd'), got format '%s'", format);
+        goto done;
+    }
+    if (typed_buffer(slots_object, &slots, 0, "slots", "i", 4, "int32") != 0) goto done;
+    held[holding++] = &slots;
+    if (typed_buffer(leaves_object, &leaves, 0, "leaves", "i", 4, "int32") != 0) goto done;
+    held[holding++] = &leaves;
+    if (kinds_object != Py_None) {
+        if (typed_buffer(kinds_object, &kinds, 0, "kinds", "b", 1, "int8") != 0) goto done;
+        held[holding++] = &kinds;
+    }
+    if (PyObject_GetBuffer(out_object, &out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
+                           PyBUF_WRITABLE) != 0)
+        goto done;
+    held[holding++] = &out;
+    format = out.format != NULL ? out.format : "B";
+    if (out.itemsize != 8 || (strcmp(format, "l") != 0 && strcmp(format, "q") != 0)) {
+        PyErr_Format(PyExc_TypeError, "argument 'out' must be an int64 buffer (format 'l' or "
+                     "'q'), got format '%s'", format);
+        goto done;
+    }
+    Py_ssize_t words = (Py_ssize_t)(w.double_type ? sizeof(TreeSlotDouble)
+                                                  : sizeof(TreeSlotFloat)) / 4;
+    w.slot_count = slots.len / 4 / words;
+    if (w.slot_count * words != slots.len / 4 || w.slot_count > INT32_MAX ||
+        (uintptr_t)slots.buf % (w.double_type ? _Alignof(TreeSlotDouble) : 4) != 0) {
+        PyErr_Format(PyExc_ValueError, "argument 'slots' holds %zd int32 values; it must be "
+                     "whole %s slots of %zd values (at most 2^31 - 1, aligned to their "
+                     "bound)", slots.len / 4, w.double_type ? "float64" : "float32", words);
+    } else if (w.trees > w.slot_count) {
+        PyErr_Format(PyExc_ValueError, "tree_leaves: %zd trees but %zd slots (the first "
+                     "slots are the roots)", w.trees, w.slot_count);
+    } else if (leaves.len / 4 != w.slot_count) {
+        PyErr_Format(PyExc_ValueError, "argument 'leaves' holds %zd values; it must hold one "
+                     "per slot (%zd)", leaves.len / 4, w.slot_count);
+    } else if (kinds_object != Py_None && kinds.len != w.slot_count) {
+        PyErr_Format(PyExc_ValueError, "argument 'kinds' holds %zd values; it must hold one "
+                     "per slot (%zd)", kinds.len, w.slot_count);
+    } else if (rows.len / rows.itemsize < row_values) {
+        PyErr_Format(PyExc_ValueError, "argument 'rows' holds %zd values, %zd needed (%zd "
+                     "rows of %zd)", rows.len / rows.itemsize, row_values, w.count, w.width);
+    } else if (out.len / 8 < w.lanes) {
+        PyErr_Format(PyExc_ValueError, "argument 'out' holds %zd int64 values, %zd needed "
+                     "(%zd rows x %zd trees)", out.len / 8, w.lanes, w.count, w.trees);
+    } else {
+        w.rows = rows.buf;
+        w.slots = slots.buf;
+        w.leaves = leaves.buf;
+        w.kinds = kinds_object != Py_None ? kinds.buf : NULL;
+        w.out = out.buf;
+        atomic_init(&w.failure, PY_SSIZE_T_MAX);
+        Py_ssize_t tasks = 1, groups = (w.lanes + TREE_GROUP - 1) / TREE_GROUP;
+        if ((double)w.lanes * (double)(w.steps + 1) >= TREE_SERIAL_STEPS && pool_threads() > 1)
+            tasks = TREE_TASKS_PER_THREAD * (Py_ssize_t)pool_threads();
+        tasks = tasks < groups ? tasks : groups;
+        w.lanes_per_task = tasks > 0 ? (groups + tasks - 1) / tasks * TREE_GROUP : 1;
+        tasks = (w.lanes + w.lanes_per_task - 1) / w.lanes_per_task;
+        Py_BEGIN_ALLOW_THREADS
+        if (tasks == 1)
+            tree_walk_task(&w, 0);
+        else if (tasks > 1)
+            pool_run(tasks, tree_walk_task, &w);
+        Py_END_ALLOW_THREADS
+        Py_ssize_t failure = atomic_load(&w.failure);
+        if (failure == PY_SSIZE_T_MAX) {
+            result = Py_NewRef(Py_None);
+        } else {
+            Py_ssize_t position = failure / TREE_FAILURES; /* row * trees + tree */
+            if (failure % TREE_FAILURES == TREE_OUT_OF_RANGE)
+                PyErr_Format(PyExc_ValueError, "tree_leaves: tree %zd, row %zd: a slot reads "
+                             "a column out of [0, %zd) or leads out of [0, %zd) slots",
+                             position % w.trees, position / w.trees, w.width, w.slot_count);
+            else
+                PyErr_Format(PyExc_ValueError, "tree_leaves: tree %zd, row %zd is at no leaf "
+                             "after %zd steps (a cycle, or a forest deeper than 'steps')",
+                             position % w.trees, position / w.trees, w.steps);
+        }
+    }
+done:
+    while (holding > 0) PyBuffer_Release(held[--holding]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gelu_erf", py_gelu_erf, METH_VARARGS,
      "gelu_erf(x, out): GELU's erf form of float32 x into out (may be x)."},
@@ -2928,6 +3205,14 @@ static PyMethodDef methods[] = {
      "(B, H) float32 (initial in, final out), y (T, B, H) float32 or None; with an int8 R "
      "on an AVX-512 VNNI CPU (dq_lstm_vnni), also quads (per unit block, (ceil(H / 4), 64, "
      "4) int8) and column_sums (per block, 64 int32): the same sums by vpdpbusd."},
+    {"tree_leaves", py_tree_leaves, METH_VARARGS,
+     "tree_leaves(rows, slots, leaves, kinds, out, (N, W, T, steps)): the leaf rank each tree "
+     "reaches for each row, into out (N, T) int64: rows (N, W) float32 or float64; slots "
+     "int32, per slot (bound, column, next) as openacl.model.host_ml lays them out (3 int32 "
+     "values for float32, 4 for float64: the bound's bits first); slots 0 .. T - 1 the roots; "
+     "a step moves to next + (x[column] <= bound), or kinds' RAW comparison (int8 per slot or "
+     "None); leaves int32 per slot, its leaf rank or -1. At most 'steps' steps a lane; a slot "
+     "out of range or a lane at no leaf then is a ValueError."},
     {NULL, NULL, 0, NULL},
 };
 

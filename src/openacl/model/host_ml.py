@@ -47,6 +47,15 @@ Design note (invariants)
   reads a NaN column, so a finished lane stays; once a quarter of the lanes stopped moving
   they are dropped, and the walk ends when all have. One or two rows instead compare every
   branch node at once and then follow pointers (``DENSE_MAX_ROWS``).
+* Where the C kernels are built and on (``openacl.ops.native``), the same slots are walked
+  by ``_native.tree_leaves`` instead, every kind included: each lane runs to its leaf (a
+  handful of lanes side by side, lanes split over the pool's threads when there are
+  enough), from one record per slot (bound, column, next: ``SLOT_RECORDS``) that
+  ``_Forest._native_slots`` builds once, checking every index the walk follows (a column
+  inside the row, a branch slot's pair and a leaf's self-pointer inside the slots), and
+  at most ``depth`` steps a lane. It only chooses the leaves, so the scores (summed here,
+  as above) are the same to the bit; the numpy walk is the fallback (``OPENACL_NATIVE=0``,
+  ``native.disabled()``, no C compiler).
 * onnxruntime's quirks kept: a tree's root is the first node listed of each run of equal
   tree ids (a tree listed in two runs counts twice); a leaf without a weight scores its
   ``nodes_values`` entry when there is one target (and only the first weight of a leaf
@@ -78,8 +87,13 @@ from typing import Any
 
 import numpy as np
 
-from openacl.errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_PARSE_MODEL
+from openacl.errors import (
+    ACL_ERROR_INTERNAL_ERROR,
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_PARSE_MODEL,
+)
 from openacl.model.host_nodes import _HostNode
+from openacl.ops import native
 
 __all__ = ["ML_DOMAIN", "ML_OPS", "ml_node"]
 
@@ -116,6 +130,11 @@ MODE_NAMES = {"BRANCH_LEQ": LEQ, "BRANCH_LT": LT, "BRANCH_GTE": GTE, "BRANCH_GT"
               "BRANCH_EQ": EQ, "BRANCH_NEQ": NEQ, "LEAF": LEAF}
 NEGATED = np.array([GT, GTE, LT, LEQ], np.int8)  # not (x LEQ t) is x GT t, ...: LEQ..GT
 LEQ_FORM, RAW_EQ, RAW_NEQ, RAW_TRUNC = 0, 1, 2, 3  # how a slot compares (the design note)
+RAW_TRACK = 4  # or'ed to a RAW kind in the C walk's kinds: the comparison is true for NaN
+# the C walk's slot records (_native.c's TreeSlotFloat/TreeSlotDouble): bound, column, next
+SLOT_RECORDS = {np.dtype(dtype): np.dtype([("bound", dtype), ("column", np.int32),
+                                           ("next", np.int32)]) for dtype in (F32, F64)}
+SLOT_INDEX_LIMIT = 2 ** 31 - 1  # slots and columns the C walk's int32 indices can hold
 
 TREE_INPUTS = {  # the input dtypes onnxruntime registers a kernel for
     "TreeEnsembleRegressor": (np.dtype(F32), np.dtype(F64)),
@@ -680,6 +699,7 @@ class _Forest:
         self.roots = number[table.roots].astype(INTP)
         self.depth = self._depth(owner)
         self._slots()
+        self._native_slots(owner)
 
     def _depth(self, owner: _HostNode) -> int:
         """The most branch nodes on a path from a root: the steps a walk takes."""
@@ -732,6 +752,40 @@ class _Forest:
         self.slot_kind = pick(self.kind, LEQ_FORM).astype(np.int8)
         self.slot_track = pick(self.raw_track, False).astype(bool)
 
+    def _native_slots(self, owner: _HostNode) -> None:
+        """The slots as the C walk reads them (``_native.tree_leaves``): one record per slot
+        (bound, column, next: ``slot_base``), the leaf ranks, the kinds (None: every slot
+        compares ``x <= bound``); ``native_records`` None where its int32 indices cannot
+        hold the forest. Every index is checked here, once, as the walk relies on it: a
+        branch slot's pair and a leaf's self-pointer inside the slots, every column inside
+        the row, every leaf rank a leaf."""
+        self.native_records = self.native_leaves = self.native_kinds = None
+        slots, trees = self.slot_base.size, self.roots.size
+        if slots > SLOT_INDEX_LIMIT or self.width > SLOT_INDEX_LIMIT:
+            return
+        index = np.arange(slots)
+        branch = self.slot_leaf < 0
+        bad = np.flatnonzero(
+            (self.slot_column < 0) | (self.slot_column >= self.width) |
+            np.where(branch, (self.slot_base < trees) | (self.slot_base + 1 >= slots),
+                     (self.slot_base != index) | (self.slot_leaf >= self.leaf_nodes.size)))
+        if bad.size or trees > slots:
+            at = int(bad[0]) if bad.size else 0
+            raise owner.fail(ACL_ERROR_INTERNAL_ERROR,
+                             f"the compiled trees are inconsistent: slot {at} of {slots} "
+                             f"(column {self.slot_column[at]} of {self.width}, next "
+                             f"{self.slot_base[at]}, leaf {self.slot_leaf[at]}; {trees} "
+                             f"roots)")
+        records = np.empty(slots, SLOT_RECORDS[self.dtype])
+        records["bound"] = self.slot_bound
+        records["column"] = self.slot_column
+        records["next"] = self.slot_base
+        self.native_records = records.view(np.int32)
+        self.native_leaves = self.slot_leaf.astype(np.int32)
+        if self.raw:
+            self.native_kinds = (self.slot_kind | np.where(self.slot_track, RAW_TRACK, 0)
+                                 ).astype(np.int8)
+
     def rows(self, x: np.ndarray) -> np.ndarray:
         """The rows the walk reads: the features (as the threshold type), a NaN column,
         and the negated features when a comparison uses them."""
@@ -745,11 +799,18 @@ class _Forest:
 
     def leaves(self, x: np.ndarray) -> np.ndarray:
         """The leaf rank each tree reaches for each row of ``x`` (rows, features): (rows,
-        trees) intp."""
+        trees) intp; by the C walk where it is there, else by numpy's."""
         count, trees = x.shape[0], self.roots.size
         if not count or not trees:
             return np.zeros((count, trees), INTP)
         rows = self.rows(x)
+        lib = native.kernels()
+        walk = getattr(lib, "tree_leaves", None) if self.native_records is not None else None
+        if walk is not None:
+            leaf = np.empty((count, trees), INTP)
+            walk(rows, self.native_records, self.native_leaves, self.native_kinds, leaf,
+                 (count, self.width, trees, self.depth))
+            return leaf
         if count <= DENSE_MAX_ROWS:
             return self._dense(rows)
         return self._lanes(rows)
@@ -995,7 +1056,10 @@ class _TreeNode(_HostNode):
     def _leaves(self, env: Mapping[str, np.ndarray]) -> tuple[np.ndarray, _LeafValues]:
         x, dtype = self._input(env)
         forest, values = self._compiled_for(dtype)
-        return forest.leaves(x), values
+        try:
+            return forest.leaves(x), values
+        except ValueError as error:  # the C walk refused slots _native_slots passed: a bug
+            raise self.fail(ACL_ERROR_INTERNAL_ERROR, f"the tree walk failed: {error}") from error
 
 
 def _regression(kind: str, transform: str, base: np.ndarray, trees: int, leaf: np.ndarray,

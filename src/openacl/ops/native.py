@@ -66,8 +66,8 @@ def describe() -> str:
     return ("native C (openacl._native: float16 conversions, GELU, Hardswish, Sigmoid, "
             "SiLU, LeakyRelu, Softmax, ScaledMaskedSoftmax, LayerNorm, AddLayerNorm, row "
             "sums, direct and thin convolutions, tiled ConvTranspose, the LSTM "
-            "recurrences; the float32 products and dense convolutions (implicit im2col) on a "
-            f"packed GEMM ({isa} kernel), all on its own thread pool)")
+            "recurrences, tree-ensemble walks; the float32 products and dense convolutions "
+            f"(implicit im2col) on a packed GEMM ({isa} kernel), all on its own thread pool)")
 
 
 @contextlib.contextmanager
