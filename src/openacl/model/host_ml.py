@@ -1418,6 +1418,16 @@ def _batched_scores(scores: np.ndarray, transform: str) -> np.ndarray:
     return compute_probit(scores)
 
 
+def _linear_attributes(owner: Any) -> tuple[_Attributes, np.ndarray]:
+    """A linear model's attributes (checked against its ``ATTRIBUTES``) and its
+    coefficients, which it cannot lack."""
+    attrs = _Attributes(owner, owner.ATTRIBUTES)
+    coefficients = attrs.floats("coefficients")
+    if not coefficients.size:
+        raise owner.fail(ACL_ERROR_PARSE_MODEL, "needs the attribute 'coefficients'")
+    return attrs, coefficients
+
+
 class LinearClassifierNode(_HostNode):
     """ai.onnx.ml LinearClassifier as onnxruntime's CPU kernel."""
 
@@ -1426,10 +1436,7 @@ class LinearClassifierNode(_HostNode):
 
     def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
         super().__init__(node, model, constants)
-        attrs = _Attributes(self, self.ATTRIBUTES)
-        self.coefficients = attrs.floats("coefficients")
-        if not self.coefficients.size:
-            raise self.fail(ACL_ERROR_PARSE_MODEL, "needs the attribute 'coefficients'")
+        attrs, self.coefficients = _linear_attributes(self)
         self.intercepts = attrs.floats("intercepts")
         self.classes = self.intercepts.size
         if not self.classes:
@@ -1507,10 +1514,7 @@ class LinearRegressorNode(_HostNode):
 
     def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
         super().__init__(node, model, constants)
-        attrs = _Attributes(self, self.ATTRIBUTES)
-        self.coefficients = attrs.floats("coefficients")
-        if not self.coefficients.size:
-            raise self.fail(ACL_ERROR_PARSE_MODEL, "needs the attribute 'coefficients'")
+        attrs, self.coefficients = _linear_attributes(self)
         self.targets = attrs.int("targets", 1)
         if self.targets <= 0:
             raise self.fail(ACL_ERROR_PARSE_MODEL, f"targets is {self.targets}; it must be > 0")
