@@ -133,17 +133,17 @@ def run_case(case) -> Outcome:
                   if case.name.startswith(prefix)), None)
     try:
         session = openacl.InferenceSession(case.model, shapes)
-    except AclError as exc:
-        status = "unsupported" if UNSUPPORTED.search(exc.message) else (
-            "known" if known else "failed")
+    except AclError as exc:  # a case set aside stays aside, whatever refuses it
+        status = "known" if known else (
+            "unsupported" if UNSUPPORTED.search(exc.message) else "failed")
         return Outcome(case.name, op, status, f"convert: {exc.message}")
     except Exception as exc:  # noqa: BLE001 - a converter crash is a failure to report
         return Outcome(case.name, op, "failed", f"convert crashed: {type(exc).__name__}: {exc}")
     try:
         outputs = session.run(None, {k: np.asarray(v) for k, v in feeds.items()})
     except AclError as exc:  # a dynamic model is specialised, and may refuse, at its run
-        status = "unsupported" if UNSUPPORTED.search(exc.message) else (
-            "known" if known else "failed")
+        status = "known" if known else (
+            "unsupported" if UNSUPPORTED.search(exc.message) else "failed")
         return Outcome(case.name, op, status, f"run: {exc.message}" + (
             f" ({known})" if status == "known" else ""))
     except Exception as exc:  # noqa: BLE001
