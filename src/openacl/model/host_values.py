@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_value", "compilable_dtype", "kind", "type_proto", "type_string"]
+__all__ = ["as_value", "compilable_dtype", "kind", "type_proto", "type_string",
+           "value_info"]
 
 _DEFAULT_ELEMENT = np.dtype(np.float32)  # an empty sequence's element type, unknown at run
 
@@ -41,11 +42,28 @@ def as_value(result: Any) -> np.ndarray:
     return array.astype(object) if array.dtype.kind in "US" else array
 
 
+OPAQUE = "onnx-type"  # the first item of a sequence's or map's kind
+
+
 def kind(value: Any) -> tuple:
     """A hashable description of ``value`` for stage keys and stage inputs."""
     if isinstance(value, np.ndarray):
         return value.dtype, value.shape
-    return ("onnx-type", type_proto(value).SerializeToString())
+    return (OPAQUE, type_proto(value).SerializeToString())
+
+
+def value_info(name: str, value_kind: tuple) -> Any:
+    """The ValueInfoProto of a graph input holding a value of ``value_kind``: a tensor of
+    that dtype and shape, or the sequence's or map's ONNX type."""
+    import onnx
+    from onnx import helper
+
+    first, second = value_kind
+    if isinstance(first, str) and first == OPAQUE:
+        proto = onnx.TypeProto()
+        proto.ParseFromString(second)
+        return helper.make_value_info(name, proto)
+    return helper.make_tensor_value_info(name, _element_type(np.dtype(first)), list(second))
 
 
 def _element_type(dtype: np.dtype) -> int:

@@ -62,7 +62,13 @@ from openacl.errors import (
     ACL_ERROR_PARSE_MODEL,
     AclError,
 )
-from openacl.model.host_values import compilable_dtype, kind, type_string
+from openacl.model.host_values import (
+    as_value,
+    compilable_dtype,
+    kind,
+    type_string,
+    value_info,
+)
 from openacl.model.onnx_graph import (
     DEFAULT_DOMAINS,
     check_nodes,
@@ -362,9 +368,8 @@ class StagedModel:
         """The feeds as C-contiguous arrays, each checked against its declaration."""
         env = {name: np.asarray(value, order="C") for name, value in feeds.items()}
         for spec in self.inputs:  # a string input takes str arrays (as onnxruntime does)
-            array = env.get(spec.name)
-            if spec.dtype == object and array is not None and array.dtype.kind in "US":
-                env[spec.name] = array.astype(object)
+            if spec.dtype == object and spec.name in env:
+                env[spec.name] = as_value(env[spec.name])
         self.check_kinds({name: (a.dtype, a.shape) for name, a in env.items()})
         return env
 
@@ -700,14 +705,8 @@ class StagedModel:
         graph.initializer.extend(pending.initializers)
         graph.initializer.extend(numpy_helper.from_array(np.asarray(array), name)
                                  for name, array in fixed.items() if name in reads)
-        for name, (dtype, shape) in available.items():
-            if name in reads and dtype == "onnx-type":  # a sequence or map (host_values.py)
-                type_proto = onnx.TypeProto()
-                type_proto.ParseFromString(shape)
-                graph.input.append(helper.make_value_info(name, type_proto))
-            elif name in reads:
-                graph.input.append(helper.make_tensor_value_info(
-                    name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape)))
+        graph.input.extend(value_info(name, value_kind)  # tensors, sequences, maps
+                           for name, value_kind in available.items() if name in reads)
         for name in sorted(reads & set(self.weights)):
             array = self.weights[name]
             graph.input.append(helper.make_tensor_value_info(
