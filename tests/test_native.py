@@ -91,6 +91,46 @@ def test_gelu_erf_far_tail_matches_the_numpy_kernel():
     assert (out <= 0).all()
 
 
+# the standalone Tanh, Exp and Erf kernels: their error bound in float32 ulps of the
+# float64 result (the docstrings' bounds), over a dense sweep and float32's whole range
+ULP_BOUNDS = {"tanh": (torch.tanh, 5.0), "exp": (torch.exp, 2.0), "erf": (torch.erf, 3.0)}
+
+
+def _sweep() -> np.ndarray:
+    decades = np.float32(10) ** np.linspace(-38, 1.5, 40001).astype(F32)
+    return np.concatenate([np.linspace(-12, 12, 400_001, dtype=F32), decades, -decades,
+                           np.linspace(-104, 89, 40001, dtype=F32)])
+
+
+@pytest.mark.parametrize("name", sorted(ULP_BOUNDS))
+def test_tanh_exp_erf_within_their_ulp_bounds(name):
+    reference, bound = ULP_BOUNDS[name]
+    x = _sweep()
+    out = np.empty_like(x)
+    getattr(_native, name)(x, out)
+    exact = reference(_t64(x)).numpy()
+    normal = (np.abs(exact) >= np.finfo(F32).tiny) & (np.abs(exact) <= np.finfo(F32).max)
+    spacing = np.spacing(np.abs(exact[normal]).astype(F32)).astype(np.float64)
+    ulps = np.abs(out[normal].astype(np.float64) - exact[normal]) / spacing
+    worst = ulps.argmax()
+    assert ulps[worst] <= bound, f"{name}: {ulps[worst]:.2f} ulp at x = {x[normal][worst]}"
+    # below float32's normal range a result is 0 or that tiny value; above it, inf
+    tiny = np.abs(exact) < np.finfo(F32).tiny
+    assert np.all(np.abs(out[tiny] - exact[tiny]) <= np.finfo(F32).tiny)
+    assert np.all(out[~normal & ~tiny] == np.inf)
+
+
+@pytest.mark.parametrize("name", sorted(ULP_BOUNDS))
+def test_tanh_exp_erf_specials_and_in_place(name):
+    x = SPECIALS.copy()
+    expected = {"tanh": [1, -1, 0, -0.0], "exp": [np.inf, 0, 1, 1], "erf": [1, -1, 0, -0.0]}
+    getattr(_native, name)(x, x)
+    assert np.isnan(x[0])
+    np.testing.assert_array_equal(x[1:5], np.array(expected[name], F32))
+    if name != "exp":  # odd functions keep the sign of zero
+        assert np.signbit(x[4]) and not np.signbit(x[3])
+
+
 @pytest.mark.parametrize("size", [1, 17, 4099])
 def test_hardswish_matches_torch_with_specials(size):
     x = np.concatenate([_random(size, 5.0), SPECIALS])
@@ -523,7 +563,8 @@ def test_im2col_argument_checks():
         _native.im2col(x, out, (2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (2 ** 62, 4))
 
 
-@pytest.mark.parametrize("name", ["gelu_erf", "hardswish", "sigmoid", "silu"])
+@pytest.mark.parametrize("name", ["gelu_erf", "hardswish", "sigmoid", "silu", "tanh", "exp",
+                                  "erf"])
 def test_elementwise_on_the_pool_matches_one_thread(name):
     """Past POOL_MIN_ELEMENTS a call is cut into chunks on the pool (a ragged last one
     here): the same values as on one thread, bit for bit, in place too; and against torch."""
@@ -542,11 +583,11 @@ def test_elementwise_on_the_pool_matches_one_thread(name):
         _native.pool_threads(before)
     np.testing.assert_array_equal(pooled, serial)
     np.testing.assert_array_equal(in_place, serial)
-    torch_name = {"gelu_erf": "gelu", "hardswish": "hardswish", "sigmoid": "sigmoid",
-                  "silu": "silu"}[name]
+    golden = {"gelu_erf": F.gelu, "hardswish": F.hardswish, "sigmoid": F.sigmoid,
+              "silu": F.silu, "tanh": torch.tanh, "exp": torch.exp, "erf": torch.erf}[name]
     # (hardswish near -3: x + 3 cancels, so its golden is torch's float32 one)
     source = torch.from_numpy(x) if name == "hardswish" else _t64(x)
-    assert_close(pooled, getattr(F, torch_name)(source).numpy().astype(F32), name)
+    assert_close(pooled, golden(source).numpy().astype(F32), name)
 
 
 def test_softmax_rows_on_the_pool_matches_one_thread():

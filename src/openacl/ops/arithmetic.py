@@ -430,21 +430,24 @@ clamp_tensor = register("ClampTensor", "self: tensor, clipValueMin: tensor?, "
 
 
 # -- unary ---------------------------------------------------------------------------------------
-def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = False
-           ) -> Callable[[Call], Kernel]:
+def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = False,
+           native_name: str | None = None) -> Callable[[Call], Kernel]:
     """``out = fn(self)``. ``to_float``: integer input gives a float32 result;
-    ``keep_int``: integer input is returned unchanged (floor/ceil/round of an int)."""
+    ``keep_int``: integer input is returned unchanged (floor/ceil/round of an int);
+    ``native_name``: the C kernel that computes ``fn`` of float32 host arrays in one pass
+    on the pool (``NATIVE_UNARY``)."""
     def prepare(c: Call) -> Kernel:
         source = c.check_dtype("self", supported)
         result = _float_result(source) if to_float else source
         c.check_out("out", c.tensor("self").shape, result)
         identity = keep_int and promotion.category(source) <= promotion.INTEGER
-        direct = isinstance(fn, np.ufunc) and not identity and \
-            source == result == promotion.compute_dtype(result)  # nothing to convert
+        direct = (isinstance(fn, np.ufunc) or native_name is not None) and not identity \
+            and source == result == promotion.compute_dtype(result)  # nothing to convert
 
         def kernel(v) -> None:
             if direct:
-                v.plan(kernel, lambda: _unary_plan(v, fn) or functools.partial(general, v))()
+                v.plan(kernel, lambda: _unary_plan(v, fn, native_name) or
+                       functools.partial(general, v))()
             else:
                 general(v)
 
@@ -458,12 +461,19 @@ def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = Fal
     return prepare
 
 
-def _unary_plan(v, fn: np.ufunc) -> Callable[[], Any] | None:
-    """A unary ufunc's plan (``Views.plan``) where the input is in its compute dtype: the
-    ufunc on the host arrays, straight into the output (``Views.store``'s call, its
-    checks made once); None for device arrays."""
+def _unary_plan(v, fn: np.ufunc, native_name: str | None = None
+                ) -> Callable[[], Any] | None:
+    """A unary ufunc's plan (``Views.plan``) where the input is in its compute dtype: the C
+    kernel ``native_name`` on float32 host arrays it can take (contiguous, apart or the
+    same), else the ufunc on the host arrays, straight into the output (``Views.store``'s
+    call, its checks made once); None for device arrays."""
     x, out = v["self"], v["out"]
     if type(x) is not np.ndarray or type(out) is not np.ndarray:
+        return None
+    lib = native.kernels() if native_name is not None else None
+    if lib is not None and native.host_float32(x, out) and native.apart_or_same(out, x):
+        return functools.partial(getattr(lib, native_name), x, out)
+    if not isinstance(fn, np.ufunc):
         return None
     return functools.partial(fn, x, out=out, casting="unsafe")
 
@@ -509,9 +519,12 @@ _UNARY = {
     "Sign": (lambda x: x if x.dtype == np.bool_ else np.sign(x), REAL_DTYPES | BOOL_DTYPES,
              False, False),
 }
+# the C kernels (openacl._native) of float32 host arrays: the same function within a few ulp
+# (their docstrings say how many), 3-30x faster than numpy's on an AVX2 CPU
+NATIVE_UNARY = {"Tanh": "tanh", "Exp": "exp", "Erf": "erf"}
 for _name, (_fn, _supported, _to_float, _keep_int) in _UNARY.items():
     _prepare = register(_name, "self: tensor, out: tensor!")(
-        _unary(_fn, _supported, _to_float, _keep_int))
+        _unary(_fn, _supported, _to_float, _keep_int, NATIVE_UNARY.get(_name)))
     register_inplace(f"Inplace{_name}", "selfRef: tensor!", _prepare, self="selfRef",
                      out="selfRef")
 del _name, _fn, _supported, _to_float, _keep_int, _prepare, _signature
