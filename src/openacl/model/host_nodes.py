@@ -7,7 +7,9 @@
   any model; scan outputs are gathered in a list and stacked once at the end. A Loop's
   carried value that the body hands back unchanged and whose first value is a weight or a
   constant of the outer model is a weight of the body (``fixed``): its Transpose or Cast
-  folds once, when the body loads, instead of running every iteration.
+  folds once, when the body loads, instead of running every iteration. The body's nodes
+  that read only loop invariants run once per Loop run (``loop_hoisting.py``: a prologue
+  model, then a hoisted body that reads its results as outer values).
 * Every other node (NonZero, Unique, NonMaxSuppression, Compress, a node no lowering
   handles): ``onnx.reference.ReferenceEvaluator`` on a one-node model, built once per input
   dtypes and kept.
@@ -30,11 +32,14 @@ from openacl.errors import (
     AclError,
 )
 from openacl.model.host_values import as_value, kind, type_proto
+from openacl.model.loop_hoisting import plan_hoisting
 from openacl.model.onnx_graph import default_opset_of, free_names
 
 __all__ = ["host_node"]
 
 MAX_LOOP_ITERATIONS = 1 << 24  # a Loop with neither trip count nor condition stops here
+HOIST_LOOP_INVARIANTS = True  # compute a body's loop-invariant nodes once (tests turn it off)
+SETTLE_ITERATIONS = 3  # full iterations a carried copy may take to reach its fixed point
 
 
 def host_node(node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> Any:
@@ -235,6 +240,8 @@ class _BodyModel:
                                 for name in self.outer if name in owner.constants)
         proto = helper.make_model(body, opset_imports=owner.model._opsets)
         proto.ir_version = owner.model._ir_version
+        if any(not value.type.tensor_type.elem_type for value in proto.graph.output):
+            proto = _typed_outputs(proto)  # a hoisting prologue's outputs (loop_hoisting.py)
         shared = {name: owner.model.weights[name] for name in self.outer
                   if name in owner.model.weights}
         shared.update(self.fixed)
@@ -244,6 +251,20 @@ class _BodyModel:
         if self._model is not None:
             self._model.close()
             self._model = None
+
+
+def _typed_outputs(proto: Any) -> Any:
+    """``proto`` with its untyped graph outputs typed by ONNX's shape inference (its inputs
+    are typed from the arrays they are built for)."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(proto)
+    types = {value.name: value.type for value in [*inferred.graph.value_info,
+                                                  *inferred.graph.output]}
+    for value in proto.graph.output:
+        if not value.type.tensor_type.elem_type and value.name in types:
+            value.type.CopyFrom(types[value.name])
+    return proto
 
 
 def _attr(node: Any, name: str, default: Any) -> Any:
@@ -276,7 +297,20 @@ class LoopNode(_HostNode):
     def __init__(self, node: Any, model: Any, constants: Mapping[str, np.ndarray]) -> None:
         super().__init__(node, model, constants)
         body = _attr(node, "body", None)
-        self.body = _BodyModel(self, body, "body", self._invariants(body))
+        fixed = self._invariants(body)
+        self.body = _BodyModel(self, body, "body", fixed)
+        # the nodes computed once per run (loop_hoisting.py): a prologue and a hoisted body
+        self.hoist = None if body is None or not HOIST_LOOP_INVARIANTS else plan_hoisting(
+            body, set(model.weights) | set(self.constants) | set(fixed), self._static_value)
+        if self.hoist is not None:
+            self.prologue = _BodyModel(self, self.hoist.prologue, "body", fixed)
+            self.hoisted_body = _BodyModel(self, self.hoist.body, "body", fixed)
+
+    def _static_value(self, name: str) -> np.ndarray | None:
+        """A weight's or folded constant's array (the hoisting plan's constants)."""
+        if name in self.constants or name in self.model.weights:
+            return np.asarray(self.value(name, {}))
+        return None
 
     def _invariants(self, body: Any) -> dict[str, np.ndarray]:
         """Carried values the body hands back unchanged whose first value is a weight or a
@@ -318,10 +352,21 @@ class LoopNode(_HostNode):
         scans: list[list[np.ndarray]] = [[] for _ in outputs[count:]]
         iteration = 0
         limit = trip if trip is not None else MAX_LOOP_ITERATIONS
+        body, body_env = self.body, env
+        hoist = self.hoist
+        unsettled = set(hoist.settle) if hoist is not None else set()
         while keep and iteration < limit:
-            results = self.body.run(
-                [np.array(iteration, np.int64), np.array(keep), *carried], env)
+            if hoist is not None and not unsettled and body is self.body:
+                body_env = self._hoisted_env(carried, env)  # the prologue, once
+                body = self.hoisted_body
+            results = body.run(
+                [np.array(iteration, np.int64), np.array(keep), *carried], body_env)
             keep = self._condition(results[0], "the body's condition output")
+            if unsettled:  # a slot settles when it comes out as it went in, bit for bit
+                unsettled = {slot for slot in unsettled
+                             if not _same_value(results[1 + slot], carried[slot])}
+                if unsettled and iteration + 1 >= SETTLE_ITERATIONS:
+                    hoist = None  # not a fixed point soon: this run keeps the full body
             carried = results[1:1 + count]
             for part, value in zip(scans, results[1 + count:], strict=True):
                 part.append(value)
@@ -336,6 +381,13 @@ class LoopNode(_HostNode):
             result[name] = _stacked(part, 0, False, name, declared)
         return {name: value for name, value in result.items() if name}
 
+    def _hoisted_env(self, carried: list[np.ndarray], env: Mapping[str, np.ndarray]
+                     ) -> dict[str, np.ndarray]:
+        """``env`` plus the prologue's values, computed from the carried values now."""
+        hoist = self.hoist
+        values = self.prologue.run([carried[slot] for slot in hoist.prologue_formals], env)
+        return {**env, **dict(zip(hoist.needed, values, strict=True))}
+
     def _condition(self, value: Any, what: str) -> bool:
         array = np.asarray(value)
         if array.dtype != np.bool_ or array.size != 1:
@@ -346,6 +398,15 @@ class LoopNode(_HostNode):
 
     def close(self) -> None:
         self.body.close()
+        if self.hoist is not None:
+            self.prologue.close()
+            self.hoisted_body.close()
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two run-time values are the same bits (dtype, shape and bytes)."""
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype \
+        and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 class ScanNode(_HostNode):
