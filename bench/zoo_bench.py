@@ -5,11 +5,13 @@ For every model (or those of ``--models`` / ``--ci``): fetch it into the cache, 
 ``--threads`` intra-op threads: the machine's cores by default), run the feeds of
 ``tests/zoo_cases.py``, check every output against onnxruntime's under the model's
 tolerance, then time each runtime's ``run``: median latency over ``--runs`` samples after
-warm-up, one runtime after the other (never interleaved: each keeps worker threads spinning
-for a while after a call, and ``settle`` waits them out before each is timed), fewer samples
-for a model whose call takes long (``--budget`` seconds per runtime and model). A model that
-fails to load or run in openacl shows the first line of its error as its status; the bench
-goes on.
+warm-up, one runtime after the other (calls never interleaved: each keeps worker threads
+spinning for a while after a call, and ``settle`` waits them out before each is timed), in
+``--rounds`` alternating rounds (the ratio is the median of the rounds' ratios: on a shared
+machine a neighbour's busy spell then slows both sides of one ratio), fewer samples for a
+model whose call takes long (``--budget`` seconds per runtime and model, over all rounds).
+A model that fails to load or run in openacl shows the first line of its error as its
+status; the bench goes on.
 
 Both runtimes get the same CPU threads (``--threads``: ``InferenceSession(path, threads=N)``
 here, ``intra_op_num_threads`` there). Prints a table (model, ours ms, ort ms, ratio
@@ -22,8 +24,8 @@ OpenBLAS tuning variables of the calling shell (``OPENBLAS_CORETYPE``,
 ``OPENBLAS_L2_SIZE``) are dropped before numpy loads, so both runtimes run on OpenBLAS's
 own detection of this CPU, as a user's process would.
 
-Run: ``.venv/bin/python bench/zoo_bench.py [--runs 20] [--ci] [--models a,b] [--json PATH]
-[--png PATH]`` (``--replot --png PATH`` redraws the chart from ``--json``'s results).
+Run: ``.venv/bin/python bench/zoo_bench.py [--runs 20] [--rounds 3] [--ci] [--models a,b]
+[--json PATH] [--png PATH]`` (``--replot --png PATH`` redraws the chart from ``--json``'s results).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ RESULTS = BENCH / "results" / "zoo.json"
 RUNS = 20  # timed samples per model and runtime
 WARMUP = 2
 BUDGET_S = 10.0  # timing time per model and runtime; slow models get fewer samples
+ROUNDS = 3  # alternating timing rounds per model (bench_model)
 MIN_RUNS = 3
 SEED = 0
 
@@ -80,8 +83,12 @@ def _time(fn: Callable[[], Any], runs: int, budget_s: float) -> float:
     return float(np.median(samples))
 
 
-def bench_model(key: str, runs: int, threads: int, budget_s: float) -> dict[str, Any]:
-    """One model's row: timings, agreement and status."""
+def bench_model(key: str, runs: int, threads: int, budget_s: float,
+                rounds: int = ROUNDS) -> dict[str, Any]:
+    """One model's row: timings, agreement and status. The two runtimes are timed in
+    ``rounds`` alternating rounds (onnxruntime, then ours); each one's time is the median
+    of its rounds' medians and the ratio the median of the rounds' ratios, so a slow spell
+    of a shared machine weighs on both sides of a ratio instead of on one runtime."""
     import onnxruntime
 
     import openacl
@@ -100,9 +107,6 @@ def bench_model(key: str, runs: int, threads: int, budget_s: float) -> dict[str,
     options.intra_op_num_threads = threads
     theirs = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     expected = theirs.run(None, feeds)
-    settle()
-    row["ort_ms"] = _time(lambda: theirs.run(None, feeds), runs, budget_s) * 1e3
-    settle()
     start = time.perf_counter()
     try:
         ours = openacl.InferenceSession(path, threads=threads)
@@ -128,9 +132,16 @@ def bench_model(key: str, runs: int, threads: int, budget_s: float) -> dict[str,
     row["outputs"] = outputs
     row["cosine"] = min((o["cosine"] for o in outputs.values()), default=0.0)
     row["max_abs_diff"] = max((o["max_abs_diff"] for o in outputs.values()), default=0.0)
-    settle()
-    row["ours_ms"] = _time(lambda: ours.run(None, feeds), runs, budget_s) * 1e3
-    row["ratio"] = ratio(row["ours_ms"], row["ort_ms"])
+    timings: dict[str, list[float]] = {"ours": [], "ort": []}
+    for _ in range(rounds):  # adjacent in time: a neighbour's load hits both alike
+        for name, session in (("ort", theirs), ("ours", ours)):
+            settle()
+            timings[name].append(_time(lambda s=session: s.run(None, feeds), runs,
+                                       budget_s / rounds))
+    row["ort_ms"] = float(np.median(timings["ort"])) * 1e3
+    row["ours_ms"] = float(np.median(timings["ours"])) * 1e3
+    row["ratio"] = float(np.median([ratio(mine, theirs) for mine, theirs
+                                    in zip(timings["ours"], timings["ort"], strict=True)]))
     row["status"] = "ok" if not wrong else f"MISMATCH {wrong[0]}"
     ours.close()
     return row
@@ -144,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=BUDGET_S,
                         help="seconds of timing per model and runtime (slow models: fewer "
                              "samples)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help="alternating timing rounds per model (the ratio: their median)")
     parser.add_argument("--models", help="comma-separated zoo keys (default: all)")
     parser.add_argument("--ci", action="store_true", help="only zoo_cases.CI_MODELS")
     parser.add_argument("--json", default=str(RESULTS), help=f"default {RESULTS}")
@@ -171,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     results, rows, notes = {}, [], []
     for key in keys:
         print(f"{key} ...", file=sys.stderr, flush=True)
-        row = results[key] = bench_model(key, args.runs, args.threads, args.budget)
+        row = results[key] = bench_model(key, args.runs, args.threads, args.budget,
+                                         args.rounds)
         status = row["status"]
         if status != "ok":
             notes.append(f"{key}: {status}")
@@ -197,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {note}")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     write_json(args.json, "zoo", results, threads=args.threads, runs=args.runs,
+               rounds=args.rounds,
                blas=blas_kernels(), **summary)
     if args.png and ratios:
         _chart(ratios, args.threads, args.png)
