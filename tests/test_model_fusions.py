@@ -18,6 +18,7 @@ from openacl.model.fusions import (  # noqa: E402
     ADD_LAYER_NORM,
     FUSED_MATMUL,
     SILU,
+    batch_shared_weight_products,
     fold_conv_affine,
     fold_matmul_scale,
     fuse_gelu_erf,
@@ -218,7 +219,7 @@ def test_gemm_weight_read_twice_transposed_is_transposed_once_for_both():
                     helper.make_node("MatMul", ["x", "Wt"], ["y2"]),
                     helper.make_node("Gemm", ["y2", "W"], ["y"], transB=1)],
                    {"W": _f32(6, 6), "Wt": _f32(6, 6)}, outputs=("y", "y1"),
-                   input_shape=[3, 6])
+                   input_shape=[30, 6])  # (rows outweigh W: the two Gemms stay two)
     graph = import_onnx(model)
     assert pretranspose_gemm_weights(graph) == 2
     first, _, second = graph.nodes
@@ -539,3 +540,70 @@ def test_matmul_scale_lookalikes(case):
     theirs = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+# -- products that share a weight ------------------------------------------------------------
+STEPS, DEPTH, UNITS = 6, 64, 48
+
+
+def _unrolled(recurrent=True, bias_per_step=False):
+    """An unrolled recurrence as torch.onnx writes one: per time step, the step's row of x
+    (Gather) times the input weight (Gemm, transB), plus the previous state times the
+    recurrent weight (a chain: no step's product can be batched with the next's)."""
+    nodes, initializers = [], {"W": _f32(UNITS, DEPTH), "B": _f32(UNITS), "R": _f32(UNITS, UNITS),
+                               "state0": np.zeros((1, UNITS), np.float32)}
+    state = "state0"
+    for step in range(STEPS):
+        initializers[f"t{step}"] = np.array([step], np.int64)
+        bias = f"B{step}" if bias_per_step else "B"
+        if bias_per_step:
+            initializers[bias] = _f32(UNITS)
+        nodes += [helper.make_node("Gather", ["x", f"t{step}"], [f"x{step}"], axis=0),
+                  helper.make_node("Gemm", [f"x{step}", "W", bias], [f"p{step}"], transB=1,
+                                   name=f"input_{step}")]
+        if recurrent:
+            nodes += [helper.make_node("MatMul", [state, "R"], [f"r{step}"]),
+                      helper.make_node("Add", [f"p{step}", f"r{step}"], [f"s{step}"]),
+                      helper.make_node("Tanh", [f"s{step}"], [f"h{step}"])]
+            state = f"h{step}"
+        else:
+            state = f"p{step}"
+    nodes.append(helper.make_node("Identity", [state], ["y"]))
+    return _model(nodes, initializers, input_shape=[STEPS, DEPTH])
+
+
+def test_input_projections_of_an_unrolled_recurrence_are_one_product():
+    model = _unrolled()
+    graph = import_onnx(model)
+    assert batch_shared_weight_products(graph) == STEPS - 1
+    graph.validate()  # sorted: the stacked product after every Gather it reads
+    ops = collections.Counter(node.op_type for node in graph.nodes)
+    assert ops["Gemm"] == 1 and ops["Concat"] == 1 and ops["Split"] == 1
+    assert ops["MatMul"] == STEPS  # the recurrent products depend on each other
+    ops = _optimized_ops(model)
+    assert ops["Concat"] == 1 and ops["Split"] == 1
+    x = _f32(STEPS, DEPTH)
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    with InferenceSession(model) as session:
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], expected[0], rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_products_that_depend_on_each_other_or_differ_are_not_batched():
+    chain = import_onnx(_unrolled(recurrent=False))  # step t reads... only x: batched
+    assert batch_shared_weight_products(chain) == STEPS - 1
+    biases = import_onnx(_unrolled(bias_per_step=True))  # a bias each: different products
+    assert batch_shared_weight_products(biases) == 0
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["a"]),
+             helper.make_node("MatMul", ["a", "W"], ["b"]),   # reads the first product
+             helper.make_node("Relu", ["b"], ["c"]),
+             helper.make_node("MatMul", ["c", "W"], ["y"])]   # and through a Relu
+    dependent = import_onnx(_model(nodes, {"W": _f32(DEPTH, DEPTH)}, input_shape=[4, DEPTH]))
+    assert batch_shared_weight_products(dependent) == 0
+    rows = [helper.make_node("MatMul", ["x", "W"], ["a"]),
+            helper.make_node("MatMul", ["x", "W"], ["b"]),
+            helper.make_node("Add", ["a", "b"], ["y"])]
+    small = import_onnx(_model(rows, {"W": _f32(DEPTH, 2)}, input_shape=[512, DEPTH]))
+    assert batch_shared_weight_products(small) == 0  # rows outweigh the weight
+    large = import_onnx(_model(rows, {"W": _f32(DEPTH, DEPTH)}, input_shape=[2, DEPTH]))
+    assert batch_shared_weight_products(large) == 1

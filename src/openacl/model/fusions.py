@@ -11,6 +11,12 @@ elimination: each rewrites a pattern of nodes into fewer nodes that compute the 
 * ``pretranspose_gemm_weights`` (first): a ``Gemm`` whose transposed operand is a constant
   read by nothing else gets it transposed once, here (``transA`` / ``transB`` cleared), so
   no run transposes a weight.
+* ``batch_shared_weight_products`` (after it): ``Gemm`` / ``MatMul`` nodes that multiply
+  rows by one constant weight (the same bias and attributes) and do not depend on each
+  other are one product of their rows stacked (``Concat``, the product, ``Split``): an
+  unrolled recurrence's input projections, one per time step, stream their weight once
+  instead of once per step. The graph is then sorted again (the stacked product runs where
+  all its rows are ready).
 * ``fuse_layer_norm``: layer normalisation written out, ``(x - mean) / sqrt(var + eps)``
   with ``var = mean((x - mean)^2)`` over trailing axes, then an optional constant scale and
   bias (PyTorch's exports before opset 17), is one ``LayerNormalization``.
@@ -65,7 +71,9 @@ HARD_SWISH_OFFSET, HARD_SWISH_LIMIT = 3.0, 6.0
 
 def fuse(graph: Graph) -> dict[str, int]:
     """Run every fusion; returns how many patterns each rewrote."""
-    return {"gemm_weights": pretranspose_gemm_weights(graph), "qdq": fuse_qdq(graph),
+    return {"gemm_weights": pretranspose_gemm_weights(graph),
+            "shared_weight_products": batch_shared_weight_products(graph),
+            "qdq": fuse_qdq(graph),
             "conv_affine": fold_conv_affine(graph),
             "layer_norm": fuse_layer_norm(graph),
             "hard_swish": fuse_hard_swish(graph), "gelu_erf": fuse_gelu_erf(graph),
@@ -310,6 +318,158 @@ def pretranspose_gemm_weights(graph: Graph) -> int:
             node.attrs = {key: value for key, value in node.attrs.items() if key != flag}
             done += 1
     return done
+
+
+# -- products that share a weight, batched ------------------------------------------------------
+def batch_shared_weight_products(graph: Graph) -> int:
+    """Independent ``Gemm`` / ``MatMul`` nodes multiplying 2-d rows by one constant 2-d
+    weight (same bias and attributes) -> ``Concat`` of their rows, one product, ``Split``
+    back into their outputs, where the weight outweighs the rows copied. A node joins a
+    batch only if its rows do not depend on a product already in it (so the batch has no
+    cycle); the nodes are sorted again after. Returns how many products were removed."""
+    if any(hasattr(value, "node") for node in graph.nodes for value in node.attrs.values()):
+        return 0  # a subgraph reads outer names no edge shows: the order must stay
+    groups: dict[tuple, list[Node]] = {}
+    for node in graph.nodes:
+        key = _shared_weight_key(graph, node)
+        if key is not None:
+            groups.setdefault(key, []).append(node)
+    removed = 0
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        readers: dict[str, list[Node]] = {}
+        for node in graph.nodes:
+            for name in node.inputs:
+                if name:
+                    readers.setdefault(name, []).append(node)
+        for batch in _independent_batches(members, readers):
+            weight = graph.initializers[batch[0].inputs[1]]
+            rows = sum(graph.value(node.inputs[0]).nbytes for node in batch)
+            if len(batch) > 1 and weight.nbytes >= rows:
+                _stack_products(graph, batch)
+                removed += len(batch) - 1
+    if removed:
+        _sort_nodes(graph)
+    return removed
+
+
+def _shared_weight_key(graph: Graph, node: Node) -> tuple | None:
+    """The grouping key of a product of 2-d rows by a constant 2-d weight (None: not one):
+    op, weight, bias (a row or none) and attributes."""
+    if node.op_type not in ("Gemm", "MatMul") or len(node.outputs) != 1:
+        return None
+    rows, weight = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else ""
+    array = graph.initializers.get(weight)
+    if array is None or array.ndim != 2 or rows in graph.initializers or \
+            len(graph.value(rows).shape) != 2:
+        return None
+    if node.op_type == "MatMul":
+        return ("MatMul", weight)
+    if int(node.attrs.get("transA", 0)):
+        return None
+    bias = node.inputs[2] if len(node.inputs) > 2 else ""
+    if bias:  # a bias row (or scalar) broadcast over the rows, the same for every batch
+        shape = graph.value(bias).shape
+        columns = array.shape[0] if int(node.attrs.get("transB", 0)) else array.shape[1]
+        if shape not in ((), (1,), (columns,), (1, columns)):
+            return None
+    return ("Gemm", weight, bias, tuple(sorted((k, str(v)) for k, v in node.attrs.items())))
+
+
+def _independent_batches(members: list[Node], readers: dict[str, list[Node]]
+                         ) -> list[list[Node]]:
+    """``members`` (in graph order) cut into batches whose rows read no batch member's
+    output, directly or through other nodes."""
+    batches: list[list[Node]] = []
+    pending = list(members)
+    while pending:
+        batch, reached, rest = [], set(), []
+        for node in pending:
+            if node.inputs[0] in reached:
+                rest.append(node)
+                continue
+            batch.append(node)
+            frontier = [name for name in node.outputs if name]
+            while frontier:  # everything computed from this product
+                name = frontier.pop()
+                if name in reached:
+                    continue
+                reached.add(name)
+                for reader in readers.get(name, ()):
+                    frontier.extend(out for out in reader.outputs if out)
+        batches.append(batch)
+        pending = rest
+    return batches
+
+
+def _stack_products(graph: Graph, batch: list[Node]) -> None:
+    """Replace ``batch`` (products by one weight) with Concat -> the product -> Split."""
+    first = batch[0]
+    counts = [graph.value(node.inputs[0]).shape[0] for node in batch]
+    depth = graph.value(first.inputs[0]).shape[1]
+    out = graph.value(first.outputs[0])
+    stacked = _new_value(graph, f"{first.name}/stacked_rows", graph.value(first.inputs[0]).dtype,
+                         (sum(counts), depth))
+    product = _new_value(graph, f"{first.name}/stacked_product", out.dtype,
+                         (sum(counts), out.shape[1]))
+    nodes = [Node("Concat", f"{first.name}/stack", [node.inputs[0] for node in batch],
+                  [stacked], {"axis": 0}),
+             Node(first.op_type, f"{first.name}/stacked", [stacked, *first.inputs[1:]],
+                  [product], dict(first.attrs))]
+    outputs = [node.outputs[0] for node in batch]
+    if graph.opset >= SPLIT_SIZES_INPUT_OPSET:
+        sizes = _new_initializer(graph, f"{first.name}/split_sizes",
+                                 np.array(counts, np.int64))
+        nodes.append(Node("Split", f"{first.name}/unstack", [product, sizes], outputs,
+                          {"axis": 0}))
+    else:
+        nodes.append(Node("Split", f"{first.name}/unstack", [product], outputs,
+                          {"axis": 0, "split": counts}))
+    members = {id(node) for node in batch}
+    index = graph.nodes.index(first)
+    graph.nodes[:] = [node for node in graph.nodes if id(node) not in members]
+    graph.nodes[index:index] = nodes  # (out of order until _sort_nodes)
+
+
+SPLIT_SIZES_INPUT_OPSET = 13  # Split takes its sizes as an input from here on
+
+
+def _new_value(graph: Graph, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    candidate, number = name, 0
+    while candidate in graph.values or candidate in graph.initializers:
+        number += 1
+        candidate = f"{name}.{number}"
+    graph.values[candidate] = Value(candidate, np.dtype(dtype), tuple(shape))
+    return candidate
+
+
+def _sort_nodes(graph: Graph) -> None:
+    """The nodes in a topological order that keeps their present order where it can
+    (Kahn's algorithm, taking the earliest ready node first)."""
+    import heapq
+
+    producer = {name: index for index, node in enumerate(graph.nodes)
+                for name in node.outputs if name}
+    waiting = [0] * len(graph.nodes)
+    dependents: dict[int, list[int]] = {}
+    for index, node in enumerate(graph.nodes):
+        for name in {name for name in node.inputs if name in producer}:
+            waiting[index] += 1
+            dependents.setdefault(producer[name], []).append(index)
+    ready = [index for index, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(index)
+        for dependent in dependents.get(index, ()):
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                heapq.heappush(ready, dependent)
+    if len(order) != len(graph.nodes):  # (a batch is acyclic by construction)
+        raise AssertionError("batch_shared_weight_products made a cycle")
+    graph.nodes[:] = [graph.nodes[index] for index in order]
 
 
 # -- LayerNormalization written out ------------------------------------------------------------
