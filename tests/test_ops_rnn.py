@@ -206,6 +206,7 @@ def _gru_case(steps, batch, features, hidden, layers, bidirectional, bias, batch
     """(input, params, hx) and torch.nn.GRU's float64 (output, hy) rounded to dtype."""
     rng = np.random.default_rng(seed)
     directions = 2 if bidirectional else 1
+    torch.manual_seed(seed)  # the weights: torch's init, not whatever state earlier tests left
     reference = torch.nn.GRU(features, hidden, layers, bias=bias, batch_first=batch_first,
                              bidirectional=bidirectional, dtype=torch.float64)
     params = [p.detach().numpy().astype(dtype) for p in reference.all_weights for p in p]
