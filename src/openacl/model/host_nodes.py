@@ -366,7 +366,8 @@ class LoopNode(_HostNode):
                 unsettled = {slot for slot in unsettled
                              if not _same_value(results[1 + slot], carried[slot])}
                 if unsettled and iteration + 1 >= SETTLE_ITERATIONS:
-                    hoist = None  # not a fixed point soon: this run keeps the full body
+                    hoist, unsettled = None, set()  # not a fixed point soon: this run
+                                                    # keeps the full body, unchecked
             carried = results[1:1 + count]
             for part, value in zip(scans, results[1 + count:], strict=True):
                 part.append(value)

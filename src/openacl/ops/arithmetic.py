@@ -461,7 +461,7 @@ def _unary(fn: Callable, supported, to_float: bool = False, keep_int: bool = Fal
     return prepare
 
 
-def _unary_plan(v, fn: np.ufunc, native_name: str | None = None
+def _unary_plan(v, fn: Callable, native_name: str | None = None
                 ) -> Callable[[], Any] | None:
     """A unary ufunc's plan (``Views.plan``) where the input is in its compute dtype: the C
     kernel ``native_name`` on float32 host arrays it can take (contiguous, apart or the
