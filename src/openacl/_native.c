@@ -2080,41 +2080,20 @@ static PyObject *elementwise(PyObject *args, ElementwiseLoop loop, ScaledLoop sc
     return result;
 }
 
-static PyObject *py_clamp(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, NULL, NULL, clamp_loop);
-}
-
-static PyObject *py_leaky_relu(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, NULL, leaky_relu_loop, NULL);
-}
-
-static PyObject *py_gelu_erf(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, gelu_erf_loop, NULL, NULL);
-}
-
-static PyObject *py_hardswish(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, hardswish_loop, NULL, NULL);
-}
-
-static PyObject *py_sigmoid(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, sigmoid_loop, NULL, NULL);
-}
-
-static PyObject *py_tanh(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, tanh_loop, NULL, NULL);
-}
-
-static PyObject *py_exp(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, exp_loop, NULL, NULL);
-}
-
-static PyObject *py_erf(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, erf_loop, NULL, NULL);
-}
-
-static PyObject *py_silu(PyObject *Py_UNUSED(self), PyObject *args) {
-    return elementwise(args, silu_loop, NULL, NULL);
-}
+/* py_NAME(x, out[, parameter[, high]]): one elementwise loop of the above */
+#define ELEMENTWISE_FUNCTION(name, loop, scaled, bounded)                                   \
+    static PyObject *py_##name(PyObject *Py_UNUSED(self), PyObject *args) {                 \
+        return elementwise(args, loop, scaled, bounded);                                     \
+    }
+ELEMENTWISE_FUNCTION(clamp, NULL, NULL, clamp_loop)
+ELEMENTWISE_FUNCTION(leaky_relu, NULL, leaky_relu_loop, NULL)
+ELEMENTWISE_FUNCTION(gelu_erf, gelu_erf_loop, NULL, NULL)
+ELEMENTWISE_FUNCTION(hardswish, hardswish_loop, NULL, NULL)
+ELEMENTWISE_FUNCTION(sigmoid, sigmoid_loop, NULL, NULL)
+ELEMENTWISE_FUNCTION(tanh, tanh_loop, NULL, NULL)
+ELEMENTWISE_FUNCTION(exp, exp_loop, NULL, NULL)
+ELEMENTWISE_FUNCTION(erf, erf_loop, NULL, NULL)
+ELEMENTWISE_FUNCTION(silu, silu_loop, NULL, NULL)
 
 /* The (x, out, length) arguments of a row kernel: x float32 in whole rows of `length`, out
  * float32 like x (per_row_double 0) or float64 with one value per row (1). Returns the row

@@ -220,12 +220,8 @@ def _scaled_weight(weight: np.ndarray, scale: np.ndarray, groups: int,
 def _new_initializer(graph: Graph, name: str, array: np.ndarray) -> str:
     """Add ``array`` as a new initializer named ``name`` (or ``name.N`` where that is taken)
     with its value entry; returns the name."""
-    candidate, number = name, 0
-    while candidate in graph.values or candidate in graph.initializers:
-        number += 1
-        candidate = f"{name}.{number}"
+    candidate = _new_value(graph, name, array.dtype, tuple(array.shape))
     graph.initializers[candidate] = array
-    graph.values[candidate] = Value(candidate, array.dtype, tuple(array.shape))
     return candidate
 
 
@@ -334,15 +330,17 @@ def batch_shared_weight_products(graph: Graph) -> int:
         key = _shared_weight_key(graph, node)
         if key is not None:
             groups.setdefault(key, []).append(node)
+    # (made once: a stacked batch's Concat -> product -> Split links the same names its
+    # products did, so what each value reaches stays as this map says)
+    readers: dict[str, list[Node]] = {}
+    for node in graph.nodes:
+        for name in node.inputs:
+            if name:
+                readers.setdefault(name, []).append(node)
     removed = 0
     for members in groups.values():
         if len(members) < 2:
             continue
-        readers: dict[str, list[Node]] = {}
-        for node in graph.nodes:
-            for name in node.inputs:
-                if name:
-                    readers.setdefault(name, []).append(node)
         for batch in _independent_batches(members, readers):
             weight = graph.initializers[batch[0].inputs[1]]
             rows = sum(graph.value(node.inputs[0]).nbytes for node in batch)
@@ -433,15 +431,6 @@ def _stack_products(graph: Graph, batch: list[Node]) -> None:
 
 
 SPLIT_SIZES_INPUT_OPSET = 13  # Split takes its sizes as an input from here on
-
-
-def _new_value(graph: Graph, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str:
-    candidate, number = name, 0
-    while candidate in graph.values or candidate in graph.initializers:
-        number += 1
-        candidate = f"{name}.{number}"
-    graph.values[candidate] = Value(candidate, np.dtype(dtype), tuple(shape))
-    return candidate
 
 
 def _sort_nodes(graph: Graph) -> None:

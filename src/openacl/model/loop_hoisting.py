@@ -82,16 +82,18 @@ def plan_hoisting(body: Any, static_outer: set[str],
     outputs = [value.name for value in body.output]
     carried = formals[2:]
     producer = {name: node for node in body.node for name in node.output if name}
-    static = {t.name for t in body.initializer} | (free_names(body) & static_outer) | \
+    outer = free_names(body)
+    static = {t.name for t in body.initializer} | (outer & static_outer) | \
         (set(carried) & static_outer)
-    runtime = free_names(body) - static_outer  # outer values of this run: fixed meanwhile
+    runtime = outer - static_outer  # outer values of this run: fixed meanwhile
+    constants = _constants(body, constant)
     exact, settle = [], []
     for slot, name in enumerate(carried):
         if name in static or 1 + slot >= len(outputs):
             continue
         if outputs[1 + slot] == name:
             exact.append(slot)
-        elif _copy_of(outputs[1 + slot], name, producer, _constants(body, constant)):
+        elif _copy_of(outputs[1 + slot], name, producer, constants):
             settle.append(slot)
     runtime |= {carried[slot] for slot in exact + settle}
     shaped: set[str] = set()  # run-time invariants computed from shapes alone
